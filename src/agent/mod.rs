@@ -1,0 +1,1 @@
+//! Agent adapters and the git worktree sandbox they run in.

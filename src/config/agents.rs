@@ -1,0 +1,66 @@
+//! The agents the operator allows (`[agents.<name>]` in the server config).
+//! A repository picks one by name and can never name a command of its own.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Which tool an agent entry drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterKind {
+    /// `claude -p … --output-format json`
+    ClaudeCode,
+    /// `codex exec --json …`
+    Codex,
+    /// `opencode run …`
+    Opencode,
+    /// Any argv, speaking the contract in DESIGN §5 (prompt on stdin and in
+    /// `CLOSER_PROMPT_FILE`, report on stdout).
+    Command,
+}
+
+impl AdapterKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdapterKind::ClaudeCode => "claude-code",
+            AdapterKind::Codex => "codex",
+            AdapterKind::Opencode => "opencode",
+            AdapterKind::Command => "command",
+        }
+    }
+}
+
+/// One `[agents.<name>]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub adapter: AdapterKind,
+    /// The argv. Required for `command`; for the tool adapters it replaces the
+    /// executable (and leading flags) when the tool is not on `PATH` as usual.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Wall-clock limit for one iteration; the whole process group is killed
+    /// at the deadline (default 1800).
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Environment variables passed through to the agent, by name; nothing
+    /// else from closer's environment reaches it beyond a minimal
+    /// `PATH`/`HOME`/`LANG`.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// Cap on captured stdout and stderr, each (default 10 MiB).
+    #[serde(default = "default_output_cap")]
+    pub max_output_bytes: usize,
+}
+
+fn default_timeout() -> u64 {
+    1800
+}
+
+fn default_output_cap() -> usize {
+    10 * 1024 * 1024
+}
+
+/// The operator's agents by name.
+pub type Agents = BTreeMap<String, AgentConfig>;

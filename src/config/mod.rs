@@ -1,0 +1,5 @@
+//! Configuration: the operator's server configuration (TOML file + environment,
+//! read once at start) and the repository's `.github/closer.yml`.
+
+pub mod agents;
+pub mod repo;

@@ -1,0 +1,225 @@
+//! The repository configuration, `.github/closer.yml`: the typed shape every
+//! other module reads.
+//!
+//! Parsing and validation (line/column errors, `deny_unknown_fields`, the
+//! operator's agent list) live beside these types; the engine only ever sees a
+//! validated [`RepoConfig`]. Every field is optional in the file and has the
+//! default documented here and in `docs/closer.example.yml`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::task_type::TaskType;
+
+/// The whole validated `.github/closer.yml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RepoConfig {
+    /// The label that starts a run (default `closer`).
+    pub trigger_label: String,
+    /// The operator's agent this repository uses (default `default`).
+    pub agent: String,
+    /// How a run decides it is complete.
+    pub completion: CompletionConfig,
+    /// Definition of Done: level-1 goals every change must pass.
+    pub dod: Vec<GoalSpec>,
+    /// Level-2 goals per task type.
+    pub task_types: BTreeMap<TaskType, TaskTypeRules>,
+    /// The convergence controller's knobs.
+    pub convergence: ConvergenceConfig,
+    /// When the issue is closed: once verified, or once the pull request merges.
+    pub close_on: CloseOn,
+    /// Per-run budget; the operator's ceiling wins.
+    pub budget: BudgetConfig,
+    /// Who may steer the bot with comments.
+    pub commands: CommandsConfig,
+    /// A GitHub Projects (v2) board whose Status follows the phases.
+    pub project: Option<ProjectConfig>,
+}
+
+impl Default for RepoConfig {
+    fn default() -> Self {
+        Self {
+            trigger_label: "closer".to_owned(),
+            agent: "default".to_owned(),
+            completion: CompletionConfig::default(),
+            dod: Vec::new(),
+            task_types: BTreeMap::new(),
+            convergence: ConvergenceConfig::default(),
+            close_on: CloseOn::Verified,
+            budget: BudgetConfig::default(),
+            commands: CommandsConfig::default(),
+            project: None,
+        }
+    }
+}
+
+/// `completion:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompletionConfig {
+    /// Which completion handler decides.
+    #[serde(rename = "type")]
+    pub kind: CompletionType,
+    /// The most iterations a run may take (default 10).
+    pub max_iterations: u32,
+    /// The Closer's minimum confidence (default 0.8).
+    pub confidence_threshold: f64,
+    /// `manual`: the keyword the agent's output must contain.
+    pub keyword: String,
+    /// `custom`: path of an executable in the repository (JSON in, JSON out).
+    pub handler: Option<String>,
+}
+
+impl Default for CompletionConfig {
+    fn default() -> Self {
+        Self {
+            kind: CompletionType::Issue,
+            max_iterations: 10,
+            confidence_threshold: 0.8,
+            keyword: "TASK_COMPLETE".to_owned(),
+            handler: None,
+        }
+    }
+}
+
+/// The completion handler (seed 002).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionType {
+    #[default]
+    Issue,
+    Project,
+    Iterate,
+    Manual,
+    Custom,
+}
+
+/// `close_on:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseOn {
+    #[default]
+    Verified,
+    Merged,
+}
+
+/// One goal (seed 004). Which fields a goal needs depends on its type; the
+/// parser checks that, so the engine can rely on [`GoalKind`] being complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalSpec {
+    /// What is checked, with the fields that type needs.
+    #[serde(flatten)]
+    pub kind: GoalKind,
+    /// A goal that is not required is reported but does not block completion.
+    #[serde(default = "default_true")]
+    pub required: bool,
+    /// Overrides the default goal timeout (seconds).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The ten goal types.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GoalKind {
+    /// A lint command exits 0.
+    LintPasses { command: String },
+    /// A build command exits 0.
+    BuildSucceeds { command: String },
+    /// A test command exits 0 (failures are fingerprinted against the baseline).
+    TestsPass { command: String },
+    /// The run's diff adds a file matching `pattern`.
+    TestAdded { pattern: String },
+    /// The run's diff changes a file matching `pattern`.
+    FilesChanged { pattern: String },
+    /// `path` exists in the worktree.
+    FileExists { path: String },
+    /// The run's diff contains no credentials.
+    NoSecrets {},
+    /// Start `command`, wait for `url`, expect `status` (default 200).
+    EndpointResponds {
+        command: String,
+        url: String,
+        #[serde(default)]
+        status: Option<u16>,
+    },
+    /// Start `command`, request `url`, expect `json_path` to equal `expected`
+    /// (or the body to contain `contains`).
+    ResponseContains {
+        command: String,
+        url: String,
+        #[serde(default)]
+        json_path: Option<String>,
+        #[serde(default)]
+        expected: Option<serde_json::Value>,
+        #[serde(default)]
+        contains: Option<String>,
+    },
+    /// Any command in the worktree; exit 0 passes.
+    CustomScript { command: String },
+}
+
+/// `task_types.<type>:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaskTypeRules {
+    pub goals: Vec<GoalSpec>,
+}
+
+/// `convergence:` (seed 003).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConvergenceConfig {
+    /// Iterations with the same failure set before the next stage (default 2).
+    pub stagnation_threshold: u32,
+    /// Globs the change may touch; empty means anywhere.
+    pub allowed_paths: Vec<String>,
+    /// Changed lines allowed in stage 2 (default 400).
+    pub diff_budget: u32,
+}
+
+impl Default for ConvergenceConfig {
+    fn default() -> Self {
+        Self {
+            stagnation_threshold: 2,
+            allowed_paths: Vec::new(),
+            diff_budget: 400,
+        }
+    }
+}
+
+/// `budget:`; `None` means no repository limit (the operator's ceiling still applies).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+}
+
+/// `commands:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CommandsConfig {
+    pub min_permission: crate::github::types::Permission,
+}
+
+/// `project:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectConfig {
+    pub owner: String,
+    pub number: u64,
+    #[serde(default = "default_status_field")]
+    pub status_field: String,
+}
+
+fn default_status_field() -> String {
+    "Status".to_owned()
+}

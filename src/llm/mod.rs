@@ -1,0 +1,1 @@
+//! The LLM query trait and its backends (OpenAI-compatible, Anthropic).

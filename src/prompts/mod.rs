@@ -1,0 +1,1 @@
+//! Prompts: C3L path resolution, built-in defaults, rendering.

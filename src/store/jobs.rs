@@ -1,0 +1,341 @@
+//! The durable job queue: a lease table in the same database as everything
+//! else, so enqueueing shares the caller's transaction.
+//!
+//! A job is `queued`, `leased` (owner + expiry), `done` or `dead`. Claiming is
+//! one statement: it picks the oldest runnable job whose key has no other
+//! leased job, and leases it. A partial unique index (`one leased job per
+//! key`) makes that exclusivity a database guarantee, also on PostgreSQL where
+//! concurrent claimers use `FOR UPDATE SKIP LOCKED`: the loser of a race on
+//! the same key gets a unique violation, which reads as "nothing claimed".
+//! A lease that expires (its worker died) makes the job claimable again.
+
+use std::time::Duration;
+
+use sqlx::{Any, AnyPool, Executor, Row};
+
+use super::{Backend, StoreError};
+use crate::clock::Millis;
+
+/// Job states as stored.
+pub const QUEUED: &str = "queued";
+pub const LEASED: &str = "leased";
+pub const DONE: &str = "done";
+pub const DEAD: &str = "dead";
+
+/// A job to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// Which handler runs it (`delivery`, …).
+    pub kind: String,
+    /// At most one job per key is leased at a time (e.g. the run it belongs to).
+    pub key: String,
+    /// JSON the handler reads.
+    pub payload: String,
+    pub max_attempts: i64,
+    /// Not before this time.
+    pub run_at: Millis,
+}
+
+/// A job this worker holds the lease of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeasedJob {
+    pub id: i64,
+    pub kind: String,
+    pub key: String,
+    pub payload: String,
+    /// Including this one.
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub lease_expires_at: Millis,
+}
+
+/// What became of a failed job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Queued again, runnable from this time.
+    Retrying { run_at: Millis },
+    /// Out of attempts; kept with its last error.
+    Dead,
+    /// This worker no longer held the lease; nothing changed.
+    LeaseLost,
+}
+
+/// Exponential backoff with jitter for retries.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(2),
+            max: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after the `attempts`-th failure; `jitter` in `[0, 1)` spreads
+    /// it over ±20%.
+    pub fn delay(&self, attempts: i64, jitter: f64) -> Duration {
+        let exp = attempts.clamp(1, 30) as u32 - 1;
+        let raw = self.base.saturating_mul(2u32.saturating_pow(exp)).min(self.max);
+        let factor = 0.8 + 0.4 * jitter.clamp(0.0, 1.0);
+        raw.mul_f64(factor)
+    }
+}
+
+/// Adds a job; runs inside the caller's transaction when given one.
+pub async fn enqueue<'e, E>(executor: E, job: &NewJob, now: Millis) -> Result<i64, StoreError>
+where
+    E: Executor<'e, Database = Any>,
+{
+    let row = sqlx::query(
+        "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
+         created_at, updated_at) VALUES ($1, $2, $3, 'queued', 0, $4, $5, $6, $6) RETURNING id",
+    )
+    .bind(&job.kind)
+    .bind(&job.key)
+    .bind(&job.payload)
+    .bind(job.max_attempts)
+    .bind(job.run_at)
+    .bind(now)
+    .fetch_one(executor)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+const CLAIM_SQLITE: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
+    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
+    WHERE id = (SELECT j.id FROM jobs j \
+        WHERE ((j.state = 'queued' AND j.run_at <= $3) \
+            OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) \
+        AND NOT EXISTS (SELECT 1 FROM jobs k \
+            WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
+        ORDER BY j.run_at, j.id LIMIT 1) \
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+
+const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
+    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
+    WHERE id = (SELECT j.id FROM jobs j \
+        WHERE ((j.state = 'queued' AND j.run_at <= $3) \
+            OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) \
+        AND NOT EXISTS (SELECT 1 FROM jobs k \
+            WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
+        ORDER BY j.run_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+
+/// Leases the oldest runnable job, if any. Jobs whose lease expired after
+/// their last allowed attempt are dead-lettered first.
+pub async fn claim(
+    pool: &AnyPool,
+    backend: Backend,
+    owner: &str,
+    now: Millis,
+    lease: Duration,
+) -> Result<Option<LeasedJob>, StoreError> {
+    reap_expired(pool, now).await?;
+    let sql = match backend {
+        Backend::Sqlite => CLAIM_SQLITE,
+        Backend::Postgres => CLAIM_POSTGRES,
+    };
+    let result = sqlx::query(sql)
+        .bind(owner)
+        .bind(now + lease.as_millis() as Millis)
+        .bind(now)
+        .fetch_optional(pool)
+        .await;
+    let row = match result {
+        Ok(row) => row,
+        // Another worker leased a job of the same key between our snapshot
+        // and our update: the unique index refused ours. Nothing claimed.
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    row.map(|row| {
+        Ok(LeasedJob {
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            key: row.try_get("job_key")?,
+            payload: row.try_get("payload")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            lease_expires_at: row.try_get("lease_expires_at")?,
+        })
+    })
+    .transpose()
+}
+
+/// Dead-letters leased jobs whose lease expired on their last attempt.
+async fn reap_expired(pool: &AnyPool, now: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'dead', lease_owner = NULL, finished_at = $1, updated_at = $1, \
+         last_error = COALESCE(last_error, 'lease expired on the last attempt (worker died?)') \
+         WHERE state = 'leased' AND lease_expires_at <= $1 AND attempts >= max_attempts",
+    )
+    .bind(now)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Extends a lease. `false` when the lease is no longer this owner's.
+pub async fn heartbeat(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+    lease: Duration,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
+         WHERE id = $3 AND state = 'leased' AND lease_owner = $4",
+    )
+    .bind(now + lease.as_millis() as Millis)
+    .bind(now)
+    .bind(id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks a leased job done. `false` when the lease was lost meanwhile.
+pub async fn complete(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
+         finished_at = $1, updated_at = $1 WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Records a failure: queued again after `retry_after`, or dead when out of
+/// attempts (or when `permanent`). The error text is kept either way.
+pub async fn fail(
+    pool: &AnyPool,
+    job: &LeasedJob,
+    owner: &str,
+    now: Millis,
+    error: &str,
+    retry_after: Option<Duration>,
+) -> Result<FailOutcome, StoreError> {
+    let error = truncate(error, 4000);
+    let (state, run_at, outcome) = match retry_after {
+        Some(delay) if job.attempts < job.max_attempts => {
+            let run_at = now + delay.as_millis() as Millis;
+            (QUEUED, run_at, FailOutcome::Retrying { run_at })
+        }
+        _ => (DEAD, now, FailOutcome::Dead),
+    };
+    let done = sqlx::query(
+        "UPDATE jobs SET state = $1, run_at = $2, last_error = $3, lease_owner = NULL, \
+         lease_expires_at = NULL, updated_at = $4, \
+         finished_at = CASE WHEN $1 = 'dead' THEN $4 ELSE NULL END \
+         WHERE id = $5 AND state = 'leased' AND lease_owner = $6",
+    )
+    .bind(state)
+    .bind(run_at)
+    .bind(error)
+    .bind(now)
+    .bind(job.id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(if done.rows_affected() == 1 {
+        outcome
+    } else {
+        FailOutcome::LeaseLost
+    })
+}
+
+/// Gives a lease back without counting the attempt (graceful shutdown).
+pub async fn release(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, \
+         lease_expires_at = NULL, run_at = $1, updated_at = $1 \
+         WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// One job's stored row, for tests, the dashboard and the runbook.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub id: i64,
+    pub kind: String,
+    pub key: String,
+    pub payload: String,
+    pub state: String,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub run_at: Millis,
+    pub lease_owner: Option<String>,
+    pub last_error: Option<String>,
+}
+
+pub async fn get(pool: &AnyPool, id: i64) -> Result<Option<JobRow>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, kind, job_key, payload, state, attempts, max_attempts, run_at, lease_owner, \
+         last_error FROM jobs WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| {
+        Ok(JobRow {
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            key: row.try_get("job_key")?,
+            payload: row.try_get("payload")?,
+            state: row.try_get("state")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            run_at: row.try_get("run_at")?,
+            lease_owner: row.try_get("lease_owner")?,
+            last_error: row.try_get("last_error")?,
+        })
+    })
+    .transpose()
+}
+
+/// Number of jobs per state (for `/metrics`).
+pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(String, i64)>, StoreError> {
+    let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state")
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("state")?, row.try_get("n")?)))
+        .collect()
+}
+
+/// Deletes finished (`done`) jobs older than `before`.
+pub async fn prune_done(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM jobs WHERE state = 'done' AND finished_at < $1")
+        .bind(before)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

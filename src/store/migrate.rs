@@ -1,0 +1,109 @@
+//! Schema migrations, embedded in the binary: one folder per backend because
+//! the DDL differs, the same version numbers in both. A released migration is
+//! never edited; a change is a new file. Applied at start and by
+//! `closer migrate`; on PostgreSQL an advisory lock keeps two replicas from
+//! migrating at once.
+
+use sqlx::{AnyPool, Row};
+
+use super::{Backend, Store, StoreError};
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "foundation",
+    sqlite: include_str!("../../migrations/sqlite/0001_foundation.sql"),
+    postgres: include_str!("../../migrations/postgres/0001_foundation.sql"),
+}];
+
+/// An arbitrary constant naming closer's migration lock on PostgreSQL.
+const PG_LOCK_KEY: i64 = 0x636c_6f73_6572;
+
+/// The newest version this binary knows.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The newest version applied to the database (0 for an empty one).
+pub async fn current_version(pool: &AnyPool) -> Result<i64, StoreError> {
+    let row = sqlx::query("SELECT COALESCE(MAX(version), 0) AS v FROM closer_migrations")
+        .fetch_one(pool)
+        .await?;
+    Ok(row.try_get::<i64, _>("v")?)
+}
+
+/// Applies every migration newer than the database, each in its own
+/// transaction. Returns the versions applied.
+pub async fn run(store: &Store) -> Result<Vec<i64>, StoreError> {
+    let pool = store.pool();
+    let mut lock_conn = pool.acquire().await?;
+    if store.backend() == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(PG_LOCK_KEY)
+            .execute(&mut *lock_conn)
+            .await?;
+    }
+    let result = apply_pending(store, &mut lock_conn).await;
+    if store.backend() == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(PG_LOCK_KEY)
+            .execute(&mut *lock_conn)
+            .await?;
+    }
+    result
+}
+
+async fn apply_pending(
+    store: &Store,
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+) -> Result<Vec<i64>, StoreError> {
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS closer_migrations (
+            version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .execute(&mut **conn)
+    .await?;
+    let current = {
+        let row = sqlx::query("SELECT COALESCE(MAX(version), 0) AS v FROM closer_migrations")
+            .fetch_one(&mut **conn)
+            .await?;
+        row.try_get::<i64, _>("v")?
+    };
+    if current > latest_version() {
+        return Err(StoreError::NewerSchema(current));
+    }
+    let mut applied = Vec::new();
+    for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
+        let sql = match store.backend() {
+            Backend::Sqlite => migration.sqlite,
+            Backend::Postgres => migration.postgres,
+        };
+        let wrap = |source| StoreError::Migration {
+            version: migration.version,
+            name: migration.name,
+            source,
+        };
+        let mut tx = sqlx::Acquire::begin(&mut **conn).await.map_err(wrap)?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *tx)
+            .await
+            .map_err(wrap)?;
+        sqlx::query("INSERT INTO closer_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(store.now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(wrap)?;
+        tx.commit().await.map_err(wrap)?;
+        tracing::info!(version = migration.version, name = migration.name, "migration applied");
+        applied.push(migration.version);
+    }
+    Ok(applied)
+}
