@@ -2,10 +2,15 @@
 //! the work is verified done. See `docs/architecture.md` for the map.
 
 pub mod agent;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod events;
 pub mod github;
 pub mod llm;
 pub mod prompts;
+pub mod server;
+pub mod service;
 pub mod store;
+pub mod worker;

@@ -3,3 +3,4 @@
 
 pub mod agents;
 pub mod repo;
+pub mod server;
