@@ -14,3 +14,10 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod worker;
+
+/// Installs rustls' `ring` provider as the process default (reqwest is built
+/// without one, to avoid compiling a second crypto library). Idempotent; call
+/// before building any HTTP client.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -11,6 +11,7 @@ use closer::store::{Store, migrate};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    closer::install_crypto_provider();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

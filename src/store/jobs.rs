@@ -47,6 +47,8 @@ pub struct LeasedJob {
     pub attempts: i64,
     pub max_attempts: i64,
     pub lease_expires_at: Millis,
+    /// When it became runnable (for queue-wait latency).
+    pub run_at: Millis,
 }
 
 /// What became of a failed job.
@@ -118,7 +120,7 @@ const CLAIM_SQLITE: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, 
         AND NOT EXISTS (SELECT 1 FROM jobs k \
             WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
         ORDER BY j.run_at, j.id LIMIT 1) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
 
 const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
     lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
@@ -128,7 +130,7 @@ const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1
         AND NOT EXISTS (SELECT 1 FROM jobs k \
             WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
         ORDER BY j.run_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
 
 /// Leases the oldest runnable job, if any. Jobs whose lease expired after
 /// their last allowed attempt are dead-lettered first.
@@ -166,6 +168,7 @@ pub async fn claim(
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             lease_expires_at: row.try_get("lease_expires_at")?,
+            run_at: row.try_get("run_at")?,
         })
     })
     .transpose()

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
@@ -61,6 +61,17 @@ impl Default for WorkerSettings {
     }
 }
 
+/// What became of a job a worker ran; broadcast to whoever listens (tests,
+/// the dashboard) so they can wait for work instead of polling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSettled {
+    pub id: i64,
+    pub kind: String,
+    pub key: String,
+    /// `done`, `retry`, `dead`, `lease_lost` or `abandoned`.
+    pub outcome: &'static str,
+}
+
 /// A process's workers and their handlers.
 #[derive(Clone)]
 pub struct WorkerPool {
@@ -68,6 +79,7 @@ pub struct WorkerPool {
     handlers: Arc<HashMap<String, Arc<dyn JobHandler>>>,
     settings: WorkerSettings,
     ready: Arc<Notify>,
+    settled: broadcast::Sender<JobSettled>,
 }
 
 impl WorkerPool {
@@ -82,7 +94,13 @@ impl WorkerPool {
             handlers: Arc::new(handlers),
             settings,
             ready,
+            settled: broadcast::channel(1024).0,
         }
+    }
+
+    /// Every job this pool settles from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<JobSettled> {
+        self.settled.subscribe()
     }
 
     /// Starts `count` workers; they stop when `shutdown` turns true.
@@ -138,6 +156,8 @@ impl WorkerPool {
         else {
             return Ok(false);
         };
+        let waited = (now - job.run_at).max(0) as f64 / 1000.0;
+        metrics::histogram!("closer_job_wait_seconds", "kind" => job.kind.clone()).record(waited);
         let started = Instant::now();
         let result = match self.handlers.get(&job.kind) {
             Some(handler) => {
@@ -155,6 +175,12 @@ impl WorkerPool {
         };
         metrics::histogram!("closer_job_duration_seconds", "kind" => job.kind.clone(), "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
+        let _ = self.settled.send(JobSettled {
+            id: job.id,
+            kind: job.kind,
+            key: job.key,
+            outcome,
+        });
         Ok(true)
     }
 
