@@ -4,5 +4,6 @@
 
 mod support;
 
+mod durability;
 mod intake;
 mod queue;

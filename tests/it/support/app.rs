@@ -72,7 +72,7 @@ impl TestApp {
         TestApp {
             url,
             store,
-            client: reqwest::Client::new(),
+            client: crate::support::client(),
             settled,
             shutdown,
             server,

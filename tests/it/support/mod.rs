@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod db;
+pub mod process;
 
 /// The bytes of a webhook fixture (`tests/fixtures/github-webhooks/<name>`).
 pub fn fixture(name: &str) -> Vec<u8> {
@@ -40,4 +41,10 @@ pub fn unique(prefix: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed),
         fastrand::u32(..)
     )
+}
+
+/// An HTTP client for talking to the servers under test.
+pub fn client() -> reqwest::Client {
+    closer::install_crypto_provider();
+    reqwest::Client::new()
 }
