@@ -1,0 +1,1 @@
+async fn _placeholder() {}
