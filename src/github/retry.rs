@@ -128,13 +128,13 @@ fn rate_limit_wait(
     if let Some(secs) = header_u64(headers, "retry-after") {
         return Some(Duration::from_secs(secs));
     }
-    if header_u64(headers, "x-ratelimit-remaining") == Some(0) {
-        if let Some(reset) = header_u64(headers, "x-ratelimit-reset") {
-            let reset_ms = (reset as Millis).saturating_mul(1000);
-            return Some(Duration::from_millis(
-                reset_ms.saturating_sub(now).max(0) as u64
-            ));
-        }
+    if header_u64(headers, "x-ratelimit-remaining") == Some(0)
+        && let Some(reset) = header_u64(headers, "x-ratelimit-reset")
+    {
+        let reset_ms = (reset as Millis).saturating_mul(1000);
+        return Some(Duration::from_millis(
+            reset_ms.saturating_sub(now).max(0) as u64
+        ));
     }
     if status == 429 || rate_limit_hint {
         return Some(settings.secondary_rate_limit_wait);

@@ -43,10 +43,10 @@ impl TokenCache {
         Fut: Future<Output = Result<(SecretString, Millis), GitHubError>>,
     {
         let mut slot = self.slot.lock().await;
-        if let Some(cached) = slot.as_ref() {
-            if cached.expires_at - now > REFRESH_MARGIN.as_millis() as Millis {
-                return Ok(cached.token.clone());
-            }
+        if let Some(cached) = slot.as_ref()
+            && cached.expires_at - now > REFRESH_MARGIN.as_millis() as Millis
+        {
+            return Ok(cached.token.clone());
         }
         let (token, expires_at) = fetch().await?;
         *slot = Some(Cached {

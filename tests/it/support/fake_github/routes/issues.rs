@@ -39,16 +39,17 @@ pub async fn edit_issue(
     let repo = st.repo_mut(&full);
     let issue = repo.issues.get_mut(&number).ok_or_else(auth::not_found)?;
     let state = edit.get("state").and_then(Value::as_str);
-    if let Some(s) = state {
-        if s != "open" && s != "closed" {
-            return Err(invalid("Issue", "state", "invalid"));
-        }
+    if let Some(s) = state
+        && s != "open"
+        && s != "closed"
+    {
+        return Err(invalid("Issue", "state", "invalid"));
     }
     let reason = edit.get("state_reason").and_then(Value::as_str);
-    if let Some(r) = reason {
-        if !["completed", "not_planned", "reopened", "duplicate"].contains(&r) {
-            return Err(invalid("Issue", "state_reason", "invalid"));
-        }
+    if let Some(r) = reason
+        && !["completed", "not_planned", "reopened", "duplicate"].contains(&r)
+    {
+        return Err(invalid("Issue", "state_reason", "invalid"));
     }
     if let Some(title) = edit.get("title").and_then(Value::as_str) {
         issue.title = title.to_owned();

@@ -151,10 +151,10 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         ("x-ratelimit-reset", reset.to_string()),
         ("x-ratelimit-resource", "core".to_owned()),
     ] {
-        if !headers.contains_key(name) {
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                headers.insert(name, v);
-            }
+        if !headers.contains_key(name)
+            && let Ok(v) = HeaderValue::from_str(&value)
+        {
+            headers.insert(name, v);
         }
     }
     resp

@@ -135,10 +135,10 @@ pub async fn update(
     if let Some(text) = edit.get("body").and_then(Value::as_str) {
         pull.body = Some(text.to_owned());
     }
-    if let Some(state) = edit.get("state").and_then(Value::as_str) {
-        if !pull.merged {
-            pull.state = state.to_owned();
-        }
+    if let Some(state) = edit.get("state").and_then(Value::as_str)
+        && !pull.merged
+    {
+        pull.state = state.to_owned();
     }
     pull.updated_at = now;
     let pull = pull.clone();
