@@ -18,6 +18,8 @@ use crate::support::fake_github::{FakeGitHub, FakeUser, Fault, ReactionSubject};
 const INSTALLATION: i64 = 7;
 /// 2025-06-15T16:53:20Z: any fixed instant works, the fake shares the clock.
 const START: i64 = 1_750_006_400_000;
+/// The request timeout of the tests where the fake hangs on purpose.
+const HANG_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct World {
     fake: FakeGitHub,
@@ -27,7 +29,7 @@ struct World {
     repo: RepoName,
 }
 
-/// Short waits so retries finish fast; rate-limit waits up to 3 s are slept.
+/// Short backoff so retries finish fast; rate-limit waits up to 3 s are slept.
 fn settings(fake: &FakeGitHub) -> GitHubSettings {
     GitHubSettings {
         api_url: fake.url(),
@@ -40,7 +42,9 @@ fn settings(fake: &FakeGitHub) -> GitHubSettings {
             max_wait: Duration::from_secs(3),
             secondary_rate_limit_wait: Duration::from_secs(60),
         },
-        request_timeout: Duration::from_millis(700),
+        // Generous: a busy CI machine must not turn a slow answer into a
+        // timeout. The hang tests shorten it.
+        request_timeout: Duration::from_secs(10),
         jitter_seed: Some(1),
         ..GitHubSettings::default()
     }
@@ -426,14 +430,14 @@ async fn not_found_and_bad_request_are_not_retried() {
 
 #[tokio::test]
 async fn a_post_whose_answer_never_comes_is_maybe_applied_not_repeated() {
-    let w = world().await;
+    let w = world_with(|s| s.request_timeout = HANG_TIMEOUT).await;
     let n = w.issue();
     let comments = format!("{}/comments", w.issue_path(n));
     w.gh.token().await.unwrap();
     // The fake receives the POST and then answers nothing for longer than the
-    // client's 700 ms request timeout.
+    // client's request timeout.
     w.fake.inject(
-        Fault::Hang(Duration::from_secs(5))
+        Fault::Hang(Duration::from_secs(60))
             .times(1)
             .method("POST")
             .path(&comments),
@@ -450,11 +454,11 @@ async fn a_post_whose_answer_never_comes_is_maybe_applied_not_repeated() {
 
 #[tokio::test]
 async fn a_get_whose_answer_never_comes_is_retried() {
-    let w = world().await;
+    let w = world_with(|s| s.request_timeout = HANG_TIMEOUT).await;
     let n = w.issue();
     w.gh.token().await.unwrap();
     w.fake
-        .inject(Fault::Hang(Duration::from_secs(5)).times(1).method("GET"));
+        .inject(Fault::Hang(Duration::from_secs(60)).times(1).method("GET"));
 
     w.gh.get_issue(&w.repo, n).await.unwrap();
     assert_eq!(w.fake.requests_to("GET", &w.issue_path(n)).len(), 2);

@@ -138,10 +138,7 @@ pub fn add_reaction(
         .find(|r| r.subject == subject && r.content == content && r.user == bot.login)
         .cloned();
     if let Some(r) = existing {
-        return Ok(reply(
-            StatusCode::OK,
-            reaction_json(&st.base_url, &r, &user),
-        ));
+        return Ok(reply(StatusCode::OK, reaction_json(&r, &user)));
     }
     let reaction = FakeReaction {
         id: st.take_id(),
@@ -150,8 +147,5 @@ pub fn add_reaction(
         user: bot.login,
     };
     st.repo_mut(full).reactions.push(reaction.clone());
-    Ok(reply(
-        StatusCode::CREATED,
-        reaction_json(&st.base_url, &reaction, &user),
-    ))
+    Ok(reply(StatusCode::CREATED, reaction_json(&reaction, &user)))
 }

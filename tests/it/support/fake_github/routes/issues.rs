@@ -185,8 +185,7 @@ pub const REACTIONS: [&str; 8] = [
 ];
 
 /// The JSON of a reaction.
-pub fn reaction_json(base: &str, r: &FakeReaction, user: &Value) -> Value {
-    let _ = base;
+pub fn reaction_json(r: &FakeReaction, user: &Value) -> Value {
     json!({
         "id": r.id,
         "node_id": format!("REA_{}", r.id),
