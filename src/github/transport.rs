@@ -128,7 +128,9 @@ impl Transport {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = self.attempt(req, bearer).await;
+            // A request that cannot be built will not build on a second try.
+            let request = self.build(req, bearer).map_err(GitHubError::Config)?;
+            let result = self.attempt(request).await;
             let now = self.clock.now_ms();
             let jitter = self.jitter();
             let (decision, answer) = match result {
@@ -183,13 +185,8 @@ impl Transport {
 
     async fn attempt(
         &self,
-        req: &ApiRequest,
-        bearer: &SecretString,
+        request: http::Request<octocrab::OctoBody>,
     ) -> Result<ApiResponse, NoAnswer> {
-        let request = self.build(req, bearer).map_err(|message| NoAnswer {
-            maybe_sent: false,
-            message,
-        })?;
         let response = self.octocrab.execute(request).await.map_err(|e| NoAnswer {
             maybe_sent: !never_sent(&e),
             message: e.to_string(),
