@@ -524,6 +524,61 @@ fn rate_limit_remaining_and_calls_are_recorded_as_metrics() {
     );
 }
 
+/// Collects everything a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn tokens_and_jwts_never_reach_the_logs() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let token = tracing::subscriber::with_default(subscriber, || {
+        rt.block_on(async {
+            let w = world().await;
+            let n = w.issue();
+            w.fake.inject(Fault::Status(502).times(1).method("GET"));
+            w.gh.get_issue(&w.repo, n).await.unwrap();
+            w.gh.create_comment(&w.repo, n, "hello").await.unwrap();
+            w.fake.revoke_tokens();
+            let _ = w.gh.get_issue(&w.repo, n).await;
+            w.app.app_info().await.unwrap();
+            use secrecy::ExposeSecret;
+            w.gh.token().await.unwrap().expose_secret().to_owned()
+        })
+    });
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        text.contains("retrying GitHub call"),
+        "the retry was logged:\n{text}"
+    );
+    assert!(!text.contains(&token), "a token was logged:\n{text}");
+    assert!(!text.contains("ghs_"), "a token was logged:\n{text}");
+    assert!(
+        !text.contains("Bearer"),
+        "an Authorization header was logged:\n{text}"
+    );
+    assert!(!text.contains("eyJ"), "a JWT was logged:\n{text}");
+}
+
 // ---------------------------------------------------------------- dry run
 
 #[tokio::test]
