@@ -162,6 +162,39 @@ async fn revoked_token_gives_401_once_then_a_new_exchange() {
 }
 
 #[tokio::test]
+async fn short_lived_tokens_are_refreshed_and_expired_ones_refused() {
+    let w = world().await;
+    w.fake.set_token_ttl(Duration::from_secs(10 * 60));
+    let n = w.issue();
+    use secrecy::ExposeSecret;
+    let first = w.gh.token().await.unwrap().expose_secret().to_owned();
+
+    // 4 minutes left: under the 5-minute margin, so the client refreshes.
+    w.clock.advance(Duration::from_secs(6 * 60));
+    w.gh.get_issue(&w.repo, n).await.unwrap();
+    assert_eq!(w.fake.token_exchanges(), 2);
+
+    // The fake itself refuses the old token once it has expired.
+    w.clock.advance(Duration::from_secs(5 * 60));
+    let answer = raw_get(&w.fake.url(), "/repos/acme/widget", &first).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+}
+
+/// A plain HTTP/1.1 GET over TCP, bypassing closer's client.
+async fn raw_get(base: &str, path: &str, token: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test]
 async fn app_info_reads_slug_and_bot_login_with_the_jwt() {
     let w = world().await;
     let info = w.app.app_info().await.unwrap();
