@@ -5,5 +5,6 @@
 mod support;
 
 mod durability;
+mod github_client;
 mod intake;
 mod queue;

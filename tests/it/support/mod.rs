@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod db;
+pub mod fake_github;
 pub mod process;
 
 /// The bytes of a webhook fixture (`tests/fixtures/github-webhooks/<name>`).
