@@ -12,7 +12,9 @@ use tokio::sync::{Notify, watch};
 
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
+use crate::github::{GitHubApp, GitHubSettings};
 use crate::server::{self, AppState};
+use crate::store::dry_run::DbRecorder;
 use crate::store::writer::IntakeWriter;
 use crate::store::{Store, deliveries, jobs};
 use crate::worker::delivery::DeliveryHandler;
@@ -42,6 +44,25 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         .await
         .context("cannot open the database")?;
     tracing::info!(backend = ?store.backend(), role = ?options.role, dry_run = options.dry_run, "database ready");
+
+    let (recorder, recorder_task) = DbRecorder::spawn(store.clone());
+    let github = Arc::new(
+        GitHubApp::new(
+            GitHubSettings {
+                api_url: config.github.api_url.clone(),
+                app_id: config.github.app_id,
+                private_key: config.github.private_key.clone(),
+                dry_run: options.dry_run,
+                ..GitHubSettings::default()
+            },
+            store.clock().clone(),
+            Some(Arc::new(recorder)),
+        )
+        .context("invalid GitHub App settings")?,
+    );
+    if config.github.app_id.is_some() {
+        tokio::spawn(announce_app(github.clone()));
+    }
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let jobs_ready = Arc::new(Notify::new());
@@ -101,9 +122,27 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         let _ = task.await;
     }
     housekeeping.abort();
+    drop(github);
+    // The recorder ends once the last client holding it is gone; give it a
+    // moment to store what it was handed.
+    if tokio::time::timeout(Duration::from_secs(2), recorder_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("dry-run recorder still busy at exit");
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Checks the App credentials once at start and says whom they belong to; a
+/// failure is logged, not fatal (GitHub may be briefly unreachable).
+async fn announce_app(github: Arc<GitHubApp>) {
+    match github.app_info().await {
+        Ok(app) => tracing::info!(app = %app.slug, id = app.id, "authenticated as the GitHub App"),
+        Err(e) => tracing::warn!(error = %e, "cannot authenticate as the GitHub App yet"),
+    }
 }
 
 /// Waits for SIGTERM or Ctrl-C, then tells everyone.
