@@ -8,3 +8,4 @@ mod durability;
 mod github_client;
 mod intake;
 mod queue;
+mod store;
