@@ -10,6 +10,7 @@ use closer::service::{self, ServeOptions};
 use closer::store::{Store, migrate};
 
 fn main() -> ExitCode {
+    forbid_inspection();
     let cli = Cli::parse();
     closer::install_crypto_provider();
     init_tracing();
@@ -58,6 +59,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Agents run as the same user as closer. Marking the process non-dumpable
+/// makes `/proc/<pid>/environ`, `/proc/<pid>/mem` and ptrace unavailable to
+/// them, so they cannot read the secrets in closer's environment or memory.
+fn forbid_inspection() {
+    // SAFETY: PR_SET_DUMPABLE takes plain integers and touches no memory.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        eprintln!("warning: could not mark the process non-dumpable; agents may read its environment");
+    }
 }
 
 fn init_tracing() {

@@ -131,7 +131,11 @@ impl WorkerPool {
             tokio::select! {
                 _ = self.ready.notified() => {}
                 _ = tokio::time::sleep(self.settings.poll_interval) => {}
-                _ = shutdown.changed() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break; // the sender is gone: nobody can stop us later
+                    }
+                }
             }
         }
         tracing::debug!(%owner, "worker stopped");
