@@ -1,0 +1,1 @@
+//! The judgment core through real HTTP.
