@@ -3,4 +3,5 @@
 mod support;
 
 mod judgment;
+mod question_corpus;
 mod repo_config;
