@@ -5,6 +5,7 @@ pub mod classify;
 pub mod closer;
 pub mod goal_outcome;
 pub mod handlers;
+pub mod judge;
 pub mod question;
 pub mod task_type;
 pub mod tasklist;
