@@ -56,7 +56,7 @@ impl HttpCaller {
             let wait = match sent {
                 Err(e) if e.is_timeout() => {
                     last = LlmError::Timeout {
-                        secs: self.timeout.as_secs(),
+                        ms: self.timeout.as_millis() as u64,
                         attempts: attempt,
                     };
                     self.backoff(attempt)
@@ -72,7 +72,7 @@ impl HttpCaller {
                         Ok(t) => t,
                         Err(e) if e.is_timeout() => {
                             last = LlmError::Timeout {
-                                secs: self.timeout.as_secs(),
+                                ms: self.timeout.as_millis() as u64,
                                 attempts: attempt,
                             };
                             continue;

@@ -74,8 +74,8 @@ pub struct LlmAnswer {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
     /// No answer within the timeout, on every attempt.
-    #[error("the LLM did not answer within {secs}s ({attempts} attempts)")]
-    Timeout { secs: u64, attempts: u32 },
+    #[error("the LLM did not answer within {}s ({attempts} attempts)", *ms as f64 / 1000.0)]
+    Timeout { ms: u64, attempts: u32 },
     /// The server could not be reached.
     #[error("cannot reach the LLM server: {0}")]
     Transport(String),
