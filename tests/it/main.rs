@@ -2,6 +2,7 @@
 
 mod support;
 
+mod handlers;
 mod judgment;
 mod question_corpus;
 mod repo_config;

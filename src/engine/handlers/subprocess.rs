@@ -31,8 +31,8 @@ pub enum ProcessError {
     #[error("cannot start `{program}`: {message}")]
     Spawn { program: String, message: String },
     /// It ran past the limit and was killed.
-    #[error("`{program}` did not finish within {secs}s and was killed")]
-    Timeout { program: String, secs: u64 },
+    #[error("`{program}` did not finish within {}s and was killed", *ms as f64 / 1000.0)]
+    Timeout { program: String, ms: u64 },
     /// Reading its output failed.
     #[error("reading the output of `{program}` failed: {message}")]
     Io { program: String, message: String },
@@ -109,7 +109,7 @@ pub async fn run_process(
             }
             Err(ProcessError::Timeout {
                 program: name,
-                secs: timeout.as_secs(),
+                ms: timeout.as_millis() as u64,
             })
         }
     }
