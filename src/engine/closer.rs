@@ -202,7 +202,7 @@ impl Closer {
         };
         match self.llm.query(&request).await {
             Ok(answer) => {
-                result.usage = result.usage.add(answer.usage);
+                result.usage = result.usage + answer.usage;
                 match validate(&answer.value, &input.context.task_list) {
                     Ok(output) => Attempt::Valid(output),
                     Err(errors) => Attempt::Invalid(errors),

@@ -39,16 +39,11 @@ pub fn parse_task_list(body: &str) -> Vec<TaskListItem> {
             continue;
         };
         let rest = rest.trim_start();
-        let checked = if let Some(r) = rest.strip_prefix("[ ]") {
-            Some((false, r))
-        } else if let Some(r) = rest
-            .strip_prefix("[x]")
-            .or_else(|| rest.strip_prefix("[X]"))
-        {
-            Some((true, r))
-        } else {
-            None
-        };
+        let checked = rest.strip_prefix("[ ]").map(|r| (false, r)).or_else(|| {
+            rest.strip_prefix("[x]")
+                .or_else(|| rest.strip_prefix("[X]"))
+                .map(|r| (true, r))
+        });
         if let Some((checked, text)) = checked {
             let text = text.trim();
             if !text.is_empty() {

@@ -53,35 +53,23 @@ impl HttpCaller {
                 .json(body)
                 .send()
                 .await;
-            let wait = match sent {
-                Err(e) if e.is_timeout() => {
-                    last = LlmError::Timeout {
-                        ms: self.timeout.as_millis() as u64,
-                        attempts: attempt,
+            let response = match sent {
+                Ok(r) => Ok((r.status(), retry_after(r.headers()), r.text().await)),
+                Err(e) => Err(e),
+            };
+            let wait = match response {
+                Err(e) | Ok((_, _, Err(e))) => {
+                    last = if e.is_timeout() {
+                        LlmError::Timeout {
+                            ms: self.timeout.as_millis() as u64,
+                            attempts: attempt,
+                        }
+                    } else {
+                        LlmError::Transport(scrub(&without_url(&e), secret))
                     };
                     self.backoff(attempt)
                 }
-                Err(e) => {
-                    last = LlmError::Transport(scrub(&without_url(&e), secret));
-                    self.backoff(attempt)
-                }
-                Ok(response) => {
-                    let status = response.status();
-                    let retry_after = retry_after(response.headers());
-                    let text = match response.text().await {
-                        Ok(t) => t,
-                        Err(e) if e.is_timeout() => {
-                            last = LlmError::Timeout {
-                                ms: self.timeout.as_millis() as u64,
-                                attempts: attempt,
-                            };
-                            continue;
-                        }
-                        Err(e) => {
-                            last = LlmError::Transport(scrub(&without_url(&e), secret));
-                            continue;
-                        }
-                    };
+                Ok((status, retry_after, Ok(text))) => {
                     if status.is_success() {
                         return serde_json::from_str(&text).map_err(|e| {
                             LlmError::NotJson(format!("HTTP body: {e}: {}", excerpt(&text)))
