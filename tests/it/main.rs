@@ -4,5 +4,6 @@ mod support;
 
 mod handlers;
 mod judgment;
+mod prompts;
 mod question_corpus;
 mod repo_config;
