@@ -241,7 +241,9 @@ pub struct BudgetConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct CommandsConfig {
-    /// The lowest repository permission allowed to use `/closer` commands (default `write`).
+    /// The lowest repository permission allowed to use `/closer` commands
+    /// (default `write`; `none` is refused, it would let anyone steer the bot).
+    #[serde(deserialize_with = "crate::config::repo_parse::some_permission")]
     pub min_permission: crate::github::types::Permission,
 }
 

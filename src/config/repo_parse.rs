@@ -67,17 +67,16 @@ pub fn parse_repo_config(
         file: file_name.to_owned(),
         errors,
     };
-    let config: RepoConfig = if text.trim().is_empty() {
-        RepoConfig::default()
-    } else {
-        serde_saphyr::from_str(text).map_err(|e| fail(vec![from_yaml_error(&e)]))?
-    };
-    // The first pass succeeded, so this one (a subset, unknown keys ignored) does too.
-    let spots: Spots = if text.trim().is_empty() {
-        Spots::default()
-    } else {
-        serde_saphyr::from_str(text).unwrap_or_default()
-    };
+    // An empty document (or `~`) is the default configuration.
+    let config: RepoConfig = serde_saphyr::from_str::<Option<RepoConfig>>(text)
+        .map_err(|e| fail(vec![from_yaml_error(&e)]))?
+        .unwrap_or_default();
+    // The first pass succeeded, so this one (a subset, unknown keys ignored)
+    // does too; without it errors only lose their line and column.
+    let spots: Spots = serde_saphyr::from_str::<Option<Spots>>(text)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let errors = semantic_errors(&config, &spots, operator_agents);
     if errors.is_empty() {
         Ok(config)
@@ -334,6 +333,19 @@ pub(crate) fn valid_globs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>
     Ok(v)
 }
 
+/// A permission other than `none`.
+pub(crate) fn some_permission<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<crate::github::types::Permission, D::Error> {
+    let p = crate::github::types::Permission::deserialize(d)?;
+    if p == crate::github::types::Permission::None {
+        return Err(D::Error::custom(
+            "`none` would let anyone steer the bot; expected one of read, triage, write, maintain, admin",
+        ));
+    }
+    Ok(p)
+}
+
 /// A GitHub label name: 1 to 50 characters, not only spaces.
 pub(crate) fn label_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let v = String::deserialize(d)?;
@@ -346,4 +358,37 @@ pub(crate) fn label_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::E
         ));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_without_content_are_the_default() {
+        for text in [
+            "",
+            "\n",
+            "# nothing\n",
+            "---\n",
+            "---\n# c\n",
+            "~\n",
+            "null\n",
+        ] {
+            let parsed = parse_repo_config(text, "f.yml", &["default"]);
+            assert_eq!(parsed, Ok(RepoConfig::default()), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_not_expanded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert!(parse_repo_config(&text, "f.yml", &["default"]).is_err());
+    }
 }
