@@ -2,10 +2,22 @@
 //! the work is verified done. See `docs/architecture.md` for the map.
 
 pub mod agent;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod events;
 pub mod github;
 pub mod llm;
 pub mod prompts;
+pub mod server;
+pub mod service;
 pub mod store;
+pub mod worker;
+
+/// Installs rustls' `ring` provider as the process default (reqwest is built
+/// without one, to avoid compiling a second crypto library). Idempotent; call
+/// before building any HTTP client.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

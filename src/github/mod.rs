@@ -1,4 +1,33 @@
 //! GitHub: App authentication, one client per installation, our own types for
-//! what GitHub sends. octocrab stays inside this module.
+//! what GitHub sends. octocrab stays inside this module (it is the HTTP
+//! transport); see `docs/github.md` for the retry policy and dry run.
 
+pub mod app;
+pub mod client;
+mod comments;
+pub mod dry_run;
+pub mod error;
+mod issues;
+mod jwt;
+mod labels;
+pub mod models;
+mod pulls;
+mod repos;
+pub mod retry;
+mod token;
+mod transport;
 pub mod types;
+mod wire;
+
+pub use app::{DEFAULT_API_URL, GitHubApp, GitHubSettings};
+pub use client::InstallationClient;
+pub use dry_run::{MemoryRecorder, RecordedWrite, WriteRecorder};
+pub use error::GitHubError;
+pub use jwt::AppClaims;
+pub use models::{
+    Actor, AppInfo, Comment, CommentId, FileFetch, Issue, IssueEdit, IssueState, Label,
+    LabelCreated, NewPullRequest, PullEdit, PullRequest, PullState, Reaction, Repository,
+    StateReason,
+};
+pub use retry::RetrySettings;
+pub use token::REFRESH_MARGIN;

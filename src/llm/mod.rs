@@ -174,10 +174,10 @@ impl LlmSettings {
     }
 }
 
-/// Installs rustls' ring crypto provider for the process; harmless when one
-/// is already installed. Call once before the first HTTPS request.
+/// Installs rustls' ring crypto provider for the process (see
+/// [`crate::install_crypto_provider`]); harmless when one is already installed.
 pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::install_crypto_provider();
 }
 
 /// Builds the backend the settings name.

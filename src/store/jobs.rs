@@ -47,6 +47,8 @@ pub struct LeasedJob {
     pub attempts: i64,
     pub max_attempts: i64,
     pub lease_expires_at: Millis,
+    /// When it became runnable (for queue-wait latency).
+    pub run_at: Millis,
 }
 
 /// What became of a failed job.
@@ -81,7 +83,10 @@ impl Backoff {
     /// it over ±20%.
     pub fn delay(&self, attempts: i64, jitter: f64) -> Duration {
         let exp = attempts.clamp(1, 30) as u32 - 1;
-        let raw = self.base.saturating_mul(2u32.saturating_pow(exp)).min(self.max);
+        let raw = self
+            .base
+            .saturating_mul(2u32.saturating_pow(exp))
+            .min(self.max);
         let factor = 0.8 + 0.4 * jitter.clamp(0.0, 1.0);
         raw.mul_f64(factor)
     }
@@ -115,7 +120,7 @@ const CLAIM_SQLITE: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, 
         AND NOT EXISTS (SELECT 1 FROM jobs k \
             WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
         ORDER BY j.run_at, j.id LIMIT 1) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
 
 const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
     lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
@@ -125,7 +130,7 @@ const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1
         AND NOT EXISTS (SELECT 1 FROM jobs k \
             WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
         ORDER BY j.run_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at";
+    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
 
 /// Leases the oldest runnable job, if any. Jobs whose lease expired after
 /// their last allowed attempt are dead-lettered first.
@@ -163,6 +168,7 @@ pub async fn claim(
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             lease_expires_at: row.try_get("lease_expires_at")?,
+            run_at: row.try_get("run_at")?,
         })
     })
     .transpose()
@@ -203,7 +209,12 @@ pub async fn heartbeat(
 }
 
 /// Marks a leased job done. `false` when the lease was lost meanwhile.
-pub async fn complete(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+pub async fn complete(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE jobs SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
          finished_at = $1, updated_at = $1 WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
@@ -256,7 +267,12 @@ pub async fn fail(
 }
 
 /// Gives a lease back without counting the attempt (graceful shutdown).
-pub async fn release(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+pub async fn release(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, \
          lease_expires_at = NULL, run_at = $1, updated_at = $1 \

@@ -7,6 +7,7 @@
 //! Nothing here knows about HTTP or GitHub.
 
 pub mod deliveries;
+pub mod dry_run;
 pub mod installations;
 pub mod jobs;
 pub mod migrate;

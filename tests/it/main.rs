@@ -1,9 +1,15 @@
-//! The integration-test binary: one module per area, shared helpers in `support`.
+//! closer's integration tests: one binary, one module per area. Tests run on
+//! SQLite, and on PostgreSQL when `TEST_DATABASE_URL` is set (a fresh
+//! database per test).
 
 mod support;
 
+mod durability;
+mod github_client;
 mod handlers;
+mod intake;
 mod judgment;
 mod prompts;
+mod queue;
 mod question_corpus;
 mod repo_config;

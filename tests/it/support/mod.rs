@@ -1,3 +1,52 @@
-//! Helpers shared by the integration tests.
+//! Shared test helpers: databases, the intake tester, fixtures.
 
+#![allow(dead_code)]
+
+pub mod app;
+pub mod db;
+pub mod fake_github;
 pub mod fake_llm;
+pub mod process;
+
+/// The bytes of a webhook fixture (`tests/fixtures/github-webhooks/<name>`).
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/github-webhooks/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
+}
+
+/// A fixture with an `installation` object added, as GitHub sends to Apps.
+pub fn fixture_for_installation(name: &str, installation: i64) -> Vec<u8> {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&fixture(name)).expect("fixtures are JSON");
+    value["installation"] = serde_json::json!({ "id": installation, "node_id": "MDIz" });
+    serde_json::to_vec(&value).expect("serialisable")
+}
+
+/// HMAC-SHA256 signature header value for `body`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("any key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A unique id for deliveries and database names.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        fastrand::u32(..)
+    )
+}
+
+/// An HTTP client for talking to the servers under test.
+pub fn client() -> reqwest::Client {
+    closer::install_crypto_provider();
+    reqwest::Client::new()
+}

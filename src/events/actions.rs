@@ -1,0 +1,137 @@
+//! Webhook `action` values as closed enums. GitHub adds actions over time, so
+//! each enum keeps the ones closer acts on and an `Other` for the rest: an
+//! unknown action is recorded, never a parse failure.
+
+/// `installation` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstallationAction {
+    Created,
+    Deleted,
+    Suspend,
+    Unsuspend,
+    NewPermissionsAccepted,
+    Other(String),
+}
+
+impl InstallationAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "created" => Self::Created,
+            "deleted" => Self::Deleted,
+            "suspend" => Self::Suspend,
+            "unsuspend" => Self::Unsuspend,
+            "new_permissions_accepted" => Self::NewPermissionsAccepted,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// `installation_repositories` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepositoriesAction {
+    Added,
+    Removed,
+    Other(String),
+}
+
+impl RepositoriesAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "added" => Self::Added,
+            "removed" => Self::Removed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// `issues` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssuesAction {
+    Opened,
+    Edited,
+    Labeled,
+    Unlabeled,
+    Closed,
+    Reopened,
+    Deleted,
+    Other(String),
+}
+
+impl IssuesAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "opened" => Self::Opened,
+            "edited" => Self::Edited,
+            "labeled" => Self::Labeled,
+            "unlabeled" => Self::Unlabeled,
+            "closed" => Self::Closed,
+            "reopened" => Self::Reopened,
+            "deleted" => Self::Deleted,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// `issue_comment` and `pull_request_review_comment` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommentAction {
+    Created,
+    Edited,
+    Deleted,
+    Other(String),
+}
+
+impl CommentAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "created" => Self::Created,
+            "edited" => Self::Edited,
+            "deleted" => Self::Deleted,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// `pull_request` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullRequestAction {
+    Opened,
+    Closed,
+    Reopened,
+    Synchronize,
+    Edited,
+    Other(String),
+}
+
+impl PullRequestAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "opened" => Self::Opened,
+            "closed" => Self::Closed,
+            "reopened" => Self::Reopened,
+            "synchronize" => Self::Synchronize,
+            "edited" => Self::Edited,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// `pull_request_review` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewAction {
+    Submitted,
+    Edited,
+    Dismissed,
+    Other(String),
+}
+
+impl ReviewAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "submitted" => Self::Submitted,
+            "edited" => Self::Edited,
+            "dismissed" => Self::Dismissed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The one error type of the GitHub client: a closed set the engine can match
+//! on (retry later, re-check, tell the operator). Display texts are safe to log
+//! and to show: they never contain a token, a JWT or a private key.
+
+use crate::clock::Millis;
+
+/// Why a GitHub call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitHubError {
+    /// 404: the resource does not exist or the installation cannot see it.
+    #[error("GitHub: not found")]
+    NotFound,
+    /// 401: the JWT or installation token was rejected.
+    #[error("GitHub rejected the App's credentials (401)")]
+    Unauthorized,
+    /// 403 that is not a rate limit: the App lacks a permission.
+    #[error("GitHub refused the request (403): {message}")]
+    Forbidden { message: String },
+    /// 400/422: GitHub says the request is invalid; `codes` are the
+    /// `errors[].code` values (e.g. `already_exists`).
+    #[error("GitHub rejected the request ({status}): {message}")]
+    Validation {
+        status: u16,
+        message: String,
+        codes: Vec<String>,
+    },
+    /// A rate limit that lasts longer than we are willing to wait in-process,
+    /// or that outlasted every attempt. `until` is when to try again.
+    #[error("GitHub rate limit reached; try again after {until} (ms since epoch)")]
+    RateLimited { until: Millis },
+    /// 5xx after every attempt.
+    #[error("GitHub server error ({status})")]
+    Server { status: u16 },
+    /// The request could not be completed (connection, timeout) and repeating
+    /// it is safe, but every attempt failed.
+    #[error("network error talking to GitHub: {0}")]
+    Network(String),
+    /// A write that may have reached GitHub failed before we saw the answer.
+    /// It was not repeated: re-check (e.g. find the comment by its marker).
+    #[error("{method} {path} may have been applied by GitHub; not repeated")]
+    MaybeApplied { method: String, path: String },
+    /// No App credentials are configured (dry run without credentials).
+    #[error("no GitHub App credentials configured")]
+    NoCredentials,
+    /// GitHub answered something we could not understand.
+    #[error("could not decode GitHub's answer: {0}")]
+    Decode(String),
+    /// Settings are unusable (bad PEM, bad URL).
+    #[error("GitHub client configuration: {0}")]
+    Config(String),
+    /// A status the client has no rule for (e.g. 409, 410).
+    #[error("GitHub answered with unexpected status {status}: {message}")]
+    Unexpected { status: u16, message: String },
+}
+
+impl GitHubError {
+    /// Whether a validation error carries the given `errors[].code`.
+    pub fn has_code(&self, code: &str) -> bool {
+        matches!(self, GitHubError::Validation { codes, .. } if codes.iter().any(|c| c == code))
+    }
+
+    /// Transient failures a job may retry later as they are.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            GitHubError::RateLimited { .. } | GitHubError::Server { .. } | GitHubError::Network(_)
+        )
+    }
+}

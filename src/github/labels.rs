@@ -1,0 +1,78 @@
+//! Labels: add to / remove from an issue, create repository labels with a
+//! colour. Removing an absent label and creating an existing one are not
+//! errors: both leave the repository as the caller wants it.
+
+use http::Method;
+use serde_json::json;
+
+use super::client::{InstallationClient, encode, repo_path};
+use super::error::GitHubError;
+use super::models::{Label, LabelCreated};
+use super::transport::ApiRequest;
+use super::types::{IssueNumber, RepoName};
+use super::wire::{WireLabel, parse};
+
+impl InstallationClient {
+    /// POST /issues/{n}/labels: adds (never replaces) labels. GitHub creates
+    /// unknown labels with a default colour; call [`Self::create_label`] first.
+    pub async fn add_labels(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        labels: &[&str],
+    ) -> Result<(), GitHubError> {
+        let path = format!("{}/issues/{number}/labels", repo_path(repo));
+        let req = ApiRequest::new(Method::POST, path).with_body(json!({ "labels": labels }));
+        self.write(req).await.map(|_| ())
+    }
+
+    /// DELETE /issues/{n}/labels/{name}; a label that is not there is fine.
+    pub async fn remove_label(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        name: &str,
+    ) -> Result<(), GitHubError> {
+        let path = format!(
+            "{}/issues/{number}/labels/{}",
+            repo_path(repo),
+            encode(name)
+        );
+        match self.write(ApiRequest::new(Method::DELETE, path)).await {
+            Ok(_) | Err(GitHubError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// POST /labels with a colour (six hex digits) and description.
+    pub async fn create_label(
+        &self,
+        repo: &RepoName,
+        label: &Label,
+    ) -> Result<LabelCreated, GitHubError> {
+        let path = format!("{}/labels", repo_path(repo));
+        let mut body = json!({ "name": label.name, "color": label.color.trim_start_matches('#') });
+        if let Some(description) = &label.description {
+            body["description"] = json!(description);
+        }
+        match self
+            .write(ApiRequest::new(Method::POST, path).with_body(body))
+            .await
+        {
+            Ok(Some(resp)) => Ok(LabelCreated::Created(
+                parse::<WireLabel>(&resp.body, "label")?.into(),
+            )),
+            Ok(None) => Ok(LabelCreated::Created(label.clone())),
+            Err(e) if e.has_code("already_exists") => Ok(LabelCreated::AlreadyExists),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The repository's labels (first 100: closer's own are few).
+    pub async fn list_repo_labels(&self, repo: &RepoName) -> Result<Vec<Label>, GitHubError> {
+        let path = format!("{}/labels?per_page=100", repo_path(repo));
+        let resp = self.send(ApiRequest::get(path)).await?;
+        let labels: Vec<WireLabel> = parse(&resp.body, "labels")?;
+        Ok(labels.into_iter().map(Label::from).collect())
+    }
+}

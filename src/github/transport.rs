@@ -1,0 +1,285 @@
+//! Sends one API request through octocrab and applies our retry policy.
+//! octocrab is only the HTTP transport here (its own retry is compiled out,
+//! it holds no credentials): we set the bearer ourselves, see every status
+//! and header, and record the call in metrics. Never logs a header value.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use http::header::{ACCEPT, AUTHORIZATION, HeaderValue, IF_NONE_MATCH};
+use http::{HeaderMap, Method};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::error::GitHubError;
+use super::retry::{Decision, Outcome, RetrySettings, decide};
+use super::wire::WireError;
+use crate::clock::SharedClock;
+
+/// One request, relative to the API root (`/repos/o/r/issues/1?x=y`).
+#[derive(Debug, Clone)]
+pub(crate) struct ApiRequest {
+    pub method: Method,
+    pub path: String,
+    pub body: Option<serde_json::Value>,
+    pub if_none_match: Option<String>,
+}
+
+impl ApiRequest {
+    pub fn new(method: Method, path: String) -> Self {
+        Self {
+            method,
+            path,
+            body: None,
+            if_none_match: None,
+        }
+    }
+
+    pub fn get(path: String) -> Self {
+        Self::new(Method::GET, path)
+    }
+
+    pub fn with_body(mut self, body: serde_json::Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+}
+
+/// GitHub's answer, body read in full.
+#[derive(Debug)]
+pub(crate) struct ApiResponse {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl ApiResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A failed attempt that got no answer.
+struct NoAnswer {
+    maybe_sent: bool,
+    message: String,
+}
+
+/// The HTTP side shared by the App and all its installation clients.
+pub(crate) struct Transport {
+    octocrab: octocrab::Octocrab,
+    clock: SharedClock,
+    retry: RetrySettings,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// Builds the octocrab transport. Must run inside a Tokio runtime
+    /// (octocrab spawns its buffer worker).
+    pub fn new(
+        api_url: &str,
+        clock: SharedClock,
+        retry: RetrySettings,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        seed: Option<u64>,
+    ) -> Result<Self, GitHubError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(GitHubError::Config(
+                "the GitHub client must be created inside the Tokio runtime".to_owned(),
+            ));
+        }
+        let octocrab = octocrab::Octocrab::builder()
+            .base_uri(api_url)
+            .map_err(|_| GitHubError::Config(format!("GITHUB_API_URL {api_url:?} is not a URL")))?
+            .set_connect_timeout(Some(connect_timeout))
+            .set_read_timeout(Some(request_timeout))
+            .set_write_timeout(Some(request_timeout))
+            .build()
+            .map_err(|e| GitHubError::Config(format!("building the HTTP client failed: {e}")))?;
+        let rng = seed.map(fastrand::Rng::with_seed).unwrap_or_default();
+        Ok(Self {
+            octocrab,
+            clock,
+            retry,
+            rng: Mutex::new(rng),
+        })
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Sends `req` with `bearer`, retrying as the policy says. `installation`
+    /// labels the rate-limit gauge. Non-2xx/304 answers become errors.
+    pub async fn send(
+        &self,
+        req: &ApiRequest,
+        bearer: &SecretString,
+        installation: &str,
+    ) -> Result<ApiResponse, GitHubError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // A request that cannot be built will not build on a second try.
+            let request = self.build(req, bearer).map_err(GitHubError::Config)?;
+            let result = self.attempt(request).await;
+            let now = self.clock.now_ms();
+            let jitter = self.jitter();
+            let (decision, answer) = match result {
+                Ok(resp) => {
+                    self.record(req, &resp, installation);
+                    let hint = matches!(resp.status, 403 | 429)
+                        && resp.body.to_ascii_lowercase().contains("rate limit");
+                    let outcome = Outcome::Answered {
+                        status: resp.status,
+                        headers: &resp.headers,
+                        rate_limit_hint: hint,
+                    };
+                    let decision = decide(&req.method, outcome, attempt, now, jitter, &self.retry);
+                    (decision, Ok(resp))
+                }
+                Err(no_answer) => {
+                    metrics::counter!("closer_github_api_calls_total",
+                        "method" => req.method.to_string(), "status" => "network_error")
+                    .increment(1);
+                    let outcome = Outcome::NoAnswer {
+                        maybe_sent: no_answer.maybe_sent,
+                    };
+                    let decision = decide(&req.method, outcome, attempt, now, jitter, &self.retry);
+                    (decision, Err(no_answer))
+                }
+            };
+            match (decision, answer) {
+                (Decision::Retry(wait), answer) => {
+                    let what = match &answer {
+                        Ok(resp) => resp.status.to_string(),
+                        Err(e) => e.message.clone(),
+                    };
+                    tracing::warn!(method = %req.method, path = %req.path, attempt,
+                        wait_ms = wait.as_millis() as u64, answer = %what, "retrying GitHub call");
+                    tokio::time::sleep(wait).await;
+                }
+                (Decision::RateLimitedUntil(until), _) => {
+                    return Err(GitHubError::RateLimited { until });
+                }
+                (Decision::MaybeApplied, _) => {
+                    return Err(GitHubError::MaybeApplied {
+                        method: req.method.to_string(),
+                        path: req.path.clone(),
+                    });
+                }
+                (_, Ok(resp)) if resp.status < 400 => return Ok(resp),
+                (_, Ok(resp)) => return Err(status_error(&resp)),
+                (_, Err(e)) => return Err(GitHubError::Network(e.message)),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        request: http::Request<octocrab::OctoBody>,
+    ) -> Result<ApiResponse, NoAnswer> {
+        let response = self.octocrab.execute(request).await.map_err(|e| NoAnswer {
+            maybe_sent: !never_sent(&e),
+            message: e.to_string(),
+        })?;
+        let (parts, body) = response.into_parts();
+        let body = self
+            .octocrab
+            .body_to_string(http::Response::new(body))
+            .await
+            .map_err(|e| NoAnswer {
+                maybe_sent: true,
+                message: format!("reading the answer failed: {e}"),
+            })?;
+        Ok(ApiResponse {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
+    }
+
+    fn build(
+        &self,
+        req: &ApiRequest,
+        bearer: &SecretString,
+    ) -> Result<http::Request<octocrab::OctoBody>, String> {
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", bearer.expose_secret()))
+            .map_err(|_| "the token is not a valid header value".to_owned())?;
+        auth.set_sensitive(true);
+        let mut builder = http::Request::builder()
+            .method(req.method.clone())
+            .uri(req.path.as_str())
+            .header(ACCEPT, "application/vnd.github+json")
+            .header(AUTHORIZATION, auth);
+        if let Some(etag) = &req.if_none_match {
+            builder = builder.header(IF_NONE_MATCH, etag.as_str());
+        }
+        self.octocrab
+            .build_request(builder, req.body.as_ref())
+            .map_err(|e| format!("building the request failed: {e}"))
+    }
+
+    fn record(&self, req: &ApiRequest, resp: &ApiResponse, installation: &str) {
+        metrics::counter!("closer_github_api_calls_total",
+            "method" => req.method.to_string(), "status" => resp.status.to_string())
+        .increment(1);
+        if let Some(remaining) = resp
+            .header("x-ratelimit-remaining")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+        {
+            metrics::gauge!("closer_github_rate_limit_remaining",
+                "installation" => installation.to_owned())
+            .set(remaining);
+        }
+    }
+
+    fn jitter(&self) -> f64 {
+        self.rng.lock().map(|mut r| r.f64()).unwrap_or(0.5)
+    }
+}
+
+/// True only when the error says the connection was never made.
+fn never_sent(err: &octocrab::Error) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(client_err) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+            return client_err.is_connect();
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// Maps a final non-success answer onto our error.
+fn status_error(resp: &ApiResponse) -> GitHubError {
+    let parsed: WireError = serde_json::from_str(&resp.body).unwrap_or_default();
+    let message = parsed
+        .message
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect::<String>();
+    match resp.status {
+        401 => GitHubError::Unauthorized,
+        404 => GitHubError::NotFound,
+        400 | 422 => GitHubError::Validation {
+            status: resp.status,
+            message,
+            codes: parsed.errors.into_iter().filter_map(|e| e.code).collect(),
+        },
+        403 => GitHubError::Forbidden { message },
+        500..=599 => GitHubError::Server {
+            status: resp.status,
+        },
+        status => GitHubError::Unexpected { status, message },
+    }
+}

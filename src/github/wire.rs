@@ -1,0 +1,352 @@
+//! GitHub's JSON, read leniently: only the fields closer uses, with defaults
+//! where GitHub (or GitHub Enterprise Server) may leave one out. Each shape is
+//! turned into our own type here, so a change in GitHub's answers touches one
+//! file. Nothing here is public outside `github/`.
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::error::GitHubError;
+use super::models::{
+    Actor, AppInfo, Comment, CommentId, Issue, IssueState, Label, PullRequest, PullState,
+    Repository, StateReason,
+};
+use super::types::{IssueNumber, RepoName};
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireUser {
+    pub login: String,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+}
+
+impl WireUser {
+    fn actor(self) -> Actor {
+        let is_bot = self.kind.as_deref() == Some("Bot") || self.login.ends_with("[bot]");
+        Actor {
+            login: self.login,
+            is_bot,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireLabel {
+    pub name: String,
+    #[serde(default)]
+    pub color: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl From<WireLabel> for Label {
+    fn from(w: WireLabel) -> Self {
+        Label {
+            name: w.name,
+            color: w.color.unwrap_or_default(),
+            description: w.description.filter(|d| !d.is_empty()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireIssue {
+    pub number: u64,
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    pub state: String,
+    #[serde(default)]
+    pub state_reason: Option<String>,
+    #[serde(default)]
+    pub labels: Vec<WireLabel>,
+    pub user: WireUser,
+    #[serde(default)]
+    pub html_url: String,
+    #[serde(default)]
+    pub pull_request: Option<serde_json::Value>,
+}
+
+impl TryFrom<WireIssue> for Issue {
+    type Error = GitHubError;
+
+    fn try_from(w: WireIssue) -> Result<Self, GitHubError> {
+        Ok(Issue {
+            number: IssueNumber(w.number),
+            title: w.title,
+            body: w.body.unwrap_or_default(),
+            state: issue_state(&w.state)?,
+            state_reason: w.state_reason.as_deref().and_then(StateReason::parse),
+            labels: w.labels.into_iter().map(|l| l.name).collect(),
+            author: w.user.actor(),
+            html_url: w.html_url,
+            is_pull_request: w.pull_request.is_some(),
+        })
+    }
+}
+
+fn issue_state(s: &str) -> Result<IssueState, GitHubError> {
+    match s {
+        "open" => Ok(IssueState::Open),
+        "closed" => Ok(IssueState::Closed),
+        other => Err(GitHubError::Decode(format!(
+            "unknown issue state {other:?}"
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireAppRef {
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireComment {
+    pub id: u64,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub user: Option<WireUser>,
+    #[serde(default)]
+    pub performed_via_github_app: Option<WireAppRef>,
+    #[serde(default)]
+    pub html_url: String,
+}
+
+impl From<WireComment> for Comment {
+    fn from(w: WireComment) -> Self {
+        // A deleted account shows as `user: null`; GitHub calls it "ghost".
+        let author = w.user.map(WireUser::actor).unwrap_or(Actor {
+            login: "ghost".to_owned(),
+            is_bot: false,
+        });
+        Comment {
+            id: CommentId(w.id),
+            body: w.body.unwrap_or_default(),
+            author: author.login,
+            author_is_bot: author.is_bot,
+            performed_via_app_id: w.performed_via_github_app.map(|a| a.id),
+            html_url: w.html_url,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireRepository {
+    pub full_name: String,
+    #[serde(default)]
+    pub default_branch: Option<String>,
+    pub clone_url: String,
+    #[serde(default)]
+    pub private: bool,
+}
+
+impl TryFrom<WireRepository> for Repository {
+    type Error = GitHubError;
+
+    fn try_from(w: WireRepository) -> Result<Self, GitHubError> {
+        let full_name = RepoName::parse(&w.full_name)
+            .ok_or_else(|| GitHubError::Decode(format!("bad full_name {:?}", w.full_name)))?;
+        Ok(Repository {
+            full_name,
+            default_branch: w.default_branch.unwrap_or_else(|| "main".to_owned()),
+            clone_url: w.clone_url,
+            private: w.private,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireBranchRef {
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WirePull {
+    pub number: u64,
+    pub head: WireBranchRef,
+    pub base: WireBranchRef,
+    #[serde(default)]
+    pub html_url: String,
+    pub state: String,
+    #[serde(default)]
+    pub merged: Option<bool>,
+    #[serde(default)]
+    pub merged_at: Option<String>,
+}
+
+impl TryFrom<WirePull> for PullRequest {
+    type Error = GitHubError;
+
+    fn try_from(w: WirePull) -> Result<Self, GitHubError> {
+        let state = match w.state.as_str() {
+            "open" => PullState::Open,
+            "closed" => PullState::Closed,
+            other => return Err(GitHubError::Decode(format!("unknown PR state {other:?}"))),
+        };
+        // The list endpoint has no `merged`; `merged_at` says the same.
+        let merged = w.merged.unwrap_or(false) || w.merged_at.is_some();
+        Ok(PullRequest {
+            number: IssueNumber(w.number),
+            head_ref: w.head.git_ref,
+            base_ref: w.base.git_ref,
+            html_url: w.html_url,
+            state,
+            merged,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireContent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub encoding: Option<String>,
+    pub sha: String,
+}
+
+impl WireContent {
+    /// The file's bytes; GitHub wraps the base64 at 60 columns.
+    pub fn decode(self) -> Result<(Vec<u8>, String), GitHubError> {
+        if self.kind != "file" {
+            return Err(GitHubError::Decode(format!(
+                "path is a {}, not a file",
+                self.kind
+            )));
+        }
+        match self.encoding.as_deref() {
+            Some("base64") => {}
+            other => {
+                return Err(GitHubError::Decode(format!(
+                    "unsupported content encoding {other:?} (file too large?)"
+                )));
+            }
+        }
+        let packed: String = self
+            .content
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(packed)
+            .map_err(|e| GitHubError::Decode(format!("bad base64 content: {e}")))?;
+        Ok((bytes, self.sha))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WirePermission {
+    pub permission: String,
+    #[serde(default)]
+    pub role_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireToken {
+    pub token: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireApp {
+    pub id: i64,
+    #[serde(default)]
+    pub slug: Option<String>,
+    pub name: String,
+}
+
+impl From<WireApp> for AppInfo {
+    fn from(w: WireApp) -> Self {
+        let slug = w.slug.unwrap_or(w.name);
+        AppInfo {
+            id: w.id,
+            bot_login: format!("{slug}[bot]"),
+            slug,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireErrorItem {
+    #[serde(default)]
+    pub code: Option<String>,
+}
+
+/// GitHub's error body: `{"message": "...", "errors": [{"code": "..."}]}`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireError {
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub errors: Vec<WireErrorItem>,
+}
+
+/// Parses a JSON body into `T`, naming what was expected on failure.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    body: &str,
+    what: &str,
+) -> Result<T, GitHubError> {
+    serde_json::from_str(body).map_err(|e| GitHubError::Decode(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_with_wrapped_base64_decodes() {
+        let w = WireContent {
+            kind: "file".into(),
+            content: Some("aGVsbG8g\nd29ybGQ=\n".into()),
+            encoding: Some("base64".into()),
+            sha: "abc".into(),
+        };
+        assert_eq!(
+            w.decode().unwrap(),
+            (b"hello world".to_vec(), "abc".to_owned())
+        );
+    }
+
+    #[test]
+    fn directory_is_not_a_file() {
+        let w = WireContent {
+            kind: "dir".into(),
+            content: None,
+            encoding: None,
+            sha: "abc".into(),
+        };
+        assert!(matches!(w.decode(), Err(GitHubError::Decode(_))));
+    }
+
+    #[test]
+    fn bot_comment_keeps_its_app() {
+        let json = r#"{"id": 5, "body": "hi", "user": {"login": "closer[bot]", "type": "Bot"},
+            "performed_via_github_app": {"id": 42, "slug": "closer"}, "html_url": "u"}"#;
+        let c: Comment = parse::<WireComment>(json, "comment").unwrap().into();
+        assert!(c.author_is_bot);
+        assert_eq!(c.performed_via_app_id, Some(42));
+    }
+
+    #[test]
+    fn comment_by_deleted_user_is_ghost() {
+        let c: Comment = parse::<WireComment>(r#"{"id": 1, "user": null}"#, "c")
+            .unwrap()
+            .into();
+        assert_eq!(c.author, "ghost");
+        assert_eq!(c.body, "");
+    }
+
+    #[test]
+    fn listed_pull_is_merged_by_merged_at() {
+        let json = r#"{"number": 3, "head": {"ref": "b"}, "base": {"ref": "main"},
+            "state": "closed", "merged_at": "2024-01-01T00:00:00Z"}"#;
+        let pr: PullRequest = parse::<WirePull>(json, "pr").unwrap().try_into().unwrap();
+        assert!(pr.merged);
+        assert_eq!(pr.state, PullState::Closed);
+    }
+}

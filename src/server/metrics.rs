@@ -1,0 +1,58 @@
+//! Prometheus metrics. The recorder is process-global (the `metrics` crate's
+//! model); it is installed once, and `/metrics` renders it after refreshing
+//! the gauges that are read from the database (queue depth by state).
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use super::AppState;
+use crate::store::jobs;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Buckets for every `*_seconds` histogram: 0.5 ms to 10 min.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 600.0,
+];
+
+/// The process's recorder handle, installing the recorder on first use.
+pub fn handle() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)
+                .expect("buckets are non-empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (a host program's);
+            // then ours still renders whatever it was given.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    match jobs::depth_by_state(state.store.pool()).await {
+        Ok(depths) => {
+            for state_name in [jobs::QUEUED, jobs::LEASED, jobs::DONE, jobs::DEAD] {
+                let n = depths
+                    .iter()
+                    .find(|(s, _)| s == state_name)
+                    .map_or(0, |(_, n)| *n);
+                metrics::gauge!("closer_jobs", "state" => state_name).set(n as f64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "queue depth unavailable for /metrics"),
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}

@@ -1,0 +1,66 @@
+//! The HTTP face of closer: the webhook intake, health, readiness and metrics.
+//! Handlers store and answer; they never do the work (workers do, from the
+//! queue), so GitHub's 10-second delivery timeout is never at risk.
+
+pub mod health;
+pub mod metrics;
+pub mod webhook;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret, SecretString};
+use sha2::Sha256;
+use tokio::sync::Notify;
+
+use crate::store::Store;
+use crate::store::writer::IntakeWriter;
+
+/// What the handlers share.
+pub struct AppState {
+    pub store: Store,
+    /// `None` in a worker-only process: it answers health and metrics only.
+    pub writer: Option<IntakeWriter>,
+    /// HMAC keyed with the webhook secret, cloned per request.
+    pub webhook_mac: Hmac<Sha256>,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Woken when a delivery's job is enqueued, so local workers start at once.
+    pub jobs_ready: Arc<Notify>,
+    /// Attempts before a delivery job is dead-lettered.
+    pub max_attempts: i64,
+}
+
+impl AppState {
+    pub fn new(
+        store: Store,
+        writer: Option<IntakeWriter>,
+        webhook_secret: &SecretString,
+        jobs_ready: Arc<Notify>,
+        max_attempts: i64,
+    ) -> AppState {
+        let webhook_mac = Hmac::<Sha256>::new_from_slice(webhook_secret.expose_secret().as_bytes())
+            .expect("HMAC accepts keys of any length");
+        AppState {
+            store,
+            writer,
+            webhook_mac,
+            metrics: metrics::handle(),
+            jobs_ready,
+            max_attempts,
+        }
+    }
+}
+
+/// The router; the webhook path is the operator's choice.
+pub fn router(state: Arc<AppState>, webhook_path: &str) -> Router {
+    let mut router = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::render));
+    if state.writer.is_some() {
+        router = router.route(webhook_path, post(webhook::receive));
+    }
+    router.with_state(state)
+}

@@ -1,0 +1,214 @@
+//! `POST /webhooks`: verify, then parse, then store, then answer.
+//!
+//! [`SignedDelivery`] is an extractor: a handler only ever sees a delivery
+//! whose `X-Hub-Signature-256` matched the raw body (HMAC-SHA256, compared in
+//! constant time) and whose event and delivery headers are present. Nothing
+//! is parsed before the signature is checked, nothing rejected is stored, and
+//! the body never appears in a log line. The answer (202) is sent only after
+//! the delivery and its job are committed.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hmac::Mac;
+
+use super::AppState;
+use crate::events::EventKind;
+use crate::events::envelope::Envelope;
+use crate::store::deliveries::{self, NewDelivery};
+use crate::store::jobs::NewJob;
+use crate::store::writer::WriteOutcome;
+
+/// GitHub caps webhook payloads at 25 MB.
+pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
+
+/// The job kind that processes a stored delivery.
+pub const DELIVERY_JOB: &str = "delivery";
+
+/// Why a request was refused before anything was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    MissingSignature,
+    MalformedSignature,
+    BadSignature,
+    MissingEvent,
+    MissingDeliveryId,
+    BodyTooLarge,
+    UnreadableBody,
+    MalformedJson,
+}
+
+impl Rejection {
+    fn reason(self) -> &'static str {
+        match self {
+            Rejection::MissingSignature => "missing_signature",
+            Rejection::MalformedSignature => "malformed_signature",
+            Rejection::BadSignature => "bad_signature",
+            Rejection::MissingEvent => "missing_event",
+            Rejection::MissingDeliveryId => "missing_delivery_id",
+            Rejection::BodyTooLarge => "body_too_large",
+            Rejection::UnreadableBody => "unreadable_body",
+            Rejection::MalformedJson => "malformed_json",
+        }
+    }
+
+    fn status(self) -> StatusCode {
+        match self {
+            Rejection::MissingSignature
+            | Rejection::MalformedSignature
+            | Rejection::BadSignature => StatusCode::UNAUTHORIZED,
+            Rejection::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::MissingEvent
+            | Rejection::MissingDeliveryId
+            | Rejection::UnreadableBody
+            | Rejection::MalformedJson => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        metrics::counter!("closer_webhook_rejections_total", "reason" => self.reason())
+            .increment(1);
+        tracing::warn!(reason = self.reason(), "webhook delivery rejected");
+        (self.status(), format!("{}\n", self.reason())).into_response()
+    }
+}
+
+/// A delivery whose signature has been verified.
+#[derive(Debug)]
+pub struct SignedDelivery {
+    pub event: String,
+    pub delivery_id: String,
+    pub body: Bytes,
+}
+
+impl FromRequest<Arc<AppState>> for SignedDelivery {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Rejection> {
+        let (parts, body) = req.into_parts();
+        let body = read_body(&parts.headers, body).await?;
+        verify_signature(state, &parts.headers, &body)?;
+        let event = header(&parts.headers, "x-github-event").ok_or(Rejection::MissingEvent)?;
+        let delivery_id =
+            header(&parts.headers, "x-github-delivery").ok_or(Rejection::MissingDeliveryId)?;
+        if delivery_id.len() > 128 {
+            return Err(Rejection::MissingDeliveryId);
+        }
+        Ok(SignedDelivery {
+            event,
+            delivery_id,
+            body,
+        })
+    }
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Rejection> {
+    let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(Rejection::BodyTooLarge);
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                Rejection::BodyTooLarge
+            } else {
+                Rejection::UnreadableBody
+            }
+        })
+}
+
+fn verify_signature(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Rejection> {
+    let signature = headers
+        .get("x-hub-signature-256")
+        .ok_or(Rejection::MissingSignature)?;
+    let hex_digest = signature
+        .to_str()
+        .ok()
+        .and_then(|s| s.strip_prefix("sha256="))
+        .ok_or(Rejection::MalformedSignature)?;
+    let expected = hex::decode(hex_digest).map_err(|_| Rejection::MalformedSignature)?;
+    let mut mac = state.webhook_mac.clone();
+    mac.update(body);
+    mac.verify_slice(&expected)
+        .map_err(|_| Rejection::BadSignature)
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The handler: store the verified delivery (and its job), then answer.
+pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDelivery) -> Response {
+    let envelope = match Envelope::parse(&delivery.body) {
+        Ok(envelope) => envelope,
+        Err(_) => return Rejection::MalformedJson.into_response(),
+    };
+    let Some(writer) = &state.writer else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let kind = EventKind::from_header(&delivery.event);
+    let job = kind.map(|kind| NewJob {
+        kind: DELIVERY_JOB.to_owned(),
+        key: envelope.job_key(kind, &delivery.delivery_id),
+        payload: serde_json::json!({ "delivery_id": delivery.delivery_id }).to_string(),
+        max_attempts: state.max_attempts,
+        run_at: state.store.now_ms(),
+    });
+    let (payload, encoding) = deliveries::encode_payload(&delivery.body);
+    let new = NewDelivery {
+        delivery_id: delivery.delivery_id.clone(),
+        event: delivery.event.clone(),
+        action: envelope.action.clone(),
+        installation_id: envelope.installation_id(),
+        repository: envelope.repository().map(str::to_owned),
+        payload,
+        encoding,
+        received_at: state.store.now_ms(),
+        status: if job.is_some() {
+            deliveries::RECEIVED
+        } else {
+            deliveries::IGNORED
+        },
+        job,
+    };
+    let event_label = kind.map_or("other", EventKind::as_str);
+    match writer.submit(new).await {
+        Ok(WriteOutcome::Stored) => {
+            let outcome = if kind.is_some() { "stored" } else { "ignored" };
+            count(event_label, outcome);
+            if kind.is_some() {
+                state.jobs_ready.notify_waiters();
+            }
+            tracing::debug!(delivery = %delivery.delivery_id, event = %delivery.event, outcome, "delivery stored");
+            (StatusCode::ACCEPTED, "accepted\n").into_response()
+        }
+        Ok(WriteOutcome::Duplicate) => {
+            count(event_label, "duplicate");
+            tracing::info!(delivery = %delivery.delivery_id, "duplicate delivery acknowledged");
+            (StatusCode::OK, "duplicate\n").into_response()
+        }
+        Err(e) => {
+            count(event_label, "error");
+            tracing::error!(delivery = %delivery.delivery_id, error = %e, "delivery not stored");
+            (StatusCode::SERVICE_UNAVAILABLE, "not stored, try again\n").into_response()
+        }
+    }
+}
+
+fn count(event: &'static str, outcome: &'static str) {
+    metrics::counter!("closer_webhook_deliveries_total", "event" => event, "outcome" => outcome)
+        .increment(1);
+}

@@ -1,0 +1,192 @@
+//! `closer serve`: wires the store, the intake writer, the HTTP server, the
+//! workers and housekeeping together, and takes them down in order on
+//! SIGTERM / Ctrl-C: stop accepting, finish in-flight requests, drain the
+//! intake writer, let workers finish (or give back) their jobs, exit 0.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::{Notify, watch};
+
+use crate::cli::Role;
+use crate::config::server::ServerConfig;
+use crate::github::{GitHubApp, GitHubSettings};
+use crate::server::{self, AppState};
+use crate::store::dry_run::DbRecorder;
+use crate::store::writer::IntakeWriter;
+use crate::store::{Store, deliveries, jobs};
+use crate::worker::delivery::DeliveryHandler;
+use crate::worker::{JobHandler, WorkerPool, WorkerSettings};
+
+/// How `closer serve` was asked to run.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions {
+    pub role: Role,
+    pub dry_run: bool,
+}
+
+/// Runs until a shutdown signal.
+pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Result<()> {
+    let secret = if options.role.runs_intake() {
+        Some(config.require_webhook_secret()?.clone())
+    } else {
+        None
+    };
+    if !options.dry_run && (config.github.app_id.is_none() || config.github.private_key.is_none()) {
+        anyhow::bail!(
+            "GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) are required; \
+             run with --dry-run to try closer without a GitHub App"
+        );
+    }
+    let store = Store::open(&config.store, crate::clock::system())
+        .await
+        .context("cannot open the database")?;
+    tracing::info!(backend = ?store.backend(), role = ?options.role, dry_run = options.dry_run, "database ready");
+
+    let (recorder, recorder_task) = DbRecorder::spawn(store.clone());
+    let github = Arc::new(
+        GitHubApp::new(
+            GitHubSettings {
+                api_url: config.github.api_url.clone(),
+                app_id: config.github.app_id,
+                private_key: config.github.private_key.clone(),
+                dry_run: options.dry_run,
+                ..GitHubSettings::default()
+            },
+            store.clock().clone(),
+            Some(Arc::new(recorder)),
+        )
+        .context("invalid GitHub App settings")?,
+    );
+    if config.github.app_id.is_some() {
+        tokio::spawn(announce_app(github.clone()));
+    }
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let jobs_ready = Arc::new(Notify::new());
+
+    let (writer, writer_task) = match options.role.runs_intake() {
+        true => {
+            let (writer, task) = IntakeWriter::spawn(store.clone(), 8192);
+            (Some(writer), Some(task))
+        }
+        false => (None, None),
+    };
+
+    let mut worker_tasks = Vec::new();
+    if options.role.runs_workers() {
+        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
+        handlers.insert(
+            server::webhook::DELIVERY_JOB.to_owned(),
+            Arc::new(DeliveryHandler::new(store.clone())),
+        );
+        let settings = WorkerSettings {
+            lease: config.queue.lease,
+            ..WorkerSettings::default()
+        };
+        let pool = WorkerPool::new(store.clone(), handlers, settings, jobs_ready.clone());
+        worker_tasks = pool.spawn(config.queue.workers, &process_name(), shutdown_rx.clone());
+        tracing::info!(count = config.queue.workers, "workers started");
+    }
+    let housekeeping = tokio::spawn(housekeeping(
+        store.clone(),
+        config.retention,
+        shutdown_rx.clone(),
+    ));
+
+    let secret = secret.unwrap_or_else(|| secrecy::SecretString::from(String::new()));
+    let state = Arc::new(AppState::new(
+        store.clone(),
+        writer,
+        &secret,
+        jobs_ready,
+        config.queue.max_attempts,
+    ));
+    let app = server::router(state, &config.webhook_path);
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal(shutdown_tx))
+        .await
+        .context("HTTP server failed")?;
+
+    tracing::info!("shutting down: draining the intake writer and the workers");
+    if let Some(task) = writer_task {
+        let _ = task.await;
+    }
+    for task in worker_tasks {
+        let _ = task.await;
+    }
+    housekeeping.abort();
+    drop(github);
+    // The recorder ends once the last client holding it is gone; give it a
+    // moment to store what it was handed.
+    if tokio::time::timeout(Duration::from_secs(2), recorder_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("dry-run recorder still busy at exit");
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Checks the App credentials once at start and says whom they belong to; a
+/// failure is logged, not fatal (GitHub may be briefly unreachable).
+async fn announce_app(github: Arc<GitHubApp>) {
+    match github.app_info().await {
+        Ok(app) => tracing::info!(app = %app.slug, id = app.id, "authenticated as the GitHub App"),
+        Err(e) => tracing::warn!(error = %e, "cannot authenticate as the GitHub App yet"),
+    }
+}
+
+/// Waits for SIGTERM or Ctrl-C, then tells everyone.
+async fn shutdown_signal(tx: watch::Sender<bool>) {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutdown signal received");
+    let _ = tx.send(true);
+}
+
+/// Prunes handled deliveries and finished jobs past the retention, hourly.
+async fn housekeeping(store: Store, retention: Duration, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let cutoff = store.now_ms() - retention.as_millis() as i64;
+        match deliveries::prune(store.pool(), cutoff).await {
+            Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned old deliveries"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "pruning deliveries failed"),
+        }
+        if let Err(e) = jobs::prune_done(store.pool(), cutoff).await {
+            tracing::warn!(error = %e, "pruning jobs failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Names this process's workers in lease records: host and pid.
+fn process_name() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "closer".to_owned());
+    format!("{host}:{}", std::process::id())
+}

@@ -1,0 +1,181 @@
+//! The `delivery` job: read a stored delivery, type it, act on it, and record
+//! what was done on the delivery row.
+//!
+//! A payload that cannot be typed is marked `failed` with the reason and not
+//! retried (the same bytes will not parse better next time); a database error
+//! is retried. Installation bookkeeping happens here; issue, comment and pull
+//! request events are where the engine takes over.
+
+use serde::Deserialize;
+
+use super::{JobError, JobFuture, JobHandler};
+use crate::events::{Event, EventKind, InstallationAction, RepositoriesAction, parse_event};
+use crate::store::jobs::LeasedJob;
+use crate::store::{Store, StoreError, deliveries, installations};
+
+#[derive(Deserialize)]
+struct DeliveryJob {
+    delivery_id: String,
+}
+
+/// Handles `delivery` jobs.
+pub struct DeliveryHandler {
+    store: Store,
+}
+
+impl DeliveryHandler {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    async fn process(&self, job: &LeasedJob) -> Result<(), JobError> {
+        let payload: DeliveryJob = serde_json::from_str(&job.payload)
+            .map_err(|e| JobError::Permanent(format!("bad delivery job payload: {e}")))?;
+        let pool = self.store.pool();
+        let delivery = deliveries::get(pool, &payload.delivery_id)
+            .await
+            .map_err(retry)?
+            .ok_or_else(|| {
+                JobError::Permanent(format!("delivery {} not found", payload.delivery_id))
+            })?;
+        if delivery.status != deliveries::RECEIVED {
+            // Processed by an earlier attempt whose completion was lost.
+            return Ok(());
+        }
+        let now = self.store.now_ms();
+        let Some(kind) = EventKind::from_header(&delivery.event) else {
+            deliveries::mark(
+                pool,
+                &delivery.delivery_id,
+                deliveries::IGNORED,
+                "event not handled",
+                now,
+            )
+            .await
+            .map_err(retry)?;
+            return Ok(());
+        };
+        let (status, outcome) = match parse_event(kind, &delivery.payload) {
+            Ok(event) => (
+                deliveries::PROCESSED,
+                self.apply(&event).await.map_err(retry)?,
+            ),
+            Err(e) => {
+                tracing::warn!(delivery = %delivery.delivery_id, error = %e, "delivery payload not understood");
+                (deliveries::FAILED, e.to_string())
+            }
+        };
+        deliveries::mark(
+            pool,
+            &delivery.delivery_id,
+            status,
+            &outcome,
+            self.store.now_ms(),
+        )
+        .await
+        .map_err(retry)?;
+        tracing::info!(delivery = %delivery.delivery_id, event = %delivery.event, status, %outcome, "delivery handled");
+        Ok(())
+    }
+
+    /// Acts on a typed event; returns a short description of what was done.
+    async fn apply(&self, event: &Event) -> Result<String, StoreError> {
+        let pool = self.store.pool();
+        let now = self.store.now_ms();
+        Ok(match event {
+            Event::Ping { zen, .. } => format!("ping: {}", zen.as_deref().unwrap_or("")),
+            Event::Installation {
+                action,
+                installation,
+                account_login,
+                account_type,
+                repositories,
+                ..
+            } => {
+                let id = installation.0;
+                match action {
+                    InstallationAction::Created | InstallationAction::NewPermissionsAccepted => {
+                        installations::upsert(pool, id, account_login, account_type, now).await?;
+                        installations::add_repositories(pool, id, repositories).await?;
+                    }
+                    InstallationAction::Deleted => installations::delete(pool, id).await?,
+                    InstallationAction::Suspend => {
+                        installations::upsert(pool, id, account_login, account_type, now).await?;
+                        installations::set_suspended(pool, id, Some(now), now).await?;
+                    }
+                    InstallationAction::Unsuspend => {
+                        installations::upsert(pool, id, account_login, account_type, now).await?;
+                        installations::set_suspended(pool, id, None, now).await?;
+                    }
+                    InstallationAction::Other(_) => {}
+                }
+                format!("installation {id}: {action:?}")
+            }
+            Event::InstallationRepositories {
+                action,
+                installation,
+                added,
+                removed,
+                ..
+            } => {
+                if *action != RepositoriesAction::Added && *action != RepositoriesAction::Removed {
+                    return Ok(format!("installation {installation}: {action:?} ignored"));
+                }
+                installations::add_repositories(pool, installation.0, added).await?;
+                installations::remove_repositories(pool, installation.0, removed).await?;
+                format!(
+                    "installation {installation}: +{} -{} repositories",
+                    added.len(),
+                    removed.len()
+                )
+            }
+            Event::Issues {
+                action,
+                repo,
+                issue,
+                ..
+            } => {
+                format!("issues {action:?} on {}#{}", repo.name, issue.number)
+            }
+            Event::IssueComment {
+                action,
+                repo,
+                issue,
+                ..
+            } => {
+                format!("issue_comment {action:?} on {}#{}", repo.name, issue.number)
+            }
+            Event::PullRequest {
+                action, repo, pull, ..
+            } => {
+                format!("pull_request {action:?} on {}#{}", repo.name, pull.number)
+            }
+            Event::PullRequestReview {
+                action, repo, pull, ..
+            } => {
+                format!(
+                    "pull_request_review {action:?} on {}#{}",
+                    repo.name, pull.number
+                )
+            }
+            Event::PullRequestReviewComment {
+                action, repo, pull, ..
+            } => {
+                format!(
+                    "pull_request_review_comment {action:?} on {}#{}",
+                    repo.name, pull.number
+                )
+            }
+        })
+    }
+}
+
+fn retry(e: StoreError) -> JobError {
+    JobError::Retry(e.to_string())
+}
+
+impl JobHandler for DeliveryHandler {
+    fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
+        Box::pin(self.process(job))
+    }
+}

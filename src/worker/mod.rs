@@ -1,0 +1,266 @@
+//! Workers: claim a job, run its handler while a heartbeat keeps the lease,
+//! then complete it or record the failure (retry with backoff, dead after the
+//! last attempt). Any number of workers, in any number of processes, share
+//! one queue; the database decides who holds what.
+//!
+//! A worker never holds a job it lost: when a heartbeat finds the lease gone
+//! (it expired and another worker took it), the handler is abandoned.
+
+pub mod delivery;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
+use crate::store::{Store, StoreError};
+
+/// How a handler failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobError {
+    /// Worth another attempt, after the usual backoff.
+    Retry(String),
+    /// Worth another attempt, not before this long (e.g. a rate limit).
+    RetryAfter(String, Duration),
+    /// Will never succeed; dead-letter it now.
+    Permanent(String),
+}
+
+/// The future a handler returns.
+pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'a>>;
+
+/// Runs jobs of one kind.
+pub trait JobHandler: Send + Sync {
+    fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a>;
+}
+
+/// Settings shared by a process's workers.
+#[derive(Clone)]
+pub struct WorkerSettings {
+    pub lease: Duration,
+    pub backoff: Backoff,
+    /// Longest idle wait before polling the queue again (jobs enqueued by
+    /// other processes or becoming due after a backoff).
+    pub poll_interval: Duration,
+    /// How long shutdown waits for an in-flight job before giving its lease back.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(300),
+            backoff: Backoff::default(),
+            poll_interval: Duration::from_millis(500),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What became of a job a worker ran; broadcast to whoever listens (tests,
+/// the dashboard) so they can wait for work instead of polling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSettled {
+    pub id: i64,
+    pub kind: String,
+    pub key: String,
+    /// `done`, `retry`, `dead`, `lease_lost` or `abandoned`.
+    pub outcome: &'static str,
+}
+
+/// A process's workers and their handlers.
+#[derive(Clone)]
+pub struct WorkerPool {
+    store: Store,
+    handlers: Arc<HashMap<String, Arc<dyn JobHandler>>>,
+    settings: WorkerSettings,
+    ready: Arc<Notify>,
+    settled: broadcast::Sender<JobSettled>,
+}
+
+impl WorkerPool {
+    pub fn new(
+        store: Store,
+        handlers: HashMap<String, Arc<dyn JobHandler>>,
+        settings: WorkerSettings,
+        ready: Arc<Notify>,
+    ) -> Self {
+        Self {
+            store,
+            handlers: Arc::new(handlers),
+            settings,
+            ready,
+            settled: broadcast::channel(1024).0,
+        }
+    }
+
+    /// Every job this pool settles from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<JobSettled> {
+        self.settled.subscribe()
+    }
+
+    /// Starts `count` workers; they stop when `shutdown` turns true.
+    pub fn spawn(
+        &self,
+        count: usize,
+        name: &str,
+        shutdown: watch::Receiver<bool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..count)
+            .map(|i| {
+                let pool = self.clone();
+                let owner = format!("{name}/{i}");
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move { pool.run(owner, shutdown).await })
+            })
+            .collect()
+    }
+
+    async fn run(self, owner: String, mut shutdown: watch::Receiver<bool>) {
+        tracing::debug!(%owner, "worker started");
+        while !*shutdown.borrow() {
+            match self.run_one(&owner, &mut shutdown).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => tracing::error!(%owner, error = %e, "queue error"),
+            }
+            tokio::select! {
+                _ = self.ready.notified() => {}
+                _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        tracing::debug!(%owner, "worker stopped");
+    }
+
+    /// Claims and runs one job; `Ok(false)` when there was none.
+    pub async fn run_one(
+        &self,
+        owner: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, StoreError> {
+        let store = &self.store;
+        let now = store.now_ms();
+        let Some(job) = jobs::claim(
+            store.pool(),
+            store.backend(),
+            owner,
+            now,
+            self.settings.lease,
+        )
+        .await?
+        else {
+            return Ok(false);
+        };
+        let waited = (now - job.run_at).max(0) as f64 / 1000.0;
+        metrics::histogram!("closer_job_wait_seconds", "kind" => job.kind.clone()).record(waited);
+        let started = Instant::now();
+        let result = match self.handlers.get(&job.kind) {
+            Some(handler) => {
+                self.supervise(handler.as_ref(), &job, owner, shutdown)
+                    .await
+            }
+            None => Some(Err(JobError::Permanent(format!(
+                "no handler for job kind {:?}",
+                job.kind
+            )))),
+        };
+        let outcome = match result {
+            Some(result) => self.settle(&job, owner, result).await?,
+            None => "abandoned",
+        };
+        metrics::histogram!("closer_job_duration_seconds", "kind" => job.kind.clone(), "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        let _ = self.settled.send(JobSettled {
+            id: job.id,
+            kind: job.kind,
+            key: job.key,
+            outcome,
+        });
+        Ok(true)
+    }
+
+    /// Runs the handler while heartbeating. `None` when the job was given up
+    /// (lease lost, or shutdown outlasted the grace period).
+    async fn supervise(
+        &self,
+        handler: &dyn JobHandler,
+        job: &LeasedJob,
+        owner: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Result<(), JobError>> {
+        let work = handler.handle(job);
+        tokio::pin!(work);
+        let beat = self.settings.lease / 3;
+        let mut next_beat = tokio::time::Instant::now() + beat;
+        let mut deadline: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                result = &mut work => return Some(result),
+                _ = tokio::time::sleep_until(next_beat) => {
+                    next_beat += beat;
+                    let now = self.store.now_ms();
+                    match jobs::heartbeat(self.store.pool(), job.id, owner, now, self.settings.lease).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::warn!(job = job.id, %owner, "lease lost; abandoning the job");
+                            return None;
+                        }
+                        Err(e) => tracing::warn!(job = job.id, error = %e, "heartbeat failed"),
+                    }
+                }
+                _ = shutdown.changed(), if deadline.is_none() => {
+                    deadline = Some(tokio::time::Instant::now() + self.settings.shutdown_grace);
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    let now = self.store.now_ms();
+                    if let Err(e) = jobs::release(self.store.pool(), job.id, owner, now).await {
+                        tracing::warn!(job = job.id, error = %e, "lease not released; it will expire");
+                    }
+                    tracing::info!(job = job.id, "shutdown: job given back to the queue");
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn settle(
+        &self,
+        job: &LeasedJob,
+        owner: &str,
+        result: Result<(), JobError>,
+    ) -> Result<&'static str, StoreError> {
+        let pool = self.store.pool();
+        let now = self.store.now_ms();
+        let (message, retry_after) = match result {
+            Ok(()) => {
+                if !jobs::complete(pool, job.id, owner, now).await? {
+                    tracing::warn!(job = job.id, "completed after the lease was lost");
+                }
+                return Ok("done");
+            }
+            Err(JobError::Retry(m)) => {
+                let delay = self.settings.backoff.delay(job.attempts, fastrand::f64());
+                (m, Some(delay))
+            }
+            Err(JobError::RetryAfter(m, delay)) => (m, Some(delay)),
+            Err(JobError::Permanent(m)) => (m, None),
+        };
+        let outcome = jobs::fail(pool, job, owner, now, &message, retry_after).await?;
+        match outcome {
+            FailOutcome::Retrying { run_at } => {
+                tracing::warn!(job = job.id, kind = %job.kind, attempt = job.attempts, error = %message, retry_in_ms = run_at - now, "job failed; will retry");
+                Ok("retry")
+            }
+            FailOutcome::Dead => {
+                tracing::error!(job = job.id, kind = %job.kind, attempt = job.attempts, error = %message, "job dead-lettered");
+                Ok("dead")
+            }
+            FailOutcome::LeaseLost => Ok("lease_lost"),
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Webhook intake stories: what is accepted, what is refused, and that a
+//! delivery is stored exactly once.
+
+use closer::store::{deliveries, installations};
+use reqwest::StatusCode;
+
+use crate::support::app::{SECRET, TestApp};
+use crate::support::db::TestDb;
+use crate::support::{fixture, fixture_for_installation, sign, unique};
+
+async fn app(name: &str) -> TestApp {
+    TestApp::start(TestDb::new(name).await).await
+}
+
+#[tokio::test]
+async fn a_signed_delivery_is_stored_with_its_job_then_processed() {
+    let mut app = app("signed").await;
+    let body = fixture_for_installation("issues.opened.json", 42);
+    let status = app.deliver("issues", "d-signed", &body).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let settled = app.settled(1).await;
+    assert_eq!(settled[0].outcome, "done");
+    assert_eq!(settled[0].key, "thread:Codertocat/Hello-World#1");
+
+    let stored = deliveries::get(app.store.pool(), "d-signed")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.event, "issues");
+    assert_eq!(stored.action.as_deref(), Some("opened"));
+    assert_eq!(stored.installation_id, Some(42));
+    assert_eq!(stored.repository.as_deref(), Some("Codertocat/Hello-World"));
+    assert_eq!(
+        stored.payload, body,
+        "the payload round-trips through compression"
+    );
+    assert_eq!(stored.status, deliveries::PROCESSED);
+    assert_eq!(app.count("jobs").await, 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_signatures_are_refused_and_nothing_is_stored() {
+    let app = app("badsig").await;
+    let body = fixture("issues.opened.json");
+    let good = sign(SECRET, &body);
+    let other_body = sign(SECRET, b"{\"something\":\"else\"}");
+    let wrong_key = sign("not the secret", &body);
+    let no_prefix = good.trim_start_matches("sha256=").to_owned();
+    let sha1_prefix = format!("sha1={no_prefix}");
+    let not_hex = "sha256=zzzz".to_owned();
+    let cases: Vec<(&str, Option<&str>)> = vec![
+        ("missing", None),
+        ("over another body", Some(&other_body)),
+        ("wrong key", Some(&wrong_key)),
+        ("no prefix", Some(&no_prefix)),
+        ("wrong prefix", Some(&sha1_prefix)),
+        ("not hex", Some(&not_hex)),
+        ("empty", Some("")),
+    ];
+    for (case, signature) in cases {
+        let mut headers = vec![("x-github-event", "issues"), ("x-github-delivery", "d-bad")];
+        if let Some(signature) = signature {
+            headers.push(("x-hub-signature-256", signature));
+        }
+        let status = app.post(&headers, body.clone()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{case}");
+    }
+    assert_eq!(app.count("deliveries").await, 0);
+    assert_eq!(app.count("jobs").await, 0);
+    let (_, metrics) = app.get("/metrics").await;
+    for reason in ["missing_signature", "bad_signature", "malformed_signature"] {
+        assert!(
+            metrics.contains(&format!(
+                "closer_webhook_rejections_total{{reason=\"{reason}\"}}"
+            )),
+            "{reason} not counted in:\n{metrics}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn missing_headers_and_malformed_json_are_bad_requests() {
+    let app = app("badreq").await;
+    let body = fixture("issues.opened.json");
+    let signature = sign(SECRET, &body);
+    let no_event = app
+        .post(
+            &[
+                ("x-github-delivery", "d1"),
+                ("x-hub-signature-256", &signature),
+            ],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(no_event, StatusCode::BAD_REQUEST);
+    let no_delivery = app
+        .post(
+            &[
+                ("x-github-event", "issues"),
+                ("x-hub-signature-256", &signature),
+            ],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(no_delivery, StatusCode::BAD_REQUEST);
+    for bad in [
+        &b"{not json"[..],
+        b"",
+        b"[1,2,3]",
+        b"\"a string\"",
+        b"{\"action\": 7}",
+    ] {
+        let status = app.deliver("issues", "d-json", bad).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    assert_eq!(app.count("deliveries").await, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_over_25_mb_is_refused_with_413() {
+    let app = app("toolarge").await;
+    let mut body = b"{\"pad\":\"".to_vec();
+    body.resize(25 * 1024 * 1024 + 1 - 2, b'a');
+    body.extend_from_slice(b"\"}");
+    assert_eq!(body.len(), 25 * 1024 * 1024 + 1);
+    let status = app.deliver("issues", "d-large", &body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(app.count("deliveries").await, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_delivery_twice_in_a_row_is_stored_once() {
+    let mut app = app("dup-seq").await;
+    let body = fixture("issue_comment.created.json");
+    assert_eq!(
+        app.deliver("issue_comment", "d-dup", &body).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        app.deliver("issue_comment", "d-dup", &body).await,
+        StatusCode::OK
+    );
+    app.settled(1).await;
+    assert_eq!(
+        app.deliver("issue_comment", "d-dup", &body).await,
+        StatusCode::OK
+    );
+    assert_eq!(app.count("deliveries").await, 1);
+    assert_eq!(app.count("jobs").await, 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_delivery_posted_concurrently_is_stored_once() {
+    let app = app("dup-conc").await;
+    let body = fixture("issue_comment.created.json");
+    let posts = (0..24).map(|_| app.deliver("issue_comment", "d-race", &body));
+    let statuses = futures_util::future::join_all(posts).await;
+    assert!(statuses.iter().all(|s| s.is_success()), "{statuses:?}");
+    let accepted = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::ACCEPTED)
+        .count();
+    assert_eq!(accepted, 1, "exactly one request stores it: {statuses:?}");
+    assert_eq!(app.count("deliveries").await, 1);
+    assert_eq!(app.count("jobs").await, 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn unsubscribed_events_are_recorded_as_ignored_without_a_job() {
+    let app = app("ignored").await;
+    let status = app
+        .deliver("star", "d-star", b"{\"action\":\"created\"}")
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let stored = deliveries::get(app.store.pool(), "d-star")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, deliveries::IGNORED);
+    assert_eq!(app.count("jobs").await, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn ping_is_answered_and_recorded() {
+    let mut app = app("ping").await;
+    let status = app.deliver("ping", "d-ping", &fixture("ping.json")).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    app.settled(1).await;
+    let stored = deliveries::get(app.store.pool(), "d-ping")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, deliveries::PROCESSED);
+    assert!(stored.outcome.unwrap().starts_with("ping"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn installation_events_keep_the_installation_and_its_repositories() {
+    let mut app = app("installation").await;
+    let created = fixture("installation.created.json");
+    let id: i64 =
+        serde_json::from_slice::<serde_json::Value>(&created).unwrap()["installation"]["id"]
+            .as_i64()
+            .unwrap();
+    app.deliver("installation", &unique("inst"), &created).await;
+    app.settled(1).await;
+    let installation = installations::get(app.store.pool(), id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(installation.account_login, "Codertocat");
+    assert_eq!(installation.suspended_at, None);
+    assert!(
+        !installations::repositories(app.store.pool(), id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let mut suspend: serde_json::Value =
+        serde_json::from_slice(&fixture("installation.suspend.json")).unwrap();
+    suspend["installation"]["id"] = id.into();
+    app.deliver(
+        "installation",
+        &unique("inst"),
+        suspend.to_string().as_bytes(),
+    )
+    .await;
+    app.settled(1).await;
+    let installation = installations::get(app.store.pool(), id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(installation.suspended_at.is_some());
+
+    let mut deleted: serde_json::Value =
+        serde_json::from_slice(&fixture("installation.deleted.json")).unwrap();
+    deleted["installation"]["id"] = id.into();
+    app.deliver(
+        "installation",
+        &unique("inst"),
+        deleted.to_string().as_bytes(),
+    )
+    .await;
+    app.settled(1).await;
+    assert!(
+        installations::get(app.store.pool(), id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_fixture_is_accepted_and_processed() {
+    let mut app = app("fixtures").await;
+    let dir = format!(
+        "{}/tests/fixtures/github-webhooks",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    for name in &names {
+        let event = name.split('.').next().unwrap();
+        let status = app.deliver(event, &unique(name), &fixture(name)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{name}");
+    }
+    let settled = app.settled(names.len()).await;
+    assert!(settled.iter().all(|s| s.outcome == "done"), "{settled:?}");
+    use sqlx::Row;
+    let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM deliveries GROUP BY status")
+        .fetch_all(app.store.pool())
+        .await
+        .unwrap();
+    let by_status: Vec<(String, i64)> =
+        rows.iter().map(|r| (r.get("status"), r.get("n"))).collect();
+    assert_eq!(
+        by_status,
+        vec![("processed".to_owned(), names.len() as i64)]
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_malformed_but_signed_payload_is_kept_as_failed_not_retried() {
+    let mut app = app("failedparse").await;
+    // Valid JSON, valid signature, but an `issues` event without an issue.
+    let status = app
+        .deliver(
+            "issues",
+            "d-noissue",
+            b"{\"action\":\"opened\",\"sender\":{\"login\":\"a\",\"id\":1}}",
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let settled = app.settled(1).await;
+    assert_eq!(settled[0].outcome, "done");
+    let stored = deliveries::get(app.store.pool(), "d-noissue")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, deliveries::FAILED);
+    assert!(stored.outcome.unwrap().contains("missing `repository`"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn health_and_readiness_answer() {
+    let app = app("health").await;
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        app.get("/readyz").await,
+        (StatusCode::OK, "ready\n".to_owned())
+    );
+    let (status, metrics) = app.get("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        metrics.contains("closer_jobs{state=\"queued\"}"),
+        "{metrics}"
+    );
+    app.stop().await;
+}

@@ -1,0 +1,140 @@
+//! Faults the fake can inject, for the retry tests: the next N requests
+//! (optionally only those with a given method and path prefix) answer with a
+//! server error, a rate limit, or hang. Injected answers are recorded like
+//! any other request.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// What a faulty answer looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// A bare 5xx.
+    Status(u16),
+    /// 403 "You have exceeded a secondary rate limit" with `retry-after`.
+    SecondaryRateLimit { retry_after_secs: u64 },
+    /// 403 secondary rate limit naming no time at all.
+    SecondaryRateLimitNoHeader,
+    /// 429 with `retry-after`.
+    TooManyRequests { retry_after_secs: u64 },
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset`.
+    PrimaryRateLimit { reset_epoch_secs: u64 },
+    /// Receive the request, then answer nothing for this long (a dropped
+    /// answer as the client sees it, when its timeout is shorter).
+    Hang(Duration),
+}
+
+impl Fault {
+    /// Applies to the next `n` matching requests.
+    pub fn times(self, n: u32) -> FaultRule {
+        FaultRule {
+            fault: self,
+            method: None,
+            path_prefix: None,
+            remaining: n,
+        }
+    }
+}
+
+/// A fault and the requests it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultRule {
+    pub fault: Fault,
+    pub method: Option<String>,
+    pub path_prefix: Option<String>,
+    pub remaining: u32,
+}
+
+impl From<Fault> for FaultRule {
+    fn from(fault: Fault) -> Self {
+        fault.times(1)
+    }
+}
+
+impl FaultRule {
+    /// Only requests with this method (`"POST"`).
+    pub fn method(mut self, method: &str) -> Self {
+        self.method = Some(method.to_owned());
+        self
+    }
+
+    /// Only requests whose path starts with this.
+    pub fn path(mut self, prefix: &str) -> Self {
+        self.path_prefix = Some(prefix.to_owned());
+        self
+    }
+
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        self.remaining > 0
+            && self
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && self
+                .path_prefix
+                .as_deref()
+                .is_none_or(|p| path.starts_with(p))
+    }
+}
+
+/// Takes one use of the first matching rule.
+pub fn take(rules: &mut Vec<FaultRule>, method: &str, path: &str) -> Option<Fault> {
+    let rule = rules.iter_mut().find(|r| r.matches(method, path))?;
+    rule.remaining -= 1;
+    let fault = rule.fault.clone();
+    rules.retain(|r| r.remaining > 0);
+    Some(fault)
+}
+
+/// The answer a fault gives.
+pub async fn respond(fault: Fault) -> Response {
+    match fault {
+        Fault::Status(code) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, axum::Json(json!({ "message": "Server Error" }))).into_response()
+        }
+        Fault::SecondaryRateLimit { retry_after_secs } => {
+            let mut resp = secondary_limit(StatusCode::FORBIDDEN);
+            set(&mut resp, "retry-after", &retry_after_secs.to_string());
+            resp
+        }
+        Fault::SecondaryRateLimitNoHeader => secondary_limit(StatusCode::FORBIDDEN),
+        Fault::TooManyRequests { retry_after_secs } => {
+            let mut resp = secondary_limit(StatusCode::TOO_MANY_REQUESTS);
+            set(&mut resp, "retry-after", &retry_after_secs.to_string());
+            resp
+        }
+        Fault::PrimaryRateLimit { reset_epoch_secs } => {
+            let body = json!({ "message": "API rate limit exceeded for installation ID 1." });
+            let mut resp = (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+            set(&mut resp, "x-ratelimit-remaining", "0");
+            set(
+                &mut resp,
+                "x-ratelimit-reset",
+                &reset_epoch_secs.to_string(),
+            );
+            resp
+        }
+        Fault::Hang(how_long) => {
+            tokio::time::sleep(how_long).await;
+            (StatusCode::GATEWAY_TIMEOUT, "hung").into_response()
+        }
+    }
+}
+
+fn secondary_limit(status: StatusCode) -> Response {
+    let body = json!({
+        "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+fn set(resp: &mut Response, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
+    }
+}

@@ -1,0 +1,388 @@
+//! An in-memory GitHub served over real HTTP on 127.0.0.1, for closer's
+//! production client to talk to: token exchange with real RS256 checks,
+//! repositories, files with ETags, issues, comments, labels, permissions,
+//! reactions and pull requests, rate-limit headers, injectable faults, and a
+//! log of every request. A model, not a script: tests set up state, let the
+//! client act, then look at the state. It must never be used outside tests.
+#![allow(dead_code)]
+// the API is shared by every story; not each uses all of it
+// Handlers answer GitHub-shaped error responses through `Result<_, Response>`;
+// the size of the error variant does not matter in a test double.
+#![allow(clippy::result_large_err)]
+
+mod auth;
+pub mod faults;
+mod json;
+mod routes;
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use closer::clock::{self, SharedClock};
+use closer::github::types::{IssueNumber, RepoName};
+use jsonwebtoken::DecodingKey;
+use secrecy::SecretString;
+
+pub use faults::{Fault, FaultRule};
+use state::{AppIdentity, Installation, Repo, State};
+pub use state::{
+    FakeComment, FakeFile, FakeIssue, FakeLabel, FakePull, FakeReaction, FakeUser, ReactionSubject,
+    RecordedRequest,
+};
+
+/// The App private key the fake trusts (PKCS#1 PEM, test-only).
+pub const PRIVATE_KEY_PEM: &str =
+    include_str!("../../../fixtures/github-app/test-app-private-key.pem");
+const PUBLIC_KEY_PEM: &str = include_str!("../../../fixtures/github-app/test-app-public-key.pem");
+
+/// The App id the fake expects in the JWT's `iss`.
+pub const APP_ID: u64 = 4242;
+/// The App's slug; its comments come from `closer-test[bot]`.
+pub const APP_SLUG: &str = "closer-test";
+
+/// A running fake GitHub. Dropping it stops the server.
+pub struct FakeGitHub {
+    url: String,
+    state: Arc<Mutex<State>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeGitHub {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl FakeGitHub {
+    /// Starts on the wall clock.
+    pub async fn start() -> Self {
+        Self::start_with_clock(clock::system()).await
+    }
+
+    /// Starts with an injected clock (token expiry, JWT times, timestamps).
+    pub async fn start_with_clock(clock: SharedClock) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake GitHub");
+        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        let public_key =
+            DecodingKey::from_rsa_pem(PUBLIC_KEY_PEM.as_bytes()).expect("test public key");
+        let app = AppIdentity {
+            id: APP_ID,
+            slug: APP_SLUG.to_owned(),
+            public_key,
+        };
+        let state = Arc::new(Mutex::new(State::new(url.clone(), clock, app)));
+        let router = routes::router(state.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Self { url, state, server }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut routes::lock(&self.state))
+    }
+
+    /// The API root to give the client as `GITHUB_API_URL`.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    pub fn app_id(&self) -> u64 {
+        APP_ID
+    }
+
+    /// The login of the App's bot user.
+    pub fn bot_login(&self) -> String {
+        format!("{APP_SLUG}[bot]")
+    }
+
+    pub fn private_key_pem(&self) -> SecretString {
+        SecretString::from(PRIVATE_KEY_PEM)
+    }
+
+    // ---- installations and tokens ----
+
+    /// Installs the App on an account.
+    pub fn add_installation(&self, id: i64, account: &str) {
+        self.with(|st| {
+            st.installations.insert(
+                id,
+                Installation {
+                    id,
+                    account: account.to_owned(),
+                    repos: BTreeSet::new(),
+                },
+            );
+        });
+    }
+
+    /// How long issued tokens live (GitHub: one hour).
+    pub fn set_token_ttl(&self, ttl: Duration) {
+        self.with(|st| st.token_ttl = ttl);
+    }
+
+    /// How many tokens were exchanged.
+    pub fn token_exchanges(&self) -> u32 {
+        self.with(|st| st.token_exchanges)
+    }
+
+    /// Revokes every issued token (next use answers 401).
+    pub fn revoke_tokens(&self) {
+        self.with(|st| st.tokens.clear());
+    }
+
+    // ---- repositories and files ----
+
+    /// Adds a repository (`owner/name`, default branch `main`) to an installation.
+    pub fn add_repo(&self, installation: i64, full_name: &str) -> RepoName {
+        let name = RepoName::parse(full_name).expect("owner/name");
+        self.with(|st| {
+            let id = st.take_id();
+            let base = st.base_url.clone();
+            st.repos.insert(
+                full_name.to_owned(),
+                Repo {
+                    id,
+                    owner: name.owner().to_owned(),
+                    name: name.name().to_owned(),
+                    default_branch: "main".to_owned(),
+                    clone_url: format!("{base}/{full_name}.git"),
+                    private: false,
+                    files: BTreeMap::new(),
+                    issues: BTreeMap::new(),
+                    comments: BTreeMap::new(),
+                    labels: BTreeMap::new(),
+                    permissions: HashMap::new(),
+                    reactions: Vec::new(),
+                    pulls: BTreeMap::new(),
+                    next_number: 0,
+                },
+            );
+            st.installations
+                .get_mut(&installation)
+                .expect("add_installation first")
+                .repos
+                .insert(full_name.to_owned());
+        });
+        name
+    }
+
+    pub fn set_default_branch(&self, repo: &RepoName, branch: &str) {
+        self.with(|st| st.repo_mut(&repo.to_string()).default_branch = branch.to_owned());
+    }
+
+    /// Sets the clone URL the API reports (e.g. a `file://` repository).
+    pub fn set_clone_url(&self, repo: &RepoName, url: &str) {
+        self.with(|st| st.repo_mut(&repo.to_string()).clone_url = url.to_owned());
+    }
+
+    pub fn set_private(&self, repo: &RepoName, private: bool) {
+        self.with(|st| st.repo_mut(&repo.to_string()).private = private);
+    }
+
+    /// Puts a file at a ref (branch name); its ETag changes with its content.
+    pub fn set_file(&self, repo: &RepoName, git_ref: &str, path: &str, content: &str) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string()).files.insert(
+                (git_ref.to_owned(), path.to_owned()),
+                FakeFile::new(content.as_bytes()),
+            );
+        });
+    }
+
+    pub fn remove_file(&self, repo: &RepoName, git_ref: &str, path: &str) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string())
+                .files
+                .remove(&(git_ref.to_owned(), path.to_owned()));
+        });
+    }
+
+    /// Gives a user a role (`admin`, `maintain`, `write`, `triage`, `read`).
+    pub fn set_permission(&self, repo: &RepoName, user: &str, role: &str) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string())
+                .permissions
+                .insert(user.to_owned(), role.to_owned());
+        });
+    }
+
+    // ---- issues, comments, labels ----
+
+    /// Opens an issue as `author`.
+    pub fn open_issue(
+        &self,
+        repo: &RepoName,
+        author: &str,
+        title: &str,
+        body: &str,
+    ) -> IssueNumber {
+        self.with(|st| {
+            let now = st.now();
+            let r = st.repo_mut(&repo.to_string());
+            let number = r.take_number();
+            r.issues.insert(
+                number,
+                FakeIssue {
+                    number,
+                    title: title.to_owned(),
+                    body: (!body.is_empty()).then(|| body.to_owned()),
+                    state: "open".to_owned(),
+                    state_reason: None,
+                    labels: Vec::new(),
+                    author: FakeUser::user(author),
+                    created_at: now,
+                    updated_at: now,
+                    closed_at: None,
+                },
+            );
+            IssueNumber(number)
+        })
+    }
+
+    /// A snapshot of an issue.
+    pub fn issue(&self, repo: &RepoName, number: IssueNumber) -> FakeIssue {
+        self.with(|st| st.repo(&repo.to_string()).issues[&number.0].clone())
+    }
+
+    /// Puts labels on an issue directly (creating unknown repo labels).
+    pub fn label_issue(&self, repo: &RepoName, number: IssueNumber, label: &str) {
+        self.with(|st| {
+            let id = st.take_id();
+            let r = st.repo_mut(&repo.to_string());
+            r.labels.entry(label.to_lowercase()).or_insert(FakeLabel {
+                id,
+                name: label.to_owned(),
+                color: "ededed".to_owned(),
+                description: None,
+            });
+            let issue = r.issues.get_mut(&number.0).expect("issue");
+            if !issue.labels.iter().any(|l| l == label) {
+                issue.labels.push(label.to_owned());
+            }
+        });
+    }
+
+    /// Comments as `user` (a person, or a bot when `user.is_bot`).
+    pub fn comment_as(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        user: FakeUser,
+        body: &str,
+    ) -> u64 {
+        self.with(|st| {
+            let id = st.take_id();
+            let now = st.now();
+            st.repo_mut(&repo.to_string()).comments.insert(
+                id,
+                FakeComment {
+                    id,
+                    issue: number.0,
+                    body: body.to_owned(),
+                    author: user,
+                    via_app: None,
+                    created_at: now,
+                    updated_at: now,
+                },
+            );
+            id
+        })
+    }
+
+    /// The comments on an issue, oldest first.
+    pub fn comments(&self, repo: &RepoName, number: IssueNumber) -> Vec<FakeComment> {
+        self.with(|st| {
+            st.repo(&repo.to_string())
+                .comments
+                .values()
+                .filter(|c| c.issue == number.0)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The label names on an issue.
+    pub fn labels(&self, repo: &RepoName, number: IssueNumber) -> Vec<String> {
+        self.issue(repo, number).labels
+    }
+
+    /// The repository's labels.
+    pub fn repo_labels(&self, repo: &RepoName) -> Vec<FakeLabel> {
+        self.with(|st| {
+            st.repo(&repo.to_string())
+                .labels
+                .values()
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub fn reactions(&self, repo: &RepoName) -> Vec<FakeReaction> {
+        self.with(|st| st.repo(&repo.to_string()).reactions.clone())
+    }
+
+    // ---- pull requests ----
+
+    pub fn pulls(&self, repo: &RepoName) -> Vec<FakePull> {
+        self.with(|st| st.repo(&repo.to_string()).pulls.values().cloned().collect())
+    }
+
+    /// Merges (and closes) a pull request, as a maintainer would.
+    pub fn merge_pull(&self, repo: &RepoName, number: IssueNumber) {
+        self.with(|st| {
+            let now = st.now();
+            let pull = st
+                .repo_mut(&repo.to_string())
+                .pulls
+                .get_mut(&number.0)
+                .expect("pull request");
+            pull.merged = true;
+            pull.state = "closed".to_owned();
+            pull.updated_at = now;
+        });
+    }
+
+    // ---- faults and the request log ----
+
+    /// Makes the next matching request(s) fail; see [`Fault`].
+    pub fn inject(&self, rule: impl Into<FaultRule>) {
+        self.with(|st| st.faults.push(rule.into()));
+    }
+
+    /// Sets the primary rate limit's remaining count reported in headers.
+    pub fn set_rate_limit_remaining(&self, remaining: u32) {
+        self.with(|st| st.rate_limit.remaining = remaining);
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.with(|st| st.requests.clone())
+    }
+
+    /// Requests with this method whose path starts with `prefix`.
+    pub fn requests_to(&self, method: &str, prefix: &str) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .collect()
+    }
+
+    /// Requests that would change something (anything but GET/HEAD), the
+    /// token exchange excluded.
+    pub fn writes(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET" && r.method != "HEAD")
+            .filter(|r| !r.path.ends_with("/access_tokens"))
+            .collect()
+    }
+
+    pub fn clear_requests(&self) {
+        self.with(|st| st.requests.clear());
+    }
+}

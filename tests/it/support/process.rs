@@ -1,0 +1,94 @@
+//! `closer` as a real process: the shipped binary, started with a clean
+//! environment on a free port, for tests that kill it or run two of them.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::app::SECRET;
+
+pub struct CloserProcess {
+    pub child: Child,
+    pub url: String,
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The binary with only the environment a test gives it.
+pub fn closer_command(database_url: &str, extra_env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_closer"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .env("DATABASE_URL", database_url)
+        .env("GITHUB_WEBHOOK_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    command
+}
+
+impl CloserProcess {
+    /// Starts `closer serve --dry-run` with `args` and waits until it answers
+    /// `/readyz`.
+    pub async fn serve(database_url: &str, config: Option<&Path>, args: &[&str]) -> CloserProcess {
+        let port = free_port();
+        let bind = format!("127.0.0.1:{port}");
+        let mut command = closer_command(database_url, &[("CLOSER_BIND", &bind)]);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        command.arg("serve").arg("--dry-run").args(args);
+        let child = command.spawn().expect("closer starts");
+        let process = CloserProcess {
+            child,
+            url: format!("http://{bind}"),
+        };
+        process.wait_ready().await;
+        process
+    }
+
+    async fn wait_ready(&self) {
+        let client = crate::support::client();
+        for _ in 0..200 {
+            let response = client.get(format!("{}/readyz", self.url)).send().await;
+            if response.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("closer at {} did not become ready in 10 s", self.url);
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub async fn kill_hard(mut self) {
+        self.child.start_kill().expect("kill");
+        let _ = self.child.wait().await;
+    }
+
+    /// SIGTERM, then the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running") as i32;
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits within 30 s of SIGTERM")
+            .expect("exit status")
+    }
+}
