@@ -10,6 +10,6 @@ mod handlers;
 mod intake;
 mod judgment;
 mod prompts;
-mod queue;
 mod question_corpus;
+mod queue;
 mod repo_config;
