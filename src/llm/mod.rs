@@ -174,6 +174,23 @@ impl LlmSettings {
     }
 }
 
+impl From<&crate::config::server::LlmConfig> for LlmSettings {
+    /// The operator's `[llm]` / `CLOSER_LLM_*` settings with the defaults for
+    /// the rest. A missing key becomes an empty one (no `Authorization` header
+    /// for openai: local servers need none).
+    fn from(c: &crate::config::server::LlmConfig) -> Self {
+        let provider = match c.provider {
+            crate::config::server::LlmProvider::OpenAi => Provider::Openai,
+            crate::config::server::LlmProvider::Anthropic => Provider::Anthropic,
+        };
+        let key = c
+            .api_key
+            .clone()
+            .unwrap_or_else(|| SecretString::from(String::new()));
+        LlmSettings::new(provider, &c.base_url, key, &c.model)
+    }
+}
+
 /// Installs rustls' ring crypto provider for the process (see
 /// [`crate::install_crypto_provider`]); harmless when one is already installed.
 pub fn install_crypto_provider() {
@@ -186,4 +203,32 @@ pub fn build_client(settings: LlmSettings) -> Result<Arc<dyn LlmClient>, LlmErro
         Provider::Openai => Arc::new(openai::OpenAiClient::new(settings)?),
         Provider::Anthropic => Arc::new(anthropic::AnthropicClient::new(settings)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::server::{LlmConfig, LlmProvider};
+
+    #[test]
+    fn the_operator_config_becomes_settings_without_showing_the_key() {
+        let c = LlmConfig {
+            provider: LlmProvider::Anthropic,
+            base_url: "https://api.anthropic.com/".into(),
+            api_key: Some(SecretString::from("sk-ant-secret")),
+            model: "claude".into(),
+        };
+        let s = LlmSettings::from(&c);
+        assert_eq!(s.provider, Provider::Anthropic);
+        assert_eq!(s.base_url, "https://api.anthropic.com");
+        assert!(!format!("{s:?}").contains("sk-ant-secret"));
+        let client = openai::OpenAiClient::new(LlmSettings::from(&LlmConfig {
+            provider: LlmProvider::OpenAi,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            api_key: Some(SecretString::from("sk-openai-secret")),
+            model: "m".into(),
+        }))
+        .unwrap();
+        assert!(!format!("{client:?}").contains("sk-openai-secret"));
+    }
 }

@@ -24,14 +24,15 @@ impl OpenAiClient {
     /// A client from settings; fails only on an unusable key or HTTP setup.
     pub fn new(settings: LlmSettings) -> Result<Self, LlmError> {
         let http = HttpCaller::new(settings.timeout, settings.retry)?;
-        let mut auth =
-            HeaderValue::from_str(&format!("Bearer {}", settings.api_key.expose_secret()))
-                .map_err(|_| {
-                    LlmError::Config("the API key is not a valid header value".to_owned())
-                })?;
-        auth.set_sensitive(true);
         let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, auth);
+        let key = settings.api_key.expose_secret();
+        if !key.is_empty() {
+            let mut auth = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                LlmError::Config("the API key is not a valid header value".to_owned())
+            })?;
+            auth.set_sensitive(true);
+            headers.insert(AUTHORIZATION, auth);
+        }
         Ok(Self {
             settings,
             http,
