@@ -738,3 +738,21 @@ fn held_out_cases_estimate_generalisation() {
     );
     assert!(c.recall() >= 0.5, "held-out recall {:.3}", c.recall());
 }
+
+#[test]
+fn arbitrary_text_never_panics_the_detector() {
+    let alphabet: Vec<char> =
+        "ab ?？\n`>\"「」と1)A)-[]https://x.io/?q#よろしいですか教えてwould you like\t~```"
+            .chars()
+            .collect();
+    let mut rng = fastrand::Rng::with_seed(11);
+    for _ in 0..3000 {
+        let len = rng.usize(0..200);
+        let text: String = (0..len)
+            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+            .collect();
+        let v = detect(&text, false, &[]);
+        assert!((0.0..=1.0).contains(&v.score));
+        assert_ne!(v.status, AnswerStatus::Error);
+    }
+}

@@ -290,3 +290,33 @@ fn malformed_files_get_the_exact_message() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn no_mangled_file_makes_the_parser_panic() {
+    let example = std::fs::read_to_string("docs/closer.example.yml").unwrap();
+    let pieces = [
+        ":", "- ", "{", "}", "[", "]", "\n  ", "&a ", "*a", "!!str ", "\"", "'", "#", "\t", "~",
+        "é", "0x", "-1",
+    ];
+    let mut rng = fastrand::Rng::with_seed(7);
+    for _ in 0..2000 {
+        let mut text: Vec<char> = example.chars().collect();
+        for _ in 0..rng.usize(1..6) {
+            let at = rng.usize(0..=text.len());
+            if rng.bool() && at < text.len() {
+                let end = (at + rng.usize(1..20)).min(text.len());
+                text.drain(at..end);
+            } else {
+                let piece = pieces[rng.usize(0..pieces.len())];
+                for (i, c) in piece.chars().enumerate() {
+                    text.insert(at + i, c);
+                }
+            }
+        }
+        let text: String = text.into_iter().collect();
+        if let Err(e) = parse_repo_config(&text, FILE, AGENTS) {
+            assert!(!e.errors.is_empty());
+            assert!(e.to_string().starts_with(FILE), "{e}");
+        }
+    }
+}
