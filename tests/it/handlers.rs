@@ -426,3 +426,27 @@ async fn a_custom_handler_outside_the_worktree_is_refused() {
             .starts_with("the handler `missing.sh` cannot be found")
     );
 }
+
+#[tokio::test]
+async fn process_output_is_capped_without_blocking_the_process() {
+    use closer::engine::handlers::subprocess::run_process;
+    let dir = tempfile::tempdir().unwrap();
+    script(
+        dir.path(),
+        "loud.sh",
+        "head -c 300000 /dev/zero\necho done >&2",
+    );
+    let out = run_process(
+        &dir.path().join("loud.sh"),
+        dir.path(),
+        &minimal_env(dir.path()),
+        b"",
+        Duration::from_secs(10),
+        1000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.code, Some(0));
+    assert_eq!(out.stdout.len(), 1000);
+    assert_eq!(out.stderr, b"done\n");
+}
