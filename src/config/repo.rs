@@ -144,11 +144,10 @@ pub struct GoalSpec {
     /// What is checked, with the fields that type needs.
     #[serde(flatten)]
     pub kind: GoalKind,
-    /// A goal that is not required is reported but does not block completion.
-    #[serde(default = "default_true")]
+    /// A goal that is not required is reported but does not block
+    /// completion (default true).
     pub required: bool,
     /// Overrides the default goal timeout (seconds).
-    #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
 
