@@ -54,8 +54,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             store.close().await;
         }
         Command::CheckConfig { file } => {
-            let _ = file;
-            anyhow::bail!("check-config is not available yet");
+            let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
+            let (code, report) = closer::config::check_config_file(&file, &agents);
+            println!("{report}");
+            return Ok(if code == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(code.clamp(1, 255) as u8)
+            });
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -68,7 +74,9 @@ fn forbid_inspection() {
     // SAFETY: PR_SET_DUMPABLE takes plain integers and touches no memory.
     let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     if rc != 0 {
-        eprintln!("warning: could not mark the process non-dumpable; agents may read its environment");
+        eprintln!(
+            "warning: could not mark the process non-dumpable; agents may read its environment"
+        );
     }
 }
 

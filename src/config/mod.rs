@@ -3,4 +3,8 @@
 
 pub mod agents;
 pub mod repo;
+pub mod repo_goal;
+pub mod repo_parse;
 pub mod server;
+
+pub use repo_parse::{ConfigError, ConfigErrors, check_config_file, parse_repo_config};

@@ -2,14 +2,21 @@
 //! other module reads.
 //!
 //! Parsing and validation (line/column errors, `deny_unknown_fields`, the
-//! operator's agent list) live beside these types; the engine only ever sees a
-//! validated [`RepoConfig`]. Every field is optional in the file and has the
-//! default documented here and in `docs/closer.example.yml`.
+//! operator's agent list) live beside these types in `repo_parse.rs` and
+//! `repo_goal.rs`; the engine only ever sees a validated [`RepoConfig`]. Every
+//! field is optional in the file and has the default documented here and in
+//! `docs/closer.example.yml`. Range checks that need no context run while
+//! deserializing (so they carry the value's line and column); this file must
+//! never accept a value the engine cannot act on.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::repo_goal::RawGoal;
+use crate::config::repo_parse::{
+    at_least_one, at_least_one_u64, positive_f64, unit_interval, valid_globs,
+};
 use crate::engine::task_type::TaskType;
 
 /// The whole validated `.github/closer.yml`.
@@ -17,6 +24,7 @@ use crate::engine::task_type::TaskType;
 #[serde(deny_unknown_fields, default)]
 pub struct RepoConfig {
     /// The label that starts a run (default `closer`).
+    #[serde(deserialize_with = "crate::config::repo_parse::label_name")]
     pub trigger_label: String,
     /// The operator's agent this repository uses (default `default`).
     pub agent: String,
@@ -62,9 +70,11 @@ pub struct CompletionConfig {
     /// Which completion handler decides.
     #[serde(rename = "type")]
     pub kind: CompletionType,
-    /// The most iterations a run may take (default 10).
+    /// The most iterations a run may take (default 10, at least 1).
+    #[serde(deserialize_with = "at_least_one")]
     pub max_iterations: u32,
-    /// The Closer's minimum confidence (default 0.8).
+    /// The Closer's minimum confidence, 0 to 1 (default 0.8).
+    #[serde(deserialize_with = "unit_interval")]
     pub confidence_threshold: f64,
     /// `manual`: the keyword the agent's output must contain.
     pub keyword: String,
@@ -88,41 +98,57 @@ impl Default for CompletionConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CompletionType {
+    /// Verified completion: the Closer's checklist and the goals (DESIGN §3).
     #[default]
     Issue,
+    /// Phases preparation → processing → review → complete.
     Project,
+    /// Stop after `max_iterations`.
     Iterate,
+    /// The agent's output contains `keyword` and the goals pass.
     Manual,
+    /// The repository's `handler` executable decides.
     Custom,
+}
+
+impl CompletionType {
+    /// The name used in the config file and in prompt paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompletionType::Issue => "issue",
+            CompletionType::Project => "project",
+            CompletionType::Iterate => "iterate",
+            CompletionType::Manual => "manual",
+            CompletionType::Custom => "custom",
+        }
+    }
 }
 
 /// `close_on:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CloseOn {
+    /// Close the issue as soon as completion is verified.
     #[default]
     Verified,
+    /// Close it when the pull request merges.
     Merged,
 }
 
 /// One goal (seed 004). Which fields a goal needs depends on its type; the
-/// parser checks that, so the engine can rely on [`GoalKind`] being complete.
+/// parser checks that (through `RawGoal`, which names the missing or stray
+/// field), so the engine can rely on [`GoalKind`] being complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawGoal")]
 pub struct GoalSpec {
     /// What is checked, with the fields that type needs.
     #[serde(flatten)]
     pub kind: GoalKind,
-    /// A goal that is not required is reported but does not block completion.
-    #[serde(default = "default_true")]
+    /// A goal that is not required is reported but does not block
+    /// completion (default true).
     pub required: bool,
     /// Overrides the default goal timeout (seconds).
-    #[serde(default)]
     pub timeout_secs: Option<u64>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// The ten goal types.
@@ -170,6 +196,7 @@ pub enum GoalKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct TaskTypeRules {
+    /// Goals that apply to issues of this type, on top of `dod`.
     pub goals: Vec<GoalSpec>,
 }
 
@@ -177,11 +204,14 @@ pub struct TaskTypeRules {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConvergenceConfig {
-    /// Iterations with the same failure set before the next stage (default 2).
+    /// Iterations with the same failure set before the next stage (default 2, at least 1).
+    #[serde(deserialize_with = "at_least_one")]
     pub stagnation_threshold: u32,
     /// Globs the change may touch; empty means anywhere.
+    #[serde(deserialize_with = "valid_globs")]
     pub allowed_paths: Vec<String>,
-    /// Changed lines allowed in stage 2 (default 400).
+    /// Changed lines allowed in stage 2 (default 400, at least 1).
+    #[serde(deserialize_with = "at_least_one")]
     pub diff_budget: u32,
 }
 
@@ -199,7 +229,10 @@ impl Default for ConvergenceConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetConfig {
+    /// Most LLM and agent tokens one run may spend.
     pub max_tokens: Option<u64>,
+    /// Most US dollars one run may spend; must be positive.
+    #[serde(deserialize_with = "positive_f64")]
     pub max_cost_usd: Option<f64>,
 }
 
@@ -207,6 +240,9 @@ pub struct BudgetConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct CommandsConfig {
+    /// The lowest repository permission allowed to use `/closer` commands
+    /// (default `write`; `none` is refused, it would let anyone steer the bot).
+    #[serde(deserialize_with = "crate::config::repo_parse::some_permission")]
     pub min_permission: crate::github::types::Permission,
 }
 
@@ -214,8 +250,12 @@ pub struct CommandsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectConfig {
+    /// The user or organisation that owns the board.
     pub owner: String,
+    /// The board's number (at least 1).
+    #[serde(deserialize_with = "at_least_one_u64")]
     pub number: u64,
+    /// The single-select field that follows the phases (default `Status`).
     #[serde(default = "default_status_field")]
     pub status_field: String,
 }

@@ -4,8 +4,14 @@
 
 mod support;
 
+mod cli;
 mod durability;
 mod github_client;
+mod handlers;
 mod intake;
+mod judgment;
+mod prompts;
+mod question_corpus;
 mod queue;
+mod repo_config;
 mod store;

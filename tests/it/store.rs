@@ -13,7 +13,9 @@ const DAY: i64 = 86_400_000;
 #[tokio::test]
 async fn migrations_replay_from_empty_and_are_idempotent() {
     let db = TestDb::new("migrations").await;
-    let store = Store::connect(&db.options(), closer::clock::system()).await.unwrap();
+    let store = Store::connect(&db.options(), closer::clock::system())
+        .await
+        .unwrap();
     assert!(store.ready().await.is_err(), "not ready before migrating");
     let applied = migrate::run(&store).await.unwrap();
     assert_eq!(applied.len() as i64, migrate::latest_version());
@@ -25,11 +27,13 @@ async fn migrations_replay_from_empty_and_are_idempotent() {
 async fn a_database_from_a_newer_closer_is_refused() {
     let db = TestDb::new("newer").await;
     let store = db.store().await;
-    sqlx::query("INSERT INTO closer_migrations (version, name, applied_at) VALUES ($1, 'future', 0)")
-        .bind(migrate::latest_version() + 1)
-        .execute(store.pool())
-        .await
-        .unwrap();
+    sqlx::query(
+        "INSERT INTO closer_migrations (version, name, applied_at) VALUES ($1, 'future', 0)",
+    )
+    .bind(migrate::latest_version() + 1)
+    .execute(store.pool())
+    .await
+    .unwrap();
     let err = migrate::run(&store).await.unwrap_err();
     assert!(matches!(err, StoreError::NewerSchema(_)), "{err}");
 }
@@ -62,24 +66,52 @@ async fn pruning_removes_old_handled_deliveries_and_finished_jobs_only() {
     let store = db.store_with_clock(shared).await;
     let (writer, _task) = IntakeWriter::spawn(store.clone(), 16);
     for (id, age_days) in [("old-done", 20), ("old-waiting", 20), ("new-done", 1)] {
-        let outcome = writer.submit(delivery(id, (100 - age_days) * DAY)).await.unwrap();
+        let outcome = writer
+            .submit(delivery(id, (100 - age_days) * DAY))
+            .await
+            .unwrap();
         assert_eq!(outcome, WriteOutcome::Stored);
     }
     for id in ["old-done", "new-done"] {
-        deliveries::mark(store.pool(), id, deliveries::PROCESSED, "ok", 0).await.unwrap();
+        deliveries::mark(store.pool(), id, deliveries::PROCESSED, "ok", 0)
+            .await
+            .unwrap();
     }
     // Finish the old delivery's job long ago.
-    let job = jobs::claim(store.pool(), store.backend(), "w", 100 * DAY, std::time::Duration::from_secs(60))
+    let job = jobs::claim(
+        store.pool(),
+        store.backend(),
+        "w",
+        100 * DAY,
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    jobs::complete(store.pool(), job.id, "w", 80 * DAY)
         .await
-        .unwrap()
         .unwrap();
-    jobs::complete(store.pool(), job.id, "w", 80 * DAY).await.unwrap();
 
     let cutoff = 100 * DAY - 14 * DAY;
     assert_eq!(deliveries::prune(store.pool(), cutoff).await.unwrap(), 1);
-    assert!(deliveries::get(store.pool(), "old-done").await.unwrap().is_none());
-    assert!(deliveries::get(store.pool(), "old-waiting").await.unwrap().is_some());
-    assert!(deliveries::get(store.pool(), "new-done").await.unwrap().is_some());
+    assert!(
+        deliveries::get(store.pool(), "old-done")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        deliveries::get(store.pool(), "old-waiting")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        deliveries::get(store.pool(), "new-done")
+            .await
+            .unwrap()
+            .is_some()
+    );
     assert_eq!(jobs::prune_done(store.pool(), cutoff).await.unwrap(), 1);
     assert!(jobs::get(store.pool(), job.id).await.unwrap().is_none());
 }

@@ -33,7 +33,6 @@ pub struct TestApp {
 impl TestApp {
     /// Starts intake and two workers on a fresh database.
     pub async fn start(db: TestDb) -> TestApp {
-        closer::install_crypto_provider();
         let store = db.store().await;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(Notify::new());

@@ -1,0 +1,141 @@
+//! Task classification: a `type:*` label wins; otherwise the LLM picks one of
+//! the seven task types through a schema. The issue text is data for the
+//! prompt, never instructions; an answer outside the seven types is an error,
+//! not a guess.
+
+use std::sync::{Arc, LazyLock};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::engine::task_type::TaskType;
+use crate::llm::{LlmClient, LlmRequest, Usage};
+use crate::prompts::{PromptId, PromptResolver};
+
+impl JsonSchema for TaskType {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TaskType".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = TaskType::ALL.iter().map(|t| t.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
+    }
+}
+
+/// The LLM's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifyAnswer {
+    /// The task type.
+    pub task_type: TaskType,
+    /// One sentence on why.
+    pub reason: String,
+}
+
+static SCHEMA: LazyLock<Value> = LazyLock::new(|| schemars::schema_for!(ClassifyAnswer).to_value());
+
+/// How the type was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassifiedBy {
+    /// A `type:*` label.
+    Label,
+    /// The LLM, with its reason.
+    Llm { reason: String },
+}
+
+/// A classification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classification {
+    /// The type.
+    pub task_type: TaskType,
+    /// How it was found.
+    pub by: ClassifiedBy,
+    /// Tokens spent (zero for a label).
+    pub usage: Usage,
+}
+
+/// The task type a `type:<name>` label names, if any (the first valid one).
+pub fn type_from_labels(labels: &[String]) -> Option<TaskType> {
+    labels
+        .iter()
+        .filter_map(|l| l.strip_prefix("type:"))
+        .find_map(|t| TaskType::parse(t.trim()))
+}
+
+/// Classifies an issue: label first, else one LLM call.
+pub async fn classify(
+    labels: &[String],
+    title: &str,
+    body: &str,
+    llm: &Arc<dyn LlmClient>,
+    prompts: &PromptResolver,
+) -> Result<Classification, String> {
+    if let Some(task_type) = type_from_labels(labels) {
+        return Ok(Classification {
+            task_type,
+            by: ClassifiedBy::Label,
+            usage: Usage::default(),
+        });
+    }
+    let prompt = prompts
+        .render(
+            &PromptId::new("classify", "task", "default"),
+            &json!({ "issue_title": title, "issue_body": body }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = LlmRequest {
+        system: Some("You classify GitHub issues. Answer only through the schema.".to_owned()),
+        prompt: prompt.text,
+        schema_name: "task_type".to_owned(),
+        schema: SCHEMA.clone(),
+    };
+    let answer = llm.query(&request).await.map_err(|e| e.to_string())?;
+    let validator = jsonschema::validator_for(&SCHEMA).map_err(|e| e.to_string())?;
+    if let Some(e) = validator.iter_errors(&answer.value).next() {
+        return Err(format!(
+            "the classification answer does not follow the schema: {e}"
+        ));
+    }
+    let parsed: ClassifyAnswer = serde_json::from_value(answer.value).map_err(|e| e.to_string())?;
+    Ok(Classification {
+        task_type: parsed.task_type,
+        by: ClassifiedBy::Llm {
+            reason: parsed.reason,
+        },
+        usage: answer.usage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_label_wins() {
+        let labels = vec![
+            "closer".to_owned(),
+            "type:nonsense".to_owned(),
+            "type:bug".to_owned(),
+        ];
+        assert_eq!(type_from_labels(&labels), Some(TaskType::Bug));
+        assert_eq!(type_from_labels(&["bug".to_owned()]), None);
+    }
+
+    #[test]
+    fn the_schema_lists_the_seven_types() {
+        assert_eq!(
+            SCHEMA["properties"]["task_type"]["enum"]
+                .as_array()
+                .map(Vec::len),
+            Some(7)
+        );
+    }
+}

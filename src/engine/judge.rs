@@ -1,0 +1,194 @@
+//! The one call the engine makes after each iteration: "is it complete, and
+//! if not what is pending, and is the agent asking the maintainer
+//! something?" It combines question detection (seed 001), the Closer
+//! (seed 000) and the completion handler (seed 002). Goal results arrive as
+//! `GoalOutcome`s inside the summary; this module never runs a goal, and
+//! nothing here turns an error into "complete".
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::closer::{Closer, CloserContext, CloserInput, CloserResult};
+use crate::engine::goal_outcome::failed_required;
+use crate::engine::handlers::{CompletionHandler, HandlerVerdict, IssueContext, IterationSummary};
+use crate::engine::question::{AnswerStatus, QuestionVerdict, detect};
+use crate::engine::task_type::TaskType;
+use crate::engine::tasklist::parse_task_list;
+use crate::llm::Usage;
+
+/// What stays the same for every iteration of a run.
+#[derive(Debug, Clone)]
+pub struct JudgeContext {
+    /// The Closer, with the repository's threshold.
+    pub closer: Closer,
+    /// The repository's completion handler.
+    pub handler: Arc<dyn CompletionHandler>,
+    /// The issue's task type.
+    pub task_type: TaskType,
+    /// The issue (its body holds the task list).
+    pub issue: IssueContext,
+}
+
+/// One iteration to judge.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JudgeInput {
+    /// What the iteration produced, goal results included.
+    pub summary: IterationSummary,
+}
+
+/// The decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Verified complete: finish the run.
+    Complete,
+    /// The agent asks the maintainer: post the question and pause.
+    AwaitingResponse,
+    /// Not done: iterate again with the pending actions.
+    Incomplete,
+    /// The iteration or its judgment failed.
+    Error,
+}
+
+/// The answer to the one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgment {
+    /// What to do next.
+    pub decision: Decision,
+    /// Question detection, with the signals that fired.
+    pub question: QuestionVerdict,
+    /// What to ask the maintainer when awaiting a response.
+    pub questions: Vec<String>,
+    /// The Closer's check, when it ran.
+    pub closer: Option<CloserResult>,
+    /// The completion handler's verdict, when it ran.
+    pub handler: Option<HandlerVerdict>,
+    /// What is left, for the status comment and the next prompt.
+    pub pending_actions: Vec<String>,
+    /// Why, in short lines.
+    pub reasons: Vec<String>,
+    /// LLM tokens this judgment spent.
+    pub usage: Usage,
+}
+
+/// Judges one iteration.
+pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
+    let summary = input.summary;
+    let explicit = explicit_questions(&summary.structured_output);
+    let text = if summary.output_text.trim().is_empty() {
+        prose_of(&summary.structured_output)
+    } else {
+        summary.output_text.clone()
+    };
+    let question = detect(&text, summary.failed, &explicit);
+    let mut judgment = Judgment {
+        decision: Decision::Incomplete,
+        question: question.clone(),
+        questions: Vec::new(),
+        closer: None,
+        handler: None,
+        pending_actions: Vec::new(),
+        reasons: Vec::new(),
+        usage: Usage::default(),
+    };
+    match question.status {
+        AnswerStatus::Error => {
+            judgment.decision = Decision::Error;
+            judgment.reasons.push("the agent run failed".to_owned());
+            return judgment;
+        }
+        AnswerStatus::AwaitingResponse => {
+            judgment.decision = Decision::AwaitingResponse;
+            judgment.questions = if explicit.is_empty() {
+                question.signals.iter().map(|s| s.excerpt.clone()).collect()
+            } else {
+                explicit
+            };
+            judgment.reasons.push(format!(
+                "the agent asks the maintainer (score {:.2})",
+                question.score
+            ));
+            return judgment;
+        }
+        AnswerStatus::Incomplete => {
+            judgment
+                .reasons
+                .push("the agent produced no output".to_owned());
+            judgment
+                .pending_actions
+                .push("Produce the deliverable the issue asks for".to_owned());
+            return judgment;
+        }
+        AnswerStatus::Complete => {}
+    }
+
+    let closer = ctx.closer.check(&closer_input(ctx, &summary)).await;
+    judgment.usage = closer.usage;
+    let verdict = ctx.handler.is_complete(&summary, Some(&closer)).await;
+
+    judgment.pending_actions = closer.output.pending_actions.clone();
+    for goal in failed_required(&summary.goals) {
+        let action = format!("Make the goal `{}` pass", goal.name);
+        if !judgment.pending_actions.contains(&action) {
+            judgment.pending_actions.push(action);
+        }
+    }
+    if let Some(e) = &closer.error {
+        judgment
+            .reasons
+            .push(format!("completion check failed: {e}"));
+    }
+    judgment.reasons.push(verdict.description.clone());
+    judgment.decision = if verdict.error.is_some() {
+        Decision::Error
+    } else if verdict.complete {
+        Decision::Complete
+    } else {
+        Decision::Incomplete
+    };
+    judgment.closer = Some(closer);
+    judgment.handler = Some(verdict);
+    judgment
+}
+
+fn closer_input(ctx: &JudgeContext, summary: &IterationSummary) -> CloserInput {
+    let task = ctx.task_type.as_str();
+    CloserInput {
+        structured_output: summary.structured_output.clone(),
+        step_id: format!("complete.{task}"),
+        c2: "complete".to_owned(),
+        c3: task.to_owned(),
+        context: CloserContext {
+            issue_ref: ctx.issue.issue_ref.clone(),
+            issue_title: ctx.issue.title.clone(),
+            task_list: parse_task_list(&ctx.issue.body),
+            goal_results: summary.goals.clone(),
+        },
+    }
+}
+
+/// `questions: [..]` of the structured output, if it lists any.
+fn explicit_questions(output: &Value) -> Vec<String> {
+    output
+        .get("questions")
+        .and_then(Value::as_array)
+        .map(|qs| {
+            qs.iter()
+                .filter_map(Value::as_str)
+                .filter(|q| !q.trim().is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The prose fields of a structured output, when the agent gave no text.
+fn prose_of(output: &Value) -> String {
+    ["summary", "message", "answer", "report"]
+        .iter()
+        .filter_map(|k| output.get(*k).and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}

@@ -1,0 +1,334 @@
+//! Question detection (seed 001): does the agent's output ask the maintainer
+//! something? An answer that asks is AWAITING_RESPONSE, not COMPLETE.
+//!
+//! Code (fenced and inline), block quotes, quoted strings, URLs, HTML
+//! comments and closing pleasantries ("let me know if you have any
+//! questions") are removed first; then weighted signals in Japanese and
+//! English fire, and a score of at least [`THRESHOLD`] means the agent is
+//! asking. A question answered in the next line (a rhetorical one) or used as
+//! a heading does not count. This module only reads text: it never decides
+//! completion on its own and never treats a missing signal as evidence of work.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// The score at or above which the output is asking (seed 001).
+pub const THRESHOLD: f64 = 0.6;
+
+/// The verdict for an answer-type task (DESIGN §3, seed 001).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AnswerStatus {
+    /// The deliverable is there and nothing is asked.
+    Complete,
+    /// The output asks the maintainer something.
+    AwaitingResponse,
+    /// Execution failed.
+    Error,
+    /// Empty output.
+    Incomplete,
+}
+
+/// The kinds of signal, with their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalKind {
+    /// A sentence ending in `?`/`？`, or a Japanese question ending (0.6).
+    DirectQuestion,
+    /// A request for confirmation: "should I proceed", よろしいですか (0.8).
+    Confirmation,
+    /// Numbered options with a request to choose (0.9).
+    OptionsSelection,
+    /// "Please let me know", 教えてください (0.7).
+    LetMeKnow,
+    /// The structured output lists questions explicitly (1.0).
+    ExplicitQuestion,
+}
+
+impl SignalKind {
+    /// The weight of seed 001.
+    pub fn weight(self) -> f64 {
+        match self {
+            SignalKind::DirectQuestion => 0.6,
+            SignalKind::Confirmation => 0.8,
+            SignalKind::OptionsSelection => 0.9,
+            SignalKind::LetMeKnow => 0.7,
+            SignalKind::ExplicitQuestion => 1.0,
+        }
+    }
+}
+
+/// One signal that fired, with the text that fired it (for the status comment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    /// What kind.
+    pub kind: SignalKind,
+    /// Its weight.
+    pub weight: f64,
+    /// The matching text, at most 120 characters.
+    pub excerpt: String,
+}
+
+/// The result of looking at one output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionVerdict {
+    /// The status for an answer-type task.
+    pub status: AnswerStatus,
+    /// The summed weights of the distinct signals, at most 1.
+    pub score: f64,
+    /// The signals that fired, at most one per kind.
+    pub signals: Vec<Signal>,
+}
+
+impl QuestionVerdict {
+    /// Whether the output asks the maintainer something.
+    pub fn is_asking(&self) -> bool {
+        self.status == AnswerStatus::AwaitingResponse
+    }
+}
+
+/// Judges one agent output. `failed` is true when the agent run itself
+/// failed; `explicit_questions` are questions the structured output lists.
+pub fn detect(output: &str, failed: bool, explicit_questions: &[String]) -> QuestionVerdict {
+    if failed {
+        return QuestionVerdict {
+            status: AnswerStatus::Error,
+            score: 0.0,
+            signals: Vec::new(),
+        };
+    }
+    let mut signals = Vec::new();
+    if let Some(q) = explicit_questions.iter().find(|q| !q.trim().is_empty()) {
+        signals.push(signal(SignalKind::ExplicitQuestion, q));
+    }
+    let text = strip_non_prose(output);
+    signals.extend(text_signals(&text));
+    let score = signals.iter().map(|s| s.weight).sum::<f64>().min(1.0);
+    let status = if score >= THRESHOLD {
+        AnswerStatus::AwaitingResponse
+    } else if output.trim().is_empty() {
+        AnswerStatus::Incomplete
+    } else {
+        AnswerStatus::Complete
+    };
+    QuestionVerdict {
+        status,
+        score: (score * 100.0).round() / 100.0,
+        signals,
+    }
+}
+
+fn signal(kind: SignalKind, excerpt: &str) -> Signal {
+    let mut e: String = excerpt.trim().chars().take(120).collect();
+    if excerpt.trim().chars().count() > 120 {
+        e.push('…');
+    }
+    Signal {
+        kind,
+        weight: kind.weight(),
+        excerpt: e,
+    }
+}
+
+fn re(pattern: &str) -> Regex {
+    // The patterns are constants of this file, checked by its tests.
+    Regex::new(pattern).unwrap_or_else(|e| panic!("bad built-in pattern {pattern}: {e}"))
+}
+
+static INLINE_CODE: LazyLock<Regex> = LazyLock::new(|| re(r"`[^`\n]*`"));
+static URL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(?:https?://|www\.)\S+"));
+static HTML_COMMENT: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<!--.*?-->"));
+static QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    re(r#""[^"\n]{0,300}"|“[^”\n]{0,300}”|[「『][^」』\n]{0,300}[」』]\s*(?:と|って|という)"#)
+});
+static PLEASANTRY: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)(?:please\s+)?(?:let me know|feel free to (?:ask|reach out|let me know))",
+        r"[^.!?\n]*?\bif\s+(?:you\s+)?(?:have|need|want|would like|there (?:are|is))\s+",
+        r"(?:any(?:thing)?\s*)?(?:further|other|more|additional|else)?\s*",
+        r"(?:questions?|help|changes?|adjustments?|assistance|clarifications?|anything|else|follow-ups?)[^.!?\n]*[.!]?",
+        r"|(?:ご不明な点|ご質問|不明点|何か|修正点|ご要望)(?:が|など|等)?(?:ございましたら|あれば|ありましたら|がありましたら)",
+        r"[^。\n]{0,20}(?:お知らせください|教えてください|ご連絡ください|お気軽に)[^。\n]*。?"
+    ))
+});
+static ANSWER_START: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)^(?:because|it(?:'s| is| was)\b|this is because|that's because|the answer|answer\s*[:：]|a\s*[:：]|yes\b|no\b|",
+        r"short answer|in short|turns out|the reason|the cause|→|",
+        r"なぜなら|それは|答えは|理由は|原因は|結論|回答\s*[:：]|はい|いいえ|A\s*[:：])"
+    ))
+});
+static REPORTED_QUESTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:you asked|your question|the question|question|q|ご質問|質問|お問い合わせ)\s*(?:was|は)?\s*[:：]",
+    )
+});
+static LINE_END_QUESTION: LazyLock<Regex> =
+    LazyLock::new(|| re(r"[?？][\s)）」』*_]*$|(?:ますか|ですか|でしょうか|ませんか)[。\s]*$"));
+static JA_QUESTION: LazyLock<Regex> =
+    LazyLock::new(|| re(r"どう(?:します|しましょう)か|どちら(?:にします|を選び)ますか"));
+static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)よろしい(?:です|でしょう)?か|確認(?:させて)?ください|ご確認(?:ください|いただけますか)|",
+        r"進めて(?:も)?(?:よい|いい|良い)(?:です|でしょう)?か|問題(?:ない|ありません)(?:です|でしょう)?か|",
+        r"please\s+confirm|can you confirm|could you confirm|should i\s+(?:proceed|continue|use|go ahead)|",
+        r"do you\s+(?:want|prefer|need)|would you like|shall i\b|is it ok(?:ay)? (?:if|to)|",
+        r"are you ok(?:ay)? with|do you approve"
+    ))
+});
+static LET_ME_KNOW: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)please\s+(?:let me know|clarify|advise|tell me)|let me know\s+(?:which|what|whether|how|if you(?:'d)? prefer|your)|",
+        r"could you\s+(?:please\s+)?(?:specify|clarify|tell me|provide)|",
+        r"教えてください|教えていただけ|お知らせください|ご指示ください|ご教示ください|指定してください"
+    ))
+});
+static OPTIONS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?im)^\s*(?:[1-9][.)]|[A-D][.)]|[-*]\s*(?:option|案)\s*[1-9A-D])\s+\S|オプション\s*[1-9A-Z]|選択肢|(?:A|B)案",
+    )
+});
+static SELECTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)選んでください|お選びください|選択してください|どちら|どれ(?:に|を|が)|",
+        r"please\s+(?:select|choose|pick)|which\b[^.\n]*\b(?:prefer|option|approach|one)|which (?:option|approach|method)"
+    ))
+});
+
+/// The output with everything that is not the agent's own prose removed.
+fn strip_non_prose(output: &str) -> String {
+    let mut kept = Vec::new();
+    let mut fence: Option<&str> = None;
+    for line in output.lines() {
+        let t = line.trim_start();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+            }
+            continue;
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = Some(&t[..3]);
+            continue;
+        }
+        if t.starts_with('>') {
+            continue;
+        }
+        kept.push(line);
+    }
+    let text = kept.join("\n");
+    let text = HTML_COMMENT.replace_all(&text, "");
+    let text = INLINE_CODE.replace_all(&text, "");
+    let text = URL.replace_all(&text, "");
+    let text = QUOTED.replace_all(&text, "");
+    PLEASANTRY.replace_all(&text, "").into_owned()
+}
+
+fn text_signals(text: &str) -> Vec<Signal> {
+    let mut out = Vec::new();
+    if let Some(line) = direct_question(text) {
+        out.push(signal(SignalKind::DirectQuestion, line));
+    } else if let Some(m) = JA_QUESTION.find(text) {
+        out.push(signal(SignalKind::DirectQuestion, m.as_str()));
+    }
+    if let Some(m) = CONFIRMATION.find(text) {
+        out.push(signal(SignalKind::Confirmation, m.as_str()));
+    }
+    if let Some(m) = LET_ME_KNOW.find(text) {
+        out.push(signal(SignalKind::LetMeKnow, m.as_str()));
+    }
+    if OPTIONS.is_match(text)
+        && let Some(m) = SELECTION.find(text)
+    {
+        out.push(signal(SignalKind::OptionsSelection, m.as_str()));
+    }
+    out
+}
+
+/// The first line that is a question to the reader: it ends like a question,
+/// is not a heading or a reported question, and is not answered by the next line.
+fn direct_question(text: &str) -> Option<&str> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines.iter().enumerate().find_map(|(i, line)| {
+        if line.is_empty() || line.starts_with('#') || !LINE_END_QUESTION.is_match(line) {
+            return None;
+        }
+        let body = line.trim_start_matches(|c: char| c == '-' || c == '*' || c.is_whitespace());
+        if REPORTED_QUESTION.is_match(body) {
+            return None;
+        }
+        let next = lines[i + 1..].iter().find(|l| !l.is_empty());
+        let answered =
+            next.is_some_and(|n| ANSWER_START.is_match(n.trim_start_matches(['-', '*', ' '])));
+        (!answered).then_some(*line)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_compiles() {
+        for r in [
+            &INLINE_CODE,
+            &URL,
+            &HTML_COMMENT,
+            &QUOTED,
+            &PLEASANTRY,
+            &ANSWER_START,
+            &REPORTED_QUESTION,
+            &LINE_END_QUESTION,
+            &JA_QUESTION,
+            &CONFIRMATION,
+            &LET_ME_KNOW,
+            &OPTIONS,
+            &SELECTION,
+        ] {
+            let _ = r.as_str();
+        }
+    }
+
+    #[test]
+    fn failure_and_emptiness_come_first() {
+        assert_eq!(
+            detect("Should I proceed?", true, &[]).status,
+            AnswerStatus::Error
+        );
+        assert_eq!(detect("  \n", false, &[]).status, AnswerStatus::Incomplete);
+        assert_eq!(
+            detect("Done.", false, &["Which DB?".into()]).status,
+            AnswerStatus::AwaitingResponse
+        );
+    }
+
+    #[test]
+    fn signals_are_reported_with_their_weights() {
+        let v = detect(
+            "1) A\n2) B\nPlease let me know.\nWhich option do you prefer?",
+            false,
+            &[],
+        );
+        let kinds: Vec<_> = v.signals.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                SignalKind::DirectQuestion,
+                SignalKind::Confirmation,
+                SignalKind::LetMeKnow,
+                SignalKind::OptionsSelection
+            ]
+        );
+        assert_eq!(v.score, 1.0);
+    }
+
+    #[test]
+    fn code_quotes_and_urls_are_not_prose() {
+        let s = strip_non_prose(
+            "a\n```\nx?\n```\n> Would you like?\nsee https://x.io/?q=1 and `y?` \"Do you want it?\"",
+        );
+        assert_eq!(s, "a\nsee  and  ");
+    }
+}

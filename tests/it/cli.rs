@@ -1,0 +1,100 @@
+//! The command line as a maintainer or operator uses it.
+
+use crate::support::db::TestDb;
+use crate::support::process::closer_command;
+
+async fn run(args: &[&str], database_url: &str) -> (Option<i32>, String) {
+    let output = closer_command(database_url, &[])
+        .args(args)
+        .output()
+        .await
+        .expect("closer runs");
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status.code(), text)
+}
+
+#[tokio::test]
+async fn check_config_accepts_a_valid_file_with_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("closer.yml");
+    std::fs::write(
+        &file,
+        "dod:\n  - { type: tests_pass, command: \"cargo test\" }\n",
+    )
+    .unwrap();
+    let (code, out) = run(
+        &["check-config", file.to_str().unwrap()],
+        "sqlite://unused.db",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(": ok: agent default, completion issue"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn check_config_names_the_line_of_the_problem_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("closer.yml");
+    std::fs::write(&file, "completion:\n  type: issue\n  max_iterations: 0\n").unwrap();
+    let (code, out) = run(
+        &["check-config", file.to_str().unwrap()],
+        "sqlite://unused.db",
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("closer.yml:3:19: must be at least 1, got 0"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn check_config_checks_the_agent_against_the_operators_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = dir.path().join("closer.toml");
+    std::fs::write(&server, "[agents.claude]\nadapter = \"claude-code\"\n").unwrap();
+    let file = dir.path().join("closer.yml");
+    std::fs::write(&file, "agent: codex\n").unwrap();
+    let args = [
+        "--config",
+        server.to_str().unwrap(),
+        "check-config",
+        file.to_str().unwrap(),
+    ];
+    let (code, out) = run(&args, "sqlite://unused.db").await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("unknown agent `codex`, expected one of: claude"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn migrate_applies_the_schema_once() {
+    let db = TestDb::new("cli_migrate").await;
+    let (code, out) = run(&["migrate"], &db.url).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("applied now"), "{out}");
+    let (code, out) = run(&["migrate"], &db.url).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("(0 applied now)"), "{out}");
+}
+
+#[tokio::test]
+async fn a_bad_server_config_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = dir.path().join("closer.toml");
+    std::fs::write(&server, "bindd = \"x\"\n").unwrap();
+    let (code, out) = run(
+        &["--config", server.to_str().unwrap(), "migrate"],
+        "sqlite://unused.db",
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("invalid configuration file"), "{out}");
+    assert!(out.contains("bindd"), "{out}");
+}

@@ -1,0 +1,181 @@
+//! Prompt overrides end to end: the example in `docs/prompts.md` renders, a
+//! repository override is what the Closer sends to the LLM, and overrides are
+//! read from the fake GitHub through the production client, cached by ETag.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use closer::engine::closer::{Closer, CloserContext, CloserInput};
+use closer::llm::{LlmSettings, Provider, build_client};
+use closer::prompts::{EtagCache, InMemorySource, PromptId, PromptOrigin, PromptResolver};
+use secrecy::SecretString;
+use serde_json::json;
+
+use closer::clock::{SharedClock, SystemClock};
+use closer::github::types::InstallationId;
+use closer::github::{GitHubApp, GitHubSettings, RetrySettings};
+use closer::prompts::{GitHubPromptSource, PromptError, PromptSource, SourceFile};
+
+use crate::support::fake_github::FakeGitHub;
+use crate::support::fake_llm::{FakeLlm, Reply};
+
+const PATH: &str = ".agent/closer/prompts/steps/complete/bug/f_default.md";
+
+fn doc_example() -> String {
+    let doc = std::fs::read_to_string("docs/prompts.md").unwrap();
+    let start = doc.find("~~~markdown\n").unwrap() + "~~~markdown\n".len();
+    let end = start + doc[start..].find("\n~~~\n").unwrap();
+    doc[start..end].to_owned()
+}
+
+#[tokio::test]
+async fn the_documented_override_is_used_by_the_closer() {
+    let source = Arc::new(InMemorySource::new());
+    source.insert(PATH, &doc_example());
+    let prompts = PromptResolver::new(source, "closer", EtagCache::default()).unwrap();
+
+    let params = json!({"step_id": "complete.bug", "issue_ref": "o/r#3", "issue_title": "t", "task_list": ["no crash"],
+                        "structured_output": "{\"summary\": \"fixed\"}", "goal_results": [{"name": "tests", "passed": true, "required": true, "evidence": ""}]});
+    let rendered = prompts
+        .render(&PromptId::new("complete", "bug", "default"), &params)
+        .await
+        .unwrap();
+    assert_eq!(rendered.origin, PromptOrigin::Repository(PATH.into()));
+    assert!(
+        rendered.text.contains("- tests: passed"),
+        "{}",
+        rendered.text
+    );
+    assert!(
+        rendered
+            .text
+            .contains("Also add the item `task-1`: no crash")
+    );
+
+    let fake = FakeLlm::start().await;
+    fake.push([Reply::Answer(json!({"checklist": [{"id": "task-1", "description": "no crash", "completed": true, "evidence": "test"}],
+        "allComplete": true, "summary": "s", "pendingActions": [], "confidence": 0.9}))]);
+    let llm = build_client(LlmSettings::new(
+        Provider::Openai,
+        &fake.openai_url(),
+        SecretString::from("k-123"),
+        "m",
+    ))
+    .unwrap();
+    let closer = Closer::new(llm, prompts, 0.8);
+    let result = closer
+        .check(&CloserInput {
+            structured_output: json!({"summary": "fixed"}),
+            step_id: "complete.bug".into(),
+            c2: "complete".into(),
+            c3: "bug".into(),
+            context: CloserContext {
+                issue_ref: "o/r#3".into(),
+                issue_title: "t".into(),
+                task_list: vec![closer::engine::tasklist::TaskListItem {
+                    text: "no crash".into(),
+                    checked: false,
+                }],
+                goal_results: vec![],
+            },
+        })
+        .await;
+    assert!(result.complete, "{result:?}");
+    assert_eq!(
+        result.prompt_used.as_deref(),
+        Some(".agent/closer/prompts/steps/complete/bug/f_default.md (repository)")
+    );
+    assert!(
+        fake.requests()[0]
+            .prompt()
+            .contains("A regression test reproduces the bug")
+    );
+}
+
+/// Records what the wrapped source answered.
+struct Recording<S> {
+    inner: S,
+    answers: Mutex<Vec<&'static str>>,
+}
+
+impl<S: PromptSource> PromptSource for Recording<S> {
+    async fn read(&self, path: &str, etag: Option<&str>) -> Result<SourceFile, PromptError> {
+        let answer = self.inner.read(path, etag).await?;
+        let name = match &answer {
+            SourceFile::Found { .. } => "found",
+            SourceFile::NotModified => "not modified",
+            SourceFile::NotFound => "not found",
+        };
+        self.answers.lock().unwrap().push(name);
+        Ok(answer)
+    }
+}
+
+#[tokio::test]
+async fn overrides_come_from_github_at_the_default_branch_cached_by_etag() {
+    let clock: SharedClock = Arc::new(SystemClock);
+    let fake = FakeGitHub::start_with_clock(clock.clone()).await;
+    fake.add_installation(7, "acme");
+    let repo = fake.add_repo(7, "acme/widget");
+    let settings = GitHubSettings {
+        api_url: fake.url(),
+        app_id: Some(fake.app_id()),
+        private_key: Some(fake.private_key_pem()),
+        retry: RetrySettings {
+            max_attempts: 2,
+            base_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+            max_wait: Duration::from_secs(1),
+            secondary_rate_limit_wait: Duration::from_secs(1),
+        },
+        request_timeout: Duration::from_secs(10),
+        jitter_seed: Some(1),
+        ..GitHubSettings::default()
+    };
+    let app = GitHubApp::new(settings, clock, None).unwrap();
+    let client = app.installation(InstallationId(7)).await.unwrap();
+    let path = ".agent/closer/prompts/steps/classify/task/f_default.md";
+    fake.set_file(
+        &repo,
+        "main",
+        path,
+        "---\nparams: [issue_title]\n---\nOurs: {{ issue_title }}",
+    );
+
+    let source = Arc::new(Recording {
+        inner: GitHubPromptSource::new(client, repo.clone(), "main"),
+        answers: Mutex::new(Vec::new()),
+    });
+    let prompts = PromptResolver::new(source.clone(), "closer", EtagCache::default()).unwrap();
+    let id = PromptId::new("classify", "task", "default");
+    let params = json!({"issue_title": "T", "issue_body": "B"});
+    for _ in 0..2 {
+        let p = prompts.render(&id, &params).await.unwrap();
+        assert_eq!(p.text, "Ours: T");
+        assert_eq!(p.origin, PromptOrigin::Repository(path.into()));
+    }
+    fake.set_file(&repo, "main", path, "Changed: {{ issue_title }}");
+    assert_eq!(
+        prompts.render(&id, &params).await.unwrap().text,
+        "Changed: T"
+    );
+    fake.set_file(
+        &repo,
+        "other",
+        ".agent/closer/prompts/steps/complete/bug/f_default.md",
+        "not on the default branch",
+    );
+    let p = prompts
+        .render(
+            &PromptId::new("complete", "bug", "default"),
+            &json!({"step_id": "s", "issue_ref": "r", "issue_title": "t",
+        "task_list": [], "structured_output": "{}", "goal_results": []}),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(p.origin, PromptOrigin::BuiltIn(_)));
+    assert_eq!(
+        *source.answers.lock().unwrap(),
+        vec!["found", "not modified", "found", "not found"]
+    );
+}
