@@ -14,4 +14,5 @@ mod prompts;
 mod question_corpus;
 mod queue;
 mod repo_config;
+mod security;
 mod store;

@@ -1,0 +1,113 @@
+//! Secrets stay with closer: an agent runs as the same user, so closer marks
+//! itself non-dumpable and another process of that user cannot read its
+//! environment (where the webhook secret and keys may live).
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::app::SECRET;
+use crate::support::process::free_port;
+
+const NOBODY: &str = "65534";
+
+fn as_nobody(program: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("setpriv");
+    command.args([
+        "--reuid",
+        NOBODY,
+        "--regid",
+        NOBODY,
+        "--clear-groups",
+        program,
+    ]);
+    command
+}
+
+/// Reads `/proc/<pid>/environ` as `nobody`; `None` when refused.
+async fn read_environ_as_nobody(pid: u32) -> Option<String> {
+    let output = as_nobody("cat")
+        .arg(format!("/proc/{pid}/environ"))
+        .output()
+        .await
+        .expect("setpriv runs");
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn can_switch_users() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let setpriv = std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    root && setpriv
+}
+
+#[tokio::test]
+async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
+    if !can_switch_users() {
+        eprintln!("SKIPPED: needs root and setpriv to run closer and a probe as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bin = dir.path().join("closer");
+    std::fs::copy(env!("CARGO_BIN_EXE_closer"), &bin).unwrap();
+
+    // The control: an ordinary process of that user is readable, so the
+    // probe below can fail.
+    let mut control = as_nobody("sleep")
+        .arg("30")
+        .env("CONTROL_SECRET", "visible")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let environ = read_environ_as_nobody(control.id().unwrap()).await;
+    assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
+    control.kill().await.unwrap();
+
+    let port = free_port();
+    let mut closer = as_nobody(bin.to_str().unwrap())
+        .args(["serve", "--dry-run"])
+        .env_clear()
+        .env("GITHUB_WEBHOOK_SECRET", SECRET)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/c.db", dir.path().display()),
+        )
+        .env("CLOSER_BIND", format!("127.0.0.1:{port}"))
+        .env("CLOSER_DATA_DIR", dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = crate::support::client();
+    let mut ready = false;
+    for _ in 0..100 {
+        let response = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await;
+        if response.is_ok_and(|r| r.status().is_success()) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready, "closer did not start as nobody");
+    let environ = read_environ_as_nobody(closer.id().unwrap()).await;
+    assert!(
+        environ.as_deref().is_none_or(|e| !e.contains(SECRET)),
+        "the webhook secret was readable: {environ:?}"
+    );
+    assert!(
+        environ.is_none(),
+        "closer's environment should be unreadable"
+    );
+    closer.kill().await.unwrap();
+}
