@@ -11,6 +11,7 @@ pub mod dry_run;
 pub mod installations;
 pub mod jobs;
 pub mod migrate;
+pub mod runs;
 pub mod writer;
 
 use std::str::FromStr;
