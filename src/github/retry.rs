@@ -79,10 +79,23 @@ pub fn decide(
     jitter: f64,
     settings: &RetrySettings,
 ) -> Decision {
+    decide_with(is_idempotent(method), outcome, attempt, now, jitter, settings)
+}
+
+/// [`decide`] for a request whose repeatability is known apart from its
+/// method: a GraphQL query is a POST that only reads, so it is `repeatable`.
+pub fn decide_with(
+    repeatable: bool,
+    outcome: Outcome<'_>,
+    attempt: u32,
+    now: Millis,
+    jitter: f64,
+    settings: &RetrySettings,
+) -> Decision {
     let more_allowed = attempt < settings.max_attempts;
     match outcome {
         Outcome::NoAnswer { maybe_sent } => {
-            if maybe_sent && !is_idempotent(method) {
+            if maybe_sent && !repeatable {
                 Decision::MaybeApplied
             } else if more_allowed {
                 Decision::Retry(backoff(attempt, jitter, settings))
