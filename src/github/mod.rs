@@ -29,8 +29,8 @@ pub use graphql::graphql_url;
 pub use jwt::AppClaims;
 pub use models::{
     Actor, AppInfo, Comment, CommentId, FileFetch, Issue, IssueEdit, IssueState, Label,
-    LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit,
-    PullRequest, PullState, Reaction, Repository, StateReason,
+    LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit, PullRequest,
+    PullState, Reaction, Repository, StateReason,
 };
 pub use projects::{DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
 pub use retry::RetrySettings;

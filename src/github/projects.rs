@@ -26,8 +26,7 @@ const BOARD_FRAGMENT: &str = "fragment board on ProjectV2 { id title \
 const ADD_ITEM: &str = "mutation($project: ID!, $content: ID!) { \
      addProjectV2ItemById(input: {projectId: $project, contentId: $content}) { item { id } } }";
 
-const SET_SINGLE_SELECT: &str =
-    "mutation($project: ID!, $item: ID!, $field: ID!, $option: String!) { \
+const SET_SINGLE_SELECT: &str = "mutation($project: ID!, $item: ID!, $field: ID!, $option: String!) { \
      updateProjectV2ItemFieldValue(input: {projectId: $project, itemId: $item, \
      fieldId: $field, value: {singleSelectOptionId: $option}}) { projectV2Item { id } } }";
 

@@ -79,7 +79,14 @@ pub fn decide(
     jitter: f64,
     settings: &RetrySettings,
 ) -> Decision {
-    decide_with(is_idempotent(method), outcome, attempt, now, jitter, settings)
+    decide_with(
+        is_idempotent(method),
+        outcome,
+        attempt,
+        now,
+        jitter,
+        settings,
+    )
 }
 
 /// [`decide`] for a request whose repeatability is known apart from its
@@ -336,6 +343,15 @@ mod tests {
         assert_eq!(
             decide(&Method::GET, sent, 1, NOW, 0.0, &s),
             Decision::Retry(Duration::from_millis(250))
+        );
+        // A POST known to only read (a GraphQL query) may be repeated.
+        assert_eq!(
+            decide_with(true, sent, 1, NOW, 0.0, &s),
+            Decision::Retry(Duration::from_millis(250))
+        );
+        assert_eq!(
+            decide_with(false, sent, 1, NOW, 0.0, &s),
+            Decision::MaybeApplied
         );
         let refused = Outcome::NoAnswer { maybe_sent: false };
         assert_eq!(
