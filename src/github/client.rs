@@ -41,7 +41,8 @@ impl AppContext {
 
 /// The GitHub API as one installation of the App sees it. Get it from
 /// [`GitHubApp::installation`](super::GitHubApp::installation); the operations
-/// live in `issues.rs`, `comments.rs`, `labels.rs`, `pulls.rs`, `repos.rs`.
+/// live in `issues.rs`, `comments.rs`, `labels.rs`, `pulls.rs`, `repos.rs`,
+/// `projects.rs` (over `graphql.rs`).
 pub struct InstallationClient {
     id: InstallationId,
     label: String,
@@ -81,6 +82,11 @@ impl InstallationClient {
     /// The App id, when credentials are configured.
     pub fn app_id(&self) -> Option<u64> {
         self.ctx.app_id()
+    }
+
+    /// Now, by the injected clock.
+    pub(crate) fn now_ms(&self) -> Millis {
+        self.ctx.transport.clock().now_ms()
     }
 
     /// A valid installation token (for `git push`), exchanged on first use

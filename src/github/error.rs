@@ -48,6 +48,11 @@ pub enum GitHubError {
     /// Settings are unusable (bad PEM, bad URL).
     #[error("GitHub client configuration: {0}")]
     Config(String),
+    /// The GraphQL API answered with an error of a type the client has no
+    /// rule for (a bad argument, an invalid option id, ...). `kind` is
+    /// GitHub's `errors[].type`, empty when it gave none.
+    #[error("GitHub GraphQL error {kind}: {message}")]
+    GraphQl { kind: String, message: String },
     /// A status the client has no rule for (e.g. 409, 410).
     #[error("GitHub answered with unexpected status {status}: {message}")]
     Unexpected { status: u16, message: String },

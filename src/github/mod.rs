@@ -7,10 +7,12 @@ pub mod client;
 mod comments;
 pub mod dry_run;
 pub mod error;
+mod graphql;
 mod issues;
 mod jwt;
 mod labels;
 pub mod models;
+pub mod projects;
 mod pulls;
 mod repos;
 pub mod retry;
@@ -23,11 +25,13 @@ pub use app::{DEFAULT_API_URL, GitHubApp, GitHubSettings};
 pub use client::InstallationClient;
 pub use dry_run::{MemoryRecorder, RecordedWrite, WriteRecorder};
 pub use error::GitHubError;
+pub use graphql::graphql_url;
 pub use jwt::AppClaims;
 pub use models::{
     Actor, AppInfo, Comment, CommentId, FileFetch, Issue, IssueEdit, IssueState, Label,
-    LabelCreated, NewPullRequest, PullEdit, PullRequest, PullState, Reaction, Repository,
-    StateReason,
+    LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit, PullRequest,
+    PullState, Reaction, Repository, StateReason,
 };
+pub use projects::{DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
 pub use retry::RetrySettings;
 pub use token::REFRESH_MARGIN;

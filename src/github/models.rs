@@ -89,6 +89,9 @@ pub struct Issue {
     pub html_url: String,
     /// GitHub's issues API also returns pull requests.
     pub is_pull_request: bool,
+    /// The GraphQL node id (`I_…`), e.g. to add the issue to a project
+    /// board; empty when GitHub sent none.
+    pub node_id: String,
 }
 
 /// Changes to an issue; `None` fields are left as they are.
@@ -230,4 +233,42 @@ pub struct AppInfo {
     pub slug: String,
     /// `<slug>[bot]`: the login its comments carry.
     pub bot_login: String,
+}
+
+/// A GitHub Projects (v2) board: its node id and its single-select fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectBoard {
+    /// The board's GraphQL node id (`PVT_…`).
+    pub id: String,
+    pub title: String,
+    /// Only the single-select fields (Status and the like); text, number,
+    /// date and iteration fields are left out.
+    pub fields: Vec<ProjectField>,
+}
+
+impl ProjectBoard {
+    /// The single-select field with this name, compared case-insensitively.
+    pub fn field(&self, name: &str) -> Option<&ProjectField> {
+        let name = name.trim();
+        self.fields
+            .iter()
+            .find(|f| f.name.trim().eq_ignore_ascii_case(name))
+    }
+}
+
+/// A single-select field of a project board.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectField {
+    /// The field's node id (`PVTSSF_…`).
+    pub id: String,
+    pub name: String,
+    pub options: Vec<ProjectOption>,
+}
+
+/// One option of a single-select field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectOption {
+    /// The option id GitHub expects as `singleSelectOptionId`.
+    pub id: String,
+    pub name: String,
 }

@@ -79,10 +79,30 @@ pub fn decide(
     jitter: f64,
     settings: &RetrySettings,
 ) -> Decision {
+    decide_with(
+        is_idempotent(method),
+        outcome,
+        attempt,
+        now,
+        jitter,
+        settings,
+    )
+}
+
+/// [`decide`] for a request whose repeatability is known apart from its
+/// method: a GraphQL query is a POST that only reads, so it is `repeatable`.
+pub fn decide_with(
+    repeatable: bool,
+    outcome: Outcome<'_>,
+    attempt: u32,
+    now: Millis,
+    jitter: f64,
+    settings: &RetrySettings,
+) -> Decision {
     let more_allowed = attempt < settings.max_attempts;
     match outcome {
         Outcome::NoAnswer { maybe_sent } => {
-            if maybe_sent && !is_idempotent(method) {
+            if maybe_sent && !repeatable {
                 Decision::MaybeApplied
             } else if more_allowed {
                 Decision::Retry(backoff(attempt, jitter, settings))
@@ -323,6 +343,15 @@ mod tests {
         assert_eq!(
             decide(&Method::GET, sent, 1, NOW, 0.0, &s),
             Decision::Retry(Duration::from_millis(250))
+        );
+        // A POST known to only read (a GraphQL query) may be repeated.
+        assert_eq!(
+            decide_with(true, sent, 1, NOW, 0.0, &s),
+            Decision::Retry(Duration::from_millis(250))
+        );
+        assert_eq!(
+            decide_with(false, sent, 1, NOW, 0.0, &s),
+            Decision::MaybeApplied
         );
         let refused = Outcome::NoAnswer { maybe_sent: false };
         assert_eq!(

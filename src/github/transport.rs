@@ -11,9 +11,18 @@ use http::{HeaderMap, Method};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::error::GitHubError;
-use super::retry::{Decision, Outcome, RetrySettings, decide};
+use super::retry::{Decision, Outcome, RetrySettings, decide_with, is_idempotent};
 use super::wire::WireError;
 use crate::clock::SharedClock;
+
+/// Which of GitHub's two API roots a request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// The REST API: `GITHUB_API_URL` itself.
+    Rest,
+    /// The GraphQL API's root, see [`graphql_root`]; the path is `/graphql`.
+    GraphQl,
+}
 
 /// One request, relative to the API root (`/repos/o/r/issues/1?x=y`).
 #[derive(Debug, Clone)]
@@ -22,15 +31,31 @@ pub(crate) struct ApiRequest {
     pub path: String,
     pub body: Option<serde_json::Value>,
     pub if_none_match: Option<String>,
+    pub api: Api,
+    /// Whether sending it twice has the effect of sending it once, so a
+    /// dropped answer may be repeated. By method by default; a GraphQL query
+    /// is a POST that reads.
+    pub repeatable: bool,
 }
 
 impl ApiRequest {
     pub fn new(method: Method, path: String) -> Self {
         Self {
+            repeatable: is_idempotent(&method),
             method,
             path,
             body: None,
             if_none_match: None,
+            api: Api::Rest,
+        }
+    }
+
+    /// A GraphQL POST; `repeatable` for a query, not for a mutation.
+    pub fn graphql(body: serde_json::Value, repeatable: bool) -> Self {
+        Self {
+            repeatable,
+            api: Api::GraphQl,
+            ..Self::new(Method::POST, "/graphql".to_owned()).with_body(body)
         }
     }
 
@@ -67,6 +92,8 @@ struct NoAnswer {
 /// The HTTP side shared by the App and all its installation clients.
 pub(crate) struct Transport {
     octocrab: octocrab::Octocrab,
+    /// The same settings, rooted at the GraphQL API's root.
+    graphql: octocrab::Octocrab,
     clock: SharedClock,
     retry: RetrySettings,
     rng: Mutex<fastrand::Rng>,
@@ -96,17 +123,24 @@ impl Transport {
                 "the GitHub client must be created inside the Tokio runtime".to_owned(),
             ));
         }
-        let octocrab = octocrab::Octocrab::builder()
-            .base_uri(api_url)
-            .map_err(|_| GitHubError::Config(format!("GITHUB_API_URL {api_url:?} is not a URL")))?
-            .set_connect_timeout(Some(connect_timeout))
-            .set_read_timeout(Some(request_timeout))
-            .set_write_timeout(Some(request_timeout))
-            .build()
-            .map_err(|e| GitHubError::Config(format!("building the HTTP client failed: {e}")))?;
+        let build = |root: &str| {
+            octocrab::Octocrab::builder()
+                .base_uri(root)
+                .map_err(|_| {
+                    GitHubError::Config(format!("GITHUB_API_URL {api_url:?} is not a URL"))
+                })?
+                .set_connect_timeout(Some(connect_timeout))
+                .set_read_timeout(Some(request_timeout))
+                .set_write_timeout(Some(request_timeout))
+                .build()
+                .map_err(|e| GitHubError::Config(format!("building the HTTP client failed: {e}")))
+        };
+        let octocrab = build(api_url)?;
+        let graphql = build(&graphql_root(api_url))?;
         let rng = seed.map(fastrand::Rng::with_seed).unwrap_or_default();
         Ok(Self {
             octocrab,
+            graphql,
             clock,
             retry,
             rng: Mutex::new(rng),
@@ -130,7 +164,7 @@ impl Transport {
             attempt += 1;
             // A request that cannot be built will not build on a second try.
             let request = self.build(req, bearer).map_err(GitHubError::Config)?;
-            let result = self.attempt(request).await;
+            let result = self.attempt(req.api, request).await;
             let now = self.clock.now_ms();
             let jitter = self.jitter();
             let (decision, answer) = match result {
@@ -143,7 +177,8 @@ impl Transport {
                         headers: &resp.headers,
                         rate_limit_hint: hint,
                     };
-                    let decision = decide(&req.method, outcome, attempt, now, jitter, &self.retry);
+                    let decision =
+                        decide_with(req.repeatable, outcome, attempt, now, jitter, &self.retry);
                     (decision, Ok(resp))
                 }
                 Err(no_answer) => {
@@ -153,7 +188,8 @@ impl Transport {
                     let outcome = Outcome::NoAnswer {
                         maybe_sent: no_answer.maybe_sent,
                     };
-                    let decision = decide(&req.method, outcome, attempt, now, jitter, &self.retry);
+                    let decision =
+                        decide_with(req.repeatable, outcome, attempt, now, jitter, &self.retry);
                     (decision, Err(no_answer))
                 }
             };
@@ -183,17 +219,25 @@ impl Transport {
         }
     }
 
+    fn client(&self, api: Api) -> &octocrab::Octocrab {
+        match api {
+            Api::Rest => &self.octocrab,
+            Api::GraphQl => &self.graphql,
+        }
+    }
+
     async fn attempt(
         &self,
+        api: Api,
         request: http::Request<octocrab::OctoBody>,
     ) -> Result<ApiResponse, NoAnswer> {
-        let response = self.octocrab.execute(request).await.map_err(|e| NoAnswer {
+        let client = self.client(api);
+        let response = client.execute(request).await.map_err(|e| NoAnswer {
             maybe_sent: !never_sent(&e),
             message: e.to_string(),
         })?;
         let (parts, body) = response.into_parts();
-        let body = self
-            .octocrab
+        let body = client
             .body_to_string(http::Response::new(body))
             .await
             .map_err(|e| NoAnswer {
@@ -223,7 +267,7 @@ impl Transport {
         if let Some(etag) = &req.if_none_match {
             builder = builder.header(IF_NONE_MATCH, etag.as_str());
         }
-        self.octocrab
+        self.client(req.api)
             .build_request(builder, req.body.as_ref())
             .map_err(|e| format!("building the request failed: {e}"))
     }
@@ -244,6 +288,19 @@ impl Transport {
 
     fn jitter(&self) -> f64 {
         self.rng.lock().map(|mut r| r.f64()).unwrap_or(0.5)
+    }
+}
+
+/// The root the GraphQL endpoint hangs off, from `GITHUB_API_URL`: GitHub's
+/// `https://api.github.com` serves `/graphql` beside its REST paths, while
+/// GitHub Enterprise Server serves REST at `https://HOST/api/v3` and GraphQL
+/// at `https://HOST/api/graphql`, so a trailing `/v3` is dropped. Any other
+/// path is kept as it is.
+pub(crate) fn graphql_root(api_url: &str) -> String {
+    let trimmed = api_url.trim_end_matches('/');
+    match trimmed.strip_suffix("/api/v3") {
+        Some(host) => format!("{host}/api"),
+        None => trimmed.to_owned(),
     }
 }
 
@@ -281,5 +338,49 @@ fn status_error(resp: &ApiResponse) -> GitHubError {
             status: resp.status,
         },
         status => GitHubError::Unexpected { status, message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graphql_root_is_the_api_root_on_github_com() {
+        assert_eq!(
+            graphql_root("https://api.github.com"),
+            "https://api.github.com"
+        );
+        assert_eq!(
+            graphql_root("https://api.github.com/"),
+            "https://api.github.com"
+        );
+    }
+
+    #[test]
+    fn graphql_root_drops_v3_on_enterprise_server() {
+        assert_eq!(
+            graphql_root("https://ghe.example.com/api/v3"),
+            "https://ghe.example.com/api"
+        );
+        assert_eq!(
+            graphql_root("https://ghe.example.com/api/v3/"),
+            "https://ghe.example.com/api"
+        );
+        // Only a trailing `/api/v3` is GHES's REST root.
+        assert_eq!(
+            graphql_root("https://proxy.example.com/github"),
+            "https://proxy.example.com/github"
+        );
+    }
+
+    #[test]
+    fn queries_may_be_repeated_and_mutations_may_not() {
+        let query = ApiRequest::graphql(serde_json::json!({}), true);
+        assert_eq!((query.api, query.path.as_str()), (Api::GraphQl, "/graphql"));
+        assert!(query.repeatable);
+        assert!(!ApiRequest::graphql(serde_json::json!({}), false).repeatable);
+        assert!(ApiRequest::get("/x".to_owned()).repeatable);
+        assert!(!ApiRequest::new(Method::POST, "/x".to_owned()).repeatable);
     }
 }

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::error::GitHubError;
 use super::models::{
-    Actor, AppInfo, Comment, CommentId, Issue, IssueState, Label, PullRequest, PullState,
-    Repository, StateReason,
+    Actor, AppInfo, Comment, CommentId, Issue, IssueState, Label, ProjectBoard, ProjectField,
+    ProjectOption, PullRequest, PullState, Repository, StateReason,
 };
 use super::types::{IssueNumber, RepoName};
 
@@ -65,6 +65,8 @@ pub(crate) struct WireIssue {
     pub html_url: String,
     #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
+    #[serde(default)]
+    pub node_id: Option<String>,
 }
 
 impl TryFrom<WireIssue> for Issue {
@@ -81,6 +83,7 @@ impl TryFrom<WireIssue> for Issue {
             author: w.user.actor(),
             html_url: w.html_url,
             is_pull_request: w.pull_request.is_some(),
+            node_id: w.node_id.unwrap_or_default(),
         })
     }
 }
@@ -271,6 +274,123 @@ impl From<WireApp> for AppInfo {
     }
 }
 
+/// `data` of the board query: `{"organization": {"projectV2": …}}` or the
+/// same under `"user"`; either may be `null`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectOwner {
+    #[serde(default)]
+    pub organization: Option<WireProjectHolder>,
+    #[serde(default)]
+    pub user: Option<WireProjectHolder>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectHolder {
+    #[serde(rename = "projectV2", default)]
+    pub project: Option<WireProject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProject {
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub fields: Option<WireProjectFields>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectFields {
+    #[serde(default)]
+    pub nodes: Vec<Option<WireProjectField>>,
+}
+
+/// A field node: only single-select fields carry `options` (the query asks
+/// for the rest through an inline fragment on `ProjectV2SingleSelectField`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectField {
+    #[serde(rename = "__typename", default)]
+    pub typename: Option<String>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub options: Option<Vec<WireProjectOption>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectOption {
+    pub id: String,
+    pub name: String,
+}
+
+impl From<WireProject> for ProjectBoard {
+    fn from(w: WireProject) -> Self {
+        let nodes = w.fields.map(|f| f.nodes).unwrap_or_default();
+        let fields = nodes
+            .into_iter()
+            .flatten()
+            .filter(|f| {
+                f.typename
+                    .as_deref()
+                    .is_none_or(|t| t == "ProjectV2SingleSelectField")
+            })
+            .filter_map(|f| {
+                Some(ProjectField {
+                    id: f.id?,
+                    name: f.name?,
+                    options: f
+                        .options?
+                        .into_iter()
+                        .map(|o| ProjectOption {
+                            id: o.id,
+                            name: o.name,
+                        })
+                        .collect(),
+                })
+            })
+            .collect();
+        ProjectBoard {
+            id: w.id,
+            title: w.title,
+            fields,
+        }
+    }
+}
+
+/// A node reference, `{"id": "…"}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireNode {
+    pub id: String,
+}
+
+/// `data` of `addProjectV2ItemById`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireAddItem {
+    #[serde(rename = "addProjectV2ItemById")]
+    pub payload: WireAddItemPayload,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireAddItemPayload {
+    #[serde(default)]
+    pub item: Option<WireNode>,
+}
+
+/// `data` of `updateProjectV2ItemFieldValue`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireUpdateItem {
+    #[serde(rename = "updateProjectV2ItemFieldValue")]
+    pub payload: WireUpdateItemPayload,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireUpdateItemPayload {
+    #[serde(rename = "projectV2Item", default)]
+    pub item: Option<WireNode>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WireErrorItem {
     #[serde(default)]
@@ -339,6 +459,23 @@ mod tests {
             .into();
         assert_eq!(c.author, "ghost");
         assert_eq!(c.body, "");
+    }
+
+    #[test]
+    fn board_keeps_only_single_select_fields() {
+        let json = r#"{"id": "PVT_1", "title": "Roadmap", "fields": {"nodes": [
+            {"__typename": "ProjectV2Field"},
+            null,
+            {"__typename": "ProjectV2SingleSelectField", "id": "F1", "name": "Status",
+             "options": [{"id": "o1", "name": "Todo"}, {"id": "o2", "name": "Done"}]},
+            {"__typename": "ProjectV2IterationField"}
+        ]}}"#;
+        let board: ProjectBoard = parse::<WireProject>(json, "board").unwrap().into();
+        assert_eq!(board.id, "PVT_1");
+        assert_eq!(board.fields.len(), 1);
+        let status = board.field(" status ").unwrap();
+        assert_eq!(status.options[1].name, "Done");
+        assert!(board.field("Priority").is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod support;
 mod cli;
 mod durability;
 mod github_client;
+mod github_projects;
 mod handlers;
 mod intake;
 mod judgment;

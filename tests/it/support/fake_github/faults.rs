@@ -22,6 +22,9 @@ pub enum Fault {
     TooManyRequests { retry_after_secs: u64 },
     /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset`.
     PrimaryRateLimit { reset_epoch_secs: u64 },
+    /// HTTP 200 with a GraphQL `errors` entry of this `type` (e.g.
+    /// `FORBIDDEN`, `RATE_LIMITED`), as GitHub's GraphQL API answers.
+    GraphQlError { kind: String, message: String },
     /// Receive the request, then answer nothing for this long (a dropped
     /// answer as the client sees it, when its timeout is shorter).
     Hang(Duration),
@@ -117,6 +120,10 @@ pub async fn respond(fault: Fault) -> Response {
                 &reset_epoch_secs.to_string(),
             );
             resp
+        }
+        Fault::GraphQlError { kind, message } => {
+            let body = json!({ "data": null, "errors": [{ "type": kind, "message": message }] });
+            (StatusCode::OK, axum::Json(body)).into_response()
         }
         Fault::Hang(how_long) => {
             tokio::time::sleep(how_long).await;

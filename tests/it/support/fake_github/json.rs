@@ -95,7 +95,7 @@ pub fn issue(base: &str, repo: &Repo, i: &FakeIssue) -> Value {
         .count();
     json!({
         "id": 500_000 + i.number,
-        "node_id": format!("I_{}", i.number),
+        "node_id": repo.issue_node_id(i.number),
         "url": api,
         "repository_url": format!("{base}/repos/{}", repo.full_name()),
         "labels_url": format!("{api}/labels{{/name}}"),

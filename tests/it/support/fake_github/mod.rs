@@ -1,8 +1,8 @@
 //! An in-memory GitHub served over real HTTP on 127.0.0.1, for closer's
 //! production client to talk to: token exchange with real RS256 checks,
 //! repositories, files with ETags, issues, comments, labels, permissions,
-//! reactions and pull requests, rate-limit headers, injectable faults, and a
-//! log of every request. A model, not a script: tests set up state, let the
+//! reactions, pull requests and Projects (v2) boards over GraphQL, rate-limit
+//! headers, injectable faults, and a log of every request. A model, not a script: tests set up state, let the
 //! client act, then look at the state. It must never be used outside tests.
 #![allow(dead_code)]
 // the API is shared by every story; not each uses all of it
@@ -13,6 +13,7 @@
 mod auth;
 pub mod faults;
 mod json;
+pub mod projects;
 mod routes;
 pub mod state;
 
@@ -26,6 +27,7 @@ use jsonwebtoken::DecodingKey;
 use secrecy::SecretString;
 
 pub use faults::{Fault, FaultRule};
+pub use projects::{FakeProject, ProjectOwner};
 use state::{AppIdentity, Installation, Repo, State};
 pub use state::{
     FakeComment, FakeFile, FakeIssue, FakeLabel, FakePull, FakeReaction, FakeUser, ReactionSubject,
@@ -345,6 +347,59 @@ impl FakeGitHub {
             pull.state = "closed".to_owned();
             pull.updated_at = now;
         });
+    }
+
+    /// An issue's GraphQL node id (what its REST answer carries as `node_id`).
+    pub fn issue_node_id(&self, repo: &RepoName, number: IssueNumber) -> String {
+        self.with(|st| st.repo(&repo.to_string()).issue_node_id(number.0))
+    }
+
+    // ---- project boards ----
+
+    /// Adds a Projects (v2) board: GitHub's built-in text fields (Title,
+    /// Assignees) plus the single-select `fields` (name, option names).
+    /// Answers the board's node id. Installations see the boards of their
+    /// own account only.
+    pub fn add_project(
+        &self,
+        owner: ProjectOwner,
+        number: u64,
+        fields: &[(&str, &[&str])],
+    ) -> String {
+        self.with(|st| {
+            let project = FakeProject::new(st, owner, number, fields);
+            let id = project.id.clone();
+            st.projects.push(project);
+            id
+        })
+    }
+
+    /// A snapshot of the board `number` of `owner` (by login).
+    pub fn project(&self, owner: &str, number: u64) -> FakeProject {
+        self.with(|st| {
+            st.projects
+                .iter()
+                .find(|p| p.owner.login() == owner && p.number == number)
+                .cloned()
+                .unwrap_or_else(|| panic!("fake GitHub: no project {owner}/{number}"))
+        })
+    }
+
+    /// The option name the board's `Status` field has for an item, by the
+    /// item's content node id (`None`: no item, or no status set).
+    pub fn project_item_status(&self, owner: &str, number: u64, content: &str) -> Option<String> {
+        self.project_item_value(owner, number, content, "Status")
+    }
+
+    /// The option name a single-select `field` has for an item.
+    pub fn project_item_value(
+        &self,
+        owner: &str,
+        number: u64,
+        content: &str,
+        field: &str,
+    ) -> Option<String> {
+        self.project(owner, number).value(content, field)
     }
 
     // ---- faults and the request log ----

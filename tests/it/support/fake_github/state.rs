@@ -1,7 +1,8 @@
 //! The fake GitHub's model: installations, tokens, repositories with their
 //! files, issues, comments, labels, permissions, reactions and pull requests,
-//! plus the log of every request it received. Plain data, no HTTP here; the
-//! routes read and change it under one lock.
+//! project boards (`projects.rs`), plus the log of every request it
+//! received. Plain data, no HTTP here; the routes read and change it under
+//! one lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use jsonwebtoken::DecodingKey;
 use sha2::{Digest, Sha256};
 
 use super::faults::FaultRule;
+use super::projects::FakeProject;
 
 /// A user or bot as the fake knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +183,11 @@ impl Repo {
         self.next_number += 1;
         self.next_number
     }
+
+    /// An issue's GraphQL node id, unique across repositories.
+    pub fn issue_node_id(&self, number: u64) -> String {
+        format!("I_{}_{number}", self.id)
+    }
 }
 
 /// The App the fake trusts.
@@ -211,6 +218,8 @@ pub struct State {
     pub requests: Vec<RecordedRequest>,
     pub faults: Vec<FaultRule>,
     pub rate_limit: RateLimit,
+    /// Projects (v2) boards, reached through `POST /graphql`.
+    pub projects: Vec<FakeProject>,
     next_id: u64,
 }
 
@@ -231,6 +240,7 @@ impl State {
                 limit: 5000,
                 remaining: 5000,
             },
+            projects: Vec::new(),
             next_id: 1000,
         }
     }

@@ -3,6 +3,7 @@
 
 mod app;
 mod comments;
+mod graphql;
 mod issues;
 mod labels;
 mod pulls;
@@ -34,12 +35,15 @@ pub fn lock(fake: &Fake) -> MutexGuard<'_, State> {
 }
 
 /// The API, served at the root (like api.github.com) and under `/api/v3`
-/// (like GitHub Enterprise Server).
+/// (like GitHub Enterprise Server); GraphQL at `/graphql` and, like GHES,
+/// at `/api/graphql`.
 pub fn router(fake: Fake) -> Router {
     let api = api();
     Router::new()
         .nest("/api/v3", api.clone())
         .merge(api)
+        .route("/graphql", post(graphql::handle))
+        .route("/api/graphql", post(graphql::handle))
         .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(json::error("Not Found"))) })
         .layer(middleware::from_fn_with_state(fake.clone(), gate))
         .with_state(fake)
