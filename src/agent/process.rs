@@ -1,0 +1,292 @@
+//! Running one untrusted subprocess (an agent, a goal command) under control:
+//! its own process group, a wall-clock deadline after which the whole group is
+//! killed, stdout/stderr captured up to a cap, and an environment built from
+//! nothing.
+//!
+//! This module must never inherit closer's environment (that is where the App
+//! key path, the webhook secret and tokens live) and never let a child outlive
+//! its deadline or fill memory with output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// How long the pipes are drained after the group was killed; a grandchild
+/// that escaped into another process group cannot hold closer up longer.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// The minimal environment every subprocess starts from: `PATH`, `HOME` and
+/// `LANG`, nothing inherited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseEnv {
+    pub path: String,
+    pub home: PathBuf,
+    pub lang: String,
+}
+
+impl BaseEnv {
+    /// `PATH` and `HOME` copied from closer's own environment (read once, at
+    /// start), `LANG=C.UTF-8`. Neither holds a secret.
+    pub fn from_process() -> BaseEnv {
+        BaseEnv {
+            path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            home: std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
+            lang: "C.UTF-8".to_owned(),
+        }
+    }
+
+    /// The three variables as a map to extend.
+    pub fn vars(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("PATH".to_owned(), self.path.clone()),
+            ("HOME".to_owned(), self.home.display().to_string()),
+            ("LANG".to_owned(), self.lang.clone()),
+        ])
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The argv; `argv[0]` is looked up on the spec's `PATH`.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// The complete environment of the child (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// Written to the child's stdin, which is then closed.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+    /// Cap on captured stdout and on captured stderr, each.
+    pub max_output_bytes: usize,
+}
+
+impl ProcessSpec {
+    /// `sh -c <script>` in `cwd`.
+    pub fn shell(script: &str, cwd: &Path, env: BTreeMap<String, String>, timeout: Duration) -> Self {
+        ProcessSpec {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            cwd: cwd.to_path_buf(),
+            env,
+            stdin: None,
+            timeout,
+            max_output_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// One captured stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Captured {
+    /// The first `max_output_bytes` bytes, lossily decoded.
+    pub text: String,
+    /// Bytes read and dropped past the cap (0 when nothing was dropped).
+    pub dropped_bytes: u64,
+}
+
+impl Captured {
+    pub fn truncated(&self) -> bool {
+        self.dropped_bytes > 0
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessOutput {
+    /// The exit code; `None` when the process was ended by a signal.
+    pub exit_code: Option<i32>,
+    /// The deadline passed and the group was killed.
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl ProcessOutput {
+    /// Exited by itself with status 0.
+    pub fn success(&self) -> bool {
+        !self.timed_out && self.exit_code == Some(0)
+    }
+
+    /// The last `max_lines` lines of stderr then stdout, for evidence and logs.
+    pub fn tail(&self, max_lines: usize) -> String {
+        let mut lines: Vec<&str> = self.stdout.text.lines().chain(self.stderr.text.lines()).collect();
+        if lines.len() > max_lines {
+            lines.drain(..lines.len() - max_lines);
+        }
+        lines.join("\n")
+    }
+
+    /// stdout and stderr together, for parsers that look at both.
+    pub fn combined(&self) -> String {
+        format!("{}\n{}", self.stdout.text, self.stderr.text)
+    }
+}
+
+/// Failures to start or supervise the process (its own failure is an
+/// [`ProcessOutput`] with a non-zero exit code).
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("empty command")]
+    EmptyCommand,
+    #[error("could not start `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("waiting for `{program}` failed: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// A started child in its own process group; the group is killed when this
+/// is dropped, so nothing started here can outlive its owner.
+#[derive(Debug)]
+pub struct GroupGuard {
+    pgid: Option<i32>,
+}
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        GroupGuard {
+            pgid: pid.and_then(|p| i32::try_from(p).ok()),
+        }
+    }
+
+    /// Sends SIGKILL to every process of the group (no-op once it is gone).
+    pub fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: killpg only sends a signal; a stale or empty group yields ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Builds the tokio command: own process group, empty environment plus `env`.
+pub fn command(argv: &[String], cwd: &Path, env: &BTreeMap<String, String>) -> Result<Command, ProcessError> {
+    let (program, args) = argv.split_first().ok_or(ProcessError::EmptyCommand)?;
+    let mut cmd = Command::new(resolve_program(program, env.get("PATH").map(String::as_str)));
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
+/// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
+/// is the one that counts, so resolve against it.
+fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    path.into_iter()
+        .flat_map(|p| p.split(':'))
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
+/// Runs `spec` to completion or to its deadline, whichever comes first.
+/// Whatever is left of the group afterwards is killed as well.
+pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let mut cmd = command(&spec.argv, &spec.cwd, &spec.env)?;
+    cmd.stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let group = GroupGuard::new(child.id());
+
+    if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+        // A child that never reads its stdin must not block us: write in the background.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let cap = spec.max_output_bytes;
+    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, cap)));
+    let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s, cap)));
+
+    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
+        Ok(status) => (
+            Some(status.map_err(|source| ProcessError::Wait {
+                program: program.clone(),
+                source,
+            })?),
+            false,
+        ),
+        Err(_) => {
+            group.kill();
+            let _ = child.wait().await;
+            (None, true)
+        }
+    };
+    // Children left behind by the main process die with it.
+    group.kill();
+    let stdout = drain(stdout).await;
+    let stderr = drain(stderr).await;
+    Ok(ProcessOutput {
+        exit_code: status.and_then(|s| s.code()),
+        timed_out,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        stdout,
+        stderr,
+    })
+}
+
+async fn drain(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
+    let Some(task) = task else {
+        return Captured::default();
+    };
+    let abort = task.abort_handle();
+    match tokio::time::timeout(DRAIN_GRACE, task).await {
+        Ok(Ok(captured)) => captured,
+        _ => {
+            abort.abort();
+            Captured::default()
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping the first `cap` bytes and counting the rest.
+async fn capture(mut stream: impl AsyncRead + Unpin, cap: usize) -> Captured {
+    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
+    let mut dropped: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let room = cap.saturating_sub(kept.len());
+        let keep = n.min(room);
+        kept.extend_from_slice(&buf[..keep]);
+        dropped += (n - keep) as u64;
+    }
+    Captured {
+        text: String::from_utf8_lossy(&kept).into_owned(),
+        dropped_bytes: dropped,
+    }
+}
