@@ -153,7 +153,8 @@ pub struct GroupGuard {
 }
 
 impl GroupGuard {
-    fn new(pid: Option<u32>) -> Self {
+    /// Guards the group led by `pid` (a child started with [`command`]).
+    pub fn from_pid(pid: Option<u32>) -> Self {
         GroupGuard {
             pgid: pid.and_then(|p| i32::try_from(p).ok()),
         }
@@ -216,7 +217,7 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         program: program.clone(),
         source,
     })?;
-    let group = GroupGuard::new(child.id());
+    let group = GroupGuard::from_pid(child.id());
 
     if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         // A child that never reads its stdin must not block us: write in the background.
