@@ -10,6 +10,7 @@ pub mod deliveries;
 pub mod installations;
 pub mod jobs;
 pub mod migrate;
+pub mod verification;
 pub mod writer;
 
 use std::str::FromStr;
