@@ -20,6 +20,9 @@ pub struct MirrorLock {
 pub async fn lock(path: &Path) -> std::io::Result<MirrorLock> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

@@ -115,6 +115,7 @@ impl Sandbox {
         if path.exists() {
             tokio::fs::remove_dir_all(&path).await?;
         }
+        self.release_branch(&mirror, &branch).await?;
         self.git.run(&mirror, &["update-ref", &base_ref, &base]).await?;
         let path_str = path.display().to_string();
         self.git
@@ -178,6 +179,25 @@ impl Sandbox {
         self.git
             .run_with(&worktree.path, &["push", "--quiet", &source.url, &refspec], source.token())
             .await?;
+        Ok(())
+    }
+
+    /// One run per issue is active at a time, so a worktree of an earlier
+    /// run still holding the issue's branch is a crash leftover: remove it.
+    async fn release_branch(&self, mirror: &Path, branch: &str) -> Result<(), SandboxError> {
+        let listing = self.git.run(mirror, &["worktree", "list", "--porcelain"]).await?;
+        let wanted = format!("branch refs/heads/{branch}");
+        let mut current: Option<&str> = None;
+        for line in listing.lines() {
+            if let Some(path) = line.strip_prefix("worktree ") {
+                current = Some(path);
+            } else if line == wanted
+                && let Some(stale) = current
+            {
+                tracing::warn!(branch, worktree = stale, "removing a stale worktree of an earlier run");
+                self.git.run(mirror, &["worktree", "remove", "--force", stale]).await?;
+            }
+        }
         Ok(())
     }
 

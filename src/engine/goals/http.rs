@@ -13,6 +13,9 @@ use crate::config::repo::{GoalKind, GoalSpec};
 /// How often the port is tried while the server starts.
 const PORT_POLL: Duration = Duration::from_millis(100);
 
+/// How long a stopped server may take to release its port.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 struct Response {
     status: u16,
     body: String,
@@ -27,10 +30,29 @@ async fn fetch(ctx: GoalContext<'_>, command: &str, url: &str, timeout: Duration
     let mut cmd = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars()).map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
-    let _group = GroupGuard::from_pid(child.id());
+    let group = GroupGuard::from_pid(child.id());
+    let result = request(&mut child, &host, port, parsed, timeout).await;
+    // Stop what was started, and wait until it no longer listens, so a
+    // following goal can bind the same port.
+    group.kill();
+    let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+    let stop_deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < stop_deadline && tokio::net::TcpStream::connect((host.as_str(), port)).await.is_ok() {
+        tokio::time::sleep(PORT_POLL).await;
+    }
+    result
+}
+
+async fn request(
+    child: &mut tokio::process::Child,
+    host: &str,
+    port: u16,
+    parsed: reqwest::Url,
+    timeout: Duration,
+) -> Result<Response, String> {
     let deadline = Instant::now() + timeout;
     loop {
-        if tokio::net::TcpStream::connect((host.as_str(), port)).await.is_ok() {
+        if tokio::net::TcpStream::connect((host, port)).await.is_ok() {
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
