@@ -42,7 +42,8 @@ impl ManualClock {
     }
 
     pub fn advance(&self, by: std::time::Duration) {
-        self.now.fetch_add(by.as_millis() as Millis, Ordering::SeqCst);
+        self.now
+            .fetch_add(by.as_millis() as Millis, Ordering::SeqCst);
     }
 
     pub fn set(&self, to: Millis) {

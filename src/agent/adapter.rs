@@ -150,7 +150,10 @@ pub fn agent_env(
     env.insert("CLOSER_RUN_ID".into(), request.run_id.clone());
     env.insert("CLOSER_ITERATION".into(), request.iteration.to_string());
     env.insert("CLOSER_ISSUE".into(), request.issue.clone());
-    env.insert("CLOSER_PROMPT_FILE".into(), prompt_file.display().to_string());
+    env.insert(
+        "CLOSER_PROMPT_FILE".into(),
+        prompt_file.display().to_string(),
+    );
     env
 }
 
@@ -183,7 +186,10 @@ pub async fn run_agent(
     let output = process::run(&spec).await?;
     let interpretation = adapter.interpret(&output.stdout.text);
     let error = if output.timed_out {
-        Some(format!("timed out after {} s; process group killed", config.timeout_secs))
+        Some(format!(
+            "timed out after {} s; process group killed",
+            config.timeout_secs
+        ))
     } else if output.exit_code != Some(0) {
         Some(match output.exit_code {
             Some(code) => format!("exited with status {code}"),
@@ -193,7 +199,11 @@ pub async fn run_agent(
         interpretation.error.clone()
     };
     Ok(AgentResult {
-        status: if error.is_some() { AgentStatus::Error } else { AgentStatus::Ok },
+        status: if error.is_some() {
+            AgentStatus::Error
+        } else {
+            AgentStatus::Ok
+        },
         exit_code: output.exit_code,
         timed_out: output.timed_out,
         duration_ms: output.duration_ms,
@@ -208,7 +218,11 @@ pub async fn run_agent(
 
 /// The argv for a tool adapter: the operator's `command` (replacing the
 /// executable and leading flags) or `default_program`, then `flags`.
-pub(super) fn tool_argv(config: &AgentConfig, default_program: &str, flags: &[&str]) -> Vec<String> {
+pub(super) fn tool_argv(
+    config: &AgentConfig,
+    default_program: &str,
+    flags: &[&str],
+) -> Vec<String> {
     let mut argv = if config.command.is_empty() {
         vec![default_program.to_owned()]
     } else {

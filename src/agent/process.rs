@@ -67,7 +67,12 @@ pub struct ProcessSpec {
 
 impl ProcessSpec {
     /// `sh -c <script>` in `cwd`.
-    pub fn shell(script: &str, cwd: &Path, env: BTreeMap<String, String>, timeout: Duration) -> Self {
+    pub fn shell(
+        script: &str,
+        cwd: &Path,
+        env: BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Self {
         ProcessSpec {
             argv: vec!["sh".into(), "-c".into(), script.into()],
             cwd: cwd.to_path_buf(),
@@ -114,7 +119,12 @@ impl ProcessOutput {
 
     /// The last `max_lines` lines of stderr then stdout, for evidence and logs.
     pub fn tail(&self, max_lines: usize) -> String {
-        let mut lines: Vec<&str> = self.stdout.text.lines().chain(self.stderr.text.lines()).collect();
+        let mut lines: Vec<&str> = self
+            .stdout
+            .text
+            .lines()
+            .chain(self.stderr.text.lines())
+            .collect();
         if lines.len() > max_lines {
             lines.drain(..lines.len() - max_lines);
         }
@@ -178,9 +188,16 @@ impl Drop for GroupGuard {
 }
 
 /// Builds the tokio command: own process group, empty environment plus `env`.
-pub fn command(argv: &[String], cwd: &Path, env: &BTreeMap<String, String>) -> Result<Command, ProcessError> {
+pub fn command(
+    argv: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Command, ProcessError> {
     let (program, args) = argv.split_first().ok_or(ProcessError::EmptyCommand)?;
-    let mut cmd = Command::new(resolve_program(program, env.get("PATH").map(String::as_str)));
+    let mut cmd = Command::new(resolve_program(
+        program,
+        env.get("PATH").map(String::as_str),
+    ));
     cmd.args(args)
         .current_dir(cwd)
         .env_clear()
@@ -209,9 +226,13 @@ fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
 pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
     let mut cmd = command(&spec.argv, &spec.cwd, &spec.env)?;
-    cmd.stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
         program: program.clone(),

@@ -86,7 +86,9 @@ impl ArtifactKind {
 /// The artifacts a task type must leave (seed 004).
 pub fn expected(task: TaskType) -> &'static [ArtifactKind] {
     match task {
-        TaskType::Feature | TaskType::Bug | TaskType::Refactor => &[ArtifactKind::Commit, ArtifactKind::Branch],
+        TaskType::Feature | TaskType::Bug | TaskType::Refactor => {
+            &[ArtifactKind::Commit, ArtifactKind::Branch]
+        }
         TaskType::Docs | TaskType::Test => &[ArtifactKind::Commit],
         TaskType::ReadInfo | TaskType::Report => &[],
     }
@@ -101,7 +103,8 @@ pub fn missing(task: TaskType, artifacts: &Artifacts, run_branch: &str) -> Vec<A
         .filter(|kind| match kind {
             ArtifactKind::Commit => artifacts.commits.is_empty(),
             ArtifactKind::Branch => {
-                artifacts.branch.as_deref() != Some(run_branch) || artifacts.head == artifacts.base_commit
+                artifacts.branch.as_deref() != Some(run_branch)
+                    || artifacts.head == artifacts.base_commit
             }
         })
         .collect()
@@ -118,7 +121,11 @@ pub struct Collected {
 pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, GitError> {
     let dir = worktree.path.as_path();
     let base = worktree.base_commit.as_str();
-    let head = git.run(dir, &["rev-parse", "HEAD"]).await?.trim().to_owned();
+    let head = git
+        .run(dir, &["rev-parse", "HEAD"])
+        .await?
+        .trim()
+        .to_owned();
     let branch = git
         .run(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
         .await
@@ -139,7 +146,18 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
         .collect();
     let changed_files = changed_files(git, dir, base).await?;
     let diff = git
-        .run(dir, &["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, "--"])
+        .run(
+            dir,
+            &[
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-renames",
+                "--binary",
+                base,
+                "--",
+            ],
+        )
         .await?;
     let mut added_lines = parse_added(&diff);
     let mut hasher = Sha256::new();
@@ -179,12 +197,22 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
     })
 }
 
-async fn changed_files(git: &GitRunner, dir: &Path, base: &str) -> Result<Vec<ChangedFile>, GitError> {
+async fn changed_files(
+    git: &GitRunner,
+    dir: &Path,
+    base: &str,
+) -> Result<Vec<ChangedFile>, GitError> {
     let numstat = git
-        .run(dir, &["diff", "--numstat", "--no-renames", "-z", base, "--"])
+        .run(
+            dir,
+            &["diff", "--numstat", "--no-renames", "-z", base, "--"],
+        )
         .await?;
     let status = git
-        .run(dir, &["diff", "--name-status", "--no-renames", "-z", base, "--"])
+        .run(
+            dir,
+            &["diff", "--name-status", "--no-renames", "-z", base, "--"],
+        )
         .await?;
     let mut new_files = std::collections::HashSet::new();
     let mut fields = status.split('\0');

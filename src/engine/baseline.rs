@@ -48,7 +48,11 @@ impl Baseline {
 
     /// The failures of `current` the baseline did not have.
     pub fn new_failures<'a>(&self, current: impl IntoIterator<Item = &'a Failure>) -> Vec<Failure> {
-        current.into_iter().filter(|f| !self.contains(&f.fingerprint)).cloned().collect()
+        current
+            .into_iter()
+            .filter(|f| !self.contains(&f.fingerprint))
+            .cloned()
+            .collect()
     }
 }
 
@@ -77,7 +81,10 @@ pub async fn take(
         }
         results.push(result);
     }
-    let mut failures: Vec<Failure> = results.iter().flat_map(|r| r.failures.iter().cloned()).collect();
+    let mut failures: Vec<Failure> = results
+        .iter()
+        .flat_map(|r| r.failures.iter().cloned())
+        .collect();
     failures.dedup_by(|a, b| a.fingerprint == b.fingerprint);
     Ok(Baseline {
         base_commit: clean.base_commit.clone(),

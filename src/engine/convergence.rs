@@ -17,7 +17,9 @@ use super::fingerprint::{Failure, set_hash};
 use crate::config::repo::ConvergenceConfig;
 
 /// The strategy stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Stage 1: normal iterations.
@@ -169,8 +171,14 @@ pub struct ConvergenceState {
 
 impl ConvergenceState {
     /// Records an iteration and decides.
-    pub fn observe(&mut self, obs: Observation, config: &ConvergenceConfig, check_id: CheckId) -> Decision {
-        let mut fingerprints: Vec<String> = obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
+    pub fn observe(
+        &mut self,
+        obs: Observation,
+        config: &ConvergenceConfig,
+        check_id: CheckId,
+    ) -> Decision {
+        let mut fingerprints: Vec<String> =
+            obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
         fingerprints.sort();
         fingerprints.dedup();
         for failure in &obs.blocking {
@@ -208,7 +216,8 @@ impl ConvergenceState {
             decision.decision = DecisionKind::Complete;
             return decision;
         }
-        let repeated = previous.is_some_and(|p| p.failure_set == failure_set || p.diff_hash == obs.diff_hash);
+        let repeated =
+            previous.is_some_and(|p| p.failure_set == failure_set || p.diff_hash == obs.diff_hash);
         if repeated {
             self.repeats += 1;
             self.repeats_in_stage += 1;
@@ -229,11 +238,17 @@ impl ConvergenceState {
                     self.repeats, config.diff_budget
                 ));
             }
-            Stage::MinimalFix if repeated && self.repeats_in_stage >= threshold.saturating_sub(1).max(1) => {
-                self.change_stage(obs.iteration, Stage::Stopped, format!(
-                    "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
-                    self.repeats
-                ));
+            Stage::MinimalFix
+                if repeated && self.repeats_in_stage >= threshold.saturating_sub(1).max(1) =>
+            {
+                self.change_stage(
+                    obs.iteration,
+                    Stage::Stopped,
+                    format!(
+                        "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
+                        self.repeats
+                    ),
+                );
             }
             _ => {}
         }
@@ -286,7 +301,11 @@ impl ConvergenceState {
                 summary: self.summaries.get(fp).cloned().unwrap_or_default(),
             })
             .collect();
-        repeated.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.fingerprint.cmp(&b.fingerprint)));
+        repeated.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.fingerprint.cmp(&b.fingerprint))
+        });
         Diagnosis {
             repeated,
             stages: self.stage_changes.clone(),
@@ -307,7 +326,10 @@ mod tests {
     use super::*;
 
     fn obs(iteration: u32, failures: &[&str], diff: &str) -> Observation {
-        let blocking: Vec<Failure> = failures.iter().map(|f| Failure::closer("test", f)).collect();
+        let blocking: Vec<Failure> = failures
+            .iter()
+            .map(|f| Failure::closer("test", f))
+            .collect();
         Observation {
             iteration,
             reasons: failures.iter().map(|f| format!("failing: {f}")).collect(),
@@ -326,13 +348,26 @@ mod tests {
         let config = ConvergenceConfig::default();
         let mut state = ConvergenceState::default();
         let d1 = state.observe(obs(1, &["a"], "d1"), &config, id(1));
-        assert_eq!((d1.decision, d1.stage), (DecisionKind::Incomplete, Stage::Normal));
+        assert_eq!(
+            (d1.decision, d1.stage),
+            (DecisionKind::Incomplete, Stage::Normal)
+        );
         let d2 = state.observe(obs(2, &["a"], "d2"), &config, id(2));
-        assert_eq!((d2.decision, d2.stage), (DecisionKind::Incomplete, Stage::MinimalFix));
+        assert_eq!(
+            (d2.decision, d2.stage),
+            (DecisionKind::Incomplete, Stage::MinimalFix)
+        );
         let fix = d2.minimal_fix.expect("stage 2 states minimal-fix mode");
-        assert!(fix.instructions().contains("400 changed lines"), "{}", fix.instructions());
+        assert!(
+            fix.instructions().contains("400 changed lines"),
+            "{}",
+            fix.instructions()
+        );
         let d3 = state.observe(obs(3, &["a"], "d3"), &config, id(3));
-        assert_eq!((d3.decision, d3.stage), (DecisionKind::Failed, Stage::Stopped));
+        assert_eq!(
+            (d3.decision, d3.stage),
+            (DecisionKind::Failed, Stage::Stopped)
+        );
         let diagnosis = d3.diagnosis.expect("stage 3 has a diagnosis");
         assert_eq!(diagnosis.repeated.len(), 1);
         assert_eq!(diagnosis.repeated[0].count, 3);
@@ -361,7 +396,11 @@ mod tests {
         state.observe(obs(1, &["a"], "same"), &config, id(1));
         let d = state.observe(obs(2, &["b"], "same"), &config, id(2));
         assert_eq!(d.stage, Stage::MinimalFix);
-        assert!(state.stage_changes[0].reason.contains("no change to the diff"));
+        assert!(
+            state.stage_changes[0]
+                .reason
+                .contains("no change to the diff")
+        );
     }
 
     #[test]
@@ -372,11 +411,21 @@ mod tests {
         };
         let mut state = ConvergenceState::default();
         let stages: Vec<Stage> = (1..=5)
-            .map(|i| state.observe(obs(i, &["a"], &format!("d{i}")), &config, id(i.into())).stage)
+            .map(|i| {
+                state
+                    .observe(obs(i, &["a"], &format!("d{i}")), &config, id(i.into()))
+                    .stage
+            })
             .collect();
         assert_eq!(
             stages,
-            [Stage::Normal, Stage::Normal, Stage::MinimalFix, Stage::MinimalFix, Stage::Stopped]
+            [
+                Stage::Normal,
+                Stage::Normal,
+                Stage::MinimalFix,
+                Stage::MinimalFix,
+                Stage::Stopped
+            ]
         );
     }
 

@@ -63,7 +63,13 @@ mod tests {
     fn numbers_added_lines_in_the_new_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,4 @@\n fn a() {}\n-fn b() {}\n+fn b2() {}\n+fn c() {}\n fn d() {}\ndiff --git a/img.png b/img.png\nGIT binary patch\nliteral 3\n+abc\n\ndiff --git a/old.txt b/old.txt\n--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n";
         let added = parse_added(diff);
-        let got: Vec<(&str, u32, &str)> = added.iter().map(|a| (a.path.as_str(), a.line, a.text.as_str())).collect();
-        assert_eq!(got, [("src/a.rs", 2, "fn b2() {}"), ("src/a.rs", 3, "fn c() {}")]);
+        let got: Vec<(&str, u32, &str)> = added
+            .iter()
+            .map(|a| (a.path.as_str(), a.line, a.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [("src/a.rs", 2, "fn b2() {}"), ("src/a.rs", 3, "fn c() {}")]
+        );
     }
 }

@@ -40,7 +40,11 @@ impl PathPatterns {
         }
         let build = |b: GlobSetBuilder| {
             b.build().map_err(|e| PatternError {
-                pattern: patterns.iter().map(|p| p.as_ref()).collect::<Vec<_>>().join(", "),
+                pattern: patterns
+                    .iter()
+                    .map(|p| p.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 reason: e.to_string(),
             })
         };

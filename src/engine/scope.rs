@@ -62,7 +62,11 @@ impl ScopeVerdict {
 }
 
 /// Checks the iteration's change against the repo's scope settings.
-pub fn check(config: &ConvergenceConfig, artifacts: &Artifacts, stage: Stage) -> Result<ScopeVerdict, PatternError> {
+pub fn check(
+    config: &ConvergenceConfig,
+    artifacts: &Artifacts,
+    stage: Stage,
+) -> Result<ScopeVerdict, PatternError> {
     let own = PathPatterns::new(CLOSER_OWN_PATHS)?;
     let out_of_scope = if config.allowed_paths.is_empty() {
         Vec::new()

@@ -65,14 +65,26 @@ static PATTERNS: LazyLock<Vec<(SecretKind, Regex)>> = LazyLock::new(|| {
             SecretKind::PrivateKey,
             re(r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"),
         ),
-        (SecretKind::GithubToken, re(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b")),
-        (SecretKind::GithubToken, re(r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b")),
-        (SecretKind::SlackToken, re(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}")),
+        (
+            SecretKind::GithubToken,
+            re(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b"),
+        ),
+        (
+            SecretKind::GithubToken,
+            re(r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
+        ),
+        (
+            SecretKind::SlackToken,
+            re(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}"),
+        ),
         (
             SecretKind::SlackWebhook,
             re(r"https://hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]{16,}"),
         ),
-        (SecretKind::AwsAccessKey, re(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b")),
+        (
+            SecretKind::AwsAccessKey,
+            re(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
+        ),
         (
             SecretKind::AwsSecretKey,
             re(r#"(?i)aws.{0,20}(?:secret|private).{0,20}[=:]\s*["']?[A-Za-z0-9/+=]{40}\b"#),
@@ -85,12 +97,31 @@ static PATTERNS: LazyLock<Vec<(SecretKind, Regex)>> = LazyLock::new(|| {
 static SK_KEY: LazyLock<Regex> = LazyLock::new(|| re(r"\bsk-(?:[a-z]{2,8}-)?[A-Za-z0-9_-]{20,}"));
 
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r#"(?i)([A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth|credential)[A-Za-z0-9_.-]*)["']?\s*(?::=|=>|=|:)\s*["'`]?([^\s"'`,;]{16,})"#)
+    re(
+        r#"(?i)([A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth|credential)[A-Za-z0-9_.-]*)["']?\s*(?::=|=>|=|:)\s*["'`]?([^\s"'`,;]{16,})"#,
+    )
 });
 
 const PLACEHOLDER_MARKS: &[&str] = &[
-    "${", "{{", "<", "(", "process.env", "os.environ", "getenv", "example", "placeholder", "changeme",
-    "xxxx", "your", "dummy", "fake", "redacted", "***", "sample", "test", "secrets.",
+    "${",
+    "{{",
+    "<",
+    "(",
+    "process.env",
+    "os.environ",
+    "getenv",
+    "example",
+    "placeholder",
+    "changeme",
+    "xxxx",
+    "your",
+    "dummy",
+    "fake",
+    "redacted",
+    "***",
+    "sample",
+    "test",
+    "secrets.",
 ];
 
 /// Shannon entropy in bits per character.
@@ -126,7 +157,10 @@ pub fn scan_text(text: &str) -> Vec<SecretKind> {
         .filter(|(_, re)| re.is_match(text))
         .map(|(kind, _)| *kind)
         .collect();
-    if SK_KEY.find_iter(text).any(|m| looks_random(m.as_str(), 3.5)) {
+    if SK_KEY
+        .find_iter(text)
+        .any(|m| looks_random(m.as_str(), 3.5))
+    {
         kinds.push(SecretKind::ApiKey);
     }
     if kinds.is_empty()
@@ -162,26 +196,53 @@ mod tests {
     fn corpus_true() -> Vec<(String, SecretKind)> {
         let b = "A1b2C3d4E5f6G7h8";
         vec![
-            (format!("-----BEGIN {}PRIVATE KEY-----", "RSA "), SecretKind::PrivateKey),
-            (format!("-----BEGIN {}PRIVATE KEY-----", "OPENSSH "), SecretKind::PrivateKey),
-            (format!("-----BEGIN {}PRIVATE KEY-----", ""), SecretKind::PrivateKey),
-            (format!("token = \"ghp_{b}{b}Zz9y\""), SecretKind::GithubToken),
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", "RSA "),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", "OPENSSH "),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", ""),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("token = \"ghp_{b}{b}Zz9y\""),
+                SecretKind::GithubToken,
+            ),
             (format!("GH=ghs_{b}{b}Qq1w"), SecretKind::GithubToken),
             (format!("github_pat_11{b}_{b}"), SecretKind::GithubToken),
-            (format!("SLACK = 'xoxb-1234567890-{b}'"), SecretKind::SlackToken),
+            (
+                format!("SLACK = 'xoxb-1234567890-{b}'"),
+                SecretKind::SlackToken,
+            ),
             (
                 format!("url: https://hooks.slack.com/services/T0123ABC/B0456DEF/{b}xy"),
                 SecretKind::SlackWebhook,
             ),
-            (format!("aws_access_key_id = {}IOSFODNN7EXAMPL3", "AKIA"), SecretKind::AwsAccessKey),
             (
-                format!("aws_secret_access_key = {}/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+                format!("aws_access_key_id = {}IOSFODNN7EXAMPL3", "AKIA"),
+                SecretKind::AwsAccessKey,
+            ),
+            (
+                format!(
+                    "aws_secret_access_key = {}/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                    "wJalrXUtnFEMI"
+                ),
                 SecretKind::AwsSecretKey,
             ),
             (format!("OPENAI_API_KEY=sk-proj-{b}{b}"), SecretKind::ApiKey),
             (format!("key: \"sk-ant-api03-{b}{b}\""), SecretKind::ApiKey),
-            (format!("db_password = \"{}\"", "pA9s-w0Rd+Q7zL2mX4vB"), SecretKind::HighEntropyAssignment),
-            (format!("\"client_secret\": \"{}\",", "8f3Kq1ZxV0bN7mT2rY6wP4sD"), SecretKind::HighEntropyAssignment),
+            (
+                format!("db_password = \"{}\"", "pA9s-w0Rd+Q7zL2mX4vB"),
+                SecretKind::HighEntropyAssignment,
+            ),
+            (
+                format!("\"client_secret\": \"{}\",", "8f3Kq1ZxV0bN7mT2rY6wP4sD"),
+                SecretKind::HighEntropyAssignment,
+            ),
         ]
     }
 
@@ -209,7 +270,10 @@ mod tests {
     fn finds_every_true_positive() {
         for (line, kind) in corpus_true() {
             let found = scan_text(&line);
-            assert!(found.contains(&kind), "{line:?} → {found:?}, expected {kind:?}");
+            assert!(
+                found.contains(&kind),
+                "{line:?} → {found:?}, expected {kind:?}"
+            );
         }
     }
 

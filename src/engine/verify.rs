@@ -84,16 +84,25 @@ pub async fn verify_iteration(
     let goal_results = goals::evaluate_all(goal_ctx, &applicable).await;
     let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
 
-    let failures: Vec<Failure> = goal_results.iter().flat_map(|g| g.failures.iter().cloned()).collect();
-    let new_failures = ctx
-        .baseline
-        .new_failures(goal_results.iter().filter(|g| g.required).flat_map(|g| g.failures.iter()));
+    let failures: Vec<Failure> = goal_results
+        .iter()
+        .flat_map(|g| g.failures.iter().cloned())
+        .collect();
+    let new_failures = ctx.baseline.new_failures(
+        goal_results
+            .iter()
+            .filter(|g| g.required)
+            .flat_map(|g| g.failures.iter()),
+    );
 
     let mut reasons = Vec::new();
     let mut blocking = Vec::new();
     for kind in &missing_artifacts {
         reasons.push(format!("missing artifact: {}", kind.as_str()));
-        blocking.push(Failure::closer("artifacts", &format!("missing {}", kind.as_str())));
+        blocking.push(Failure::closer(
+            "artifacts",
+            &format!("missing {}", kind.as_str()),
+        ));
     }
     for goal in goal_results.iter().filter(|g| g.required && !g.passed) {
         let new_in_goal = ctx.baseline.new_failures(goal.failures.iter());
@@ -101,13 +110,19 @@ pub async fn verify_iteration(
         if only_old {
             continue;
         }
-        reasons.push(format!("goal {} `{}` failed: {}", goal.goal_type, goal.target, goal.evidence));
+        reasons.push(format!(
+            "goal {} `{}` failed: {}",
+            goal.goal_type, goal.target, goal.evidence
+        ));
         if goal.failures.is_empty() {
             blocking.push(Failure::closer(&goal.goal_type, &goal.target));
         }
     }
     if !new_failures.is_empty() {
-        reasons.push(format!("{} new failure(s) against the baseline", new_failures.len()));
+        reasons.push(format!(
+            "{} new failure(s) against the baseline",
+            new_failures.len()
+        ));
         blocking.extend(new_failures.iter().cloned());
     }
     reasons.extend(scope.reasons());

@@ -138,9 +138,10 @@ pub async fn count(pool: &AnyPool) -> Result<i64, StoreError> {
 /// Deletes deliveries that were handled (processed, ignored or failed) before
 /// `before`. Deliveries still waiting for their job are kept whatever their age.
 pub async fn prune(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
-    let done = sqlx::query("DELETE FROM deliveries WHERE status <> 'received' AND received_at < $1")
-        .bind(before)
-        .execute(pool)
-        .await?;
+    let done =
+        sqlx::query("DELETE FROM deliveries WHERE status <> 'received' AND received_at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?;
     Ok(done.rows_affected())
 }

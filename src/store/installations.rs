@@ -137,7 +137,5 @@ pub async fn repositories(pool: &AnyPool, id: i64) -> Result<Vec<String>, StoreE
     .bind(id)
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| Ok(r.try_get("repository")?))
-        .collect()
+    rows.iter().map(|r| Ok(r.try_get("repository")?)).collect()
 }

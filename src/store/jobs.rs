@@ -81,7 +81,10 @@ impl Backoff {
     /// it over ±20%.
     pub fn delay(&self, attempts: i64, jitter: f64) -> Duration {
         let exp = attempts.clamp(1, 30) as u32 - 1;
-        let raw = self.base.saturating_mul(2u32.saturating_pow(exp)).min(self.max);
+        let raw = self
+            .base
+            .saturating_mul(2u32.saturating_pow(exp))
+            .min(self.max);
         let factor = 0.8 + 0.4 * jitter.clamp(0.0, 1.0);
         raw.mul_f64(factor)
     }
@@ -203,7 +206,12 @@ pub async fn heartbeat(
 }
 
 /// Marks a leased job done. `false` when the lease was lost meanwhile.
-pub async fn complete(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+pub async fn complete(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE jobs SET state = 'done', lease_owner = NULL, lease_expires_at = NULL, \
          finished_at = $1, updated_at = $1 WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
@@ -256,7 +264,12 @@ pub async fn fail(
 }
 
 /// Gives a lease back without counting the attempt (graceful shutdown).
-pub async fn release(pool: &AnyPool, id: i64, owner: &str, now: Millis) -> Result<bool, StoreError> {
+pub async fn release(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, \
          lease_expires_at = NULL, run_at = $1, updated_at = $1 \

@@ -102,15 +102,21 @@ async fn apply_pending(
             .execute(&mut *tx)
             .await
             .map_err(wrap)?;
-        sqlx::query("INSERT INTO closer_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(store.now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(wrap)?;
+        sqlx::query(
+            "INSERT INTO closer_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+        )
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(store.now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(wrap)?;
         tx.commit().await.map_err(wrap)?;
-        tracing::info!(version = migration.version, name = migration.name, "migration applied");
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "migration applied"
+        );
         applied.push(migration.version);
     }
     Ok(applied)

@@ -53,7 +53,8 @@ fn enum_name<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
 }
 
 fn from_name<T: DeserializeOwned>(name: &str) -> Result<T, StoreError> {
-    serde_json::from_value(serde_json::Value::String(name.to_owned())).map_err(|e| StoreError::Payload(e.to_string()))
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|e| StoreError::Payload(e.to_string()))
 }
 
 async fn insert_goal_results(
@@ -96,7 +97,10 @@ async fn insert_failures(
     now: Millis,
 ) -> Result<(), StoreError> {
     let mut seen = std::collections::HashSet::new();
-    for failure in failures.iter().filter(|f| seen.insert(f.fingerprint.clone())) {
+    for failure in failures
+        .iter()
+        .filter(|f| seen.insert(f.fingerprint.clone()))
+    {
         sqlx::query(
             "INSERT INTO failures (run_id, iteration, fingerprint, runner, command, test_name, location, \
              error, is_new, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -128,12 +132,22 @@ async fn clear_iteration(
         "DELETE FROM failures WHERE run_id = $1 AND iteration = $2",
         "DELETE FROM convergence_decisions WHERE run_id = $1 AND iteration = $2",
     ] {
-        sqlx::query(sql).bind(run_id).bind(iteration).execute(&mut **tx).await?;
+        sqlx::query(sql)
+            .bind(run_id)
+            .bind(iteration)
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(())
 }
 
-async fn upsert_diagnostic<'e, E>(executor: E, run_id: &str, kind: &str, data: &str, now: Millis) -> Result<(), StoreError>
+async fn upsert_diagnostic<'e, E>(
+    executor: E,
+    run_id: &str,
+    kind: &str,
+    data: &str,
+    now: Millis,
+) -> Result<(), StoreError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
@@ -152,12 +166,32 @@ where
 
 /// Stores the baseline: its goal results and failures as iteration 0, and
 /// the `baseline_failures` diagnostic.
-pub async fn save_baseline(pool: &AnyPool, run_id: &str, baseline: &Baseline, now: Millis) -> Result<(), StoreError> {
+pub async fn save_baseline(
+    pool: &AnyPool,
+    run_id: &str,
+    baseline: &Baseline,
+    now: Millis,
+) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     clear_iteration(&mut tx, run_id, BASELINE_ITERATION).await?;
     insert_goal_results(&mut tx, run_id, BASELINE_ITERATION, &baseline.goals, now).await?;
-    insert_failures(&mut tx, run_id, BASELINE_ITERATION, &baseline.failures, |_| false, now).await?;
-    upsert_diagnostic(&mut *tx, run_id, "baseline_failures", &to_json(&baseline.failures)?, now).await?;
+    insert_failures(
+        &mut tx,
+        run_id,
+        BASELINE_ITERATION,
+        &baseline.failures,
+        |_| false,
+        now,
+    )
+    .await?;
+    upsert_diagnostic(
+        &mut *tx,
+        run_id,
+        "baseline_failures",
+        &to_json(&baseline.failures)?,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -192,10 +226,20 @@ pub async fn save_iteration(
     .execute(&mut *tx)
     .await?;
     insert_goal_results(&mut tx, run_id, iteration, &verification.goals, now).await?;
-    let new: std::collections::HashSet<&str> =
-        verification.new_failures.iter().map(|f| f.fingerprint.as_str()).collect();
-    insert_failures(&mut tx, run_id, iteration, &verification.failures, |f| new.contains(f.fingerprint.as_str()), now)
-        .await?;
+    let new: std::collections::HashSet<&str> = verification
+        .new_failures
+        .iter()
+        .map(|f| f.fingerprint.as_str())
+        .collect();
+    insert_failures(
+        &mut tx,
+        run_id,
+        iteration,
+        &verification.failures,
+        |f| new.contains(f.fingerprint.as_str()),
+        now,
+    )
+    .await?;
     sqlx::query(
         "INSERT INTO convergence_decisions (run_id, iteration, check_id, decision, stage, data, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -209,8 +253,22 @@ pub async fn save_iteration(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    upsert_diagnostic(&mut *tx, run_id, "current_failures", &to_json(&verification.failures)?, now).await?;
-    upsert_diagnostic(&mut *tx, run_id, "fingerprint_history", &to_json(&state.history)?, now).await?;
+    upsert_diagnostic(
+        &mut *tx,
+        run_id,
+        "current_failures",
+        &to_json(&verification.failures)?,
+        now,
+    )
+    .await?;
+    upsert_diagnostic(
+        &mut *tx,
+        run_id,
+        "fingerprint_history",
+        &to_json(&state.history)?,
+        now,
+    )
+    .await?;
     upsert_diagnostic(&mut *tx, run_id, "convergence_state", &to_json(state)?, now).await?;
     tx.commit().await?;
     Ok(())
@@ -222,11 +280,13 @@ pub async fn artifacts(
     run_id: &str,
     iteration: i64,
 ) -> Result<Option<(Artifacts, Vec<ArtifactKind>)>, StoreError> {
-    let row = sqlx::query("SELECT data, missing FROM iteration_artifacts WHERE run_id = $1 AND iteration = $2")
-        .bind(run_id)
-        .bind(iteration)
-        .fetch_optional(pool)
-        .await?;
+    let row = sqlx::query(
+        "SELECT data, missing FROM iteration_artifacts WHERE run_id = $1 AND iteration = $2",
+    )
+    .bind(run_id)
+    .bind(iteration)
+    .fetch_optional(pool)
+    .await?;
     row.map(|r| {
         Ok((
             from_json(&r.try_get::<String, _>("data")?)?,
@@ -238,7 +298,11 @@ pub async fn artifacts(
 
 /// The goal results of an iteration (0 = baseline), in evaluation order.
 /// Their failures are read with [`failures`].
-pub async fn goal_results(pool: &AnyPool, run_id: &str, iteration: i64) -> Result<Vec<GoalResult>, StoreError> {
+pub async fn goal_results(
+    pool: &AnyPool,
+    run_id: &str,
+    iteration: i64,
+) -> Result<Vec<GoalResult>, StoreError> {
     let rows = sqlx::query(
         "SELECT level, goal_type, target, passed, required, not_runnable, duration_ms, evidence \
          FROM goal_results WHERE run_id = $1 AND iteration = $2 ORDER BY position",
@@ -265,7 +329,11 @@ pub async fn goal_results(pool: &AnyPool, run_id: &str, iteration: i64) -> Resul
 }
 
 /// The failures of an iteration (0 = baseline).
-pub async fn failures(pool: &AnyPool, run_id: &str, iteration: i64) -> Result<Vec<StoredFailure>, StoreError> {
+pub async fn failures(
+    pool: &AnyPool,
+    run_id: &str,
+    iteration: i64,
+) -> Result<Vec<StoredFailure>, StoreError> {
     let rows = sqlx::query(
         "SELECT fingerprint, runner, command, test_name, location, error, is_new FROM failures \
          WHERE run_id = $1 AND iteration = $2 ORDER BY id",
@@ -292,13 +360,19 @@ pub async fn failures(pool: &AnyPool, run_id: &str, iteration: i64) -> Result<Ve
 }
 
 /// The decision of an iteration.
-pub async fn decision(pool: &AnyPool, run_id: &str, iteration: i64) -> Result<Option<Decision>, StoreError> {
-    let row = sqlx::query("SELECT data FROM convergence_decisions WHERE run_id = $1 AND iteration = $2")
-        .bind(run_id)
-        .bind(iteration)
-        .fetch_optional(pool)
-        .await?;
-    row.map(|r| from_json(&r.try_get::<String, _>("data")?)).transpose()
+pub async fn decision(
+    pool: &AnyPool,
+    run_id: &str,
+    iteration: i64,
+) -> Result<Option<Decision>, StoreError> {
+    let row =
+        sqlx::query("SELECT data FROM convergence_decisions WHERE run_id = $1 AND iteration = $2")
+            .bind(run_id)
+            .bind(iteration)
+            .fetch_optional(pool)
+            .await?;
+    row.map(|r| from_json(&r.try_get::<String, _>("data")?))
+        .transpose()
 }
 
 /// The run's newest decision: the only one that is current.
@@ -309,25 +383,37 @@ pub async fn latest_decision(pool: &AnyPool, run_id: &str) -> Result<Option<Deci
     .bind(run_id)
     .fetch_optional(pool)
     .await?;
-    row.map(|r| from_json(&r.try_get::<String, _>("data")?)).transpose()
+    row.map(|r| from_json(&r.try_get::<String, _>("data")?))
+        .transpose()
 }
 
 /// The run's convergence state, to resume after a restart.
-pub async fn convergence_state(pool: &AnyPool, run_id: &str) -> Result<Option<ConvergenceState>, StoreError> {
+pub async fn convergence_state(
+    pool: &AnyPool,
+    run_id: &str,
+) -> Result<Option<ConvergenceState>, StoreError> {
     match diagnostic(pool, run_id, "convergence_state").await? {
-        Some(value) => serde_json::from_value(value).map(Some).map_err(|e| StoreError::Payload(e.to_string())),
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| StoreError::Payload(e.to_string())),
         None => Ok(None),
     }
 }
 
 /// One stored diagnostic as JSON. `completion_reasons` is assembled from the
 /// decisions: `[{iteration, check_id, decision, stage, reasons}]`.
-pub async fn diagnostic(pool: &AnyPool, run_id: &str, kind: &str) -> Result<Option<serde_json::Value>, StoreError> {
+pub async fn diagnostic(
+    pool: &AnyPool,
+    run_id: &str,
+    kind: &str,
+) -> Result<Option<serde_json::Value>, StoreError> {
     if kind == "completion_reasons" {
-        let rows = sqlx::query("SELECT data FROM convergence_decisions WHERE run_id = $1 ORDER BY iteration")
-            .bind(run_id)
-            .fetch_all(pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT data FROM convergence_decisions WHERE run_id = $1 ORDER BY iteration",
+        )
+        .bind(run_id)
+        .fetch_all(pool)
+        .await?;
         if rows.is_empty() {
             return Ok(None);
         }
@@ -349,14 +435,17 @@ pub async fn diagnostic(pool: &AnyPool, run_id: &str, kind: &str) -> Result<Opti
         .bind(kind)
         .fetch_optional(pool)
         .await?;
-    row.map(|r| from_json(&r.try_get::<String, _>("data")?)).transpose()
+    row.map(|r| from_json(&r.try_get::<String, _>("data")?))
+        .transpose()
 }
 
 /// Every diagnostic of a run in one JSON object (missing ones are `null`).
 pub async fn diagnostics(pool: &AnyPool, run_id: &str) -> Result<serde_json::Value, StoreError> {
     let mut object = serde_json::Map::new();
     for kind in DIAGNOSTIC_KINDS {
-        let value = diagnostic(pool, run_id, kind).await?.unwrap_or(serde_json::Value::Null);
+        let value = diagnostic(pool, run_id, kind)
+            .await?
+            .unwrap_or(serde_json::Value::Null);
         object.insert((*kind).to_owned(), value);
     }
     Ok(serde_json::Value::Object(object))
@@ -365,11 +454,11 @@ pub async fn diagnostics(pool: &AnyPool, run_id: &str) -> Result<serde_json::Val
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::repo::ConvergenceConfig;
     use crate::engine::artifacts::{ChangedFile, Commit};
     use crate::engine::convergence::{CheckId, Observation};
     use crate::engine::scope::ScopeVerdict;
     use crate::store::{Store, StoreOptions};
-    use crate::config::repo::ConvergenceConfig;
 
     fn failure(test: &str) -> Failure {
         crate::engine::fingerprint::parse_failures(
@@ -452,28 +541,48 @@ mod tests {
         save_baseline(pool, run, &baseline, 1_000).await.unwrap();
         let mut state = ConvergenceState::default();
         let first = verification(1, &mut state);
-        save_iteration(pool, run, &first, &state, 2_000).await.unwrap();
+        save_iteration(pool, run, &first, &state, 2_000)
+            .await
+            .unwrap();
         // Saving again (a retried job) replaces, not duplicates.
-        save_iteration(pool, run, &first, &state, 2_500).await.unwrap();
+        save_iteration(pool, run, &first, &state, 2_500)
+            .await
+            .unwrap();
         let second = verification(2, &mut state);
-        save_iteration(pool, run, &second, &state, 3_000).await.unwrap();
+        save_iteration(pool, run, &second, &state, 3_000)
+            .await
+            .unwrap();
 
         let (artifacts, missing) = artifacts(pool, run, 1).await.unwrap().unwrap();
         assert_eq!(artifacts, first.artifacts);
         assert_eq!(missing, [ArtifactKind::Branch]);
         assert_eq!(goal_results(pool, run, 1).await.unwrap(), first.goals);
-        assert_eq!(goal_results(pool, run, BASELINE_ITERATION).await.unwrap(), baseline.goals);
+        assert_eq!(
+            goal_results(pool, run, BASELINE_ITERATION).await.unwrap(),
+            baseline.goals
+        );
         let stored = failures(pool, run, 1).await.unwrap();
         assert_eq!(stored.len(), 2);
-        let flags: Vec<(Option<&str>, bool)> =
-            stored.iter().map(|s| (s.failure.test.as_deref(), s.is_new)).collect();
-        assert_eq!(flags, [(Some("tests::old"), false), (Some("tests::new"), true)]);
+        let flags: Vec<(Option<&str>, bool)> = stored
+            .iter()
+            .map(|s| (s.failure.test.as_deref(), s.is_new))
+            .collect();
+        assert_eq!(
+            flags,
+            [(Some("tests::old"), false), (Some("tests::new"), true)]
+        );
         assert_eq!(stored[1].failure, first.new_failures[0]);
-        assert_eq!(decision(pool, run, 1).await.unwrap(), Some(first.decision.clone()));
+        assert_eq!(
+            decision(pool, run, 1).await.unwrap(),
+            Some(first.decision.clone())
+        );
         let latest = latest_decision(pool, run).await.unwrap().unwrap();
         assert_eq!(latest.check_id, CheckId("check-2".into()));
         assert_eq!(latest.stage, second.decision.stage);
-        assert_eq!(convergence_state(pool, run).await.unwrap(), Some(state.clone()));
+        assert_eq!(
+            convergence_state(pool, run).await.unwrap(),
+            Some(state.clone())
+        );
 
         let all = diagnostics(pool, run).await.unwrap();
         assert_eq!(all["baseline_failures"][0]["test"], "tests::old");
@@ -481,17 +590,26 @@ mod tests {
         assert_eq!(all["fingerprint_history"].as_array().map(Vec::len), Some(2));
         assert_eq!(all["completion_reasons"][1]["check_id"], "check-2");
         assert_eq!(all["completion_reasons"][1]["stage"], 2);
-        assert_eq!(all["completion_reasons"][0]["reasons"][0], "1 new failure(s) against the baseline");
-        assert_eq!(diagnostics(pool, "other-run").await.unwrap()["current_failures"], serde_json::Value::Null);
+        assert_eq!(
+            all["completion_reasons"][0]["reasons"][0],
+            "1 new failure(s) against the baseline"
+        );
+        assert_eq!(
+            diagnostics(pool, "other-run").await.unwrap()["current_failures"],
+            serde_json::Value::Null
+        );
     }
 
     #[tokio::test]
     async fn round_trip_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("closer.db");
-        let store = Store::open(&StoreOptions::new(format!("sqlite://{}", path.display())), crate::clock::system())
-            .await
-            .unwrap();
+        let store = Store::open(
+            &StoreOptions::new(format!("sqlite://{}", path.display())),
+            crate::clock::system(),
+        )
+        .await
+        .unwrap();
         round_trip(&store).await;
     }
 
@@ -508,20 +626,28 @@ mod tests {
     /// A new database named `name` on the server of `server_url`.
     async fn fresh_postgres(server_url: &str, name: &str) -> Store {
         let base = server_url.rsplit_once('/').map_or(server_url, |(b, _)| b);
-        let admin = Store::connect(&StoreOptions::new(format!("{base}/postgres")), crate::clock::system())
-            .await
-            .unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(admin.pool())
-            .await
-            .unwrap();
+        let admin = Store::connect(
+            &StoreOptions::new(format!("{base}/postgres")),
+            crate::clock::system(),
+        )
+        .await
+        .unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(admin.pool())
+        .await
+        .unwrap();
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(admin.pool())
             .await
             .unwrap();
         admin.close().await;
-        Store::open(&StoreOptions::new(format!("{base}/{name}")), crate::clock::system())
-            .await
-            .unwrap()
+        Store::open(
+            &StoreOptions::new(format!("{base}/{name}")),
+            crate::clock::system(),
+        )
+        .await
+        .unwrap()
     }
 }

@@ -98,10 +98,12 @@ async fn write_batch(store: &Store, batch: &[Pending]) -> Result<Vec<WriteOutcom
     let mut first_of: HashMap<&str, usize> = HashMap::with_capacity(batch.len());
     let mut unique = Vec::with_capacity(batch.len());
     for (i, p) in batch.iter().enumerate() {
-        first_of.entry(p.delivery.delivery_id.as_str()).or_insert_with(|| {
-            unique.push(&p.delivery);
-            i
-        });
+        first_of
+            .entry(p.delivery.delivery_id.as_str())
+            .or_insert_with(|| {
+                unique.push(&p.delivery);
+                i
+            });
     }
     let mut tx = store.pool().begin().await?;
     let inserted = insert_deliveries(&mut tx, &unique).await?;

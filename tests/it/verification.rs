@@ -11,7 +11,7 @@ use closer::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pas
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use closer::config::agents::{AdapterKind, AgentConfig};
-use closer::config::repo::{ConvergenceConfig, GoalKind, GoalSpec, RepoConfig};
+use closer::config::repo::{GoalKind, GoalSpec, RepoConfig};
 use closer::engine::artifacts::ArtifactKind;
 use closer::engine::baseline::{self, Baseline, BaselineError};
 use closer::engine::convergence::{CheckId, ConvergenceState, DecisionKind, Stage};
@@ -44,7 +44,10 @@ fn test_suite(legacy_broken: bool) -> String {
 
 fn python_dir() -> String {
     let out = std::process::Command::new("python3")
-        .args(["-c", "import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))"])
+        .args([
+            "-c",
+            "import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))",
+        ])
         .output()
         .expect("python3 is needed by these tests");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -71,7 +74,11 @@ impl Fixture {
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("home");
         let base_env = BaseEnv {
-            path: format!("{}:{}", python_dir(), std::env::var("PATH").unwrap_or_default()),
+            path: format!(
+                "{}:{}",
+                python_dir(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
             home,
             lang: "C.UTF-8".into(),
         };
@@ -109,7 +116,10 @@ impl Fixture {
     }
 
     async fn prepare_issue(&self, run: &str, issue: u64) -> Worktree {
-        self.sandbox.prepare(&self.source(), issue, run).await.expect("worktree")
+        self.sandbox
+            .prepare(&self.source(), issue, run)
+            .await
+            .expect("worktree")
     }
 
     /// A `command` agent running `body` with `sh`.
@@ -147,38 +157,66 @@ impl Fixture {
             scratch_dir: self.scratch(),
         };
         let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
-        run_agent(config, &self.base_env, &passed, &request).await.expect("agent ran")
+        run_agent(config, &self.base_env, &passed, &request)
+            .await
+            .expect("agent ran")
     }
 
-    async fn baseline(&self, worktree: &Worktree, run: &str, config: &RepoConfig) -> Result<Baseline, BaselineError> {
-        let clean = self.sandbox.baseline_worktree(worktree, run).await.expect("baseline worktree");
+    async fn baseline(
+        &self,
+        worktree: &Worktree,
+        run: &str,
+        config: &RepoConfig,
+    ) -> Result<Baseline, BaselineError> {
+        let clean = self
+            .sandbox
+            .baseline_worktree(worktree, run)
+            .await
+            .expect("baseline worktree");
         let result = baseline::take(self.sandbox.git(), &clean, &config.dod, &self.settings).await;
-        self.sandbox.remove(&clean, run).await.expect("remove baseline worktree");
+        self.sandbox
+            .remove(&clean, run)
+            .await
+            .expect("remove baseline worktree");
         result
     }
 
     async fn verify(
         &self,
         worktree: &Worktree,
-        config: &RepoConfig,
-        task: TaskType,
-        acceptance: &[GoalSpec],
-        baseline: &Baseline,
+        case: Case<'_>,
         state: &mut ConvergenceState,
         iteration: u32,
     ) -> IterationVerification {
         let ctx = VerifyContext {
             git: self.sandbox.git(),
             worktree,
-            repo: config,
-            task,
-            acceptance,
-            baseline,
+            repo: case.config,
+            task: case.task,
+            acceptance: case.acceptance,
+            baseline: case.baseline,
             settings: &self.settings,
         };
         verify_iteration(ctx, state, iteration, CheckId(format!("check-{iteration}")))
             .await
             .expect("verification ran")
+    }
+}
+
+/// What an iteration is verified against.
+struct Case<'a> {
+    config: &'a RepoConfig,
+    task: TaskType,
+    acceptance: &'a [GoalSpec],
+    baseline: &'a Baseline,
+}
+
+fn case<'a>(config: &'a RepoConfig, task: TaskType, baseline: &'a Baseline) -> Case<'a> {
+    Case {
+        config,
+        task,
+        acceptance: &[],
+        baseline,
     }
 }
 
@@ -212,8 +250,15 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-fix").await;
     let config = repo_config();
-    let baseline = fx.baseline(&wt, "run-fix", &config).await.expect("baseline");
-    let names: Vec<_> = baseline.failures.iter().filter_map(|f| f.test.as_deref()).collect();
+    let baseline = fx
+        .baseline(&wt, "run-fix", &config)
+        .await
+        .expect("baseline");
+    let names: Vec<_> = baseline
+        .failures
+        .iter()
+        .filter_map(|f| f.test.as_deref())
+        .collect();
     assert_eq!(names, ["test_calc.CalcTest.test_add"]);
 
     let agent = fx.agent("fix.sh", FIX_ADD);
@@ -221,7 +266,9 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
     assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
 
     let mut state = ConvergenceState::default();
-    let v = fx.verify(&wt, &config, TaskType::Bug, &[], &baseline, &mut state, 1).await;
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
     assert!(v.goals.iter().all(|g| g.passed), "{:#?}", v.goals);
     assert_eq!(v.goals[0].evidence, "exit 0");
     assert!(v.new_failures.is_empty());
@@ -229,7 +276,12 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
     assert_eq!(v.artifacts.commits.len(), 1);
     assert_eq!(v.artifacts.commits[0].message, "fix add");
     assert_eq!(v.artifacts.branch.as_deref(), Some("closer/issue-4"));
-    let changed: Vec<_> = v.artifacts.changed_files.iter().map(|f| (f.path.as_str(), f.added, f.deleted)).collect();
+    let changed: Vec<_> = v
+        .artifacts
+        .changed_files
+        .iter()
+        .map(|f| (f.path.as_str(), f.added, f.deleted))
+        .collect();
     assert_eq!(changed, [("calc.py", 1, 1)]);
     assert_eq!(v.decision.decision, DecisionKind::Complete);
     assert_eq!(v.decision.check_id, CheckId("check-1".into()));
@@ -241,19 +293,39 @@ async fn breaking_a_test_that_passed_at_baseline_is_a_new_failure() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-break").await;
     let config = repo_config();
-    let baseline = fx.baseline(&wt, "run-break", &config).await.expect("baseline");
+    let baseline = fx
+        .baseline(&wt, "run-break", &config)
+        .await
+        .expect("baseline");
     let agent = fx.agent(
         "break.sh",
         &format!("{FIX_ADD} && sed -i 's/return a \\* b/return a ** b/' calc.py && git commit -qam 'speed up mul'"),
     );
     fx.run(&agent, &wt, 1).await;
     let mut state = ConvergenceState::default();
-    let v = fx.verify(&wt, &config, TaskType::Bug, &[], &baseline, &mut state, 1).await;
-    let new: Vec<_> = v.new_failures.iter().filter_map(|f| f.test.as_deref()).collect();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    let new: Vec<_> = v
+        .new_failures
+        .iter()
+        .filter_map(|f| f.test.as_deref())
+        .collect();
     assert_eq!(new, ["test_calc.CalcTest.test_mul"]);
     assert_eq!(v.decision.decision, DecisionKind::Incomplete);
-    assert!(v.decision.reasons.iter().any(|r| r.contains("1 new failure")), "{:?}", v.decision.reasons);
-    assert!(v.decision.fingerprints.contains(&v.new_failures[0].fingerprint));
+    assert!(
+        v.decision
+            .reasons
+            .iter()
+            .any(|r| r.contains("1 new failure")),
+        "{:?}",
+        v.decision.reasons
+    );
+    assert!(
+        v.decision
+            .fingerprints
+            .contains(&v.new_failures[0].fingerprint)
+    );
 }
 
 #[tokio::test]
@@ -261,15 +333,25 @@ async fn a_test_already_failing_at_baseline_does_not_block() {
     let fx = Fixture::new(true);
     let wt = fx.prepare("run-legacy").await;
     let config = repo_config();
-    let baseline = fx.baseline(&wt, "run-legacy", &config).await.expect("baseline");
+    let baseline = fx
+        .baseline(&wt, "run-legacy", &config)
+        .await
+        .expect("baseline");
     assert_eq!(baseline.failures.len(), 2, "{:#?}", baseline.failures);
     fx.run(&fx.agent("fix.sh", FIX_ADD), &wt, 1).await;
     let mut state = ConvergenceState::default();
-    let v = fx.verify(&wt, &config, TaskType::Bug, &[], &baseline, &mut state, 1).await;
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
     assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_legacy"]);
     assert!(!v.goals[0].passed, "the command still fails");
     assert!(v.new_failures.is_empty(), "{:#?}", v.new_failures);
-    assert_eq!(v.decision.decision, DecisionKind::Complete, "{:?}", v.decision.reasons);
+    assert_eq!(
+        v.decision.decision,
+        DecisionKind::Complete,
+        "{:?}",
+        v.decision.reasons
+    );
 }
 
 #[tokio::test]
@@ -278,21 +360,38 @@ async fn touching_a_file_outside_allowed_paths_is_a_scope_violation() {
     let wt = fx.prepare("run-scope").await;
     let mut config = repo_config();
     config.convergence.allowed_paths = vec!["calc.py".into(), "test_*.py".into()];
-    let baseline = fx.baseline(&wt, "run-scope", &config).await.expect("baseline");
+    let baseline = fx
+        .baseline(&wt, "run-scope", &config)
+        .await
+        .expect("baseline");
     fx.run(
-        &fx.agent("wander.sh", &format!("{FIX_ADD} && echo 'more docs' >> README.md && git commit -qam docs")),
+        &fx.agent(
+            "wander.sh",
+            &format!("{FIX_ADD} && echo 'more docs' >> README.md && git commit -qam docs"),
+        ),
         &wt,
         1,
     )
     .await;
     let mut state = ConvergenceState::default();
-    let v = fx.verify(&wt, &config, TaskType::Bug, &[], &baseline, &mut state, 1).await;
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
     assert!(v.goals.iter().all(|g| g.passed));
     assert_eq!(v.scope.out_of_scope, ["README.md"]);
     assert!(v.scope.violation());
     assert_eq!(v.decision.decision, DecisionKind::Incomplete);
-    assert!(v.decision.reasons.iter().any(|r| r.contains("scope violation: README.md")));
-    assert_eq!(v.decision.fingerprints.len(), 1, "the violation has a fingerprint of its own");
+    assert!(
+        v.decision
+            .reasons
+            .iter()
+            .any(|r| r.contains("scope violation: README.md"))
+    );
+    assert_eq!(
+        v.decision.fingerprints.len(),
+        1,
+        "the violation has a fingerprint of its own"
+    );
 }
 
 #[tokio::test]
@@ -300,7 +399,10 @@ async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagn
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-idle").await;
     let config = repo_config();
-    let baseline = fx.baseline(&wt, "run-idle", &config).await.expect("baseline");
+    let baseline = fx
+        .baseline(&wt, "run-idle", &config)
+        .await
+        .expect("baseline");
     let idle = fx.agent("idle.sh", "echo 'I fixed everything.'");
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Store::open(
@@ -309,16 +411,30 @@ async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagn
     )
     .await
     .expect("store");
-    stored::save_baseline(store.pool(), "run-idle", &baseline, 1).await.expect("save");
+    stored::save_baseline(store.pool(), "run-idle", &baseline, 1)
+        .await
+        .expect("save");
 
     let mut state = ConvergenceState::default();
     let mut decisions = Vec::new();
     for iteration in 1..=3 {
         let result = fx.run(&idle, &wt, iteration).await;
         assert_eq!(result.message, "I fixed everything.");
-        let v = fx.verify(&wt, &config, TaskType::Feature, &[], &baseline, &mut state, iteration).await;
-        assert_eq!(v.missing_artifacts, [ArtifactKind::Commit, ArtifactKind::Branch]);
-        stored::save_iteration(store.pool(), "run-idle", &v, &state, i64::from(iteration)).await.expect("save");
+        let v = fx
+            .verify(
+                &wt,
+                case(&config, TaskType::Feature, &baseline),
+                &mut state,
+                iteration,
+            )
+            .await;
+        assert_eq!(
+            v.missing_artifacts,
+            [ArtifactKind::Commit, ArtifactKind::Branch]
+        );
+        stored::save_iteration(store.pool(), "run-idle", &v, &state, i64::from(iteration))
+            .await
+            .expect("save");
         decisions.push(v.decision);
     }
     let stages: Vec<_> = decisions.iter().map(|d| (d.decision, d.stage)).collect();
@@ -332,16 +448,42 @@ async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagn
     );
     assert!(decisions[1].minimal_fix.is_some());
     let diagnosis = decisions[2].diagnosis.clone().expect("diagnosis");
-    assert!(diagnosis.repeated.iter().all(|r| r.count == 3), "{diagnosis:#?}");
-    assert!(diagnosis.repeated.iter().any(|r| r.summary.contains("missing commit")));
-    assert_eq!(diagnosis.stages.iter().map(|s| s.to).collect::<Vec<_>>(), [Stage::MinimalFix, Stage::Stopped]);
-    assert!(diagnosis.stages[0].reason.contains("no change to the diff"), "{:?}", diagnosis.stages);
+    assert!(
+        diagnosis.repeated.iter().all(|r| r.count == 3),
+        "{diagnosis:#?}"
+    );
+    assert!(
+        diagnosis
+            .repeated
+            .iter()
+            .any(|r| r.summary.contains("missing commit"))
+    );
+    assert_eq!(
+        diagnosis.stages.iter().map(|s| s.to).collect::<Vec<_>>(),
+        [Stage::MinimalFix, Stage::Stopped]
+    );
+    assert!(
+        diagnosis.stages[0].reason.contains("no change to the diff"),
+        "{:?}",
+        diagnosis.stages
+    );
 
-    let diagnostics = stored::diagnostics(store.pool(), "run-idle").await.expect("diagnostics");
-    assert_eq!(diagnostics["fingerprint_history"].as_array().map(Vec::len), Some(3));
+    let diagnostics = stored::diagnostics(store.pool(), "run-idle")
+        .await
+        .expect("diagnostics");
+    assert_eq!(
+        diagnostics["fingerprint_history"].as_array().map(Vec::len),
+        Some(3)
+    );
     assert_eq!(diagnostics["completion_reasons"][2]["decision"], "failed");
-    assert_eq!(diagnostics["baseline_failures"][0]["test"], "test_calc.CalcTest.test_add");
-    let latest = stored::latest_decision(store.pool(), "run-idle").await.expect("read").expect("stored");
+    assert_eq!(
+        diagnostics["baseline_failures"][0]["test"],
+        "test_calc.CalcTest.test_add"
+    );
+    let latest = stored::latest_decision(store.pool(), "run-idle")
+        .await
+        .expect("read")
+        .expect("stored");
     assert_eq!(latest.check_id, CheckId("check-3".into()));
 }
 
@@ -354,7 +496,10 @@ async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
     // touching an unrelated comment: the diff changes, the failure does not.
     let mut baseline_config = config.clone();
     baseline_config.dod.clear();
-    let baseline = fx.baseline(&wt, "run-noise", &baseline_config).await.expect("baseline");
+    let baseline = fx
+        .baseline(&wt, "run-noise", &baseline_config)
+        .await
+        .expect("baseline");
     let fiddle = fx.agent(
         "fiddle.sh",
         "echo \"# attempt $CLOSER_ITERATION\" >> calc.py && git commit -qam \"attempt $CLOSER_ITERATION\"",
@@ -364,17 +509,33 @@ async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
     let mut errors = Vec::new();
     for iteration in 1..=2 {
         fx.run(&fiddle, &wt, iteration).await;
-        let v = fx.verify(&wt, &config, TaskType::Bug, &[], &baseline, &mut state, iteration).await;
+        let v = fx
+            .verify(
+                &wt,
+                case(&config, TaskType::Bug, &baseline),
+                &mut state,
+                iteration,
+            )
+            .await;
         assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_add"]);
         fingerprints.push(v.new_failures[0].fingerprint.clone());
         errors.push(v.new_failures[0].error.clone());
         if iteration == 2 {
-            assert_eq!(v.decision.stage, Stage::MinimalFix, "{:?}", state.stage_changes);
+            assert_eq!(
+                v.decision.stage,
+                Stage::MinimalFix,
+                "{:?}",
+                state.stage_changes
+            );
             assert!(state.stage_changes[0].reason.contains("same failure set"));
         }
     }
     assert_eq!(fingerprints[0], fingerprints[1]);
-    assert!(errors[0].contains("<N>") && errors[0].contains("<TMP>"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("<N>") && errors[0].contains("<TMP>"),
+        "{}",
+        errors[0]
+    );
     assert_ne!(state.history[0].diff_hash, state.history[1].diff_hash);
 }
 
@@ -383,22 +544,41 @@ async fn a_hanging_agent_is_killed_at_the_timeout_with_its_children() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-hang").await;
     let pid_file = fx.scratch().join("child.pid");
-    let mut agent = fx.agent("hang.sh", &format!("sleep 300 &\necho $! > {}\nsleep 300", pid_file.display()));
+    let mut agent = fx.agent(
+        "hang.sh",
+        &format!("sleep 300 &\necho $! > {}\nsleep 300", pid_file.display()),
+    );
     agent.timeout_secs = 1;
     let started = std::time::Instant::now();
     let result = fx.run(&agent, &wt, 1).await;
     assert!(result.timed_out);
     assert_eq!(result.status, AgentStatus::Error);
-    assert!(result.error.as_deref().is_some_and(|e| e.contains("timed out")));
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-    let child: i32 = std::fs::read_to_string(&pid_file).expect("pid").trim().parse().expect("pid");
+    assert!(
+        result
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let child: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
     assert!(!alive(child), "the agent's child {child} survived");
 }
 
 /// Alive and not a zombie waiting to be reaped.
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -429,9 +609,16 @@ async fn the_agent_finds_no_secret_in_its_environment() {
     let dump = fx.scratch().join("env.txt");
     let mut agent = fx.agent(
         "env.sh",
-        &format!("env > {}\necho \"${{GITHUB_TOKEN:-none}} ${{GITHUB_WEBHOOK_SECRET:-none}}\"", dump.display()),
+        &format!(
+            "env > {}\necho \"${{GITHUB_TOKEN:-none}} ${{GITHUB_WEBHOOK_SECRET:-none}}\"",
+            dump.display()
+        ),
     );
-    agent.pass_env = vec!["MY_AGENT_API_KEY".into(), "GITHUB_TOKEN".into(), "GITHUB_WEBHOOK_SECRET".into()];
+    agent.pass_env = vec![
+        "MY_AGENT_API_KEY".into(),
+        "GITHUB_TOKEN".into(),
+        "GITHUB_WEBHOOK_SECRET".into(),
+    ];
     let result = fx.run(&agent, &wt, 2).await;
     assert_eq!(result.message, "none none");
     let env: BTreeMap<String, String> = std::fs::read_to_string(&dump)
@@ -459,7 +646,11 @@ async fn the_agent_finds_no_secret_in_its_environment() {
         ]
     );
     assert_eq!(env["MY_AGENT_API_KEY"], "agent-key-1");
-    assert!(!std::fs::read_to_string(&dump).expect("dump").contains(TOKEN));
+    assert!(
+        !std::fs::read_to_string(&dump)
+            .expect("dump")
+            .contains(TOKEN)
+    );
 }
 
 #[tokio::test]
@@ -484,7 +675,10 @@ async fn the_command_contract_prompt_on_stdin_and_in_a_file_json_on_stdout() {
     let result = fx.run(&failing, &wt, 4).await;
     assert_eq!(result.status, AgentStatus::Error);
     assert_eq!(result.exit_code, Some(3));
-    assert_eq!(result.structured, serde_json::json!({ "message": "gave up" }));
+    assert_eq!(
+        result.structured,
+        serde_json::json!({ "message": "gave up" })
+    );
 }
 
 #[tokio::test]
@@ -515,7 +709,10 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
     for (kind, output, flags, message) in cases {
         let stand_in = fx.script(
             kind.as_str(),
-            &format!("echo \"$@\" > {}\ncat > /dev/null\ncat <<'OUT'\n{output}\nOUT", args.display()),
+            &format!(
+                "echo \"$@\" > {}\ncat > /dev/null\ncat <<'OUT'\n{output}\nOUT",
+                args.display()
+            ),
         );
         let config = AgentConfig {
             adapter: kind,
@@ -527,7 +724,11 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
         let result = fx.run(&config, &wt, 1).await;
         assert_eq!(result.status, AgentStatus::Ok, "{kind:?}: {result:?}");
         assert_eq!(result.message, message, "{kind:?}");
-        assert_eq!(std::fs::read_to_string(&args).expect("args").trim(), flags, "{kind:?}");
+        assert_eq!(
+            std::fs::read_to_string(&args).expect("args").trim(),
+            flags,
+            "{kind:?}"
+        );
     }
 }
 
@@ -536,24 +737,47 @@ async fn the_token_never_reaches_the_worktree_the_mirror_or_the_agent() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-token").await;
     let dump = fx.scratch().join("env.txt");
-    fx.run(&fx.agent("fix-env.sh", &format!("env > {}\n{FIX_ADD}", dump.display())), &wt, 1).await;
+    fx.run(
+        &fx.agent(
+            "fix-env.sh",
+            &format!("env > {}\n{FIX_ADD}", dump.display()),
+        ),
+        &wt,
+        1,
+    )
+    .await;
     // Fetch again (a second run on the same mirror) and push.
     let other = fx.prepare_issue("run-token-2", 5).await;
     fx.sandbox.push(&wt, &fx.source()).await.expect("push");
     let head = git(&wt.path, &["rev-parse", "HEAD"]);
-    assert_eq!(fx.origin.branch_head("closer/issue-4").as_deref(), Some(head.trim()));
+    assert_eq!(
+        fx.origin.branch_head("closer/issue-4").as_deref(),
+        Some(head.trim())
+    );
     let leaks = files_containing(fx.root.path(), TOKEN);
     assert!(leaks.is_empty(), "token found in {leaks:?}");
     let config = std::fs::read_to_string(wt.mirror.join("config")).expect("mirror config");
-    assert!(!config.contains("extraHeader") && !config.contains("[remote"), "{config}");
-    assert!(!std::fs::read_to_string(&dump).expect("env").contains("GIT_CONFIG"));
-    fx.sandbox.remove(&other, "run-token-2").await.expect("remove");
+    assert!(
+        !config.contains("extraHeader") && !config.contains("[remote"),
+        "{config}"
+    );
+    assert!(
+        !std::fs::read_to_string(&dump)
+            .expect("env")
+            .contains("GIT_CONFIG")
+    );
+    fx.sandbox
+        .remove(&other, "run-token-2")
+        .await
+        .expect("remove");
 }
 
 #[tokio::test]
 async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let server = tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.expect("accept");
@@ -570,7 +794,11 @@ async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
         token: Some(SecretString::from(TOKEN)),
         default_branch: Some("main".into()),
     };
-    let err = fx.sandbox.prepare(&source, 4, "run-http").await.expect_err("the fake server has no repo");
+    let err = fx
+        .sandbox
+        .prepare(&source, 4, "run-http")
+        .await
+        .expect_err("the fake server has no repo");
     assert!(!err.to_string().contains(TOKEN), "{err}");
     let request = tokio::time::timeout(Duration::from_secs(10), server)
         .await
@@ -579,12 +807,17 @@ async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
     use base64::Engine;
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{TOKEN}"));
     assert!(
-        request.to_lowercase().contains(&format!("authorization: basic {}", basic.to_lowercase())),
+        request
+            .to_lowercase()
+            .contains(&format!("authorization: basic {}", basic.to_lowercase())),
         "{request}"
     );
     let leaks = files_containing(fx.root.path(), TOKEN);
     let leaks_b64 = files_containing(fx.root.path(), &basic);
-    assert!(leaks.is_empty() && leaks_b64.is_empty(), "{leaks:?} {leaks_b64:?}");
+    assert!(
+        leaks.is_empty() && leaks_b64.is_empty(),
+        "{leaks:?} {leaks_b64:?}"
+    );
 }
 
 #[tokio::test]
@@ -592,7 +825,8 @@ async fn the_worktree_is_reused_across_iterations_and_removed_at_the_end() {
     let fx = Fixture::new(false);
     let first = fx.prepare("run-reuse").await;
     std::fs::write(first.path.join("scratch.txt"), "work in progress\n").expect("write");
-    fx.origin.push_change("README.md", "# calc, changed upstream\n");
+    fx.origin
+        .push_change("README.md", "# calc, changed upstream\n");
     let again = fx.prepare("run-reuse").await;
     assert_eq!(again, first, "same worktree, same base");
     assert!(again.path.join("scratch.txt").exists());
@@ -600,17 +834,34 @@ async fn the_worktree_is_reused_across_iterations_and_removed_at_the_end() {
     let fresh = fx.prepare_issue("run-reuse-2", 5).await;
     assert_eq!(fresh.mirror, first.mirror);
     assert_ne!(fresh.base_commit, first.base_commit);
-    fx.sandbox.remove(&first, "run-reuse").await.expect("remove");
+    fx.sandbox
+        .remove(&first, "run-reuse")
+        .await
+        .expect("remove");
     assert!(!first.path.exists());
     let branches = git(&first.mirror, &["branch", "--list", "closer/*"]);
-    assert_eq!(branches.trim(), "+ closer/issue-5", "the other run's branch stays");
-    fx.sandbox.remove(&fresh, "run-reuse-2").await.expect("remove");
-    assert!(git(&first.mirror, &["branch", "--list", "closer/*"]).trim().is_empty());
+    assert_eq!(
+        branches.trim(),
+        "+ closer/issue-5",
+        "the other run's branch stays"
+    );
+    fx.sandbox
+        .remove(&fresh, "run-reuse-2")
+        .await
+        .expect("remove");
+    assert!(
+        git(&first.mirror, &["branch", "--list", "closer/*"])
+            .trim()
+            .is_empty()
+    );
     // A crashed run's worktree does not block the next run of the same issue.
     let crashed = fx.prepare_issue("run-crashed", 7).await;
     let next = fx.prepare_issue("run-after-crash", 7).await;
     assert!(!crashed.path.exists());
-    assert_eq!(git(&next.path, &["symbolic-ref", "--short", "HEAD"]).trim(), "closer/issue-7");
+    assert_eq!(
+        git(&next.path, &["symbolic-ref", "--short", "HEAD"]).trim(),
+        "closer/issue-7"
+    );
 }
 
 #[tokio::test]
@@ -650,7 +901,10 @@ async fn a_baseline_that_cannot_be_taken_stops_the_run() {
     config.dod = vec![goal(GoalKind::BuildSucceeds {
         command: "no-such-build-tool --all".into(),
     })];
-    let err = fx.baseline(&wt, "run-nobase", &config).await.expect_err("missing command");
+    let err = fx
+        .baseline(&wt, "run-nobase", &config)
+        .await
+        .expect_err("missing command");
     assert!(err.to_string().contains("no-such-build-tool"), "{err}");
     config.dod = vec![GoalSpec {
         kind: GoalKind::TestsPass {
@@ -659,7 +913,10 @@ async fn a_baseline_that_cannot_be_taken_stops_the_run() {
         required: true,
         timeout_secs: Some(1),
     }];
-    let err = fx.baseline(&wt, "run-nobase", &config).await.expect_err("timeout");
+    let err = fx
+        .baseline(&wt, "run-nobase", &config)
+        .await
+        .expect_err("timeout");
     assert!(err.to_string().contains("timed out"), "{err}");
 }
 
@@ -684,15 +941,33 @@ async fn every_goal_type_reports_evidence() {
     let server = format!("exec python3 -m http.server {port} --bind 127.0.0.1 --directory web");
     let url = format!("http://127.0.0.1:{port}/health.json");
     let acceptance = vec![
-        goal(GoalKind::LintPasses { command: "python3 -m py_compile calc.py".into() }),
-        goal(GoalKind::BuildSucceeds { command: "true".into() }),
-        goal(GoalKind::TestsPass { command: "python3 -m unittest".into() }),
-        goal(GoalKind::CustomScript { command: "test -f calc.py && exit 4".into() }),
-        goal(GoalKind::TestAdded { pattern: "test_*.py".into() }),
-        goal(GoalKind::FilesChanged { pattern: "calc.py".into() }),
-        goal(GoalKind::FileExists { path: "web/health.json".into() }),
+        goal(GoalKind::LintPasses {
+            command: "python3 -m py_compile calc.py".into(),
+        }),
+        goal(GoalKind::BuildSucceeds {
+            command: "true".into(),
+        }),
+        goal(GoalKind::TestsPass {
+            command: "python3 -m unittest".into(),
+        }),
+        goal(GoalKind::CustomScript {
+            command: "test -f calc.py && exit 4".into(),
+        }),
+        goal(GoalKind::TestAdded {
+            pattern: "test_*.py".into(),
+        }),
+        goal(GoalKind::FilesChanged {
+            pattern: "calc.py".into(),
+        }),
+        goal(GoalKind::FileExists {
+            path: "web/health.json".into(),
+        }),
         goal(GoalKind::NoSecrets {}),
-        goal(GoalKind::EndpointResponds { command: server.clone(), url: url.clone(), status: None }),
+        goal(GoalKind::EndpointResponds {
+            command: server.clone(),
+            url: url.clone(),
+            status: None,
+        }),
         goal(GoalKind::ResponseContains {
             command: server.clone(),
             url: url.clone(),
@@ -701,13 +976,27 @@ async fn every_goal_type_reports_evidence() {
             contains: None,
         }),
     ];
-    let mut config = RepoConfig::default();
-    config.convergence = ConvergenceConfig::default();
+    let config = RepoConfig::default();
     let mut state = ConvergenceState::default();
     let baseline = Baseline::empty(&wt.base_commit);
-    let v = fx.verify(&wt, &config, TaskType::ReadInfo, &acceptance, &baseline, &mut state, 1).await;
-    let got: Vec<(&str, bool, &str)> =
-        v.goals.iter().map(|g| (g.goal_type.as_str(), g.passed, g.evidence.as_str())).collect();
+    let v = fx
+        .verify(
+            &wt,
+            Case {
+                config: &config,
+                task: TaskType::ReadInfo,
+                acceptance: &acceptance,
+                baseline: &baseline,
+            },
+            &mut state,
+            1,
+        )
+        .await;
+    let got: Vec<(&str, bool, &str)> = v
+        .goals
+        .iter()
+        .map(|g| (g.goal_type.as_str(), g.passed, g.evidence.as_str()))
+        .collect();
     assert_eq!(
         got,
         [
@@ -718,7 +1007,11 @@ async fn every_goal_type_reports_evidence() {
             ("test_added", true, "new: test_extra.py"),
             ("files_changed", true, "changed: calc.py"),
             ("file_exists", true, "web/health.json exists"),
-            ("no_secrets", false, "possible secrets: settings.py:1 github_token"),
+            (
+                "no_secrets",
+                false,
+                "possible secrets: settings.py:1 github_token"
+            ),
             ("endpoint_responds", true, "status 200 (expected 200)"),
             ("response_contains", true, "$.status.items[1] = 2"),
         ]
@@ -727,7 +1020,10 @@ async fn every_goal_type_reports_evidence() {
     assert!(v.goals.iter().all(|g| !g.evidence.contains("ghp_")));
     assert_eq!(v.decision.decision, DecisionKind::Incomplete);
     // What the goals started is stopped.
-    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the server still listens");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the server still listens"
+    );
 }
 
 fn free_port() -> u16 {

@@ -2,7 +2,9 @@
 //! prints one JSON object (`type: "result"`, `subtype`, `is_error`, `result`,
 //! `session_id`, `total_cost_usd`, `usage`, …); `result` is the final message.
 
-use crate::agent::adapter::{AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv};
+use crate::agent::adapter::{
+    AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv,
+};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Claude Code adapter.
@@ -42,7 +44,10 @@ impl AgentAdapter for ClaudeCode {
                 .and_then(|s| s.as_str())
                 .is_some_and(|s| s.starts_with("error"));
         let error = is_error.then(|| {
-            let subtype = value.get("subtype").and_then(|s| s.as_str()).unwrap_or("error");
+            let subtype = value
+                .get("subtype")
+                .and_then(|s| s.as_str())
+                .unwrap_or("error");
             format!("claude reported {subtype}")
         });
         Interpretation {

@@ -4,7 +4,9 @@
 //! `file_change`, `reasoning`, …), `turn.completed` with `usage`,
 //! `turn.failed` / `error`. The last `agent_message` is the final message.
 
-use crate::agent::adapter::{AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv};
+use crate::agent::adapter::{
+    AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv,
+};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Codex CLI adapter.
@@ -32,7 +34,12 @@ impl AgentAdapter for Codex {
         if events.is_empty() {
             return plain(stdout);
         }
-        let kind = |v: &serde_json::Value| v.get("type").and_then(|t| t.as_str()).unwrap_or("").to_owned();
+        let kind = |v: &serde_json::Value| {
+            v.get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
         let message = events
             .iter()
             .filter(|v| kind(v) == "item.completed")
@@ -58,9 +65,11 @@ impl AgentAdapter for Codex {
             .filter(|v| kind(v) == "turn.completed")
             .filter_map(|v| v.get("usage").cloned())
             .next_back();
-        let thread_id = events
-            .iter()
-            .find_map(|v| v.get("thread_id").and_then(|t| t.as_str()).map(str::to_owned));
+        let thread_id = events.iter().find_map(|v| {
+            v.get("thread_id")
+                .and_then(|t| t.as_str())
+                .map(str::to_owned)
+        });
         Interpretation {
             structured: serde_json::json!({
                 "message": message,
@@ -92,13 +101,19 @@ mod tests {
         let i = Codex.interpret(RUN);
         assert_eq!(i.message, "Fixed the off-by-one in parse().");
         assert_eq!(i.structured["usage"]["output_tokens"], 122);
-        assert_eq!(i.structured["thread_id"], "0199a213-81c0-7800-8aa1-bbab2a035a53");
+        assert_eq!(
+            i.structured["thread_id"],
+            "0199a213-81c0-7800-8aa1-bbab2a035a53"
+        );
         assert!(i.error.is_none());
     }
 
     #[test]
     fn a_failed_turn_is_an_error() {
         let out = "{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"stream disconnected\"}}\n";
-        assert_eq!(Codex.interpret(out).error.as_deref(), Some("stream disconnected"));
+        assert_eq!(
+            Codex.interpret(out).error.as_deref(),
+            Some("stream disconnected")
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! `step_start`, `text`, `tool_use`, `step_finish`, `error`; the text parts
 //! make the final message, `step_finish` parts carry tokens and cost.
 
-use crate::agent::adapter::{AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv};
+use crate::agent::adapter::{
+    AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv,
+};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The OpenCode adapter.
@@ -56,9 +58,11 @@ impl AgentAdapter for Opencode {
         let cost: f64 = of_type("step_finish")
             .filter_map(|v| v.pointer("/part/cost").and_then(|c| c.as_f64()))
             .sum();
-        let session = events
-            .iter()
-            .find_map(|v| v.get("sessionID").and_then(|s| s.as_str()).map(str::to_owned));
+        let session = events.iter().find_map(|v| {
+            v.get("sessionID")
+                .and_then(|s| s.as_str())
+                .map(str::to_owned)
+        });
         Interpretation {
             structured: serde_json::json!({
                 "message": message,

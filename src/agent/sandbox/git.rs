@@ -79,7 +79,15 @@ impl GitRunner {
         }
         if !output.success() {
             let detail = redact(output.stderr.text.trim(), token);
-            let detail: String = detail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+            let detail: String = detail
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ");
             return Err(GitError::Failed {
                 args: shown,
                 detail: format!("exit {:?}: {detail}", output.exit_code),
@@ -96,7 +104,10 @@ fn add_auth_header(env: &mut BTreeMap<String, String>, token: &SecretString) {
         .encode(format!("x-access-token:{}", token.expose_secret()));
     env.insert("GIT_CONFIG_COUNT".into(), "1".into());
     env.insert("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into());
-    env.insert("GIT_CONFIG_VALUE_0".into(), format!("Authorization: Basic {basic}"));
+    env.insert(
+        "GIT_CONFIG_VALUE_0".into(),
+        format!("Authorization: Basic {basic}"),
+    );
 }
 
 /// Removes the token (raw or base64-wrapped) from a text.

@@ -93,14 +93,22 @@ impl Sandbox {
 
     /// The run's worktree, made on first call (fetching the mirror first)
     /// and returned as it is on later calls of the same run.
-    pub async fn prepare(&self, source: &RepoSource, issue: u64, run_id: &str) -> Result<Worktree, SandboxError> {
+    pub async fn prepare(
+        &self,
+        source: &RepoSource,
+        issue: u64,
+        run_id: &str,
+    ) -> Result<Worktree, SandboxError> {
         let mirror = self.mirror_path(&source.url);
         let path = self.options.root.join("worktrees").join(safe_name(run_id));
         let branch = format!("closer/issue-{issue}");
         let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
         if path.join(".git").exists()
-            && let Ok(base) = self.git.run(&mirror, &["rev-parse", "--verify", &base_ref]).await
+            && let Ok(base) = self
+                .git
+                .run(&mirror, &["rev-parse", "--verify", &base_ref])
+                .await
         {
             return Ok(Worktree {
                 path,
@@ -116,10 +124,15 @@ impl Sandbox {
             tokio::fs::remove_dir_all(&path).await?;
         }
         self.release_branch(&mirror, &branch).await?;
-        self.git.run(&mirror, &["update-ref", &base_ref, &base]).await?;
+        self.git
+            .run(&mirror, &["update-ref", &base_ref, &base])
+            .await?;
         let path_str = path.display().to_string();
         self.git
-            .run(&mirror, &["worktree", "add", "-B", &branch, &path_str, &base])
+            .run(
+                &mirror,
+                &["worktree", "add", "-B", &branch, &path_str, &base],
+            )
             .await?;
         Ok(Worktree {
             path,
@@ -131,7 +144,11 @@ impl Sandbox {
 
     /// A clean detached worktree of the run's base commit, for the baseline.
     /// Remove it with [`Sandbox::remove`] once the baseline is taken.
-    pub async fn baseline_worktree(&self, run: &Worktree, run_id: &str) -> Result<Worktree, SandboxError> {
+    pub async fn baseline_worktree(
+        &self,
+        run: &Worktree,
+        run_id: &str,
+    ) -> Result<Worktree, SandboxError> {
         let path = self
             .options
             .root
@@ -144,7 +161,10 @@ impl Sandbox {
         }
         let path_str = path.display().to_string();
         self.git
-            .run(&run.mirror, &["worktree", "add", "--detach", &path_str, &run.base_commit])
+            .run(
+                &run.mirror,
+                &["worktree", "add", "--detach", &path_str, &run.base_commit],
+            )
             .await?;
         Ok(Worktree {
             path,
@@ -160,13 +180,19 @@ impl Sandbox {
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
         let path_str = worktree.path.display().to_string();
         // A worktree already gone (crash, manual cleanup) is not an error.
-        let _ = self.git.run(mirror, &["worktree", "remove", "--force", &path_str]).await;
+        let _ = self
+            .git
+            .run(mirror, &["worktree", "remove", "--force", &path_str])
+            .await;
         if worktree.path.exists() {
             tokio::fs::remove_dir_all(&worktree.path).await?;
         }
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !worktree.branch.is_empty() {
-            let _ = self.git.run(mirror, &["branch", "-D", &worktree.branch]).await;
+            let _ = self
+                .git
+                .run(mirror, &["branch", "-D", &worktree.branch])
+                .await;
             let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
             let _ = self.git.run(mirror, &["update-ref", "-d", &base_ref]).await;
         }
@@ -177,7 +203,11 @@ impl Sandbox {
     pub async fn push(&self, worktree: &Worktree, source: &RepoSource) -> Result<(), SandboxError> {
         let refspec = format!("+HEAD:refs/heads/{}", worktree.branch);
         self.git
-            .run_with(&worktree.path, &["push", "--quiet", &source.url, &refspec], source.token())
+            .run_with(
+                &worktree.path,
+                &["push", "--quiet", &source.url, &refspec],
+                source.token(),
+            )
             .await?;
         Ok(())
     }
@@ -185,7 +215,10 @@ impl Sandbox {
     /// One run per issue is active at a time, so a worktree of an earlier
     /// run still holding the issue's branch is a crash leftover: remove it.
     async fn release_branch(&self, mirror: &Path, branch: &str) -> Result<(), SandboxError> {
-        let listing = self.git.run(mirror, &["worktree", "list", "--porcelain"]).await?;
+        let listing = self
+            .git
+            .run(mirror, &["worktree", "list", "--porcelain"])
+            .await?;
         let wanted = format!("branch refs/heads/{branch}");
         let mut current: Option<&str> = None;
         for line in listing.lines() {
@@ -194,8 +227,14 @@ impl Sandbox {
             } else if line == wanted
                 && let Some(stale) = current
             {
-                tracing::warn!(branch, worktree = stale, "removing a stale worktree of an earlier run");
-                self.git.run(mirror, &["worktree", "remove", "--force", stale]).await?;
+                tracing::warn!(
+                    branch,
+                    worktree = stale,
+                    "removing a stale worktree of an earlier run"
+                );
+                self.git
+                    .run(mirror, &["worktree", "remove", "--force", stale])
+                    .await?;
             }
         }
         Ok(())
@@ -222,10 +261,16 @@ impl Sandbox {
             tokio::fs::create_dir_all(mirror).await?;
             self.git.run(mirror, &["init", "--quiet", "--bare"]).await?;
             self.git
-                .run(mirror, &["config", "user.name", &self.options.committer_name])
+                .run(
+                    mirror,
+                    &["config", "user.name", &self.options.committer_name],
+                )
                 .await?;
             self.git
-                .run(mirror, &["config", "user.email", &self.options.committer_email])
+                .run(
+                    mirror,
+                    &["config", "user.email", &self.options.committer_email],
+                )
                 .await?;
         }
         self.git
@@ -246,13 +291,21 @@ impl Sandbox {
     }
 
     /// The commit at the head of the default branch, as just fetched.
-    async fn default_head(&self, source: &RepoSource, mirror: &Path) -> Result<String, SandboxError> {
+    async fn default_head(
+        &self,
+        source: &RepoSource,
+        mirror: &Path,
+    ) -> Result<String, SandboxError> {
         let branch = match &source.default_branch {
             Some(branch) => branch.clone(),
             None => {
                 let out = self
                     .git
-                    .run_with(mirror, &["ls-remote", "--symref", &source.url, "HEAD"], source.token())
+                    .run_with(
+                        mirror,
+                        &["ls-remote", "--symref", &source.url, "HEAD"],
+                        source.token(),
+                    )
                     .await?;
                 out.lines()
                     .find_map(|l| l.strip_prefix("ref: refs/heads/"))
@@ -262,7 +315,10 @@ impl Sandbox {
             }
         };
         let rev = format!("refs/remotes/origin/{branch}^{{commit}}");
-        let sha = self.git.run(mirror, &["rev-parse", "--verify", &rev]).await?;
+        let sha = self
+            .git
+            .run(mirror, &["rev-parse", "--verify", &rev])
+            .await?;
         Ok(sha.trim().to_owned())
     }
 }
@@ -270,6 +326,12 @@ impl Sandbox {
 /// A file-name-safe form of an id.
 fn safe_name(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }

@@ -12,13 +12,15 @@ fn re(p: &str) -> Regex {
     Regex::new(p).unwrap_or_else(|e| panic!("bad built-in pattern {p}: {e}"))
 }
 
-static PANIC: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^\s*thread '([^']+)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+)(?::\d+)?:\s*(.*)$"));
+static PANIC: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"^\s*thread '([^']+)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+)(?::\d+)?:\s*(.*)$")
+});
 static FAILED_VERBOSE: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\. FAILED"));
 static FAILED_QUIET: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+) --- FAILED$"));
 static STDOUT_BLOCK: LazyLock<Regex> = LazyLock::new(|| re(r"^---- (\S+) std(?:out|err) ----$"));
-static NEXTEST_FAIL: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^\s*(?:FAIL|SIGSEGV|SIGABRT|TIMEOUT) \[\s*[\d.]+s\](?: \(\s*\d+/\d+\))? (\S+) (\S+)\s*$"));
+static NEXTEST_FAIL: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"^\s*(?:FAIL|SIGSEGV|SIGABRT|TIMEOUT) \[\s*[\d.]+s\](?: \(\s*\d+/\d+\))? (\S+) (\S+)\s*$")
+});
 static COMPILE_ERROR: LazyLock<Regex> = LazyLock::new(|| re(r"^error(\[E\d+\])?: (.+)$"));
 static ARROW: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--> ([^\s:]+):(\d+):\d+"));
 
@@ -37,7 +39,9 @@ fn panics(text: &str) -> BTreeMap<String, (String, String)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut found = BTreeMap::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = PANIC.captures(line) else { continue };
+        let Some(c) = PANIC.captures(line) else {
+            continue;
+        };
         let mut message = vec![c[4].trim().to_owned()];
         for next in lines.iter().skip(i + 1).take(4) {
             let t = next.trim();
@@ -46,7 +50,11 @@ fn panics(text: &str) -> BTreeMap<String, (String, String)> {
             }
             message.push(t.to_owned());
         }
-        let message = message.into_iter().filter(|m| !m.is_empty()).collect::<Vec<_>>().join(" ");
+        let message = message
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
         found
             .entry(c[1].to_owned())
             .or_insert((format!("{}:{}", &c[2], &c[3]), message));
@@ -84,7 +92,13 @@ fn failures_for(names: Vec<String>, text: &str) -> Vec<RawFailure> {
         .map(|name| {
             let (location, error) = match panics.get(&name) {
                 Some((loc, msg)) => (Some(loc.clone()), msg.clone()),
-                None => (None, blocks.get(&name).cloned().unwrap_or_else(|| "test failed".into())),
+                None => (
+                    None,
+                    blocks
+                        .get(&name)
+                        .cloned()
+                        .unwrap_or_else(|| "test failed".into()),
+                ),
             };
             RawFailure {
                 test: Some(name),
@@ -135,7 +149,9 @@ fn compile_errors(text: &str) -> Vec<RawFailure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = COMPILE_ERROR.captures(line) else { continue };
+        let Some(c) = COMPILE_ERROR.captures(line) else {
+            continue;
+        };
         let message = c[2].to_owned();
         if message.starts_with("could not compile") || message.starts_with("aborting due to") {
             continue;

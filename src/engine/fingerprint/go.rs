@@ -24,7 +24,9 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = FAIL.captures(line) else { continue };
+        let Some(c) = FAIL.captures(line) else {
+            continue;
+        };
         let name = c[2].to_owned();
         let mut location = None;
         let mut error = None;

@@ -18,7 +18,8 @@ static VITEST_FAIL: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*FAIL\s+(\S+) > (
 static VITEST_LOC: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*❯ ([^\s:]+):(\d+):\d+"));
 
 pub(crate) fn is_jest(text: &str) -> bool {
-    text.lines().any(|l| JEST_HEADER.is_match(l)) && (text.contains("Tests:") || text.contains("Test Suites:"))
+    text.lines().any(|l| JEST_HEADER.is_match(l))
+        && (text.contains("Tests:") || text.contains("Test Suites:"))
 }
 
 pub(crate) fn is_vitest(text: &str) -> bool {
@@ -29,7 +30,9 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = JEST_HEADER.captures(line) else { continue };
+        let Some(c) = JEST_HEADER.captures(line) else {
+            continue;
+        };
         let test = c[1].trim().to_owned();
         let body: Vec<&str> = lines
             .iter()
@@ -48,11 +51,19 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
         let location = body
             .iter()
             .filter(|l| !l.contains("node_modules"))
-            .find_map(|l| JEST_FRAME.captures(l).map(|m| format!("{}:{}", &m[1], &m[2])));
+            .find_map(|l| {
+                JEST_FRAME
+                    .captures(l)
+                    .map(|m| format!("{}:{}", &m[1], &m[2]))
+            });
         out.push(RawFailure {
             test: Some(test),
             location,
-            error: if error.is_empty() { "test failed".into() } else { error },
+            error: if error.is_empty() {
+                "test failed".into()
+            } else {
+                error
+            },
         });
     }
     out
@@ -62,7 +73,9 @@ pub(crate) fn parse_vitest(text: &str) -> Vec<RawFailure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = VITEST_FAIL.captures(line) else { continue };
+        let Some(c) = VITEST_FAIL.captures(line) else {
+            continue;
+        };
         let file = c[1].to_owned();
         let test = format!("{file} > {}", c[2].trim());
         let body: Vec<&str> = lines
@@ -77,9 +90,11 @@ pub(crate) fn parse_vitest(text: &str) -> Vec<RawFailure> {
             .find(|l| !l.is_empty())
             .unwrap_or("test failed")
             .to_owned();
-        let location = body
-            .iter()
-            .find_map(|l| VITEST_LOC.captures(l).map(|m| format!("{}:{}", &m[1], &m[2])));
+        let location = body.iter().find_map(|l| {
+            VITEST_LOC
+                .captures(l)
+                .map(|m| format!("{}:{}", &m[1], &m[2]))
+        });
         out.push(RawFailure {
             test: Some(test),
             location,

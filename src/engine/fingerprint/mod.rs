@@ -63,19 +63,33 @@ impl Failure {
         Failure::new(Runner::Closer, check, None, None, detail)
     }
 
-    fn new(runner: Runner, command: &str, test: Option<String>, location: Option<String>, error: &str) -> Failure {
+    fn new(
+        runner: Runner,
+        command: &str,
+        test: Option<String>,
+        location: Option<String>,
+        error: &str,
+    ) -> Failure {
         let command = normalize::message(command);
         let error = normalize::message(error);
         let location = location.map(|l| normalize::path(&l));
         // A test name pins the failure; its line moves whenever the file above
         // it is edited, so the line only counts when there is no test name.
         let location_key = match (&test, &location) {
-            (Some(_), Some(loc)) => loc.rsplit_once(':').map_or(loc.as_str(), |(file, _)| file).to_owned(),
+            (Some(_), Some(loc)) => loc
+                .rsplit_once(':')
+                .map_or(loc.as_str(), |(file, _)| file)
+                .to_owned(),
             (None, Some(loc)) => loc.clone(),
             (_, None) => String::new(),
         };
         let mut hasher = Sha256::new();
-        for part in [command.as_str(), test.as_deref().unwrap_or(""), error.as_str(), location_key.as_str()] {
+        for part in [
+            command.as_str(),
+            test.as_deref().unwrap_or(""),
+            error.as_str(),
+            location_key.as_str(),
+        ] {
             hasher.update(part.as_bytes());
             hasher.update([0u8]);
         }
@@ -108,21 +122,30 @@ impl Failure {
     }
 }
 
+/// A runner's output detector and parser.
+type Parser = (Runner, fn(&str) -> bool, fn(&str) -> Vec<RawFailure>);
+
+/// Tried in order; the first that detects its format and finds failures wins.
+const PARSERS: [Parser; 7] = [
+    (Runner::Nextest, cargo::is_nextest, cargo::parse_nextest),
+    (Runner::Cargo, cargo::is_cargo, cargo::parse),
+    (Runner::Go, go::detect, go::parse),
+    (Runner::Pytest, pytest::is_pytest, pytest::parse),
+    (
+        Runner::Unittest,
+        pytest::is_unittest,
+        pytest::parse_unittest,
+    ),
+    (Runner::Vitest, jest::is_vitest, jest::parse_vitest),
+    (Runner::Jest, jest::is_jest, jest::parse),
+];
+
 /// The failures in a failed command's output. `root` (the worktree path) is
 /// made relative. Never empty for a failed command: when no runner format
 /// matches, the generic fallback names the last error lines.
 pub fn parse_failures(command: &str, output: &str, root: Option<&str>) -> Vec<Failure> {
     let text = normalize::relative_to(&normalize::strip_ansi(output), root);
-    let parsers: [(Runner, fn(&str) -> bool, fn(&str) -> Vec<RawFailure>); 7] = [
-        (Runner::Nextest, cargo::is_nextest, cargo::parse_nextest),
-        (Runner::Cargo, cargo::is_cargo, cargo::parse),
-        (Runner::Go, go::detect, go::parse),
-        (Runner::Pytest, pytest::is_pytest, pytest::parse),
-        (Runner::Unittest, pytest::is_unittest, pytest::parse_unittest),
-        (Runner::Vitest, jest::is_vitest, jest::parse_vitest),
-        (Runner::Jest, jest::is_jest, jest::parse),
-    ];
-    let found = parsers
+    let found = PARSERS
         .iter()
         .filter(|(_, detect, _)| detect(&text))
         .map(|(runner, _, parse)| (*runner, parse(&text)))

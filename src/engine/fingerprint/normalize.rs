@@ -27,9 +27,8 @@ static TEMP_PATH: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ADDRESS: LazyLock<Regex> = LazyLock::new(|| re(r"\b0x[0-9a-fA-F]+\b"));
 static HEX_ID: LazyLock<Regex> = LazyLock::new(|| re(r"\b[0-9a-fA-F]{8,}\b"));
-static DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds|m|min)\b")
-});
+static DURATION: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds|m|min)\b"));
 static BIG_NUMBER: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{10,}(?:\.\d+)?\b"));
 static THREAD_ID: LazyLock<Regex> = LazyLock::new(|| re(r"(thread '[^']*') \(\d+\)"));
 static PID: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(pid|process)([ =:#]+)\d+"));
@@ -63,7 +62,11 @@ pub fn message(text: &str) -> String {
         let s = &c[0];
         let has_digit = s.bytes().any(|b| b.is_ascii_digit());
         let has_letter = s.bytes().any(|b| b.is_ascii_alphabetic());
-        if has_digit && has_letter { "<HEX>".to_owned() } else { s.to_owned() }
+        if has_digit && has_letter {
+            "<HEX>".to_owned()
+        } else {
+            s.to_owned()
+        }
     });
     let text = DURATION.replace_all(&text, "<DUR>");
     let text = BIG_NUMBER.replace_all(&text, "<N>");
@@ -98,6 +101,9 @@ mod tests {
 
     #[test]
     fn plain_words_and_small_numbers_stay() {
-        assert_eq!(message("expected 200   got 404 for deadbeef"), "expected 200 got 404 for deadbeef");
+        assert_eq!(
+            message("expected 200   got 404 for deadbeef"),
+            "expected 200 got 404 for deadbeef"
+        );
     }
 }

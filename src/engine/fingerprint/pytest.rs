@@ -21,7 +21,9 @@ static FILE_LINE: LazyLock<Regex> = LazyLock::new(|| re(r#"^\s*File "([^"]+)", l
 static DASHES: LazyLock<Regex> = LazyLock::new(|| re(r"^(-{20,}|={20,})$"));
 
 pub(crate) fn is_pytest(text: &str) -> bool {
-    text.contains("= FAILURES =") || text.contains("short test summary info") || text.contains("= ERRORS =")
+    text.contains("= FAILURES =")
+        || text.contains("short test summary info")
+        || text.contains("= ERRORS =")
 }
 
 pub(crate) fn is_unittest(text: &str) -> bool {
@@ -36,7 +38,9 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
         .collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = SECTION.captures(line) else { continue };
+        let Some(c) = SECTION.captures(line) else {
+            continue;
+        };
         let header = c[1].to_owned();
         let body: Vec<&str> = lines
             .iter()
@@ -65,7 +69,11 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
         out.push(RawFailure {
             test: Some(test),
             location,
-            error: if error.is_empty() { "test failed".into() } else { error },
+            error: if error.is_empty() {
+                "test failed".into()
+            } else {
+                error
+            },
         });
     }
     if out.is_empty() {
@@ -86,19 +94,26 @@ pub(crate) fn parse_unittest(text: &str) -> Vec<RawFailure> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(c) = UNITTEST.captures(line) else { continue };
+        let Some(c) = UNITTEST.captures(line) else {
+            continue;
+        };
         let (method, id) = (&c[2], &c[3]);
-        let test = if id.ends_with(method) { id.to_owned() } else { format!("{id}.{method}") };
+        let test = if id.ends_with(method) {
+            id.to_owned()
+        } else {
+            format!("{id}.{method}")
+        };
         let body: Vec<&str> = lines
             .iter()
             .skip(i + 2)
             .take_while(|l| !DASHES.is_match(l))
             .copied()
             .collect();
-        let location = body
-            .iter()
-            .rev()
-            .find_map(|l| FILE_LINE.captures(l).map(|m| format!("{}:{}", &m[1], &m[2])));
+        let location = body.iter().rev().find_map(|l| {
+            FILE_LINE
+                .captures(l)
+                .map(|m| format!("{}:{}", &m[1], &m[2]))
+        });
         let error = body
             .iter()
             .rev()

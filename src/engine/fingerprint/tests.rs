@@ -6,7 +6,11 @@ use super::*;
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fingerprint/", $name))
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/fingerprint/",
+            $name
+        ))
     };
 }
 
@@ -18,7 +22,14 @@ fn fingerprints(failures: &[Failure]) -> Vec<&str> {
     failures.iter().map(|f| f.fingerprint.as_str()).collect()
 }
 
-fn same_across_runs(command: &str, run1: &str, run2: &str, runner: Runner, expected: &[&str], root: Option<&str>) {
+fn same_across_runs(
+    command: &str,
+    run1: &str,
+    run2: &str,
+    runner: Runner,
+    expected: &[&str],
+    root: Option<&str>,
+) {
     let a = parse_failures(command, run1, root);
     let b = parse_failures(command, run2, root);
     assert_eq!(names(&a), expected, "{a:#?}");
@@ -26,7 +37,11 @@ fn same_across_runs(command: &str, run1: &str, run2: &str, runner: Runner, expec
     assert_eq!(fingerprints(&a), fingerprints(&b), "\n{a:#?}\n{b:#?}");
     let mut unique = fingerprints(&a);
     unique.dedup();
-    assert_eq!(unique.len(), expected.len(), "different failures must differ");
+    assert_eq!(
+        unique.len(),
+        expected.len(),
+        "different failures must differ"
+    );
 }
 
 #[test]
@@ -42,7 +57,11 @@ fn cargo_test_quiet_and_verbose_runs_agree() {
     let f = parse_failures("cargo test", fixture!("cargo-run1.txt"), None);
     assert_eq!(f[0].location.as_deref(), Some("src/lib.rs:12"));
     assert!(f[0].error.contains("left: 4 right: 5"), "{}", f[0].error);
-    assert!(f[0].error.contains("<TMP>") && f[0].error.contains("<N>"), "{}", f[0].error);
+    assert!(
+        f[0].error.contains("<TMP>") && f[0].error.contains("<N>"),
+        "{}",
+        f[0].error
+    );
 }
 
 #[test]
@@ -69,15 +88,24 @@ fn go_test_runs_agree() {
     );
     let f = parse_failures("go test ./...", fixture!("go-run1.txt"), None);
     assert_eq!(f[1].location.as_deref(), Some("template_test.go:104"));
-    assert_eq!(f[1].error, "gateway-api-crds-template should contain standard install header");
+    assert_eq!(
+        f[1].error,
+        "gateway-api-crds-template should contain standard install header"
+    );
 }
 
 #[test]
 fn go_panic_names_the_frame_in_the_module() {
     let f = parse_failures("go test ./...", fixture!("go-panic.txt"), None);
     assert_eq!(names(&f), ["TestParse"]);
-    assert_eq!(f[0].location.as_deref(), Some("/home/ci/work/p/parse.go:17"));
-    assert!(f[0].error.starts_with("panic: runtime error: index out of range"));
+    assert_eq!(
+        f[0].location.as_deref(),
+        Some("/home/ci/work/p/parse.go:17")
+    );
+    assert!(
+        f[0].error
+            .starts_with("panic: runtime error: index out of range")
+    );
 }
 
 #[test]
@@ -87,7 +115,10 @@ fn pytest_runs_agree() {
         fixture!("pytest-run1.txt"),
         fixture!("pytest-run2.txt"),
         Runner::Pytest,
-        &["test_calc.py::CalcTest::test_timing", "test_calc.py::test_plain"],
+        &[
+            "test_calc.py::CalcTest::test_timing",
+            "test_calc.py::test_plain",
+        ],
         None,
     );
     let f = parse_failures("python3 -m pytest", fixture!("pytest-run1.txt"), None);
@@ -104,7 +135,11 @@ fn unittest_runs_agree_with_the_worktree_made_relative() {
         &["test_calc.CalcTest.test_timing"],
         Some("/tmp/fp/py"),
     );
-    let f = parse_failures("python3 -m unittest", fixture!("unittest-run1.txt"), Some("/tmp/fp/py"));
+    let f = parse_failures(
+        "python3 -m unittest",
+        fixture!("unittest-run1.txt"),
+        Some("/tmp/fp/py"),
+    );
     assert_eq!(f[0].location.as_deref(), Some("test_calc.py:10"));
 }
 
@@ -137,7 +172,8 @@ fn vitest_runs_agree() {
 #[test]
 fn generic_fallback_keeps_the_last_error_lines() {
     let run1 = "building...\nstep 1 ok (0.2s)\nERROR at 12:01:02: config file /tmp/abc123/x.yml not found\n";
-    let run2 = "building...\nstep 1 ok (1.9s)\nERROR at 18:44:09: config file /tmp/zz9/x.yml not found\n";
+    let run2 =
+        "building...\nstep 1 ok (1.9s)\nERROR at 18:44:09: config file /tmp/zz9/x.yml not found\n";
     let a = parse_failures("make check", run1, None);
     let b = parse_failures("make check", run2, None);
     assert_eq!(a.len(), 1);
@@ -145,7 +181,11 @@ fn generic_fallback_keeps_the_last_error_lines() {
     assert_eq!(a[0].fingerprint, b[0].fingerprint);
     let other = parse_failures("make check", "ERROR: permission denied on ./out\n", None);
     assert_ne!(a[0].fingerprint, other[0].fingerprint);
-    assert_eq!(parse_failures("x", "", None).len(), 1, "a failed command always yields a failure");
+    assert_eq!(
+        parse_failures("x", "", None).len(),
+        1,
+        "a failed command always yields a failure"
+    );
 }
 
 #[test]

@@ -18,7 +18,8 @@ pub(super) async fn run(
     timeout: Duration,
 ) -> GoalResult {
     let mut result = GoalResult::new(level, spec, command);
-    let mut process_spec = ProcessSpec::shell(command, ctx.worktree, ctx.settings.base_env.vars(), timeout);
+    let mut process_spec =
+        ProcessSpec::shell(command, ctx.worktree, ctx.settings.base_env.vars(), timeout);
     process_spec.max_output_bytes = ctx.settings.max_output_bytes;
     let output = match process::run(&process_spec).await {
         Ok(output) => output,
@@ -55,7 +56,9 @@ pub(super) async fn run(
         .iter()
         .map(|f| f.test.clone().unwrap_or_else(|| f.summary()))
         .collect();
-    let code = output.exit_code.map_or_else(|| "signal".to_owned(), |c| c.to_string());
+    let code = output
+        .exit_code
+        .map_or_else(|| "signal".to_owned(), |c| c.to_string());
     result.evidence = format!("exit {code}; failing: {}", list(&named, 5));
     result
 }

@@ -20,7 +20,11 @@ fn matching(ctx: GoalContext<'_>, pattern: &str, only_new: bool) -> Result<Vec<S
         .collect())
 }
 
-fn from_matches(mut result: GoalResult, found: Result<Vec<String>, String>, what: &str) -> GoalResult {
+fn from_matches(
+    mut result: GoalResult,
+    found: Result<Vec<String>, String>,
+    what: &str,
+) -> GoalResult {
     match found {
         Ok(files) if files.is_empty() => result.evidence = format!("no {what} file matches"),
         Ok(files) => {
@@ -36,26 +40,59 @@ fn from_matches(mut result: GoalResult, found: Result<Vec<String>, String>, what
 }
 
 /// A new file matching `pattern` in the run's diff.
-pub(super) fn test_added(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec, pattern: &str) -> GoalResult {
-    from_matches(GoalResult::new(level, spec, pattern), matching(ctx, pattern, true), "new")
+pub(super) fn test_added(
+    ctx: GoalContext<'_>,
+    level: GoalLevel,
+    spec: &GoalSpec,
+    pattern: &str,
+) -> GoalResult {
+    from_matches(
+        GoalResult::new(level, spec, pattern),
+        matching(ctx, pattern, true),
+        "new",
+    )
 }
 
 /// A changed file matching `pattern`.
-pub(super) fn files_changed(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec, pattern: &str) -> GoalResult {
-    from_matches(GoalResult::new(level, spec, pattern), matching(ctx, pattern, false), "changed")
+pub(super) fn files_changed(
+    ctx: GoalContext<'_>,
+    level: GoalLevel,
+    spec: &GoalSpec,
+    pattern: &str,
+) -> GoalResult {
+    from_matches(
+        GoalResult::new(level, spec, pattern),
+        matching(ctx, pattern, false),
+        "changed",
+    )
 }
 
 /// `path` exists in the worktree (a path leaving the worktree never does).
-pub(super) async fn file_exists(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec, path: &str) -> GoalResult {
+pub(super) async fn file_exists(
+    ctx: GoalContext<'_>,
+    level: GoalLevel,
+    spec: &GoalSpec,
+    path: &str,
+) -> GoalResult {
     let mut result = GoalResult::new(level, spec, path);
     let relative = Path::new(path);
-    if relative.is_absolute() || relative.components().any(|c| matches!(c, Component::ParentDir)) {
+    if relative.is_absolute()
+        || relative
+            .components()
+            .any(|c| matches!(c, Component::ParentDir))
+    {
         result.not_runnable = true;
         result.evidence = "path leaves the worktree".into();
         return result;
     }
-    result.passed = tokio::fs::try_exists(ctx.worktree.join(relative)).await.unwrap_or(false);
-    result.evidence = if result.passed { format!("{path} exists") } else { format!("{path} missing") };
+    result.passed = tokio::fs::try_exists(ctx.worktree.join(relative))
+        .await
+        .unwrap_or(false);
+    result.evidence = if result.passed {
+        format!("{path} exists")
+    } else {
+        format!("{path} missing")
+    };
     result
 }
 
@@ -65,7 +102,10 @@ pub(super) fn no_secrets(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec
     let findings = secrets::scan(ctx.added_lines);
     result.passed = findings.is_empty();
     result.evidence = if findings.is_empty() {
-        format!("{} added lines scanned, nothing found", ctx.added_lines.len())
+        format!(
+            "{} added lines scanned, nothing found",
+            ctx.added_lines.len()
+        )
     } else {
         let shown: Vec<String> = findings.iter().map(ToString::to_string).collect();
         format!("possible secrets: {}", list(&shown, 5))

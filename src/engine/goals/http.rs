@@ -22,13 +22,21 @@ struct Response {
 }
 
 /// Starts `command`, waits for `url`'s port, GETs `url`.
-async fn fetch(ctx: GoalContext<'_>, command: &str, url: &str, timeout: Duration) -> Result<Response, String> {
+async fn fetch(
+    ctx: GoalContext<'_>,
+    command: &str,
+    url: &str,
+    timeout: Duration,
+) -> Result<Response, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
-    let mut cmd = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars()).map_err(|e| e.to_string())?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut cmd = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars())
+        .map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
     let group = GroupGuard::from_pid(child.id());
     let result = request(&mut child, &host, port, parsed, timeout).await;
@@ -37,7 +45,11 @@ async fn fetch(ctx: GoalContext<'_>, command: &str, url: &str, timeout: Duration
     group.kill();
     let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
     let stop_deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < stop_deadline && tokio::net::TcpStream::connect((host.as_str(), port)).await.is_ok() {
+    while Instant::now() < stop_deadline
+        && tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .is_ok()
+    {
         tokio::time::sleep(PORT_POLL).await;
     }
     result
@@ -56,22 +68,38 @@ async fn request(
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("command exited ({status}) before {host}:{port} accepted connections"));
+            return Err(format!(
+                "command exited ({status}) before {host}:{port} accepted connections"
+            ));
         }
         if Instant::now() >= deadline {
-            return Err(format!("{host}:{port} did not accept connections within {} s", timeout.as_secs()));
+            return Err(format!(
+                "{host}:{port} did not accept connections within {} s",
+                timeout.as_secs()
+            ));
         }
         tokio::time::sleep(PORT_POLL).await;
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .no_proxy()
-        .timeout(deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1)))
+        .timeout(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(1)),
+        )
         .build()
         .map_err(|e| format!("http client: {e}"))?;
-    let response = client.get(parsed).send().await.map_err(|e| format!("request failed: {e}"))?;
+    let response = client
+        .get(parsed)
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {e}"))?;
     let status = response.status().as_u16();
-    let body = response.text().await.map_err(|e| format!("reading the body failed: {e}"))?;
+    let body = response
+        .text()
+        .await
+        .map_err(|e| format!("reading the body failed: {e}"))?;
     Ok(Response { status, body })
 }
 
@@ -106,7 +134,13 @@ pub(super) async fn response_contains(
     timeout: Duration,
 ) -> GoalResult {
     let mut result = GoalResult::new(level, spec, url);
-    let GoalKind::ResponseContains { json_path, expected, contains, .. } = &spec.kind else {
+    let GoalKind::ResponseContains {
+        json_path,
+        expected,
+        contains,
+        ..
+    } = &spec.kind
+    else {
         return result;
     };
     let response = match fetch(ctx, command, url, timeout).await {
@@ -133,7 +167,11 @@ pub(super) async fn response_contains(
         };
     } else if let Some(needle) = contains {
         result.passed = response.body.contains(needle.as_str());
-        result.evidence = format!("status {}; body {} the text", response.status, if result.passed { "contains" } else { "lacks" });
+        result.evidence = format!(
+            "status {}; body {} the text",
+            response.status,
+            if result.passed { "contains" } else { "lacks" }
+        );
     } else {
         result.not_runnable = true;
         result.evidence = "response_contains needs json_path or contains".into();
@@ -150,7 +188,10 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// A small JSONPath subset: `$.a.b[0].c` (also `a.b`, `$['a']`).
-pub(crate) fn json_path_get<'v>(value: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
+pub(crate) fn json_path_get<'v>(
+    value: &'v serde_json::Value,
+    path: &str,
+) -> Option<&'v serde_json::Value> {
     let path = path.trim().trim_start_matches('$');
     let mut current = value;
     let mut rest = path;
@@ -183,9 +224,15 @@ mod tests {
     #[test]
     fn json_path_subset() {
         let v = serde_json::json!({"a": {"b": [{"c": 1}, {"c": "x"}]}, "token": "t"});
-        assert_eq!(json_path_get(&v, "$.a.b[1].c"), Some(&serde_json::json!("x")));
+        assert_eq!(
+            json_path_get(&v, "$.a.b[1].c"),
+            Some(&serde_json::json!("x"))
+        );
         assert_eq!(json_path_get(&v, "$.token"), Some(&serde_json::json!("t")));
-        assert_eq!(json_path_get(&v, "a.b[0]['c']"), Some(&serde_json::json!(1)));
+        assert_eq!(
+            json_path_get(&v, "a.b[0]['c']"),
+            Some(&serde_json::json!(1))
+        );
         assert_eq!(json_path_get(&v, "$.missing"), None);
         assert_eq!(json_path_get(&v, "$"), Some(&v));
     }

@@ -148,18 +148,37 @@ pub fn applicable<'a>(
 /// Evaluates one goal.
 pub async fn evaluate(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec) -> GoalResult {
     let started = std::time::Instant::now();
-    let timeout = spec.timeout_secs.map_or(ctx.settings.default_timeout, Duration::from_secs);
+    let timeout = spec
+        .timeout_secs
+        .map_or(ctx.settings.default_timeout, Duration::from_secs);
     let mut result = match &spec.kind {
         GoalKind::LintPasses { command } => command::run(ctx, level, spec, command, timeout).await,
-        GoalKind::BuildSucceeds { command } => command::run(ctx, level, spec, command, timeout).await,
+        GoalKind::BuildSucceeds { command } => {
+            command::run(ctx, level, spec, command, timeout).await
+        }
         GoalKind::TestsPass { command } => command::run(ctx, level, spec, command, timeout).await,
-        GoalKind::CustomScript { command } => command::run(ctx, level, spec, command, timeout).await,
+        GoalKind::CustomScript { command } => {
+            command::run(ctx, level, spec, command, timeout).await
+        }
         GoalKind::TestAdded { pattern } => files::test_added(ctx, level, spec, pattern),
         GoalKind::FilesChanged { pattern } => files::files_changed(ctx, level, spec, pattern),
         GoalKind::FileExists { path } => files::file_exists(ctx, level, spec, path).await,
         GoalKind::NoSecrets {} => files::no_secrets(ctx, level, spec),
-        GoalKind::EndpointResponds { command, url, status } => {
-            http::endpoint_responds(ctx, level, spec, command, url, status.unwrap_or(200), timeout).await
+        GoalKind::EndpointResponds {
+            command,
+            url,
+            status,
+        } => {
+            http::endpoint_responds(
+                ctx,
+                level,
+                spec,
+                command,
+                url,
+                status.unwrap_or(200),
+                timeout,
+            )
+            .await
         }
         GoalKind::ResponseContains { command, url, .. } => {
             http::response_contains(ctx, level, spec, command, url, timeout).await
@@ -170,7 +189,10 @@ pub async fn evaluate(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec) -
 }
 
 /// Evaluates every goal, one after another (they share the worktree).
-pub async fn evaluate_all(ctx: GoalContext<'_>, goals: &[(GoalLevel, &GoalSpec)]) -> Vec<GoalResult> {
+pub async fn evaluate_all(
+    ctx: GoalContext<'_>,
+    goals: &[(GoalLevel, &GoalSpec)],
+) -> Vec<GoalResult> {
     let mut results = Vec::with_capacity(goals.len());
     for (level, spec) in goals {
         results.push(evaluate(ctx, *level, spec).await);

@@ -37,9 +37,21 @@ impl Origin {
     pub fn with_files(files: &[(&str, &str)]) -> Origin {
         let dir = tempfile::tempdir().expect("temp dir");
         let bare = dir.path().join("origin.git");
-        git(dir.path(), &["init", "--quiet", "--bare", "--initial-branch=main", "origin.git"]);
+        git(
+            dir.path(),
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "origin.git",
+            ],
+        );
         let work = dir.path().join("seed");
-        git(dir.path(), &["init", "--quiet", "--initial-branch=main", "seed"]);
+        git(
+            dir.path(),
+            &["init", "--quiet", "--initial-branch=main", "seed"],
+        );
         for (path, content) in files {
             let file = work.join(path);
             if let Some(parent) = file.parent() {
@@ -49,7 +61,15 @@ impl Origin {
         }
         git(&work, &["add", "-A"]);
         git(&work, &["commit", "--quiet", "-m", "initial"]);
-        git(&work, &["push", "--quiet", bare.to_str().expect("utf-8 path"), "main"]);
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                bare.to_str().expect("utf-8 path"),
+                "main",
+            ],
+        );
         let url = format!("file://{}", bare.display());
         Origin { dir, bare, url }
     }
@@ -59,13 +79,26 @@ impl Origin {
         let work = self.dir.path().join("seed");
         std::fs::write(work.join(path), content).expect("write");
         git(&work, &["commit", "--quiet", "-am", "upstream change"]);
-        git(&work, &["push", "--quiet", self.bare.to_str().expect("utf-8 path"), "main"]);
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                self.bare.to_str().expect("utf-8 path"),
+                "main",
+            ],
+        );
     }
 
     /// The sha a branch of the origin points at, if it exists.
     pub fn branch_head(&self, branch: &str) -> Option<String> {
         let out = Command::new("git")
-            .args(["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ])
             .current_dir(&self.bare)
             .output()
             .expect("git runs");
@@ -80,7 +113,9 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
