@@ -20,6 +20,9 @@ use tokio::process::Command;
 /// that escaped into another process group cannot hold closer up longer.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
+/// The most a [`ProcessOutput::tail`] returns: a log excerpt, not the log.
+pub const TAIL_MAX_BYTES: usize = 16 * 1024;
+
 /// The minimal environment every subprocess starts from: `PATH`, `HOME` and
 /// `LANG`, nothing inherited.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +120,8 @@ impl ProcessOutput {
         !self.timed_out && self.exit_code == Some(0)
     }
 
-    /// The last `max_lines` lines of stderr then stdout, for evidence and logs.
+    /// The last `max_lines` lines of stdout then stderr (at most
+    /// [`TAIL_MAX_BYTES`]), for evidence and logs.
     pub fn tail(&self, max_lines: usize) -> String {
         let mut lines: Vec<&str> = self
             .stdout
@@ -128,7 +132,15 @@ impl ProcessOutput {
         if lines.len() > max_lines {
             lines.drain(..lines.len() - max_lines);
         }
-        lines.join("\n")
+        let joined = lines.join("\n");
+        if joined.len() <= TAIL_MAX_BYTES {
+            return joined;
+        }
+        let mut start = joined.len() - TAIL_MAX_BYTES;
+        while !joined.is_char_boundary(start) {
+            start += 1;
+        }
+        format!("…{}", &joined[start..])
     }
 
     /// stdout and stderr together, for parsers that look at both.
@@ -310,5 +322,49 @@ async fn capture(mut stream: impl AsyncRead + Unpin, cap: usize) -> Captured {
     Captured {
         text: String::from_utf8_lossy(&kept).into_owned(),
         dropped_bytes: dropped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(stdout: &str, stderr: &str) -> ProcessOutput {
+        ProcessOutput {
+            exit_code: Some(0),
+            timed_out: false,
+            duration_ms: 1,
+            stdout: Captured {
+                text: stdout.into(),
+                dropped_bytes: 0,
+            },
+            stderr: Captured {
+                text: stderr.into(),
+                dropped_bytes: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines_and_bytes() {
+        assert_eq!(output("a\nb\nc", "d").tail(2), "c\nd");
+        let long = "é".repeat(TAIL_MAX_BYTES);
+        let tail = output(&long, "").tail(10);
+        assert!(tail.len() <= TAIL_MAX_BYTES + "…".len() + 1);
+        assert!(tail.starts_with('…'));
+    }
+
+    #[test]
+    fn programs_are_found_on_the_childs_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "").unwrap();
+        let path = format!("/nonexistent:{}", dir.path().display());
+        assert_eq!(resolve_program("tool", Some(&path)), tool);
+        assert_eq!(resolve_program("./x", Some(&path)), PathBuf::from("./x"));
+        assert_eq!(
+            resolve_program("missing", Some(&path)),
+            PathBuf::from("missing")
+        );
     }
 }

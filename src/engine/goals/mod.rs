@@ -53,6 +53,17 @@ pub struct GoalSettings {
     pub max_output_bytes: usize,
 }
 
+impl GoalSettings {
+    /// Ten minutes per goal, 1 MiB of output per stream.
+    pub fn new(base_env: BaseEnv) -> GoalSettings {
+        GoalSettings {
+            base_env,
+            default_timeout: Duration::from_secs(600),
+            max_output_bytes: 1024 * 1024,
+        }
+    }
+}
+
 /// What a goal can look at.
 #[derive(Debug, Clone, Copy)]
 pub struct GoalContext<'a> {
