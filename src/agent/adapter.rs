@@ -240,3 +240,13 @@ pub(super) fn plain(stdout: &str) -> Interpretation {
         error: None,
     }
 }
+
+/// The JSON objects with a `type` field among stdout's lines (JSON Lines
+/// event streams; other lines are ignored).
+pub(super) fn json_events(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim()).ok())
+        .filter(|v| v.get("type").and_then(|t| t.as_str()).is_some())
+        .collect()
+}

@@ -11,6 +11,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::diff::AddedLine;
+use super::fingerprint::normalize::re;
 
 /// What kind of credential a line looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,10 +54,6 @@ impl std::fmt::Display for SecretFinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{} {}", self.path, self.line, self.kind.as_str())
     }
-}
-
-fn re(p: &str) -> Regex {
-    Regex::new(p).unwrap_or_else(|e| panic!("bad built-in pattern {p}: {e}"))
 }
 
 static PATTERNS: LazyLock<Vec<(SecretKind, Regex)>> = LazyLock::new(|| {

@@ -4,7 +4,7 @@
 //! make the final message, `step_finish` parts carry tokens and cost.
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
 };
 use crate::config::agents::{AdapterKind, AgentConfig};
 
@@ -25,11 +25,7 @@ impl AgentAdapter for Opencode {
     }
 
     fn interpret(&self, stdout: &str) -> Interpretation {
-        let events: Vec<serde_json::Value> = stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim()).ok())
-            .filter(|v| v.get("type").and_then(|t| t.as_str()).is_some())
-            .collect();
+        let events = json_events(stdout);
         if events.is_empty() {
             return plain(stdout);
         }

@@ -7,10 +7,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::RawFailure;
-
-fn re(p: &str) -> Regex {
-    Regex::new(p).unwrap_or_else(|e| panic!("bad built-in pattern {p}: {e}"))
-}
+use super::normalize::re;
 
 static PANIC: LazyLock<Regex> = LazyLock::new(|| {
     re(r"^\s*thread '([^']+)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+)(?::\d+)?:\s*(.*)$")

@@ -7,10 +7,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::RawFailure;
-
-fn re(p: &str) -> Regex {
-    Regex::new(p).unwrap_or_else(|e| panic!("bad built-in pattern {p}: {e}"))
-}
+use super::normalize::re;
 
 static SECTION: LazyLock<Regex> = LazyLock::new(|| re(r"^_{3,} (.+?) _{3,}$"));
 static RULE: LazyLock<Regex> = LazyLock::new(|| re(r"^={5,}"));
