@@ -18,10 +18,11 @@ use closer::engine::convergence::{CheckId, ConvergenceState, DecisionKind, Stage
 use closer::engine::goals::GoalSettings;
 use closer::engine::task_type::TaskType;
 use closer::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
-use closer::store::{Store, StoreOptions, verification as stored};
+use closer::store::verification as stored;
 use secrecy::SecretString;
 use tempfile::TempDir;
 
+use crate::support::db::TestDb;
 use crate::support::git::{Origin, files_containing, git};
 
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -404,13 +405,8 @@ async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagn
         .await
         .expect("baseline");
     let idle = fx.agent("idle.sh", "echo 'I fixed everything.'");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(
-        &StoreOptions::new(format!("sqlite://{}", dir.path().join("c.db").display())),
-        closer::clock::system(),
-    )
-    .await
-    .expect("store");
+    let db = TestDb::new("verification_idle").await;
+    let store = db.store().await;
     stored::save_baseline(store.pool(), "run-idle", &baseline, 1)
         .await
         .expect("save");
@@ -1029,4 +1025,168 @@ async fn every_goal_type_reports_evidence() {
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr").port()
+}
+
+// ---- persistence: the same round trip on SQLite and, with
+// TEST_DATABASE_URL, on a fresh PostgreSQL database.
+
+mod persistence {
+    use closer::config::repo::ConvergenceConfig;
+    use closer::engine::artifacts::{ArtifactKind, Artifacts, ChangedFile, Commit};
+    use closer::engine::baseline::Baseline;
+    use closer::engine::convergence::{CheckId, ConvergenceState, Observation};
+    use closer::engine::fingerprint::Failure;
+    use closer::engine::goals::{GoalLevel, GoalResult};
+    use closer::engine::scope::ScopeVerdict;
+    use closer::engine::verify::IterationVerification;
+    use closer::store::{Store, verification as stored};
+
+    use crate::support::db::TestDb;
+
+    fn failure(test: &str) -> Failure {
+        closer::engine::fingerprint::parse_failures(
+            "cargo test",
+            &format!("test {test} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed\n"),
+            None,
+        )
+        .remove(0)
+    }
+
+    fn goal(passed: bool, evidence: &str) -> GoalResult {
+        GoalResult {
+            level: GoalLevel::Dod,
+            goal_type: "tests_pass".into(),
+            target: "cargo test".into(),
+            passed,
+            required: true,
+            duration_ms: 42,
+            evidence: evidence.into(),
+            failures: Vec::new(),
+            not_runnable: false,
+        }
+    }
+
+    fn verification(iteration: u32, state: &mut ConvergenceState) -> IterationVerification {
+        let old = failure("tests::old");
+        let new = failure("tests::new");
+        let decision = state.observe(
+            Observation {
+                iteration,
+                blocking: vec![new.clone()],
+                reasons: vec!["1 new failure(s) against the baseline".into()],
+                diff_hash: format!("d{iteration}"),
+                evidence: vec!["tests_pass: exit 101".into()],
+            },
+            &ConvergenceConfig::default(),
+            CheckId(format!("check-{iteration}")),
+        );
+        IterationVerification {
+            iteration,
+            artifacts: Artifacts {
+                base_commit: "b".repeat(40),
+                head: "c".repeat(40),
+                branch: Some("closer/issue-4".into()),
+                commits: vec![Commit {
+                    sha: "c".repeat(40),
+                    message: "fix".into(),
+                }],
+                changed_files: vec![ChangedFile {
+                    path: "src/lib.rs".into(),
+                    added: 3,
+                    deleted: 1,
+                    new: false,
+                }],
+                untracked: Vec::new(),
+                diff_hash: format!("d{iteration}"),
+            },
+            missing_artifacts: vec![ArtifactKind::Branch],
+            goals: vec![goal(false, "exit 101; failing: tests::new, tests::old")],
+            failures: vec![old, new.clone()],
+            new_failures: vec![new],
+            scope: ScopeVerdict {
+                out_of_scope: Vec::new(),
+                changed_lines: 4,
+                diff_budget: None,
+                over_budget: false,
+            },
+            decision,
+        }
+    }
+
+    async fn round_trip(store: &Store) {
+        use stored::*;
+        let pool = store.pool();
+        let run = "run-1";
+        let baseline = Baseline {
+            base_commit: "b".repeat(40),
+            failures: vec![failure("tests::old")],
+            goals: vec![goal(false, "exit 101; failing: tests::old")],
+        };
+        save_baseline(pool, run, &baseline, 1_000).await.unwrap();
+        let mut state = ConvergenceState::default();
+        let first = verification(1, &mut state);
+        save_iteration(pool, run, &first, &state, 2_000)
+            .await
+            .unwrap();
+        // Saving again (a retried job) replaces, not duplicates.
+        save_iteration(pool, run, &first, &state, 2_500)
+            .await
+            .unwrap();
+        let second = verification(2, &mut state);
+        save_iteration(pool, run, &second, &state, 3_000)
+            .await
+            .unwrap();
+
+        let (artifacts, missing) = artifacts(pool, run, 1).await.unwrap().unwrap();
+        assert_eq!(artifacts, first.artifacts);
+        assert_eq!(missing, [ArtifactKind::Branch]);
+        assert_eq!(goal_results(pool, run, 1).await.unwrap(), first.goals);
+        assert_eq!(
+            goal_results(pool, run, BASELINE_ITERATION).await.unwrap(),
+            baseline.goals
+        );
+        let stored = failures(pool, run, 1).await.unwrap();
+        assert_eq!(stored.len(), 2);
+        let flags: Vec<(Option<&str>, bool)> = stored
+            .iter()
+            .map(|s| (s.failure.test.as_deref(), s.is_new))
+            .collect();
+        assert_eq!(
+            flags,
+            [(Some("tests::old"), false), (Some("tests::new"), true)]
+        );
+        assert_eq!(stored[1].failure, first.new_failures[0]);
+        assert_eq!(
+            decision(pool, run, 1).await.unwrap(),
+            Some(first.decision.clone())
+        );
+        let latest = latest_decision(pool, run).await.unwrap().unwrap();
+        assert_eq!(latest.check_id, CheckId("check-2".into()));
+        assert_eq!(latest.stage, second.decision.stage);
+        assert_eq!(
+            convergence_state(pool, run).await.unwrap(),
+            Some(state.clone())
+        );
+
+        let all = diagnostics(pool, run).await.unwrap();
+        assert_eq!(all["baseline_failures"][0]["test"], "tests::old");
+        assert_eq!(all["current_failures"].as_array().map(Vec::len), Some(2));
+        assert_eq!(all["fingerprint_history"].as_array().map(Vec::len), Some(2));
+        assert_eq!(all["completion_reasons"][1]["check_id"], "check-2");
+        assert_eq!(all["completion_reasons"][1]["stage"], 2);
+        assert_eq!(
+            all["completion_reasons"][0]["reasons"][0],
+            "1 new failure(s) against the baseline"
+        );
+        assert_eq!(
+            diagnostics(pool, "other-run").await.unwrap()["current_failures"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[tokio::test]
+    async fn verification_evidence_round_trips() {
+        let db = TestDb::new("verification_round_trip").await;
+        round_trip(&db.store().await).await;
+    }
 }
