@@ -28,6 +28,7 @@ CREATE TABLE goal_results (
     passed       BIGINT NOT NULL,
     required     BIGINT NOT NULL,
     not_runnable BIGINT NOT NULL,
+    baseline_only BIGINT NOT NULL,           -- failed only with failures the baseline had
     duration_ms  BIGINT NOT NULL,
     evidence     TEXT NOT NULL,
     created_at   BIGINT NOT NULL

@@ -81,7 +81,13 @@ pub async fn verify_iteration(
         settings: ctx.settings,
     };
     let applicable = goals::applicable(ctx.repo, ctx.task, ctx.acceptance);
-    let goal_results = goals::evaluate_all(goal_ctx, &applicable).await;
+    let mut goal_results = goals::evaluate_all(goal_ctx, &applicable).await;
+    for goal in goal_results
+        .iter_mut()
+        .filter(|g| !g.passed && !g.failures.is_empty())
+    {
+        goal.baseline_only = ctx.baseline.new_failures(goal.failures.iter()).is_empty();
+    }
     let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
 
     let failures: Vec<Failure> = goal_results
@@ -104,12 +110,7 @@ pub async fn verify_iteration(
             &format!("missing {}", kind.as_str()),
         ));
     }
-    for goal in goal_results.iter().filter(|g| g.required && !g.passed) {
-        let new_in_goal = ctx.baseline.new_failures(goal.failures.iter());
-        let only_old = !goal.failures.is_empty() && new_in_goal.is_empty();
-        if only_old {
-            continue;
-        }
+    for goal in goal_results.iter().filter(|g| g.blocks()) {
         reasons.push(format!(
             "goal {} `{}` failed: {}",
             goal.goal_type, goal.target, goal.evidence

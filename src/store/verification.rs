@@ -67,8 +67,8 @@ async fn insert_goal_results(
     for (position, goal) in results.iter().enumerate() {
         sqlx::query(
             "INSERT INTO goal_results (run_id, iteration, position, level, goal_type, target, passed, \
-             required, not_runnable, duration_ms, evidence, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             required, not_runnable, baseline_only, duration_ms, evidence, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(run_id)
         .bind(iteration)
@@ -79,6 +79,7 @@ async fn insert_goal_results(
         .bind(i64::from(goal.passed))
         .bind(i64::from(goal.required))
         .bind(i64::from(goal.not_runnable))
+        .bind(i64::from(goal.baseline_only))
         .bind(i64::try_from(goal.duration_ms).unwrap_or(i64::MAX))
         .bind(&goal.evidence)
         .bind(now)
@@ -304,7 +305,8 @@ pub async fn goal_results(
     iteration: i64,
 ) -> Result<Vec<GoalResult>, StoreError> {
     let rows = sqlx::query(
-        "SELECT level, goal_type, target, passed, required, not_runnable, duration_ms, evidence \
+        "SELECT level, goal_type, target, passed, required, not_runnable, baseline_only, duration_ms, \
+         evidence \
          FROM goal_results WHERE run_id = $1 AND iteration = $2 ORDER BY position",
     )
     .bind(run_id)
@@ -320,6 +322,7 @@ pub async fn goal_results(
                 passed: r.try_get::<i64, _>("passed")? != 0,
                 required: r.try_get::<i64, _>("required")? != 0,
                 not_runnable: r.try_get::<i64, _>("not_runnable")? != 0,
+                baseline_only: r.try_get::<i64, _>("baseline_only")? != 0,
                 duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
                 evidence: r.try_get("evidence")?,
                 failures: Vec::new(),

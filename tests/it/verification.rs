@@ -346,6 +346,7 @@ async fn a_test_already_failing_at_baseline_does_not_block() {
         .await;
     assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_legacy"]);
     assert!(!v.goals[0].passed, "the command still fails");
+    assert!(v.goals[0].baseline_only && !v.goals[0].blocks());
     assert!(v.new_failures.is_empty(), "{:#?}", v.new_failures);
     assert_eq!(
         v.decision.decision,
@@ -1063,6 +1064,7 @@ mod persistence {
             evidence: evidence.into(),
             failures: Vec::new(),
             not_runnable: false,
+            baseline_only: false,
         }
     }
 

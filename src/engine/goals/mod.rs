@@ -91,6 +91,9 @@ pub struct GoalResult {
     /// The goal could not be evaluated at all (command missing, timed out,
     /// bad pattern): a baseline with such a goal is refused.
     pub not_runnable: bool,
+    /// A failed command goal whose every failure was already in the
+    /// baseline: it does not block completion (set by the verification).
+    pub baseline_only: bool,
 }
 
 impl GoalResult {
@@ -105,7 +108,18 @@ impl GoalResult {
             evidence: String::new(),
             failures: Vec::new(),
             not_runnable: false,
+            baseline_only: false,
         }
+    }
+
+    /// `type: target`, the goal's display name (e.g. `tests_pass: cargo test`).
+    pub fn name(&self) -> String {
+        format!("{}: {}", self.goal_type, self.target)
+    }
+
+    /// Whether this result stands in the way of completion.
+    pub fn blocks(&self) -> bool {
+        self.required && !self.passed && !self.baseline_only
     }
 }
 
