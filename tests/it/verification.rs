@@ -591,15 +591,39 @@ async fn an_agent_printing_50_mb_is_capped() {
     assert_eq!(result.message.len(), 1024 * 1024);
 }
 
+/// Marks the child copy of this test binary that carries the secrets.
+const ENV_PROBE: &str = "CLOSER_TEST_ENV_PROBE";
+
+#[test]
+fn the_agent_finds_no_secret_in_its_environment() {
+    // The secrets go into the environment of a child copy of this test
+    // binary, never into this process's, which other tests share.
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "verification::agent_environment_probe",
+            "--nocapture",
+        ])
+        .env(ENV_PROBE, "1")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_PRIVATE_KEY_PATH", "/etc/closer/app.pem")
+        .env("GITHUB_WEBHOOK_SECRET", "whsec-do-not-leak")
+        .env("MY_AGENT_API_KEY", "agent-key-1")
+        .output()
+        .expect("the probe runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ENV_PROBE_DONE"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs only in the child started above (it returns at once elsewhere).
 #[tokio::test]
-async fn the_agent_finds_no_secret_in_its_environment() {
-    // SAFETY: set before any thread of this test reads the environment; the
-    // std environment lock guards concurrent access from other tests.
-    unsafe {
-        std::env::set_var("GITHUB_TOKEN", TOKEN);
-        std::env::set_var("GITHUB_PRIVATE_KEY_PATH", "/etc/closer/app.pem");
-        std::env::set_var("GITHUB_WEBHOOK_SECRET", "whsec-do-not-leak");
-        std::env::set_var("MY_AGENT_API_KEY", "agent-key-1");
+async fn agent_environment_probe() {
+    if std::env::var_os(ENV_PROBE).is_none() {
+        return;
     }
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-env").await;
@@ -648,6 +672,7 @@ async fn the_agent_finds_no_secret_in_its_environment() {
             .expect("dump")
             .contains(TOKEN)
     );
+    println!("ENV_PROBE_DONE");
 }
 
 #[tokio::test]
