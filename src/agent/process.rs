@@ -260,8 +260,15 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         });
     }
     let cap = spec.max_output_bytes;
-    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, cap)));
-    let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s, cap)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(capture(s, cap, stopped.clone())));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(capture(s, cap, stopped.clone())));
 
     let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
         Ok(status) => (
@@ -277,10 +284,17 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
             (None, true)
         }
     };
-    // Children left behind by the main process die with it.
+    // Children left behind by the main process die with it. A grandchild
+    // that escaped into another group may hold the pipes open: after a grace
+    // period the readers stop and keep what they have.
     group.kill();
-    let stdout = drain(stdout).await;
-    let stderr = drain(stderr).await;
+    let stopper = tokio::spawn(async move {
+        tokio::time::sleep(DRAIN_GRACE).await;
+        let _ = stop.send(true);
+    });
+    let stdout = collect(stdout).await;
+    let stderr = collect(stderr).await;
+    stopper.abort();
     Ok(ProcessOutput {
         exit_code: status.and_then(|s| s.code()),
         timed_out,
@@ -290,27 +304,29 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     })
 }
 
-async fn drain(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
-    let Some(task) = task else {
-        return Captured::default();
-    };
-    let abort = task.abort_handle();
-    match tokio::time::timeout(DRAIN_GRACE, task).await {
-        Ok(Ok(captured)) => captured,
-        _ => {
-            abort.abort();
-            Captured::default()
-        }
+async fn collect(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
+    match task {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Captured::default(),
     }
 }
 
-/// Reads a stream to its end, keeping the first `cap` bytes and counting the rest.
-async fn capture(mut stream: impl AsyncRead + Unpin, cap: usize) -> Captured {
+/// Reads a stream to its end (or until told to stop), keeping the first
+/// `cap` bytes and counting the rest.
+async fn capture(
+    mut stream: impl AsyncRead + Unpin,
+    cap: usize,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Captured {
     let mut kept = Vec::with_capacity(cap.min(64 * 1024));
     let mut dropped: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match stream.read(&mut buf).await {
+        let read = tokio::select! {
+            read = stream.read(&mut buf) => read,
+            _ = stop.wait_for(|stop| *stop) => break,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -352,6 +368,43 @@ mod tests {
         let tail = output(&long, "").tail(10);
         assert!(tail.len() <= TAIL_MAX_BYTES + "…".len() + 1);
         assert!(tail.starts_with('…'));
+    }
+
+    fn sh(script: &str, timeout: Duration) -> ProcessSpec {
+        let env = BaseEnv::from_process().vars();
+        ProcessSpec::shell(script, Path::new("/"), env, timeout)
+    }
+
+    #[tokio::test]
+    async fn a_grandchild_that_escapes_the_group_cannot_hold_closer_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("escaped");
+        // The shell returns only once the grandchild is in its own session,
+        // still holding stdout.
+        let script = format!(
+            "echo hello; setsid sh -c 'touch {m}; exec sleep 8' & \
+             while [ ! -f {m} ]; do sleep 0.01; done",
+            m = marker.display()
+        );
+        let started = Instant::now();
+        let out = run(&sh(&script, Duration::from_secs(20))).await.unwrap();
+        let elapsed = started.elapsed();
+        assert!(out.success());
+        assert_eq!(out.stdout.text, "hello\n", "what was read before is kept");
+        assert!(
+            elapsed >= DRAIN_GRACE && elapsed < DRAIN_GRACE * 3,
+            "{elapsed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn exit_codes_and_stderr_are_reported() {
+        let out = run(&sh("echo oops >&2; exit 7", Duration::from_secs(20)))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(7));
+        assert!(!out.success());
+        assert_eq!(out.stderr.text, "oops\n");
     }
 
     #[test]
