@@ -795,6 +795,44 @@ async fn the_token_never_reaches_the_worktree_the_mirror_or_the_agent() {
 }
 
 #[tokio::test]
+async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_push() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-tamper").await;
+    let hook_ran = fx.scratch().join("hook-ran.txt");
+    let script = format!(
+        "{FIX_ADD}\n\
+         common=$(git rev-parse --git-common-dir)\n\
+         printf '#!/bin/sh\\nenv > {hook}\\n' > \"$common/hooks/pre-push\"\n\
+         chmod +x \"$common/hooks/pre-push\"\n\
+         git config url.file:///nonexistent/.insteadOf {url}\n\
+         git config http.proxy http://127.0.0.1:9\n\
+         git config core.hooksPath \"$common/hooks\"",
+        hook = hook_ran.display(),
+        url = fx.origin.url
+    );
+    let result = fx.run(&fx.agent("tamper.sh", &script), &wt, 1).await;
+    assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
+    let tampered = std::fs::read_to_string(wt.mirror.join("config")).expect("config");
+    assert!(
+        tampered.contains("insteadOf"),
+        "the agent did write: {tampered}"
+    );
+
+    fx.sandbox.push(&wt, &fx.source()).await.expect("push");
+    let head = git(&wt.path, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        fx.origin.branch_head("closer/issue-4").as_deref(),
+        Some(head.trim())
+    );
+    assert!(!hook_ran.exists(), "a hook ran during the push");
+    let config = std::fs::read_to_string(wt.mirror.join("config")).expect("config");
+    assert!(
+        !config.contains("insteadOf") && !config.contains("proxy") && !config.contains("hooksPath"),
+        "{config}"
+    );
+}
+
+#[tokio::test]
 async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

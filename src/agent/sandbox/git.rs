@@ -57,10 +57,18 @@ impl GitRunner {
         let mut env = self.base.vars();
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.insert("GIT_ASKPASS".into(), "true".into());
+        // Only the repository's config counts, and no hook ever runs:
+        // hooks are code, and the repository is writable by the agent.
+        env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
+        env.insert("GIT_CONFIG_GLOBAL".into(), "/dev/null".into());
         if let Some(token) = token {
             add_auth_header(&mut env, token);
         }
-        let mut argv = vec!["git".to_owned()];
+        let mut argv = vec![
+            "git".to_owned(),
+            "-c".to_owned(),
+            "core.hooksPath=/dev/null".to_owned(),
+        ];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         let spec = ProcessSpec {
             argv,

@@ -201,14 +201,40 @@ impl Sandbox {
 
     /// Pushes the run's branch to the remote (force: the branch is closer's).
     pub async fn push(&self, worktree: &Worktree, source: &RepoSource) -> Result<(), SandboxError> {
-        let refspec = format!("+HEAD:refs/heads/{}", worktree.branch);
+        // The commit comes from the worktree (a local read, no token); the
+        // push runs in the mirror, whose config closer has just rewritten, so
+        // nothing the agent configured (a proxy, an `insteadOf` rewrite, a
+        // hook) takes part in the one command that carries the token.
+        let head = self
+            .git
+            .run(&worktree.path, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .await?;
+        let refspec = format!("+{}:refs/heads/{}", head.trim(), worktree.branch);
+        let _lock = lock::lock(&worktree.mirror.with_extension("lock")).await?;
+        self.reset_config(&worktree.mirror).await?;
         self.git
             .run_with(
-                &worktree.path,
+                &worktree.mirror,
                 &["push", "--quiet", &source.url, &refspec],
                 source.token(),
             )
             .await?;
+        Ok(())
+    }
+
+    /// Writes the mirror's config as closer wants it, dropping whatever an
+    /// agent (which can write to the shared repository) put there.
+    async fn reset_config(&self, mirror: &Path) -> Result<(), SandboxError> {
+        let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+        let config = format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\
+             [user]\n\tname = {}\n\temail = {}\n",
+            quote(&self.options.committer_name),
+            quote(&self.options.committer_email)
+        );
+        let temp = mirror.join("config.closer-tmp");
+        tokio::fs::write(&temp, config).await?;
+        tokio::fs::rename(&temp, mirror.join("config")).await?;
         Ok(())
     }
 
@@ -254,25 +280,14 @@ impl Sandbox {
             .join(format!("{}-{}.git", safe_name(tail), &digest[..12]))
     }
 
-    /// Creates the mirror if missing, then fetches every branch into
-    /// `refs/remotes/origin/*`. Call with the mirror's lock held.
+    /// Creates the mirror if missing, resets its config, then fetches every
+    /// branch into `refs/remotes/origin/*`. Call with the mirror's lock held.
     async fn fetch_locked(&self, source: &RepoSource, mirror: &Path) -> Result<(), SandboxError> {
         if !mirror.join("HEAD").exists() {
             tokio::fs::create_dir_all(mirror).await?;
             self.git.run(mirror, &["init", "--quiet", "--bare"]).await?;
-            self.git
-                .run(
-                    mirror,
-                    &["config", "user.name", &self.options.committer_name],
-                )
-                .await?;
-            self.git
-                .run(
-                    mirror,
-                    &["config", "user.email", &self.options.committer_email],
-                )
-                .await?;
         }
+        self.reset_config(mirror).await?;
         self.git
             .run_with(
                 mirror,
