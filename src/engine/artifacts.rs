@@ -121,20 +121,20 @@ pub struct Collected {
 pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, GitError> {
     let dir = worktree.path.as_path();
     let base = worktree.base_commit.as_str();
-    let head = git
-        .run(dir, &["rev-parse", "HEAD"])
+    let head = worktree
+        .git(git, &["rev-parse", "HEAD"])
         .await?
         .trim()
         .to_owned();
-    let branch = git
-        .run(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+    let branch = worktree
+        .git(git, &["symbolic-ref", "--quiet", "--short", "HEAD"])
         .await
         .ok()
         .map(|b| b.trim().to_owned())
         .filter(|b| !b.is_empty());
     let range = format!("{base}..HEAD");
-    let log = git
-        .run(dir, &["log", "--reverse", "--format=%H%x00%s", &range])
+    let log = worktree
+        .git(git, &["log", "--reverse", "--format=%H%x00%s", &range])
         .await?;
     let commits = log
         .lines()
@@ -144,10 +144,10 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
             message: message.to_owned(),
         })
         .collect();
-    let changed_files = changed_files(git, dir, base).await?;
-    let diff = git
-        .run(
-            dir,
+    let changed_files = changed_files(git, worktree, base).await?;
+    let diff = worktree
+        .git(
+            git,
             &[
                 "diff",
                 "--no-color",
@@ -162,8 +162,8 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
     let mut added_lines = parse_added(&diff);
     let mut hasher = Sha256::new();
     hasher.update(diff.as_bytes());
-    let listed = git
-        .run(dir, &["ls-files", "--others", "--exclude-standard", "-z"])
+    let listed = worktree
+        .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
         .await?;
     let mut untracked = Vec::new();
     for path in listed.split('\0').filter(|p| !p.is_empty()) {
@@ -199,18 +199,18 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
 
 async fn changed_files(
     git: &GitRunner,
-    dir: &Path,
+    worktree: &Worktree,
     base: &str,
 ) -> Result<Vec<ChangedFile>, GitError> {
-    let numstat = git
-        .run(
-            dir,
+    let numstat = worktree
+        .git(
+            git,
             &["diff", "--numstat", "--no-renames", "-z", base, "--"],
         )
         .await?;
-    let status = git
-        .run(
-            dir,
+    let status = worktree
+        .git(
+            git,
             &["diff", "--name-status", "--no-renames", "-z", base, "--"],
         )
         .await?;

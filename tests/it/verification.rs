@@ -833,6 +833,32 @@ async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_pu
 }
 
 #[tokio::test]
+async fn an_agent_cannot_fake_commits_by_pointing_the_worktree_elsewhere() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-fake").await;
+    let script = "base=$(git rev-parse HEAD)\n\
+         fake=$(mktemp -d)\n\
+         git clone -q \"$(git rev-parse --path-format=absolute --git-common-dir)\" \"$fake/r\" 2>/dev/null\n\
+         git -C \"$fake/r\" checkout -q -b closer/issue-4 \"$base\"\n\
+         git -C \"$fake/r\" -c user.name=x -c user.email=y commit -q --allow-empty -m cheat\n\
+         echo \"gitdir: $fake/r/.git\" > .git\n\
+         git log --format=%s -1";
+    let result = fx.run(&fx.agent("fake.sh", script), &wt, 1).await;
+    assert_eq!(
+        result.message, "cheat",
+        "the agent's own view is the fake repository"
+    );
+    let config = repo_config();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(v.artifacts.commits.is_empty(), "{:?}", v.artifacts.commits);
+    assert!(v.missing_artifacts.contains(&ArtifactKind::Commit));
+}
+
+#[tokio::test]
 async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

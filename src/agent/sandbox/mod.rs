@@ -49,6 +49,26 @@ pub struct Worktree {
     pub mirror: PathBuf,
 }
 
+impl Worktree {
+    /// The worktree's administrative directory inside the mirror (git names
+    /// it after the worktree's directory). closer reads the worktree through
+    /// it rather than through the worktree's `.git` file, which the agent
+    /// could point elsewhere.
+    pub fn git_dir(&self) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default();
+        self.mirror.join("worktrees").join(name)
+    }
+
+    /// `git --git-dir=… --work-tree=… <args>`: a command on this worktree.
+    pub async fn git(&self, runner: &GitRunner, args: &[&str]) -> Result<String, GitError> {
+        let git_dir = format!("--git-dir={}", self.git_dir().display());
+        let work_tree = format!("--work-tree={}", self.path.display());
+        let mut full = vec![git_dir.as_str(), work_tree.as_str()];
+        full.extend_from_slice(args);
+        runner.run(&self.path, &full).await
+    }
+}
+
 /// Sandbox errors.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -58,6 +78,8 @@ pub enum SandboxError {
     Io(#[from] std::io::Error),
     #[error("the remote has no default branch (HEAD)")]
     NoDefaultBranch,
+    #[error("git placed the worktree's metadata somewhere unexpected: {0}")]
+    UnexpectedLayout(String),
 }
 
 /// Settings of the sandbox.
@@ -134,12 +156,14 @@ impl Sandbox {
                 &["worktree", "add", "-B", &branch, &path_str, &base],
             )
             .await?;
-        Ok(Worktree {
+        let worktree = Worktree {
             path,
             branch,
             base_commit: base,
             mirror,
-        })
+        };
+        check_layout(&worktree).await?;
+        Ok(worktree)
     }
 
     /// A clean detached worktree of the run's base commit, for the baseline.
@@ -166,12 +190,14 @@ impl Sandbox {
                 &["worktree", "add", "--detach", &path_str, &run.base_commit],
             )
             .await?;
-        Ok(Worktree {
+        let worktree = Worktree {
             path,
             branch: String::new(),
             base_commit: run.base_commit.clone(),
             mirror: run.mirror.clone(),
-        })
+        };
+        check_layout(&worktree).await?;
+        Ok(worktree)
     }
 
     /// Removes a worktree, its branch and its base ref (the run has ended).
@@ -205,9 +231,8 @@ impl Sandbox {
         // push runs in the mirror, whose config closer has just rewritten, so
         // nothing the agent configured (a proxy, an `insteadOf` rewrite, a
         // hook) takes part in the one command that carries the token.
-        let head = self
-            .git
-            .run(&worktree.path, &["rev-parse", "--verify", "HEAD^{commit}"])
+        let head = worktree
+            .git(&self.git, &["rev-parse", "--verify", "HEAD^{commit}"])
             .await?;
         let refspec = format!("+{}:refs/heads/{}", head.trim(), worktree.branch);
         let _lock = lock::lock(&worktree.mirror.with_extension("lock")).await?;
@@ -336,6 +361,18 @@ impl Sandbox {
             .await?;
         Ok(sha.trim().to_owned())
     }
+}
+
+/// Right after `worktree add` (before any agent ran) the `.git` file must
+/// name [`Worktree::git_dir`].
+async fn check_layout(worktree: &Worktree) -> Result<(), SandboxError> {
+    let dot_git = tokio::fs::read_to_string(worktree.path.join(".git")).await?;
+    let named = dot_git.trim().strip_prefix("gitdir: ").unwrap_or_default();
+    let expected = worktree.git_dir();
+    if Path::new(named) != expected {
+        return Err(SandboxError::UnexpectedLayout(named.to_owned()));
+    }
+    Ok(())
 }
 
 /// A file-name-safe form of an id.
