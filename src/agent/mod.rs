@@ -1,1 +1,9 @@
 //! Agent adapters and the git worktree sandbox they run in.
+//!
+//! Everything that starts a process on behalf of a repository goes through
+//! [`process`]: own process group, deadline, output cap, empty environment.
+
+pub mod adapter;
+pub mod adapters;
+pub mod process;
+pub mod sandbox;

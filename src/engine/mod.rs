@@ -1,11 +1,21 @@
 //! The engine: runs and iterations, and every decision about them. It talks to
 //! GitHub, the LLM and the agent only through narrow traits.
 
+pub mod artifacts;
+pub mod baseline;
 pub mod classify;
 pub mod closer;
+pub mod convergence;
+pub mod diff;
+pub mod fingerprint;
 pub mod goal_outcome;
+pub mod goals;
 pub mod handlers;
 pub mod judge;
+pub mod paths;
 pub mod question;
+pub mod scope;
+pub mod secrets;
 pub mod task_type;
 pub mod tasklist;
+pub mod verify;

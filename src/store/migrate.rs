@@ -15,12 +15,26 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "foundation",
-    sqlite: include_str!("../../migrations/sqlite/0001_foundation.sql"),
-    postgres: include_str!("../../migrations/postgres/0001_foundation.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sqlite: include_str!("../../migrations/sqlite/0001_foundation.sql"),
+        postgres: include_str!("../../migrations/postgres/0001_foundation.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "verification",
+        sqlite: include_str!("../../migrations/sqlite/0002_verification.sql"),
+        postgres: include_str!("../../migrations/postgres/0002_verification.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "runs",
+        sqlite: include_str!("../../migrations/sqlite/0003_runs.sql"),
+        postgres: include_str!("../../migrations/postgres/0003_runs.sql"),
+    },
+];
 
 /// An arbitrary constant naming closer's migration lock on PostgreSQL.
 const PG_LOCK_KEY: i64 = 0x636c_6f73_6572;

@@ -12,6 +12,7 @@ pub mod installations;
 pub mod jobs;
 pub mod migrate;
 pub mod runs;
+pub mod verification;
 pub mod writer;
 
 use std::str::FromStr;

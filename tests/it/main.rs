@@ -17,3 +17,4 @@ mod queue;
 mod repo_config;
 mod security;
 mod store;
+mod verification;

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod db;
 pub mod fake_github;
+pub mod git;
 pub mod fake_llm;
 pub mod process;
 

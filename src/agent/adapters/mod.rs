@@ -1,0 +1,7 @@
+//! The four adapters: three tools with their own JSON output, and `command`,
+//! any argv speaking closer's contract (DESIGN §5).
+
+pub mod claude_code;
+pub mod codex;
+pub mod command;
+pub mod opencode;

@@ -1,0 +1,389 @@
+//! The repository sandbox: per repository a cached mirror (a bare repository
+//! fetched, not re-cloned, each run), per run a git worktree on branch
+//! `closer/issue-<n>` from the default branch's head, reused across the run's
+//! iterations and removed when the run ends.
+//!
+//! It must never write the installation token anywhere: not into the
+//! mirror's or worktree's config (remotes are given as URLs per command, no
+//! `origin` is configured), not into files, logs or the agent's environment.
+//! Pushing is closer's job, done here with the token at push time.
+
+pub mod git;
+pub mod lock;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use self::git::{GitError, GitRunner, wants_token};
+use crate::agent::process::BaseEnv;
+
+/// Where a repository is fetched from.
+#[derive(Debug, Clone)]
+pub struct RepoSource {
+    /// The repository's `clone_url` (`https://…`, or `file://…` in tests).
+    pub url: String,
+    /// The installation token, for http(s) URLs.
+    pub token: Option<SecretString>,
+    /// The default branch when known (webhook payload); else asked of the remote.
+    pub default_branch: Option<String>,
+}
+
+impl RepoSource {
+    fn token(&self) -> Option<&SecretString> {
+        self.token.as_ref().filter(|_| wants_token(&self.url))
+    }
+}
+
+/// A run's worktree: where the agent works and goals run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    pub path: PathBuf,
+    /// `closer/issue-<n>`; empty for a detached (baseline) worktree.
+    pub branch: String,
+    /// The default branch's head when the run started: what changes are measured against.
+    pub base_commit: String,
+    pub mirror: PathBuf,
+}
+
+impl Worktree {
+    /// The worktree's administrative directory inside the mirror (git names
+    /// it after the worktree's directory). closer reads the worktree through
+    /// it rather than through the worktree's `.git` file, which the agent
+    /// could point elsewhere.
+    pub fn git_dir(&self) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default();
+        self.mirror.join("worktrees").join(name)
+    }
+
+    /// `git --git-dir=… --work-tree=… <args>`: a command on this worktree.
+    pub async fn git(&self, runner: &GitRunner, args: &[&str]) -> Result<String, GitError> {
+        let git_dir = format!("--git-dir={}", self.git_dir().display());
+        let work_tree = format!("--work-tree={}", self.path.display());
+        let mut full = vec![git_dir.as_str(), work_tree.as_str()];
+        full.extend_from_slice(args);
+        runner.run(&self.path, &full).await
+    }
+}
+
+/// Sandbox errors.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("sandbox file system error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the remote has no default branch (HEAD)")]
+    NoDefaultBranch,
+    #[error("git placed the worktree's metadata somewhere unexpected: {0}")]
+    UnexpectedLayout(String),
+}
+
+/// Settings of the sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// Holds `mirrors/` and `worktrees/`.
+    pub root: PathBuf,
+    pub base_env: BaseEnv,
+    /// Deadline per git command (fetches of big repositories take a while).
+    pub git_timeout: Duration,
+    /// Identity of commits made in worktrees (set in the mirror's config).
+    pub committer_name: String,
+    pub committer_email: String,
+}
+
+/// Mirrors and worktrees under one directory.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    options: SandboxOptions,
+    git: GitRunner,
+}
+
+impl Sandbox {
+    pub fn new(options: SandboxOptions) -> Sandbox {
+        let git = GitRunner::new(options.base_env.clone(), options.git_timeout);
+        Sandbox { options, git }
+    }
+
+    /// The git runner the sandbox uses (the engine reads worktrees with it).
+    pub fn git(&self) -> &GitRunner {
+        &self.git
+    }
+
+    /// The run's worktree, made on first call (fetching the mirror first)
+    /// and returned as it is on later calls of the same run.
+    pub async fn prepare(
+        &self,
+        source: &RepoSource,
+        issue: u64,
+        run_id: &str,
+    ) -> Result<Worktree, SandboxError> {
+        let mirror = self.mirror_path(&source.url);
+        let path = self.options.root.join("worktrees").join(safe_name(run_id));
+        let branch = format!("closer/issue-{issue}");
+        let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
+        let _lock = lock::lock(&mirror.with_extension("lock")).await?;
+        if path.join(".git").exists()
+            && let Ok(base) = self
+                .git
+                .run(&mirror, &["rev-parse", "--verify", &base_ref])
+                .await
+        {
+            return Ok(Worktree {
+                path,
+                branch,
+                base_commit: base.trim().to_owned(),
+                mirror,
+            });
+        }
+        self.fetch_locked(source, &mirror).await?;
+        let base = self.default_head(source, &mirror).await?;
+        self.git.run(&mirror, &["worktree", "prune"]).await?;
+        if path.exists() {
+            tokio::fs::remove_dir_all(&path).await?;
+        }
+        self.release_branch(&mirror, &branch).await?;
+        self.git
+            .run(&mirror, &["update-ref", &base_ref, &base])
+            .await?;
+        let path_str = path.display().to_string();
+        self.git
+            .run(
+                &mirror,
+                &["worktree", "add", "-B", &branch, &path_str, &base],
+            )
+            .await?;
+        let worktree = Worktree {
+            path,
+            branch,
+            base_commit: base,
+            mirror,
+        };
+        check_layout(&worktree).await?;
+        Ok(worktree)
+    }
+
+    /// A clean detached worktree of the run's base commit, for the baseline.
+    /// Remove it with [`Sandbox::remove`] once the baseline is taken.
+    pub async fn baseline_worktree(
+        &self,
+        run: &Worktree,
+        run_id: &str,
+    ) -> Result<Worktree, SandboxError> {
+        let path = self
+            .options
+            .root
+            .join("worktrees")
+            .join(format!("{}-baseline", safe_name(run_id)));
+        let _lock = lock::lock(&run.mirror.with_extension("lock")).await?;
+        self.git.run(&run.mirror, &["worktree", "prune"]).await?;
+        if path.exists() {
+            tokio::fs::remove_dir_all(&path).await?;
+        }
+        let path_str = path.display().to_string();
+        self.git
+            .run(
+                &run.mirror,
+                &["worktree", "add", "--detach", &path_str, &run.base_commit],
+            )
+            .await?;
+        let worktree = Worktree {
+            path,
+            branch: String::new(),
+            base_commit: run.base_commit.clone(),
+            mirror: run.mirror.clone(),
+        };
+        check_layout(&worktree).await?;
+        Ok(worktree)
+    }
+
+    /// Removes a worktree, its branch and its base ref (the run has ended).
+    pub async fn remove(&self, worktree: &Worktree, run_id: &str) -> Result<(), SandboxError> {
+        let mirror = &worktree.mirror;
+        let _lock = lock::lock(&mirror.with_extension("lock")).await?;
+        let path_str = worktree.path.display().to_string();
+        // A worktree already gone (crash, manual cleanup) is not an error.
+        let _ = self
+            .git
+            .run(mirror, &["worktree", "remove", "--force", &path_str])
+            .await;
+        if worktree.path.exists() {
+            tokio::fs::remove_dir_all(&worktree.path).await?;
+        }
+        self.git.run(mirror, &["worktree", "prune"]).await?;
+        if !worktree.branch.is_empty() {
+            let _ = self
+                .git
+                .run(mirror, &["branch", "-D", &worktree.branch])
+                .await;
+            let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
+            let _ = self.git.run(mirror, &["update-ref", "-d", &base_ref]).await;
+        }
+        Ok(())
+    }
+
+    /// Pushes the run's branch to the remote (force: the branch is closer's).
+    pub async fn push(&self, worktree: &Worktree, source: &RepoSource) -> Result<(), SandboxError> {
+        // The commit comes from the worktree (a local read, no token); the
+        // push runs in the mirror, whose config closer has just rewritten, so
+        // nothing the agent configured (a proxy, an `insteadOf` rewrite, a
+        // hook) takes part in the one command that carries the token.
+        let head = worktree
+            .git(&self.git, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .await?;
+        let refspec = format!("+{}:refs/heads/{}", head.trim(), worktree.branch);
+        let _lock = lock::lock(&worktree.mirror.with_extension("lock")).await?;
+        self.reset_config(&worktree.mirror).await?;
+        self.git
+            .run_with(
+                &worktree.mirror,
+                &["push", "--quiet", &source.url, &refspec],
+                source.token(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Writes the mirror's config as closer wants it, dropping whatever an
+    /// agent (which can write to the shared repository) put there.
+    async fn reset_config(&self, mirror: &Path) -> Result<(), SandboxError> {
+        let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+        let config = format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\
+             [user]\n\tname = {}\n\temail = {}\n",
+            quote(&self.options.committer_name),
+            quote(&self.options.committer_email)
+        );
+        let temp = mirror.join("config.closer-tmp");
+        tokio::fs::write(&temp, config).await?;
+        tokio::fs::rename(&temp, mirror.join("config")).await?;
+        Ok(())
+    }
+
+    /// One run per issue is active at a time, so a worktree of an earlier
+    /// run still holding the issue's branch is a crash leftover: remove it.
+    async fn release_branch(&self, mirror: &Path, branch: &str) -> Result<(), SandboxError> {
+        let listing = self
+            .git
+            .run(mirror, &["worktree", "list", "--porcelain"])
+            .await?;
+        let wanted = format!("branch refs/heads/{branch}");
+        let mut current: Option<&str> = None;
+        for line in listing.lines() {
+            if let Some(path) = line.strip_prefix("worktree ") {
+                current = Some(path);
+            } else if line == wanted
+                && let Some(stale) = current
+            {
+                tracing::warn!(
+                    branch,
+                    worktree = stale,
+                    "removing a stale worktree of an earlier run"
+                );
+                self.git
+                    .run(mirror, &["worktree", "remove", "--force", stale])
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn mirror_path(&self, url: &str) -> PathBuf {
+        let digest = hex::encode(Sha256::digest(url.as_bytes()));
+        let tail = url
+            .trim_end_matches('/')
+            .trim_end_matches(".git")
+            .rsplit('/')
+            .next()
+            .unwrap_or("repo");
+        self.options
+            .root
+            .join("mirrors")
+            .join(format!("{}-{}.git", safe_name(tail), &digest[..12]))
+    }
+
+    /// Creates the mirror if missing, resets its config, then fetches every
+    /// branch into `refs/remotes/origin/*`. Call with the mirror's lock held.
+    async fn fetch_locked(&self, source: &RepoSource, mirror: &Path) -> Result<(), SandboxError> {
+        if !mirror.join("HEAD").exists() {
+            tokio::fs::create_dir_all(mirror).await?;
+            self.git.run(mirror, &["init", "--quiet", "--bare"]).await?;
+        }
+        self.reset_config(mirror).await?;
+        self.git
+            .run_with(
+                mirror,
+                &[
+                    "fetch",
+                    "--quiet",
+                    "--prune",
+                    "--no-tags",
+                    &source.url,
+                    "+refs/heads/*:refs/remotes/origin/*",
+                ],
+                source.token(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The commit at the head of the default branch, as just fetched.
+    async fn default_head(
+        &self,
+        source: &RepoSource,
+        mirror: &Path,
+    ) -> Result<String, SandboxError> {
+        let branch = match &source.default_branch {
+            Some(branch) => branch.clone(),
+            None => {
+                let out = self
+                    .git
+                    .run_with(
+                        mirror,
+                        &["ls-remote", "--symref", &source.url, "HEAD"],
+                        source.token(),
+                    )
+                    .await?;
+                out.lines()
+                    .find_map(|l| l.strip_prefix("ref: refs/heads/"))
+                    .and_then(|l| l.split('\t').next())
+                    .map(str::to_owned)
+                    .ok_or(SandboxError::NoDefaultBranch)?
+            }
+        };
+        let rev = format!("refs/remotes/origin/{branch}^{{commit}}");
+        let sha = self
+            .git
+            .run(mirror, &["rev-parse", "--verify", &rev])
+            .await?;
+        Ok(sha.trim().to_owned())
+    }
+}
+
+/// Right after `worktree add` (before any agent ran) the `.git` file must
+/// name [`Worktree::git_dir`].
+async fn check_layout(worktree: &Worktree) -> Result<(), SandboxError> {
+    let dot_git = tokio::fs::read_to_string(worktree.path.join(".git")).await?;
+    let named = dot_git.trim().strip_prefix("gitdir: ").unwrap_or_default();
+    let expected = worktree.git_dir();
+    if Path::new(named) != expected {
+        return Err(SandboxError::UnexpectedLayout(named.to_owned()));
+    }
+    Ok(())
+}
+
+/// A file-name-safe form of an id.
+fn safe_name(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,94 @@
+//! The baseline (seed 003): the Definition-of-Done commands run once on a
+//! clean worktree of the base commit, before the first iteration; the
+//! failures found there were already there and do not block completion.
+//!
+//! A baseline that cannot be taken (command missing, timed out) is an error
+//! that stops the run: judging against nothing would call every old failure new.
+
+use serde::{Deserialize, Serialize};
+
+use super::artifacts;
+use super::fingerprint::Failure;
+use super::goals::{self, GoalContext, GoalLevel, GoalResult, GoalSettings};
+use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::git::{GitError, GitRunner};
+use crate::config::repo::GoalSpec;
+
+/// The failures present before the agent touched anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub base_commit: String,
+    pub failures: Vec<Failure>,
+    /// The DoD command goals as they ran on the base commit.
+    pub goals: Vec<GoalResult>,
+}
+
+/// Why no baseline could be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    #[error("baseline not available: goal `{goal}` could not run: {reason}")]
+    Unavailable { goal: String, reason: String },
+    #[error("baseline not available: {0}")]
+    Git(#[from] GitError),
+}
+
+impl Baseline {
+    /// A baseline with no failures (no DoD configured).
+    pub fn empty(base_commit: &str) -> Baseline {
+        Baseline {
+            base_commit: base_commit.to_owned(),
+            failures: Vec::new(),
+            goals: Vec::new(),
+        }
+    }
+
+    pub fn contains(&self, fingerprint: &str) -> bool {
+        self.failures.iter().any(|f| f.fingerprint == fingerprint)
+    }
+
+    /// The failures of `current` the baseline did not have.
+    pub fn new_failures<'a>(&self, current: impl IntoIterator<Item = &'a Failure>) -> Vec<Failure> {
+        current
+            .into_iter()
+            .filter(|f| !self.contains(&f.fingerprint))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Runs the DoD's command goals in `clean` (a worktree of the base commit).
+pub async fn take(
+    git: &GitRunner,
+    clean: &Worktree,
+    dod: &[GoalSpec],
+    settings: &GoalSettings,
+) -> Result<Baseline, BaselineError> {
+    let collected = artifacts::collect(git, clean).await?;
+    let ctx = GoalContext {
+        worktree: &clean.path,
+        artifacts: &collected.artifacts,
+        added_lines: &collected.added_lines,
+        settings,
+    };
+    let mut results = Vec::new();
+    for spec in dod.iter().filter(|g| goals::is_command_goal(&g.kind)) {
+        let result = goals::evaluate(ctx, GoalLevel::Dod, spec).await;
+        if result.not_runnable {
+            return Err(BaselineError::Unavailable {
+                goal: format!("{} `{}`", result.goal_type, result.target),
+                reason: result.evidence,
+            });
+        }
+        results.push(result);
+    }
+    let mut failures: Vec<Failure> = results
+        .iter()
+        .flat_map(|r| r.failures.iter().cloned())
+        .collect();
+    failures.dedup_by(|a, b| a.fingerprint == b.fingerprint);
+    Ok(Baseline {
+        base_commit: clean.base_commit.clone(),
+        failures,
+        goals: results,
+    })
+}

@@ -1,0 +1,452 @@
+//! The convergence controller (seed 003). Per run it keeps the fingerprint
+//! history, how many iterations in a row the same failure set (or an
+//! unchanged diff) was seen, the diff hash per iteration and the stage:
+//! stage 1 normal; stage 2 minimal-fix mode once the same thing repeated
+//! `stagnation_threshold` iterations; stage 3 — the run stops as FAILED with
+//! a diagnosis — when it still repeats in stage 2.
+//!
+//! Every check yields a [`Decision`] with a fresh `check_id`, so a stale
+//! decision can never be taken for the current one. The state is plain data
+//! (serialisable) so it survives restarts; no clock or I/O in here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::fingerprint::{Failure, set_hash};
+use crate::config::repo::ConvergenceConfig;
+
+/// The strategy stage.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Stage 1: normal iterations.
+    #[default]
+    Normal,
+    /// Stage 2: minimal-fix mode (allowed paths and diff budget enforced).
+    MinimalFix,
+    /// Stage 3: stopped as FAILED.
+    Stopped,
+}
+
+impl Stage {
+    pub fn number(self) -> u8 {
+        match self {
+            Stage::Normal => 1,
+            Stage::MinimalFix => 2,
+            Stage::Stopped => 3,
+        }
+    }
+}
+
+/// A decision's identity: fresh per check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CheckId(pub String);
+
+impl CheckId {
+    /// 128 random bits from the injected generator.
+    pub fn generate(rng: &mut fastrand::Rng) -> CheckId {
+        CheckId(format!("{:016x}{:016x}", rng.u64(..), rng.u64(..)))
+    }
+}
+
+/// The verdict kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// Objective verification passed (the Closer's checklist is judged elsewhere).
+    Complete,
+    Incomplete,
+    /// Stage 3: stop, with a diagnosis.
+    Failed,
+}
+
+/// Minimal-fix mode for the next prompt (stage 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinimalFix {
+    pub allowed_paths: Vec<String>,
+    pub diff_budget: u32,
+    /// The repeating failures, summarised: the only thing to address.
+    pub repeating: Vec<String>,
+}
+
+impl MinimalFix {
+    /// The instruction text the prompt states.
+    pub fn instructions(&self) -> String {
+        let paths = if self.allowed_paths.is_empty() {
+            "the files the failure is about".to_owned()
+        } else {
+            self.allowed_paths.join(", ")
+        };
+        format!(
+            "Minimal-fix mode: the same failure repeated. Address only: {}. Change only {paths}; \
+             keep the whole change under {} changed lines; revert every change outside these paths.",
+            self.repeating.join("; "),
+            self.diff_budget
+        )
+    }
+}
+
+/// A fingerprint that kept coming back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatedFailure {
+    pub fingerprint: String,
+    /// Iterations it was seen in.
+    pub count: u32,
+    pub summary: String,
+}
+
+/// A stage change and what the stage tried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageChange {
+    pub iteration: u32,
+    pub from: Stage,
+    pub to: Stage,
+    pub reason: String,
+}
+
+/// Why the run stopped (stage 3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub repeated: Vec<RepeatedFailure>,
+    /// What each stage tried, in order.
+    pub stages: Vec<StageChange>,
+    pub last_evidence: Vec<String>,
+}
+
+/// The structured decision `{decision, check_id, reasons[], fingerprints[]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub decision: DecisionKind,
+    pub check_id: CheckId,
+    pub reasons: Vec<String>,
+    pub fingerprints: Vec<String>,
+    pub iteration: u32,
+    pub stage: Stage,
+    /// Set in stage 2: what the next prompt must say.
+    pub minimal_fix: Option<MinimalFix>,
+    /// Set in stage 3.
+    pub diagnosis: Option<Diagnosis>,
+}
+
+/// One iteration as the controller remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IterationRecord {
+    pub iteration: u32,
+    pub fingerprints: Vec<String>,
+    pub failure_set: String,
+    pub diff_hash: String,
+    pub stage: Stage,
+}
+
+/// What one iteration's verification found.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub iteration: u32,
+    /// Everything that blocks completion, fingerprinted.
+    pub blocking: Vec<Failure>,
+    /// Readable reasons; empty when nothing blocks.
+    pub reasons: Vec<String>,
+    pub diff_hash: String,
+    /// Short evidence lines kept for the diagnosis.
+    pub evidence: Vec<String>,
+}
+
+/// The controller's state for one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ConvergenceState {
+    pub stage: Stage,
+    /// Consecutive iterations with the same failure set or an unchanged diff.
+    pub repeats: u32,
+    /// Repeats since the current stage began.
+    pub repeats_in_stage: u32,
+    pub history: Vec<IterationRecord>,
+    pub stage_changes: Vec<StageChange>,
+    /// Summaries of every fingerprint seen.
+    pub summaries: BTreeMap<String, String>,
+}
+
+impl ConvergenceState {
+    /// Records an iteration and decides.
+    pub fn observe(
+        &mut self,
+        obs: Observation,
+        config: &ConvergenceConfig,
+        check_id: CheckId,
+    ) -> Decision {
+        let mut fingerprints: Vec<String> =
+            obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
+        fingerprints.sort();
+        fingerprints.dedup();
+        for failure in &obs.blocking {
+            self.summaries
+                .entry(failure.fingerprint.clone())
+                .or_insert_with(|| failure.summary());
+        }
+        let failure_set = set_hash(fingerprints.iter().map(String::as_str));
+        let previous = self.history.last().cloned();
+        self.history.push(IterationRecord {
+            iteration: obs.iteration,
+            fingerprints: fingerprints.clone(),
+            failure_set: failure_set.clone(),
+            diff_hash: obs.diff_hash.clone(),
+            stage: self.stage,
+        });
+        let mut decision = Decision {
+            decision: DecisionKind::Incomplete,
+            check_id,
+            reasons: obs.reasons.clone(),
+            fingerprints: fingerprints.clone(),
+            iteration: obs.iteration,
+            stage: self.stage,
+            minimal_fix: None,
+            diagnosis: None,
+        };
+        if self.stage == Stage::Stopped {
+            decision.decision = DecisionKind::Failed;
+            decision.diagnosis = Some(self.diagnosis(&obs.evidence));
+            return decision;
+        }
+        if obs.reasons.is_empty() && fingerprints.is_empty() {
+            self.repeats = 0;
+            self.repeats_in_stage = 0;
+            decision.decision = DecisionKind::Complete;
+            return decision;
+        }
+        let repeated =
+            previous.is_some_and(|p| p.failure_set == failure_set || p.diff_hash == obs.diff_hash);
+        if repeated {
+            self.repeats += 1;
+            self.repeats_in_stage += 1;
+        } else {
+            self.repeats = 1;
+            self.repeats_in_stage = 0;
+        }
+        let threshold = config.stagnation_threshold.max(1);
+        let why = if repeated && previous_diff_same(&self.history) {
+            "no change to the diff"
+        } else {
+            "the same failure set"
+        };
+        match self.stage {
+            Stage::Normal if self.repeats >= threshold => {
+                self.change_stage(obs.iteration, Stage::MinimalFix, format!(
+                    "{why} in {} consecutive iterations; minimal-fix mode with allowed_paths and a diff budget of {} lines",
+                    self.repeats, config.diff_budget
+                ));
+            }
+            Stage::MinimalFix
+                if repeated && self.repeats_in_stage >= threshold.saturating_sub(1).max(1) =>
+            {
+                self.change_stage(
+                    obs.iteration,
+                    Stage::Stopped,
+                    format!(
+                        "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
+                        self.repeats
+                    ),
+                );
+            }
+            _ => {}
+        }
+        decision.stage = self.stage;
+        match self.stage {
+            Stage::Normal => {}
+            Stage::MinimalFix => {
+                decision.minimal_fix = Some(MinimalFix {
+                    allowed_paths: config.allowed_paths.clone(),
+                    diff_budget: config.diff_budget,
+                    repeating: fingerprints
+                        .iter()
+                        .filter_map(|f| self.summaries.get(f).cloned())
+                        .collect(),
+                });
+            }
+            Stage::Stopped => {
+                decision.decision = DecisionKind::Failed;
+                decision.diagnosis = Some(self.diagnosis(&obs.evidence));
+            }
+        }
+        decision
+    }
+
+    fn change_stage(&mut self, iteration: u32, to: Stage, reason: String) {
+        self.stage_changes.push(StageChange {
+            iteration,
+            from: self.stage,
+            to,
+            reason,
+        });
+        self.stage = to;
+        self.repeats_in_stage = 0;
+    }
+
+    /// Which fingerprints repeated how often, what each stage tried, the last evidence.
+    pub fn diagnosis(&self, last_evidence: &[String]) -> Diagnosis {
+        let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+        for record in &self.history {
+            for fp in &record.fingerprints {
+                *counts.entry(fp.as_str()).or_default() += 1;
+            }
+        }
+        let mut repeated: Vec<RepeatedFailure> = counts
+            .into_iter()
+            .filter(|(_, n)| *n >= 2)
+            .map(|(fp, count)| RepeatedFailure {
+                fingerprint: fp.to_owned(),
+                count,
+                summary: self.summaries.get(fp).cloned().unwrap_or_default(),
+            })
+            .collect();
+        repeated.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.fingerprint.cmp(&b.fingerprint))
+        });
+        Diagnosis {
+            repeated,
+            stages: self.stage_changes.clone(),
+            last_evidence: last_evidence.to_vec(),
+        }
+    }
+}
+
+fn previous_diff_same(history: &[IterationRecord]) -> bool {
+    match history {
+        [.., a, b] => a.diff_hash == b.diff_hash,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(iteration: u32, failures: &[&str], diff: &str) -> Observation {
+        let blocking: Vec<Failure> = failures
+            .iter()
+            .map(|f| Failure::closer("test", f))
+            .collect();
+        Observation {
+            iteration,
+            reasons: failures.iter().map(|f| format!("failing: {f}")).collect(),
+            blocking,
+            diff_hash: diff.into(),
+            evidence: vec![format!("evidence {iteration}")],
+        }
+    }
+
+    fn id(n: u64) -> CheckId {
+        CheckId(format!("check-{n}"))
+    }
+
+    #[test]
+    fn same_failure_set_moves_to_stage_two_then_stops() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        let d1 = state.observe(obs(1, &["a"], "d1"), &config, id(1));
+        assert_eq!(
+            (d1.decision, d1.stage),
+            (DecisionKind::Incomplete, Stage::Normal)
+        );
+        let d2 = state.observe(obs(2, &["a"], "d2"), &config, id(2));
+        assert_eq!(
+            (d2.decision, d2.stage),
+            (DecisionKind::Incomplete, Stage::MinimalFix)
+        );
+        let fix = d2.minimal_fix.expect("stage 2 states minimal-fix mode");
+        assert!(
+            fix.instructions().contains("400 changed lines"),
+            "{}",
+            fix.instructions()
+        );
+        let d3 = state.observe(obs(3, &["a"], "d3"), &config, id(3));
+        assert_eq!(
+            (d3.decision, d3.stage),
+            (DecisionKind::Failed, Stage::Stopped)
+        );
+        let diagnosis = d3.diagnosis.expect("stage 3 has a diagnosis");
+        assert_eq!(diagnosis.repeated.len(), 1);
+        assert_eq!(diagnosis.repeated[0].count, 3);
+        assert_eq!(diagnosis.stages.len(), 2);
+        assert_eq!(diagnosis.last_evidence, ["evidence 3"]);
+        assert_eq!(d3.check_id, id(3));
+    }
+
+    #[test]
+    fn progress_resets_the_count() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        state.observe(obs(1, &["a"], "d1"), &config, id(1));
+        let d = state.observe(obs(2, &["b"], "d2"), &config, id(2));
+        assert_eq!(d.stage, Stage::Normal);
+        assert_eq!(state.repeats, 1);
+        let d = state.observe(obs(3, &[], "d3"), &config, id(3));
+        assert_eq!(d.decision, DecisionKind::Complete);
+        assert!(d.fingerprints.is_empty() && d.reasons.is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_diff_counts_as_a_repeat() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        state.observe(obs(1, &["a"], "same"), &config, id(1));
+        let d = state.observe(obs(2, &["b"], "same"), &config, id(2));
+        assert_eq!(d.stage, Stage::MinimalFix);
+        assert!(
+            state.stage_changes[0]
+                .reason
+                .contains("no change to the diff")
+        );
+    }
+
+    #[test]
+    fn a_higher_threshold_waits_longer() {
+        let config = ConvergenceConfig {
+            stagnation_threshold: 3,
+            ..ConvergenceConfig::default()
+        };
+        let mut state = ConvergenceState::default();
+        let stages: Vec<Stage> = (1..=5)
+            .map(|i| {
+                state
+                    .observe(obs(i, &["a"], &format!("d{i}")), &config, id(i.into()))
+                    .stage
+            })
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                Stage::Normal,
+                Stage::Normal,
+                Stage::MinimalFix,
+                Stage::MinimalFix,
+                Stage::Stopped
+            ]
+        );
+    }
+
+    #[test]
+    fn check_ids_are_fresh() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let a = CheckId::generate(&mut rng);
+        let b = CheckId::generate(&mut rng);
+        assert_ne!(a, b);
+        assert_eq!(a.0.len(), 32);
+    }
+
+    #[test]
+    fn the_decision_serialises_with_the_contract_fields() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        let d = state.observe(obs(1, &["a"], "d"), &config, id(9));
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["decision"], "incomplete");
+        assert_eq!(json["check_id"], "check-9");
+        assert_eq!(json["reasons"][0], "failing: a");
+        assert_eq!(json["fingerprints"].as_array().map(Vec::len), Some(1));
+    }
+}

@@ -1,0 +1,212 @@
+//! Fingerprints of real captured runner outputs (tests/fixtures/fingerprint):
+//! the same failures across two runs with different noise hash the same,
+//! different failures hash differently.
+
+use super::*;
+
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/fingerprint/",
+            $name
+        ))
+    };
+}
+
+fn names(failures: &[Failure]) -> Vec<&str> {
+    failures.iter().filter_map(|f| f.test.as_deref()).collect()
+}
+
+fn fingerprints(failures: &[Failure]) -> Vec<&str> {
+    failures.iter().map(|f| f.fingerprint.as_str()).collect()
+}
+
+fn same_across_runs(
+    command: &str,
+    run1: &str,
+    run2: &str,
+    runner: Runner,
+    expected: &[&str],
+    root: Option<&str>,
+) {
+    let a = parse_failures(command, run1, root);
+    let b = parse_failures(command, run2, root);
+    assert_eq!(names(&a), expected, "{a:#?}");
+    assert!(a.iter().all(|f| f.runner == runner), "{a:#?}");
+    assert_eq!(fingerprints(&a), fingerprints(&b), "\n{a:#?}\n{b:#?}");
+    let mut unique = fingerprints(&a);
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        expected.len(),
+        "different failures must differ"
+    );
+}
+
+#[test]
+fn cargo_test_quiet_and_verbose_runs_agree() {
+    same_across_runs(
+        "cargo test",
+        fixture!("cargo-run1.txt"),
+        fixture!("cargo-run2.txt"),
+        Runner::Cargo,
+        &["tests::parses_config", "tests::reads_file"],
+        None,
+    );
+    let f = parse_failures("cargo test", fixture!("cargo-run1.txt"), None);
+    assert_eq!(f[0].location.as_deref(), Some("src/lib.rs:12"));
+    assert!(f[0].error.contains("left: 4 right: 5"), "{}", f[0].error);
+    assert!(
+        f[0].error.contains("<TMP>") && f[0].error.contains("<N>"),
+        "{}",
+        f[0].error
+    );
+}
+
+#[test]
+fn nextest_runs_agree_and_match_libtest_names() {
+    same_across_runs(
+        "cargo nextest run",
+        fixture!("nextest-run1.txt"),
+        fixture!("nextest-run2.txt"),
+        Runner::Nextest,
+        &["tests::parses_config", "tests::reads_file"],
+        None,
+    );
+}
+
+#[test]
+fn go_test_runs_agree() {
+    same_across_runs(
+        "go test ./...",
+        fixture!("go-run1.txt"),
+        fixture!("go-run2.txt"),
+        Runner::Go,
+        &["TestRender/empty_values", "TestTemplateHeader"],
+        None,
+    );
+    let f = parse_failures("go test ./...", fixture!("go-run1.txt"), None);
+    assert_eq!(f[1].location.as_deref(), Some("template_test.go:104"));
+    assert_eq!(
+        f[1].error,
+        "gateway-api-crds-template should contain standard install header"
+    );
+}
+
+#[test]
+fn go_panic_names_the_frame_in_the_module() {
+    let f = parse_failures("go test ./...", fixture!("go-panic.txt"), None);
+    assert_eq!(names(&f), ["TestParse"]);
+    assert_eq!(
+        f[0].location.as_deref(),
+        Some("/home/ci/work/p/parse.go:17")
+    );
+    assert!(
+        f[0].error
+            .starts_with("panic: runtime error: index out of range")
+    );
+}
+
+#[test]
+fn pytest_runs_agree() {
+    same_across_runs(
+        "python3 -m pytest",
+        fixture!("pytest-run1.txt"),
+        fixture!("pytest-run2.txt"),
+        Runner::Pytest,
+        &[
+            "test_calc.py::CalcTest::test_timing",
+            "test_calc.py::test_plain",
+        ],
+        None,
+    );
+    let f = parse_failures("python3 -m pytest", fixture!("pytest-run1.txt"), None);
+    assert_eq!(f[0].location.as_deref(), Some("test_calc.py:10"));
+}
+
+#[test]
+fn unittest_runs_agree_with_the_worktree_made_relative() {
+    same_across_runs(
+        "python3 -m unittest",
+        fixture!("unittest-run1.txt"),
+        fixture!("unittest-run2.txt"),
+        Runner::Unittest,
+        &["test_calc.CalcTest.test_timing"],
+        Some("/tmp/fp/py"),
+    );
+    let f = parse_failures(
+        "python3 -m unittest",
+        fixture!("unittest-run1.txt"),
+        Some("/tmp/fp/py"),
+    );
+    assert_eq!(f[0].location.as_deref(), Some("test_calc.py:10"));
+}
+
+#[test]
+fn jest_runs_agree() {
+    same_across_runs(
+        "npx jest",
+        fixture!("jest-run1.txt"),
+        fixture!("jest-run2.txt"),
+        Runner::Jest,
+        &["parses the date"],
+        None,
+    );
+    let f = parse_failures("npx jest", fixture!("jest-run1.txt"), None);
+    assert_eq!(f[0].location.as_deref(), Some("t/math.test.js:3"));
+}
+
+#[test]
+fn vitest_runs_agree() {
+    same_across_runs(
+        "npx vitest run",
+        fixture!("vitest-run1.txt"),
+        fixture!("vitest-run2.txt"),
+        Runner::Vitest,
+        &["t/math.vitest.test.js > math > parses the date"],
+        None,
+    );
+}
+
+#[test]
+fn generic_fallback_keeps_the_last_error_lines() {
+    let run1 = "building...\nstep 1 ok (0.2s)\nERROR at 12:01:02: config file /tmp/abc123/x.yml not found\n";
+    let run2 =
+        "building...\nstep 1 ok (1.9s)\nERROR at 18:44:09: config file /tmp/zz9/x.yml not found\n";
+    let a = parse_failures("make check", run1, None);
+    let b = parse_failures("make check", run2, None);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].runner, Runner::Generic);
+    assert_eq!(a[0].fingerprint, b[0].fingerprint);
+    let other = parse_failures("make check", "ERROR: permission denied on ./out\n", None);
+    assert_ne!(a[0].fingerprint, other[0].fingerprint);
+    assert_eq!(
+        parse_failures("x", "", None).len(),
+        1,
+        "a failed command always yields a failure"
+    );
+}
+
+#[test]
+fn rustc_compile_errors_are_located() {
+    let out = "   Compiling x v0.1.0\nerror[E0308]: mismatched types\n --> src/lib.rs:3:5\n  |\n3 |     \"a\"\n  |     ^^^ expected `u32`, found `&str`\n\nerror: could not compile `x` (lib) due to 1 previous error\n";
+    let f = parse_failures("cargo build", out, None);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].runner, Runner::Cargo);
+    assert_eq!(f[0].location.as_deref(), Some("src/lib.rs:3"));
+    assert_eq!(f[0].error, "error[E0308]: mismatched types");
+}
+
+#[test]
+fn the_same_test_in_another_command_is_another_failure() {
+    let a = parse_failures("cargo test", fixture!("cargo-run1.txt"), None);
+    let b = parse_failures("cargo test --release", fixture!("cargo-run1.txt"), None);
+    assert_ne!(a[0].fingerprint, b[0].fingerprint);
+}
+
+#[test]
+fn set_hash_ignores_order_and_duplicates() {
+    assert_eq!(set_hash(["a", "b", "a"]), set_hash(["b", "a"]));
+    assert_ne!(set_hash(["a"]), set_hash(["a", "b"]));
+}

@@ -1,0 +1,239 @@
+//! Live goals (`endpoint_responds`, `response_contains`): start the command
+//! the goal names in its own process group, wait for the URL's port, make one
+//! GET request, compare. What was started is always stopped (the group is
+//! killed when the guard drops, on every path out of here).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::{GoalContext, GoalLevel, GoalResult};
+use crate::agent::process::{self, GroupGuard};
+use crate::config::repo::{GoalKind, GoalSpec};
+
+/// How often the port is tried while the server starts.
+const PORT_POLL: Duration = Duration::from_millis(100);
+
+/// How long a stopped server may take to release its port.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+struct Response {
+    status: u16,
+    body: String,
+}
+
+/// Starts `command`, waits for `url`'s port, GETs `url`.
+async fn fetch(
+    ctx: GoalContext<'_>,
+    command: &str,
+    url: &str,
+    timeout: Duration,
+) -> Result<Response, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    let host = parsed.host_str().ok_or("url has no host")?.to_owned();
+    let port = parsed.port_or_known_default().ok_or("url has no port")?;
+    let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
+    let mut cmd = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars())
+        .map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
+    let group = GroupGuard::from_pid(child.id());
+    let result = request(&mut child, &host, port, parsed, timeout).await;
+    // Stop what was started, and wait until it no longer listens, so a
+    // following goal can bind the same port.
+    group.kill();
+    let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+    let stop_deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < stop_deadline
+        && tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .is_ok()
+    {
+        tokio::time::sleep(PORT_POLL).await;
+    }
+    result
+}
+
+async fn request(
+    child: &mut tokio::process::Child,
+    host: &str,
+    port: u16,
+    parsed: reqwest::Url,
+    timeout: Duration,
+) -> Result<Response, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if tokio::net::TcpStream::connect((host, port)).await.is_ok() {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "command exited ({status}) before {host}:{port} accepted connections"
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{host}:{port} did not accept connections within {} s",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(PORT_POLL).await;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(1)),
+        )
+        .build()
+        .map_err(|e| format!("http client: {e}"))?;
+    let response = client
+        .get(parsed)
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {e}"))?;
+    let status = response.status().as_u16();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| format!("reading the body failed: {e}"))?;
+    Ok(Response { status, body })
+}
+
+/// The URL answers with the expected status.
+pub(super) async fn endpoint_responds(
+    ctx: GoalContext<'_>,
+    level: GoalLevel,
+    spec: &GoalSpec,
+    command: &str,
+    url: &str,
+    expected: u16,
+    timeout: Duration,
+) -> GoalResult {
+    let mut result = GoalResult::new(level, spec, url);
+    match fetch(ctx, command, url, timeout).await {
+        Ok(response) => {
+            result.passed = response.status == expected;
+            result.evidence = format!("status {} (expected {expected})", response.status);
+        }
+        Err(e) => result.evidence = e,
+    }
+    result
+}
+
+/// The response's JSON path equals `expected`, or the body contains `contains`.
+pub(super) async fn response_contains(
+    ctx: GoalContext<'_>,
+    level: GoalLevel,
+    spec: &GoalSpec,
+    command: &str,
+    url: &str,
+    timeout: Duration,
+) -> GoalResult {
+    let mut result = GoalResult::new(level, spec, url);
+    let GoalKind::ResponseContains {
+        json_path,
+        expected,
+        contains,
+        ..
+    } = &spec.kind
+    else {
+        return result;
+    };
+    let response = match fetch(ctx, command, url, timeout).await {
+        Ok(response) => response,
+        Err(e) => {
+            result.evidence = e;
+            return result;
+        }
+    };
+    if let Some(path) = json_path {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&response.body) else {
+            result.evidence = format!("status {}; body is not JSON", response.status);
+            return result;
+        };
+        let found = json_path_get(&value, path);
+        result.passed = match (found, expected) {
+            (Some(found), Some(expected)) => found == expected,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        result.evidence = match found {
+            Some(found) => format!("{path} = {}", truncate(&found.to_string(), 80)),
+            None => format!("{path} not found"),
+        };
+    } else if let Some(needle) = contains {
+        result.passed = response.body.contains(needle.as_str());
+        result.evidence = format!(
+            "status {}; body {} the text",
+            response.status,
+            if result.passed { "contains" } else { "lacks" }
+        );
+    } else {
+        result.not_runnable = true;
+        result.evidence = "response_contains needs json_path or contains".into();
+    }
+    result
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().count() > n {
+        out.push('…');
+    }
+    out
+}
+
+/// A small JSONPath subset: `$.a.b[0].c` (also `a.b`, `$['a']`).
+pub(crate) fn json_path_get<'v>(
+    value: &'v serde_json::Value,
+    path: &str,
+) -> Option<&'v serde_json::Value> {
+    let path = path.trim().trim_start_matches('$');
+    let mut current = value;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            current = current.get(&r[..end])?;
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let key = r[..end].trim_matches(['\'', '"']);
+            current = match key.parse::<usize>() {
+                Ok(i) => current.get(i)?,
+                Err(_) => current.get(key)?,
+            };
+            rest = &r[end + 1..];
+        } else {
+            let end = rest.find(['.', '[']).unwrap_or(rest.len());
+            current = current.get(&rest[..end])?;
+            rest = &rest[end..];
+        }
+    }
+    Some(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_subset() {
+        let v = serde_json::json!({"a": {"b": [{"c": 1}, {"c": "x"}]}, "token": "t"});
+        assert_eq!(
+            json_path_get(&v, "$.a.b[1].c"),
+            Some(&serde_json::json!("x"))
+        );
+        assert_eq!(json_path_get(&v, "$.token"), Some(&serde_json::json!("t")));
+        assert_eq!(
+            json_path_get(&v, "a.b[0]['c']"),
+            Some(&serde_json::json!(1))
+        );
+        assert_eq!(json_path_get(&v, "$.missing"), None);
+        assert_eq!(json_path_get(&v, "$"), Some(&v));
+    }
+}

@@ -1,0 +1,235 @@
+//! Goals (seed 004): the repo's Definition of Done, the task type's rules and
+//! the acceptance criteria, all ten goal types, one function each.
+//!
+//! A goal result is evidence: passed or not, required or not, how long it
+//! took, and a short string that says why (exit code, matched files, failing
+//! tests). A goal never passes on the agent's word.
+
+mod command;
+mod files;
+mod http;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::artifacts::Artifacts;
+use super::diff::AddedLine;
+use super::fingerprint::Failure;
+use crate::agent::process::BaseEnv;
+use crate::config::repo::{GoalKind, GoalSpec, RepoConfig};
+use crate::engine::task_type::TaskType;
+
+/// Which level a goal comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalLevel {
+    /// The repo's `dod`.
+    Dod,
+    /// `task_types.<type>.goals`.
+    TaskType,
+    /// The acceptance criteria.
+    Acceptance,
+}
+
+impl GoalLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoalLevel::Dod => "dod",
+            GoalLevel::TaskType => "task_type",
+            GoalLevel::Acceptance => "acceptance",
+        }
+    }
+}
+
+/// How goal commands run.
+#[derive(Debug, Clone)]
+pub struct GoalSettings {
+    pub base_env: BaseEnv,
+    /// When the goal sets no `timeout_secs`.
+    pub default_timeout: Duration,
+    /// Cap on captured output per stream.
+    pub max_output_bytes: usize,
+}
+
+impl GoalSettings {
+    /// Ten minutes per goal, 1 MiB of output per stream.
+    pub fn new(base_env: BaseEnv) -> GoalSettings {
+        GoalSettings {
+            base_env,
+            default_timeout: Duration::from_secs(600),
+            max_output_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// What a goal can look at.
+#[derive(Debug, Clone, Copy)]
+pub struct GoalContext<'a> {
+    pub worktree: &'a Path,
+    pub artifacts: &'a Artifacts,
+    pub added_lines: &'a [AddedLine],
+    pub settings: &'a GoalSettings,
+}
+
+/// One goal's verdict with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoalResult {
+    pub level: GoalLevel,
+    /// The goal type (`tests_pass`, …).
+    pub goal_type: String,
+    /// What was checked: the command, pattern, path or URL.
+    pub target: String,
+    pub passed: bool,
+    pub required: bool,
+    pub duration_ms: u64,
+    /// Short: exit code, matched files, failing tests.
+    pub evidence: String,
+    /// Fingerprinted failures of a failed command goal.
+    pub failures: Vec<Failure>,
+    /// The goal could not be evaluated at all (command missing, timed out,
+    /// bad pattern): a baseline with such a goal is refused.
+    pub not_runnable: bool,
+    /// A failed command goal whose every failure was already in the
+    /// baseline: it does not block completion (set by the verification).
+    pub baseline_only: bool,
+}
+
+impl GoalResult {
+    fn new(level: GoalLevel, spec: &GoalSpec, target: impl Into<String>) -> GoalResult {
+        GoalResult {
+            level,
+            goal_type: goal_type(&spec.kind).to_owned(),
+            target: target.into(),
+            passed: false,
+            required: spec.required,
+            duration_ms: 0,
+            evidence: String::new(),
+            failures: Vec::new(),
+            not_runnable: false,
+            baseline_only: false,
+        }
+    }
+
+    /// `type: target`, the goal's display name (e.g. `tests_pass: cargo test`).
+    pub fn name(&self) -> String {
+        format!("{}: {}", self.goal_type, self.target)
+    }
+
+    /// Whether this result stands in the way of completion.
+    pub fn blocks(&self) -> bool {
+        self.required && !self.passed && !self.baseline_only
+    }
+}
+
+/// The config name of a goal type.
+pub fn goal_type(kind: &GoalKind) -> &'static str {
+    match kind {
+        GoalKind::LintPasses { .. } => "lint_passes",
+        GoalKind::BuildSucceeds { .. } => "build_succeeds",
+        GoalKind::TestsPass { .. } => "tests_pass",
+        GoalKind::TestAdded { .. } => "test_added",
+        GoalKind::FilesChanged { .. } => "files_changed",
+        GoalKind::FileExists { .. } => "file_exists",
+        GoalKind::NoSecrets {} => "no_secrets",
+        GoalKind::EndpointResponds { .. } => "endpoint_responds",
+        GoalKind::ResponseContains { .. } => "response_contains",
+        GoalKind::CustomScript { .. } => "custom_script",
+    }
+}
+
+/// Whether a goal runs a command whose failures can be compared with the
+/// baseline (the others are about the run's diff or a live server).
+pub fn is_command_goal(kind: &GoalKind) -> bool {
+    matches!(
+        kind,
+        GoalKind::LintPasses { .. }
+            | GoalKind::BuildSucceeds { .. }
+            | GoalKind::TestsPass { .. }
+            | GoalKind::CustomScript { .. }
+    )
+}
+
+/// The goals that apply, by level: the repo's `dod` and task-type rules for
+/// code-changing tasks (an answer-only task has no code to check), and the
+/// acceptance criteria always.
+pub fn applicable<'a>(
+    config: &'a RepoConfig,
+    task: TaskType,
+    acceptance: &'a [GoalSpec],
+) -> Vec<(GoalLevel, &'a GoalSpec)> {
+    let mut goals = Vec::new();
+    if task.changes_code() {
+        goals.extend(config.dod.iter().map(|g| (GoalLevel::Dod, g)));
+        if let Some(rules) = config.task_types.get(&task) {
+            goals.extend(rules.goals.iter().map(|g| (GoalLevel::TaskType, g)));
+        }
+    }
+    goals.extend(acceptance.iter().map(|g| (GoalLevel::Acceptance, g)));
+    goals
+}
+
+/// Evaluates one goal.
+pub async fn evaluate(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec) -> GoalResult {
+    let started = std::time::Instant::now();
+    let timeout = spec
+        .timeout_secs
+        .map_or(ctx.settings.default_timeout, Duration::from_secs);
+    let mut result = match &spec.kind {
+        GoalKind::LintPasses { command } => command::run(ctx, level, spec, command, timeout).await,
+        GoalKind::BuildSucceeds { command } => {
+            command::run(ctx, level, spec, command, timeout).await
+        }
+        GoalKind::TestsPass { command } => command::run(ctx, level, spec, command, timeout).await,
+        GoalKind::CustomScript { command } => {
+            command::run(ctx, level, spec, command, timeout).await
+        }
+        GoalKind::TestAdded { pattern } => files::test_added(ctx, level, spec, pattern),
+        GoalKind::FilesChanged { pattern } => files::files_changed(ctx, level, spec, pattern),
+        GoalKind::FileExists { path } => files::file_exists(ctx, level, spec, path).await,
+        GoalKind::NoSecrets {} => files::no_secrets(ctx, level, spec),
+        GoalKind::EndpointResponds {
+            command,
+            url,
+            status,
+        } => {
+            http::endpoint_responds(
+                ctx,
+                level,
+                spec,
+                command,
+                url,
+                status.unwrap_or(200),
+                timeout,
+            )
+            .await
+        }
+        GoalKind::ResponseContains { command, url, .. } => {
+            http::response_contains(ctx, level, spec, command, url, timeout).await
+        }
+    };
+    result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    result
+}
+
+/// Evaluates every goal, one after another (they share the worktree).
+pub async fn evaluate_all(
+    ctx: GoalContext<'_>,
+    goals: &[(GoalLevel, &GoalSpec)],
+) -> Vec<GoalResult> {
+    let mut results = Vec::with_capacity(goals.len());
+    for (level, spec) in goals {
+        results.push(evaluate(ctx, *level, spec).await);
+    }
+    results
+}
+
+/// At most `n` items joined, with a `(+k more)` tail.
+fn list(items: &[String], n: usize) -> String {
+    let mut s = items.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > n {
+        s.push_str(&format!(" (+{} more)", items.len() - n));
+    }
+    s
+}

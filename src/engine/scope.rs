@@ -1,0 +1,95 @@
+//! The scope guard (seed 003): changed files outside `allowed_paths`, and —
+//! from stage 2 on — a change larger than the diff budget, are named reasons
+//! for INCOMPLETE, each with a fingerprint so a repeating violation counts
+//! as stagnation. closer's own files are never a violation.
+
+use serde::{Deserialize, Serialize};
+
+use super::artifacts::Artifacts;
+use super::convergence::Stage;
+use super::fingerprint::Failure;
+use super::paths::{PathPatterns, PatternError};
+use crate::config::repo::ConvergenceConfig;
+
+/// Files closer itself may leave in a worktree.
+pub const CLOSER_OWN_PATHS: &[&str] = &[".closer/**"];
+
+/// The scope guard's verdict for one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeVerdict {
+    /// Changed or untracked files outside `allowed_paths`.
+    pub out_of_scope: Vec<String>,
+    pub changed_lines: u64,
+    /// The budget in force (stage 2 and later), if any.
+    pub diff_budget: Option<u32>,
+    pub over_budget: bool,
+}
+
+impl ScopeVerdict {
+    pub fn violation(&self) -> bool {
+        !self.out_of_scope.is_empty() || self.over_budget
+    }
+
+    /// Reasons for INCOMPLETE, readable.
+    pub fn reasons(&self) -> Vec<String> {
+        let mut reasons: Vec<String> = self
+            .out_of_scope
+            .iter()
+            .map(|p| format!("scope violation: {p} is outside allowed_paths"))
+            .collect();
+        if self.over_budget {
+            reasons.push(format!(
+                "diff over budget: {} changed lines > {}",
+                self.changed_lines,
+                self.diff_budget.unwrap_or_default()
+            ));
+        }
+        reasons
+    }
+
+    /// One fingerprint per out-of-scope file, one for the budget.
+    pub fn failures(&self) -> Vec<Failure> {
+        let mut failures: Vec<Failure> = self
+            .out_of_scope
+            .iter()
+            .map(|p| Failure::closer("scope", &format!("outside allowed_paths: {p}")))
+            .collect();
+        if self.over_budget {
+            failures.push(Failure::closer("scope", "diff over budget"));
+        }
+        failures
+    }
+}
+
+/// Checks the iteration's change against the repo's scope settings.
+pub fn check(
+    config: &ConvergenceConfig,
+    artifacts: &Artifacts,
+    stage: Stage,
+) -> Result<ScopeVerdict, PatternError> {
+    let own = PathPatterns::new(CLOSER_OWN_PATHS)?;
+    let out_of_scope = if config.allowed_paths.is_empty() {
+        Vec::new()
+    } else {
+        let allowed = PathPatterns::new(&config.allowed_paths)?;
+        artifacts
+            .all_files()
+            .map(|f| f.path.as_str())
+            .filter(|p| !own.matches(p) && !allowed.matches(p))
+            .map(str::to_owned)
+            .collect()
+    };
+    let changed_lines = artifacts
+        .all_files()
+        .filter(|f| !own.matches(&f.path))
+        .map(|f| f.added + f.deleted)
+        .sum();
+    let diff_budget = (stage >= Stage::MinimalFix).then_some(config.diff_budget);
+    let over_budget = diff_budget.is_some_and(|b| changed_lines > u64::from(b));
+    Ok(ScopeVerdict {
+        out_of_scope,
+        changed_lines,
+        diff_budget,
+        over_budget,
+    })
+}

@@ -1,0 +1,298 @@
+//! The built-in `no_secrets` scanner: private keys, GitHub / Slack / AWS /
+//! OpenAI-style (and Anthropic) tokens, and high-entropy values assigned to
+//! names that say secret, over the lines a run added.
+//!
+//! A finding names the file, the line and the kind, never the value: the
+//! evidence goes into comments and logs, where the secret must not.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::diff::AddedLine;
+use super::fingerprint::normalize::re;
+
+/// What kind of credential a line looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretKind {
+    PrivateKey,
+    GithubToken,
+    SlackToken,
+    SlackWebhook,
+    AwsAccessKey,
+    AwsSecretKey,
+    ApiKey,
+    HighEntropyAssignment,
+}
+
+impl SecretKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretKind::PrivateKey => "private_key",
+            SecretKind::GithubToken => "github_token",
+            SecretKind::SlackToken => "slack_token",
+            SecretKind::SlackWebhook => "slack_webhook",
+            SecretKind::AwsAccessKey => "aws_access_key",
+            SecretKind::AwsSecretKey => "aws_secret_key",
+            SecretKind::ApiKey => "api_key",
+            SecretKind::HighEntropyAssignment => "high_entropy_assignment",
+        }
+    }
+}
+
+/// One finding: where, and what kind (never the value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretFinding {
+    pub path: String,
+    pub line: u32,
+    pub kind: SecretKind,
+}
+
+impl std::fmt::Display for SecretFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} {}", self.path, self.line, self.kind.as_str())
+    }
+}
+
+static PATTERNS: LazyLock<Vec<(SecretKind, Regex)>> = LazyLock::new(|| {
+    vec![
+        (
+            SecretKind::PrivateKey,
+            re(r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"),
+        ),
+        (
+            SecretKind::GithubToken,
+            re(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b"),
+        ),
+        (
+            SecretKind::GithubToken,
+            re(r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
+        ),
+        (
+            SecretKind::SlackToken,
+            re(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}"),
+        ),
+        (
+            SecretKind::SlackWebhook,
+            re(r"https://hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]{16,}"),
+        ),
+        (
+            SecretKind::AwsAccessKey,
+            re(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
+        ),
+        (
+            SecretKind::AwsSecretKey,
+            re(r#"(?i)aws.{0,20}(?:secret|private).{0,20}[=:]\s*["']?[A-Za-z0-9/+=]{40}\b"#),
+        ),
+    ]
+});
+
+/// `sk-…` keys (OpenAI, Anthropic `sk-ant-…` and the like); checked for
+/// entropy so prose like `sk-learn-compatible-wrapper` is not a key.
+static SK_KEY: LazyLock<Regex> = LazyLock::new(|| re(r"\bsk-(?:[a-z]{2,8}-)?[A-Za-z0-9_-]{20,}"));
+
+static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)([A-Za-z0-9_.-]*(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|auth|credential)[A-Za-z0-9_.-]*)["']?\s*(?::=|=>|=|:)\s*["'`]?([^\s"'`,;]{16,})"#,
+    )
+});
+
+const PLACEHOLDER_MARKS: &[&str] = &[
+    "${",
+    "{{",
+    "<",
+    "(",
+    "process.env",
+    "os.environ",
+    "getenv",
+    "example",
+    "placeholder",
+    "changeme",
+    "xxxx",
+    "your",
+    "dummy",
+    "fake",
+    "redacted",
+    "***",
+    "sample",
+    "test",
+    "secrets.",
+];
+
+/// Shannon entropy in bits per character.
+fn entropy(s: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let len = s.chars().count() as f64;
+    counts
+        .values()
+        .map(|&n| {
+            let p = n as f64 / len;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+fn looks_random(value: &str, min_entropy: f64) -> bool {
+    let lower = value.to_lowercase();
+    if PLACEHOLDER_MARKS.iter().any(|m| lower.contains(m)) {
+        return false;
+    }
+    let has_digit = value.chars().any(|c| c.is_ascii_digit());
+    let has_alpha = value.chars().any(|c| c.is_ascii_alphabetic());
+    has_digit && has_alpha && entropy(value) >= min_entropy
+}
+
+/// The kinds of credential on one line of text.
+pub fn scan_text(text: &str) -> Vec<SecretKind> {
+    let mut kinds: Vec<SecretKind> = PATTERNS
+        .iter()
+        .filter(|(_, re)| re.is_match(text))
+        .map(|(kind, _)| *kind)
+        .collect();
+    if SK_KEY
+        .find_iter(text)
+        .any(|m| looks_random(m.as_str(), 3.5))
+    {
+        kinds.push(SecretKind::ApiKey);
+    }
+    if kinds.is_empty()
+        && ASSIGNMENT
+            .captures_iter(text)
+            .any(|c| looks_random(&c[2], 3.5))
+    {
+        kinds.push(SecretKind::HighEntropyAssignment);
+    }
+    kinds.dedup();
+    kinds
+}
+
+/// Every finding in the added lines.
+pub fn scan(lines: &[AddedLine]) -> Vec<SecretFinding> {
+    lines
+        .iter()
+        .flat_map(|l| {
+            scan_text(&l.text).into_iter().map(|kind| SecretFinding {
+                path: l.path.clone(),
+                line: l.line,
+                kind,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built at run time so this file holds no literal credential.
+    fn corpus_true() -> Vec<(String, SecretKind)> {
+        let b = "A1b2C3d4E5f6G7h8";
+        vec![
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", "RSA "),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", "OPENSSH "),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("-----BEGIN {}PRIVATE KEY-----", ""),
+                SecretKind::PrivateKey,
+            ),
+            (
+                format!("token = \"ghp_{b}{b}Zz9y\""),
+                SecretKind::GithubToken,
+            ),
+            (format!("GH=ghs_{b}{b}Qq1w"), SecretKind::GithubToken),
+            (format!("github_pat_11{b}_{b}"), SecretKind::GithubToken),
+            (
+                format!("SLACK = 'xoxb-1234567890-{b}'"),
+                SecretKind::SlackToken,
+            ),
+            (
+                format!("url: https://hooks.slack.com/services/T0123ABC/B0456DEF/{b}xy"),
+                SecretKind::SlackWebhook,
+            ),
+            (
+                format!("aws_access_key_id = {}IOSFODNN7EXAMPL3", "AKIA"),
+                SecretKind::AwsAccessKey,
+            ),
+            (
+                format!(
+                    "aws_secret_access_key = {}/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                    "wJalrXUtnFEMI"
+                ),
+                SecretKind::AwsSecretKey,
+            ),
+            (format!("OPENAI_API_KEY=sk-proj-{b}{b}"), SecretKind::ApiKey),
+            (format!("key: \"sk-ant-api03-{b}{b}\""), SecretKind::ApiKey),
+            (
+                format!("db_password = \"{}\"", "pA9s-w0Rd+Q7zL2mX4vB"),
+                SecretKind::HighEntropyAssignment,
+            ),
+            (
+                format!("\"client_secret\": \"{}\",", "8f3Kq1ZxV0bN7mT2rY6wP4sD"),
+                SecretKind::HighEntropyAssignment,
+            ),
+        ]
+    }
+
+    fn corpus_false() -> Vec<&'static str> {
+        vec![
+            "let token = std::env::var(\"GITHUB_TOKEN\")?;",
+            "password = os.environ[\"DB_PASSWORD\"]",
+            "api_key: ${{ secrets.OPENAI_API_KEY }}",
+            "API_KEY=your-api-key-here",
+            "secret = \"changeme-changeme-changeme\"",
+            "auth_header_name = \"authorization_bearer_header\"",
+            "token_count = compute_token_count(tokens)",
+            "pip install sk-learn-compatible-estimators-wrapper",
+            "sha = \"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"",
+            "// the -----BEGIN PUBLIC KEY----- block is fine",
+            "password: <PASSWORD>",
+            "AKIA is the prefix of an AWS access key id",
+            "token = get_installation_token(installation_id)",
+            "ghp_ is the prefix of personal access tokens",
+            "secret_key = \"test-secret-key-1234567890\"",
+        ]
+    }
+
+    #[test]
+    fn finds_every_true_positive() {
+        for (line, kind) in corpus_true() {
+            let found = scan_text(&line);
+            assert!(
+                found.contains(&kind),
+                "{line:?} → {found:?}, expected {kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ignores_every_false_positive() {
+        for line in corpus_false() {
+            assert_eq!(scan_text(line), Vec::<SecretKind>::new(), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn findings_name_place_and_kind_but_not_the_value() {
+        let value = format!("ghp_{}", "A1b2C3d4E5f6G7h8".repeat(3));
+        let lines = vec![AddedLine {
+            path: "src/a.rs".into(),
+            line: 7,
+            text: format!("const T: &str = \"{value}\";"),
+        }];
+        let found = scan(&lines);
+        assert_eq!(found.len(), 1);
+        let shown = found[0].to_string();
+        assert_eq!(shown, "src/a.rs:7 github_token");
+        assert!(!shown.contains(&value));
+    }
+}

@@ -1,0 +1,131 @@
+//! Real git repositories in temp dirs: a bare "origin" (reached by
+//! `file://`) seeded with a small project, and a few git helpers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+/// Runs git synchronously in `dir`; panics with its stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare origin repository with one commit on `main`.
+pub struct Origin {
+    pub dir: TempDir,
+    pub bare: PathBuf,
+    pub url: String,
+}
+
+impl Origin {
+    /// An origin whose `main` holds `files`.
+    pub fn with_files(files: &[(&str, &str)]) -> Origin {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bare = dir.path().join("origin.git");
+        git(
+            dir.path(),
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "origin.git",
+            ],
+        );
+        let work = dir.path().join("seed");
+        git(
+            dir.path(),
+            &["init", "--quiet", "--initial-branch=main", "seed"],
+        );
+        for (path, content) in files {
+            let file = work.join(path);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).expect("mkdir");
+            }
+            std::fs::write(file, content).expect("write");
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "--quiet", "-m", "initial"]);
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                bare.to_str().expect("utf-8 path"),
+                "main",
+            ],
+        );
+        let url = format!("file://{}", bare.display());
+        Origin { dir, bare, url }
+    }
+
+    /// Adds a commit to `main` (someone else pushing meanwhile).
+    pub fn push_change(&self, path: &str, content: &str) {
+        let work = self.dir.path().join("seed");
+        std::fs::write(work.join(path), content).expect("write");
+        git(&work, &["commit", "--quiet", "-am", "upstream change"]);
+        git(
+            &work,
+            &[
+                "push",
+                "--quiet",
+                self.bare.to_str().expect("utf-8 path"),
+                "main",
+            ],
+        );
+    }
+
+    /// The sha a branch of the origin points at, if it exists.
+    pub fn branch_head(&self, branch: &str) -> Option<String> {
+        let out = Command::new("git")
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ])
+            .current_dir(&self.bare)
+            .output()
+            .expect("git runs");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}

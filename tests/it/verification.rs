@@ -1,0 +1,1283 @@
+//! Agent execution and objective verification, end to end: real git
+//! repositories in temp dirs, a tiny Python project with a unittest suite,
+//! real subprocesses, and scripted agents (shell scripts making commits).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use closer::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pass_env, run_agent};
+use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
+use closer::config::agents::{AdapterKind, AgentConfig};
+use closer::config::repo::{GoalKind, GoalSpec, RepoConfig};
+use closer::engine::artifacts::ArtifactKind;
+use closer::engine::baseline::{self, Baseline, BaselineError};
+use closer::engine::convergence::{CheckId, ConvergenceState, DecisionKind, Stage};
+use closer::engine::goals::GoalSettings;
+use closer::engine::task_type::TaskType;
+use closer::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
+use closer::store::verification as stored;
+use secrecy::SecretString;
+use tempfile::TempDir;
+
+use crate::support::db::TestDb;
+use crate::support::git::{Origin, files_containing, git};
+
+const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+
+/// The suite: `test_add` fails on the buggy `add` (with timing and temp-path
+/// noise in its message), `test_mul` passes; `test_legacy` optionally fails
+/// from the start.
+fn test_suite(legacy_broken: bool) -> String {
+    let legacy = if legacy_broken {
+        "        self.assertTrue(False, 'legacy importer is broken')\n"
+    } else {
+        "        self.assertTrue(True)\n"
+    };
+    format!(
+        "import os, tempfile, time, unittest\nfrom calc import add, mul\n\n\nclass CalcTest(unittest.TestCase):\n    \
+         def test_add(self):\n        self.assertEqual(add(2, 3), 5, f'checked at {{time.time()}} in {{tempfile.mkdtemp()}} pid {{os.getpid()}}')\n\n    \
+         def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n    def test_legacy(self):\n{legacy}\n\nif __name__ == '__main__':\n    unittest.main()\n"
+    )
+}
+
+fn python_dir() -> String {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))",
+        ])
+        .output()
+        .expect("python3 is needed by these tests");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+struct Fixture {
+    origin: Origin,
+    root: TempDir,
+    sandbox: Sandbox,
+    base_env: BaseEnv,
+    settings: GoalSettings,
+}
+
+impl Fixture {
+    fn new(legacy_broken: bool) -> Fixture {
+        let suite = test_suite(legacy_broken);
+        let origin = Origin::with_files(&[
+            ("calc.py", CALC_BUGGY),
+            ("test_calc.py", &suite),
+            ("README.md", "# calc\n"),
+            (".gitignore", "__pycache__/\n"),
+        ]);
+        let root = tempfile::tempdir().expect("temp dir");
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let base_env = BaseEnv {
+            path: format!(
+                "{}:{}",
+                python_dir(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+            home,
+            lang: "C.UTF-8".into(),
+        };
+        let sandbox = Sandbox::new(SandboxOptions {
+            root: root.path().join("sandbox"),
+            base_env: base_env.clone(),
+            git_timeout: Duration::from_secs(60),
+            committer_name: "closer".into(),
+            committer_email: "closer@localhost".into(),
+        });
+        let settings = GoalSettings {
+            base_env: base_env.clone(),
+            default_timeout: Duration::from_secs(30),
+            max_output_bytes: 1024 * 1024,
+        };
+        Fixture {
+            origin,
+            root,
+            sandbox,
+            base_env,
+            settings,
+        }
+    }
+
+    fn source(&self) -> RepoSource {
+        RepoSource {
+            url: self.origin.url.clone(),
+            token: Some(SecretString::from(TOKEN)),
+            default_branch: None,
+        }
+    }
+
+    async fn prepare(&self, run: &str) -> Worktree {
+        self.prepare_issue(run, 4).await
+    }
+
+    async fn prepare_issue(&self, run: &str, issue: u64) -> Worktree {
+        self.sandbox
+            .prepare(&self.source(), issue, run)
+            .await
+            .expect("worktree")
+    }
+
+    /// A `command` agent running `body` with `sh`.
+    fn agent(&self, name: &str, body: &str) -> AgentConfig {
+        let path = self.script(name, body);
+        AgentConfig {
+            adapter: AdapterKind::Command,
+            command: vec![path.display().to_string()],
+            timeout_secs: 20,
+            pass_env: Vec::new(),
+            max_output_bytes: 1024 * 1024,
+        }
+    }
+
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let dir = self.root.path().join("bin");
+        std::fs::create_dir_all(&dir).expect("bin");
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    fn scratch(&self) -> PathBuf {
+        self.root.path().join("scratch")
+    }
+
+    async fn run(&self, config: &AgentConfig, worktree: &Worktree, iteration: u32) -> AgentResult {
+        let request = AgentRequest {
+            run_id: "run-1".into(),
+            iteration,
+            issue: "octo/calc#4".into(),
+            prompt: format!("Fix add(). Iteration {iteration}."),
+            worktree: worktree.path.clone(),
+            scratch_dir: self.scratch(),
+        };
+        let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
+        run_agent(config, &self.base_env, &passed, &request)
+            .await
+            .expect("agent ran")
+    }
+
+    async fn baseline(
+        &self,
+        worktree: &Worktree,
+        run: &str,
+        config: &RepoConfig,
+    ) -> Result<Baseline, BaselineError> {
+        let clean = self
+            .sandbox
+            .baseline_worktree(worktree, run)
+            .await
+            .expect("baseline worktree");
+        let result = baseline::take(self.sandbox.git(), &clean, &config.dod, &self.settings).await;
+        self.sandbox
+            .remove(&clean, run)
+            .await
+            .expect("remove baseline worktree");
+        result
+    }
+
+    async fn verify(
+        &self,
+        worktree: &Worktree,
+        case: Case<'_>,
+        state: &mut ConvergenceState,
+        iteration: u32,
+    ) -> IterationVerification {
+        let ctx = VerifyContext {
+            git: self.sandbox.git(),
+            worktree,
+            repo: case.config,
+            task: case.task,
+            acceptance: case.acceptance,
+            baseline: case.baseline,
+            settings: &self.settings,
+        };
+        verify_iteration(ctx, state, iteration, CheckId(format!("check-{iteration}")))
+            .await
+            .expect("verification ran")
+    }
+}
+
+/// What an iteration is verified against.
+struct Case<'a> {
+    config: &'a RepoConfig,
+    task: TaskType,
+    acceptance: &'a [GoalSpec],
+    baseline: &'a Baseline,
+}
+
+fn case<'a>(config: &'a RepoConfig, task: TaskType, baseline: &'a Baseline) -> Case<'a> {
+    Case {
+        config,
+        task,
+        acceptance: &[],
+        baseline,
+    }
+}
+
+const TOKEN: &str = "ghs_0123456789abcdefTOKENtoken0123456789";
+
+fn goal(kind: GoalKind) -> GoalSpec {
+    GoalSpec {
+        kind,
+        required: true,
+        timeout_secs: None,
+    }
+}
+
+fn repo_config() -> RepoConfig {
+    RepoConfig {
+        dod: vec![goal(GoalKind::TestsPass {
+            command: "python3 -m unittest -v".into(),
+        })],
+        ..RepoConfig::default()
+    }
+}
+
+const FIX_ADD: &str = "sed -i 's/return a - b/return a + b/' calc.py && git commit -qam 'fix add'";
+
+fn failing_tests(v: &IterationVerification) -> Vec<String> {
+    v.failures.iter().filter_map(|f| f.test.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-fix").await;
+    let config = repo_config();
+    let baseline = fx
+        .baseline(&wt, "run-fix", &config)
+        .await
+        .expect("baseline");
+    let names: Vec<_> = baseline
+        .failures
+        .iter()
+        .filter_map(|f| f.test.as_deref())
+        .collect();
+    assert_eq!(names, ["test_calc.CalcTest.test_add"]);
+
+    let agent = fx.agent("fix.sh", FIX_ADD);
+    let result = fx.run(&agent, &wt, 1).await;
+    assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
+
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(v.goals.iter().all(|g| g.passed), "{:#?}", v.goals);
+    assert_eq!(v.goals[0].evidence, "exit 0");
+    assert!(v.new_failures.is_empty());
+    assert!(v.missing_artifacts.is_empty());
+    assert_eq!(v.artifacts.commits.len(), 1);
+    assert_eq!(v.artifacts.commits[0].message, "fix add");
+    assert_eq!(v.artifacts.branch.as_deref(), Some("closer/issue-4"));
+    let changed: Vec<_> = v
+        .artifacts
+        .changed_files
+        .iter()
+        .map(|f| (f.path.as_str(), f.added, f.deleted))
+        .collect();
+    assert_eq!(changed, [("calc.py", 1, 1)]);
+    assert_eq!(v.decision.decision, DecisionKind::Complete);
+    assert_eq!(v.decision.check_id, CheckId("check-1".into()));
+    assert!(v.complete());
+}
+
+#[tokio::test]
+async fn breaking_a_test_that_passed_at_baseline_is_a_new_failure() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-break").await;
+    let config = repo_config();
+    let baseline = fx
+        .baseline(&wt, "run-break", &config)
+        .await
+        .expect("baseline");
+    let agent = fx.agent(
+        "break.sh",
+        &format!("{FIX_ADD} && sed -i 's/return a \\* b/return a ** b/' calc.py && git commit -qam 'speed up mul'"),
+    );
+    fx.run(&agent, &wt, 1).await;
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    let new: Vec<_> = v
+        .new_failures
+        .iter()
+        .filter_map(|f| f.test.as_deref())
+        .collect();
+    assert_eq!(new, ["test_calc.CalcTest.test_mul"]);
+    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    assert!(
+        v.decision
+            .reasons
+            .iter()
+            .any(|r| r.contains("1 new failure")),
+        "{:?}",
+        v.decision.reasons
+    );
+    assert!(
+        v.decision
+            .fingerprints
+            .contains(&v.new_failures[0].fingerprint)
+    );
+}
+
+#[tokio::test]
+async fn a_test_already_failing_at_baseline_does_not_block() {
+    let fx = Fixture::new(true);
+    let wt = fx.prepare("run-legacy").await;
+    let config = repo_config();
+    let baseline = fx
+        .baseline(&wt, "run-legacy", &config)
+        .await
+        .expect("baseline");
+    assert_eq!(baseline.failures.len(), 2, "{:#?}", baseline.failures);
+    fx.run(&fx.agent("fix.sh", FIX_ADD), &wt, 1).await;
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_legacy"]);
+    assert!(!v.goals[0].passed, "the command still fails");
+    assert!(v.goals[0].baseline_only && !v.goals[0].blocks());
+    assert!(v.new_failures.is_empty(), "{:#?}", v.new_failures);
+    assert_eq!(
+        v.decision.decision,
+        DecisionKind::Complete,
+        "{:?}",
+        v.decision.reasons
+    );
+}
+
+#[tokio::test]
+async fn touching_a_file_outside_allowed_paths_is_a_scope_violation() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-scope").await;
+    let mut config = repo_config();
+    config.convergence.allowed_paths = vec!["calc.py".into(), "test_*.py".into()];
+    let baseline = fx
+        .baseline(&wt, "run-scope", &config)
+        .await
+        .expect("baseline");
+    fx.run(
+        &fx.agent(
+            "wander.sh",
+            &format!("{FIX_ADD} && echo 'more docs' >> README.md && git commit -qam docs"),
+        ),
+        &wt,
+        1,
+    )
+    .await;
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(v.goals.iter().all(|g| g.passed));
+    assert_eq!(v.scope.out_of_scope, ["README.md"]);
+    assert!(v.scope.violation());
+    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    assert!(
+        v.decision
+            .reasons
+            .iter()
+            .any(|r| r.contains("scope violation: README.md"))
+    );
+    assert_eq!(
+        v.decision.fingerprints.len(),
+        1,
+        "the violation has a fingerprint of its own"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagnosis() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-idle").await;
+    let config = repo_config();
+    let baseline = fx
+        .baseline(&wt, "run-idle", &config)
+        .await
+        .expect("baseline");
+    let idle = fx.agent("idle.sh", "echo 'I fixed everything.'");
+    let db = TestDb::new("verification_idle").await;
+    let store = db.store().await;
+    stored::save_baseline(store.pool(), "run-idle", &baseline, 1)
+        .await
+        .expect("save");
+
+    let mut state = ConvergenceState::default();
+    let mut decisions = Vec::new();
+    for iteration in 1..=3 {
+        let result = fx.run(&idle, &wt, iteration).await;
+        assert_eq!(result.message, "I fixed everything.");
+        let v = fx
+            .verify(
+                &wt,
+                case(&config, TaskType::Feature, &baseline),
+                &mut state,
+                iteration,
+            )
+            .await;
+        assert_eq!(
+            v.missing_artifacts,
+            [ArtifactKind::Commit, ArtifactKind::Branch]
+        );
+        stored::save_iteration(store.pool(), "run-idle", &v, &state, i64::from(iteration))
+            .await
+            .expect("save");
+        decisions.push(v.decision);
+    }
+    let stages: Vec<_> = decisions.iter().map(|d| (d.decision, d.stage)).collect();
+    assert_eq!(
+        stages,
+        [
+            (DecisionKind::Incomplete, Stage::Normal),
+            (DecisionKind::Incomplete, Stage::MinimalFix),
+            (DecisionKind::Failed, Stage::Stopped),
+        ]
+    );
+    assert!(decisions[1].minimal_fix.is_some());
+    let diagnosis = decisions[2].diagnosis.clone().expect("diagnosis");
+    assert!(
+        diagnosis.repeated.iter().all(|r| r.count == 3),
+        "{diagnosis:#?}"
+    );
+    assert!(
+        diagnosis
+            .repeated
+            .iter()
+            .any(|r| r.summary.contains("missing commit"))
+    );
+    assert_eq!(
+        diagnosis.stages.iter().map(|s| s.to).collect::<Vec<_>>(),
+        [Stage::MinimalFix, Stage::Stopped]
+    );
+    assert!(
+        diagnosis.stages[0].reason.contains("no change to the diff"),
+        "{:?}",
+        diagnosis.stages
+    );
+
+    let diagnostics = stored::diagnostics(store.pool(), "run-idle")
+        .await
+        .expect("diagnostics");
+    assert_eq!(
+        diagnostics["fingerprint_history"].as_array().map(Vec::len),
+        Some(3)
+    );
+    assert_eq!(diagnostics["completion_reasons"][2]["decision"], "failed");
+    assert_eq!(
+        diagnostics["baseline_failures"][0]["test"],
+        "test_calc.CalcTest.test_add"
+    );
+    let latest = stored::latest_decision(store.pool(), "run-idle")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(latest.check_id, CheckId("check-3".into()));
+}
+
+#[tokio::test]
+async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-noise").await;
+    let config = repo_config();
+    // The test passes at baseline, then the agent breaks it and keeps
+    // touching an unrelated comment: the diff changes, the failure does not.
+    let mut baseline_config = config.clone();
+    baseline_config.dod.clear();
+    let baseline = fx
+        .baseline(&wt, "run-noise", &baseline_config)
+        .await
+        .expect("baseline");
+    let fiddle = fx.agent(
+        "fiddle.sh",
+        "echo \"# attempt $CLOSER_ITERATION\" >> calc.py && git commit -qam \"attempt $CLOSER_ITERATION\"",
+    );
+    let mut state = ConvergenceState::default();
+    let mut fingerprints = Vec::new();
+    let mut errors = Vec::new();
+    for iteration in 1..=2 {
+        fx.run(&fiddle, &wt, iteration).await;
+        let v = fx
+            .verify(
+                &wt,
+                case(&config, TaskType::Bug, &baseline),
+                &mut state,
+                iteration,
+            )
+            .await;
+        assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_add"]);
+        fingerprints.push(v.new_failures[0].fingerprint.clone());
+        errors.push(v.new_failures[0].error.clone());
+        if iteration == 2 {
+            assert_eq!(
+                v.decision.stage,
+                Stage::MinimalFix,
+                "{:?}",
+                state.stage_changes
+            );
+            assert!(state.stage_changes[0].reason.contains("same failure set"));
+        }
+    }
+    assert_eq!(fingerprints[0], fingerprints[1]);
+    assert!(
+        errors[0].contains("<N>") && errors[0].contains("<TMP>"),
+        "{}",
+        errors[0]
+    );
+    assert_ne!(state.history[0].diff_hash, state.history[1].diff_hash);
+}
+
+#[tokio::test]
+async fn a_hanging_agent_is_killed_at_the_timeout_with_its_children() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-hang").await;
+    let pid_file = fx.scratch().join("child.pid");
+    let mut agent = fx.agent(
+        "hang.sh",
+        &format!("sleep 300 &\necho $! > {}\nsleep 300", pid_file.display()),
+    );
+    agent.timeout_secs = 1;
+    let started = std::time::Instant::now();
+    let result = fx.run(&agent, &wt, 1).await;
+    assert!(result.timed_out);
+    assert_eq!(result.status, AgentStatus::Error);
+    assert!(
+        result
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let child: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(!alive(child), "the agent's child {child} survived");
+}
+
+/// Alive and not a zombie waiting to be reaped.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn an_agent_printing_50_mb_is_capped() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-flood").await;
+    let agent = fx.agent("flood.sh", "head -c 52428800 /dev/zero | tr '\\0' 'x'");
+    let result = fx.run(&agent, &wt, 1).await;
+    assert_eq!(result.status, AgentStatus::Ok, "{:?}", result.error);
+    assert_eq!(result.stdout_dropped_bytes, 50 * 1024 * 1024 - 1024 * 1024);
+    assert_eq!(result.message.len(), 1024 * 1024);
+}
+
+/// Marks the child copy of this test binary that carries the secrets.
+const ENV_PROBE: &str = "CLOSER_TEST_ENV_PROBE";
+
+#[test]
+fn the_agent_finds_no_secret_in_its_environment() {
+    // The secrets go into the environment of a child copy of this test
+    // binary, never into this process's, which other tests share.
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "verification::agent_environment_probe",
+            "--nocapture",
+        ])
+        .env(ENV_PROBE, "1")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_PRIVATE_KEY_PATH", "/etc/closer/app.pem")
+        .env("GITHUB_WEBHOOK_SECRET", "whsec-do-not-leak")
+        .env("MY_AGENT_API_KEY", "agent-key-1")
+        .output()
+        .expect("the probe runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ENV_PROBE_DONE"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs only in the child started above (it returns at once elsewhere).
+#[tokio::test]
+async fn agent_environment_probe() {
+    if std::env::var_os(ENV_PROBE).is_none() {
+        return;
+    }
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-env").await;
+    let dump = fx.scratch().join("env.txt");
+    let mut agent = fx.agent(
+        "env.sh",
+        &format!(
+            "env > {}\necho \"${{GITHUB_TOKEN:-none}} ${{GITHUB_WEBHOOK_SECRET:-none}}\"",
+            dump.display()
+        ),
+    );
+    agent.pass_env = vec![
+        "MY_AGENT_API_KEY".into(),
+        "GITHUB_TOKEN".into(),
+        "GITHUB_WEBHOOK_SECRET".into(),
+    ];
+    let result = fx.run(&agent, &wt, 2).await;
+    assert_eq!(result.message, "none none");
+    let env: BTreeMap<String, String> = std::fs::read_to_string(&dump)
+        .expect("env dump")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let names: Vec<&str> = env
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "CLOSER_ISSUE",
+            "CLOSER_ITERATION",
+            "CLOSER_PROMPT_FILE",
+            "CLOSER_RUN_ID",
+            "HOME",
+            "LANG",
+            "MY_AGENT_API_KEY",
+            "PATH"
+        ]
+    );
+    assert_eq!(env["MY_AGENT_API_KEY"], "agent-key-1");
+    assert!(
+        !std::fs::read_to_string(&dump)
+            .expect("dump")
+            .contains(TOKEN)
+    );
+    println!("ENV_PROBE_DONE");
+}
+
+#[tokio::test]
+async fn the_command_contract_prompt_on_stdin_and_in_a_file_json_on_stdout() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-contract").await;
+    let agent = fx.agent(
+        "contract.sh",
+        "stdin=$(cat)\nfile=$(cat \"$CLOSER_PROMPT_FILE\")\n\
+         printf '{\"message\": \"ok\", \"stdin\": \"%s\", \"file\": \"%s\", \"iteration\": \"%s\", \"issue\": \"%s\", \"cwd\": \"%s\"}' \
+         \"$stdin\" \"$file\" \"$CLOSER_ITERATION\" \"$CLOSER_ISSUE\" \"$(pwd)\"",
+    );
+    let result = fx.run(&agent, &wt, 3).await;
+    assert_eq!(result.status, AgentStatus::Ok);
+    assert_eq!(result.message, "ok");
+    assert_eq!(result.structured["stdin"], "Fix add(). Iteration 3.");
+    assert_eq!(result.structured["file"], "Fix add(). Iteration 3.");
+    assert_eq!(result.structured["iteration"], "3");
+    assert_eq!(result.structured["issue"], "octo/calc#4");
+    assert_eq!(result.structured["cwd"], wt.path.display().to_string());
+    let failing = fx.agent("fail.sh", "echo 'gave up'; exit 3");
+    let result = fx.run(&failing, &wt, 4).await;
+    assert_eq!(result.status, AgentStatus::Error);
+    assert_eq!(result.exit_code, Some(3));
+    assert_eq!(
+        result.structured,
+        serde_json::json!({ "message": "gave up" })
+    );
+}
+
+#[tokio::test]
+async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-tools").await;
+    let args = fx.scratch().join("args.txt");
+    let cases = [
+        (
+            AdapterKind::ClaudeCode,
+            r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,"num_turns":2,"result":"Fixed add.","session_id":"s-1","total_cost_usd":0.01}"#,
+            "-p --output-format json",
+            "Fixed add.",
+        ),
+        (
+            AdapterKind::Codex,
+            "{\"type\":\"thread.started\",\"thread_id\":\"t-1\"}\n{\"type\":\"turn.started\"}\n{\"type\":\"item.completed\",\"item\":{\"id\":\"item_0\",\"type\":\"agent_message\",\"text\":\"Fixed add.\"}}\n{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"cached_input_tokens\":0,\"output_tokens\":5}}",
+            "exec --json -",
+            "Fixed add.",
+        ),
+        (
+            AdapterKind::Opencode,
+            "{\"type\":\"step_start\",\"timestamp\":1,\"sessionID\":\"ses_1\",\"part\":{\"type\":\"step-start\"}}\n{\"type\":\"text\",\"timestamp\":2,\"sessionID\":\"ses_1\",\"part\":{\"type\":\"text\",\"text\":\"Fixed add.\"}}\n{\"type\":\"step_finish\",\"timestamp\":3,\"sessionID\":\"ses_1\",\"part\":{\"type\":\"step-finish\",\"cost\":0,\"tokens\":{\"input\":1,\"output\":1}}}",
+            "run --format json",
+            "Fixed add.",
+        ),
+    ];
+    for (kind, output, flags, message) in cases {
+        let stand_in = fx.script(
+            kind.as_str(),
+            &format!(
+                "echo \"$@\" > {}\ncat > /dev/null\ncat <<'OUT'\n{output}\nOUT",
+                args.display()
+            ),
+        );
+        let config = AgentConfig {
+            adapter: kind,
+            command: vec![stand_in.display().to_string()],
+            timeout_secs: 10,
+            pass_env: Vec::new(),
+            max_output_bytes: 1024 * 1024,
+        };
+        let result = fx.run(&config, &wt, 1).await;
+        assert_eq!(result.status, AgentStatus::Ok, "{kind:?}: {result:?}");
+        assert_eq!(result.message, message, "{kind:?}");
+        assert_eq!(
+            std::fs::read_to_string(&args).expect("args").trim(),
+            flags,
+            "{kind:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_token_never_reaches_the_worktree_the_mirror_or_the_agent() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-token").await;
+    let dump = fx.scratch().join("env.txt");
+    fx.run(
+        &fx.agent(
+            "fix-env.sh",
+            &format!("env > {}\n{FIX_ADD}", dump.display()),
+        ),
+        &wt,
+        1,
+    )
+    .await;
+    // Fetch again (a second run on the same mirror) and push.
+    let other = fx.prepare_issue("run-token-2", 5).await;
+    fx.sandbox.push(&wt, &fx.source()).await.expect("push");
+    let head = git(&wt.path, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        fx.origin.branch_head("closer/issue-4").as_deref(),
+        Some(head.trim())
+    );
+    let leaks = files_containing(fx.root.path(), TOKEN);
+    assert!(leaks.is_empty(), "token found in {leaks:?}");
+    let config = std::fs::read_to_string(wt.mirror.join("config")).expect("mirror config");
+    assert!(
+        !config.contains("extraHeader") && !config.contains("[remote"),
+        "{config}"
+    );
+    assert!(
+        !std::fs::read_to_string(&dump)
+            .expect("env")
+            .contains("GIT_CONFIG")
+    );
+    fx.sandbox
+        .remove(&other, "run-token-2")
+        .await
+        .expect("remove");
+}
+
+#[tokio::test]
+async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_push() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-tamper").await;
+    let hook_ran = fx.scratch().join("hook-ran.txt");
+    let script = format!(
+        "{FIX_ADD}\n\
+         common=$(git rev-parse --git-common-dir)\n\
+         printf '#!/bin/sh\\nenv > {hook}\\n' > \"$common/hooks/pre-push\"\n\
+         chmod +x \"$common/hooks/pre-push\"\n\
+         git config url.file:///nonexistent/.insteadOf {url}\n\
+         git config http.proxy http://127.0.0.1:9\n\
+         git config core.hooksPath \"$common/hooks\"",
+        hook = hook_ran.display(),
+        url = fx.origin.url
+    );
+    let result = fx.run(&fx.agent("tamper.sh", &script), &wt, 1).await;
+    assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
+    let tampered = std::fs::read_to_string(wt.mirror.join("config")).expect("config");
+    assert!(
+        tampered.contains("insteadOf"),
+        "the agent did write: {tampered}"
+    );
+
+    fx.sandbox.push(&wt, &fx.source()).await.expect("push");
+    let head = git(&wt.path, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        fx.origin.branch_head("closer/issue-4").as_deref(),
+        Some(head.trim())
+    );
+    assert!(!hook_ran.exists(), "a hook ran during the push");
+    let config = std::fs::read_to_string(wt.mirror.join("config")).expect("config");
+    assert!(
+        !config.contains("insteadOf") && !config.contains("proxy") && !config.contains("hooksPath"),
+        "{config}"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_cannot_fake_commits_by_pointing_the_worktree_elsewhere() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-fake").await;
+    let script = "base=$(git rev-parse HEAD)\n\
+         fake=$(mktemp -d)\n\
+         git clone -q \"$(git rev-parse --path-format=absolute --git-common-dir)\" \"$fake/r\" 2>/dev/null\n\
+         git -C \"$fake/r\" checkout -q -b closer/issue-4 \"$base\"\n\
+         git -C \"$fake/r\" -c user.name=x -c user.email=y commit -q --allow-empty -m cheat\n\
+         echo \"gitdir: $fake/r/.git\" > .git\n\
+         git log --format=%s -1";
+    let result = fx.run(&fx.agent("fake.sh", script), &wt, 1).await;
+    assert_eq!(
+        result.message, "cheat",
+        "the agent's own view is the fake repository"
+    );
+    let config = repo_config();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(v.artifacts.commits.is_empty(), "{:?}", v.artifacts.commits);
+    assert!(v.missing_artifacts.contains(&ArtifactKind::Commit));
+}
+
+#[tokio::test]
+async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = socket.read(&mut buf).await.expect("read");
+        let _ = socket
+            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    });
+    let fx = Fixture::new(false);
+    let source = RepoSource {
+        url: format!("http://127.0.0.1:{port}/octo/calc.git"),
+        token: Some(SecretString::from(TOKEN)),
+        default_branch: Some("main".into()),
+    };
+    let err = fx
+        .sandbox
+        .prepare(&source, 4, "run-http")
+        .await
+        .expect_err("the fake server has no repo");
+    assert!(!err.to_string().contains(TOKEN), "{err}");
+    let request = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("git contacted the server")
+        .expect("server");
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{TOKEN}"));
+    assert!(
+        request
+            .to_lowercase()
+            .contains(&format!("authorization: basic {}", basic.to_lowercase())),
+        "{request}"
+    );
+    let leaks = files_containing(fx.root.path(), TOKEN);
+    let leaks_b64 = files_containing(fx.root.path(), &basic);
+    assert!(
+        leaks.is_empty() && leaks_b64.is_empty(),
+        "{leaks:?} {leaks_b64:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_worktree_is_reused_across_iterations_and_removed_at_the_end() {
+    let fx = Fixture::new(false);
+    let first = fx.prepare("run-reuse").await;
+    std::fs::write(first.path.join("scratch.txt"), "work in progress\n").expect("write");
+    fx.origin
+        .push_change("README.md", "# calc, changed upstream\n");
+    let again = fx.prepare("run-reuse").await;
+    assert_eq!(again, first, "same worktree, same base");
+    assert!(again.path.join("scratch.txt").exists());
+    // A new run sees the upstream change: fetched into the same mirror.
+    let fresh = fx.prepare_issue("run-reuse-2", 5).await;
+    assert_eq!(fresh.mirror, first.mirror);
+    assert_ne!(fresh.base_commit, first.base_commit);
+    fx.sandbox
+        .remove(&first, "run-reuse")
+        .await
+        .expect("remove");
+    assert!(!first.path.exists());
+    let branches = git(&first.mirror, &["branch", "--list", "closer/*"]);
+    assert_eq!(
+        branches.trim(),
+        "+ closer/issue-5",
+        "the other run's branch stays"
+    );
+    fx.sandbox
+        .remove(&fresh, "run-reuse-2")
+        .await
+        .expect("remove");
+    assert!(
+        git(&first.mirror, &["branch", "--list", "closer/*"])
+            .trim()
+            .is_empty()
+    );
+    // A crashed run's worktree does not block the next run of the same issue.
+    let crashed = fx.prepare_issue("run-crashed", 7).await;
+    let next = fx.prepare_issue("run-after-crash", 7).await;
+    assert!(!crashed.path.exists());
+    assert_eq!(
+        git(&next.path, &["symbolic-ref", "--short", "HEAD"]).trim(),
+        "closer/issue-7"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_runs_on_one_repository_share_the_mirror_safely() {
+    let fx = Fixture::new(false);
+    let runs: Vec<String> = (0..4).map(|i| format!("run-par-{i}")).collect();
+    let source = fx.source();
+    let tasks: Vec<_> = runs
+        .iter()
+        .zip(10u64..)
+        .map(|(run, issue)| {
+            let (sandbox, source, run) = (fx.sandbox.clone(), source.clone(), run.clone());
+            tokio::spawn(async move { sandbox.prepare(&source, issue, &run).await })
+        })
+        .collect();
+    let mut prepared = Vec::new();
+    for task in tasks {
+        prepared.push(task.await.expect("task"));
+    }
+    let mut paths = Vec::new();
+    for wt in prepared {
+        let wt = wt.expect("prepared concurrently");
+        assert!(wt.path.join("calc.py").exists());
+        paths.push(wt.path.clone());
+    }
+    paths.dedup();
+    assert_eq!(paths.len(), 4);
+    let mirror = fx.prepare("run-par-check").await.mirror;
+    git(&mirror, &["fsck", "--no-progress"]);
+}
+
+#[tokio::test]
+async fn a_baseline_that_cannot_be_taken_stops_the_run() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-nobase").await;
+    let mut config = repo_config();
+    config.dod = vec![goal(GoalKind::BuildSucceeds {
+        command: "no-such-build-tool --all".into(),
+    })];
+    let err = fx
+        .baseline(&wt, "run-nobase", &config)
+        .await
+        .expect_err("missing command");
+    assert!(err.to_string().contains("no-such-build-tool"), "{err}");
+    config.dod = vec![GoalSpec {
+        kind: GoalKind::TestsPass {
+            command: "sleep 30".into(),
+        },
+        required: true,
+        timeout_secs: Some(1),
+    }];
+    let err = fx
+        .baseline(&wt, "run-nobase", &config)
+        .await
+        .expect_err("timeout");
+    assert!(err.to_string().contains("timed out"), "{err}");
+}
+
+#[tokio::test]
+async fn every_goal_type_reports_evidence() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-goals").await;
+    let port = free_port();
+    let secret_line = format!("GITHUB_TOKEN = \"ghp_{}\"", "A1b2C3d4E5f6G7h8".repeat(3));
+    fx.run(
+        &fx.agent(
+            "goals.sh",
+            &format!(
+                "{FIX_ADD}\nprintf 'import unittest\\n' > test_extra.py\nmkdir -p web && echo '{{\"status\": {{\"ok\": true, \"items\": [1, 2]}}}}' > web/health.json\n\
+                 printf '%s\\n' '{secret_line}' > settings.py\ngit add -A && git commit -qm more"
+            ),
+        ),
+        &wt,
+        1,
+    )
+    .await;
+    let server = format!("exec python3 -m http.server {port} --bind 127.0.0.1 --directory web");
+    let url = format!("http://127.0.0.1:{port}/health.json");
+    let acceptance = vec![
+        goal(GoalKind::LintPasses {
+            command: "python3 -m py_compile calc.py".into(),
+        }),
+        goal(GoalKind::BuildSucceeds {
+            command: "true".into(),
+        }),
+        goal(GoalKind::TestsPass {
+            command: "python3 -m unittest".into(),
+        }),
+        goal(GoalKind::CustomScript {
+            command: "test -f calc.py && exit 4".into(),
+        }),
+        goal(GoalKind::TestAdded {
+            pattern: "test_*.py".into(),
+        }),
+        goal(GoalKind::FilesChanged {
+            pattern: "calc.py".into(),
+        }),
+        goal(GoalKind::FileExists {
+            path: "web/health.json".into(),
+        }),
+        goal(GoalKind::NoSecrets {}),
+        goal(GoalKind::EndpointResponds {
+            command: server.clone(),
+            url: url.clone(),
+            status: None,
+        }),
+        goal(GoalKind::ResponseContains {
+            command: server.clone(),
+            url: url.clone(),
+            json_path: Some("$.status.items[1]".into()),
+            expected: Some(serde_json::json!(2)),
+            contains: None,
+        }),
+    ];
+    let config = RepoConfig::default();
+    let mut state = ConvergenceState::default();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let v = fx
+        .verify(
+            &wt,
+            Case {
+                config: &config,
+                task: TaskType::ReadInfo,
+                acceptance: &acceptance,
+                baseline: &baseline,
+            },
+            &mut state,
+            1,
+        )
+        .await;
+    let got: Vec<(&str, bool, &str)> = v
+        .goals
+        .iter()
+        .map(|g| (g.goal_type.as_str(), g.passed, g.evidence.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("lint_passes", true, "exit 0"),
+            ("build_succeeds", true, "exit 0"),
+            ("tests_pass", true, "exit 0"),
+            ("custom_script", false, got[3].2),
+            ("test_added", true, "new: test_extra.py"),
+            ("files_changed", true, "changed: calc.py"),
+            ("file_exists", true, "web/health.json exists"),
+            (
+                "no_secrets",
+                false,
+                "possible secrets: settings.py:1 github_token"
+            ),
+            ("endpoint_responds", true, "status 200 (expected 200)"),
+            ("response_contains", true, "$.status.items[1] = 2"),
+        ]
+    );
+    assert!(got[3].2.starts_with("exit 4"), "{}", got[3].2);
+    assert!(v.goals.iter().all(|g| !g.evidence.contains("ghp_")));
+    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    // What the goals started is stopped.
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the server still listens"
+    );
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+// ---- persistence: the same round trip on SQLite and, with
+// TEST_DATABASE_URL, on a fresh PostgreSQL database.
+
+mod persistence {
+    use closer::config::repo::ConvergenceConfig;
+    use closer::engine::artifacts::{ArtifactKind, Artifacts, ChangedFile, Commit};
+    use closer::engine::baseline::Baseline;
+    use closer::engine::convergence::{CheckId, ConvergenceState, Observation};
+    use closer::engine::fingerprint::Failure;
+    use closer::engine::goals::{GoalLevel, GoalResult};
+    use closer::engine::scope::ScopeVerdict;
+    use closer::engine::verify::IterationVerification;
+    use closer::store::{Store, verification as stored};
+
+    use crate::support::db::TestDb;
+
+    fn failure(test: &str) -> Failure {
+        closer::engine::fingerprint::parse_failures(
+            "cargo test",
+            &format!("test {test} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed\n"),
+            None,
+        )
+        .remove(0)
+    }
+
+    fn goal(passed: bool, evidence: &str) -> GoalResult {
+        GoalResult {
+            level: GoalLevel::Dod,
+            goal_type: "tests_pass".into(),
+            target: "cargo test".into(),
+            passed,
+            required: true,
+            duration_ms: 42,
+            evidence: evidence.into(),
+            failures: Vec::new(),
+            not_runnable: false,
+            baseline_only: false,
+        }
+    }
+
+    fn verification(iteration: u32, state: &mut ConvergenceState) -> IterationVerification {
+        let old = failure("tests::old");
+        let new = failure("tests::new");
+        let decision = state.observe(
+            Observation {
+                iteration,
+                blocking: vec![new.clone()],
+                reasons: vec!["1 new failure(s) against the baseline".into()],
+                diff_hash: format!("d{iteration}"),
+                evidence: vec!["tests_pass: exit 101".into()],
+            },
+            &ConvergenceConfig::default(),
+            CheckId(format!("check-{iteration}")),
+        );
+        IterationVerification {
+            iteration,
+            artifacts: Artifacts {
+                base_commit: "b".repeat(40),
+                head: "c".repeat(40),
+                branch: Some("closer/issue-4".into()),
+                commits: vec![Commit {
+                    sha: "c".repeat(40),
+                    message: "fix".into(),
+                }],
+                changed_files: vec![ChangedFile {
+                    path: "src/lib.rs".into(),
+                    added: 3,
+                    deleted: 1,
+                    new: false,
+                }],
+                untracked: Vec::new(),
+                diff_hash: format!("d{iteration}"),
+            },
+            missing_artifacts: vec![ArtifactKind::Branch],
+            goals: vec![goal(false, "exit 101; failing: tests::new, tests::old")],
+            failures: vec![old, new.clone()],
+            new_failures: vec![new],
+            scope: ScopeVerdict {
+                out_of_scope: Vec::new(),
+                changed_lines: 4,
+                diff_budget: None,
+                over_budget: false,
+            },
+            decision,
+        }
+    }
+
+    async fn round_trip(store: &Store) {
+        use stored::*;
+        let pool = store.pool();
+        let run = "run-1";
+        let baseline = Baseline {
+            base_commit: "b".repeat(40),
+            failures: vec![failure("tests::old")],
+            goals: vec![goal(false, "exit 101; failing: tests::old")],
+        };
+        save_baseline(pool, run, &baseline, 1_000).await.unwrap();
+        let mut state = ConvergenceState::default();
+        let first = verification(1, &mut state);
+        save_iteration(pool, run, &first, &state, 2_000)
+            .await
+            .unwrap();
+        // Saving again (a retried job) replaces, not duplicates.
+        save_iteration(pool, run, &first, &state, 2_500)
+            .await
+            .unwrap();
+        let second = verification(2, &mut state);
+        save_iteration(pool, run, &second, &state, 3_000)
+            .await
+            .unwrap();
+
+        let (artifacts, missing) = artifacts(pool, run, 1).await.unwrap().unwrap();
+        assert_eq!(artifacts, first.artifacts);
+        assert_eq!(missing, [ArtifactKind::Branch]);
+        assert_eq!(goal_results(pool, run, 1).await.unwrap(), first.goals);
+        assert_eq!(
+            goal_results(pool, run, BASELINE_ITERATION).await.unwrap(),
+            baseline.goals
+        );
+        let stored = failures(pool, run, 1).await.unwrap();
+        assert_eq!(stored.len(), 2);
+        let flags: Vec<(Option<&str>, bool)> = stored
+            .iter()
+            .map(|s| (s.failure.test.as_deref(), s.is_new))
+            .collect();
+        assert_eq!(
+            flags,
+            [(Some("tests::old"), false), (Some("tests::new"), true)]
+        );
+        assert_eq!(stored[1].failure, first.new_failures[0]);
+        assert_eq!(
+            decision(pool, run, 1).await.unwrap(),
+            Some(first.decision.clone())
+        );
+        let latest = latest_decision(pool, run).await.unwrap().unwrap();
+        assert_eq!(latest.check_id, CheckId("check-2".into()));
+        assert_eq!(latest.stage, second.decision.stage);
+        assert_eq!(
+            convergence_state(pool, run).await.unwrap(),
+            Some(state.clone())
+        );
+
+        let all = diagnostics(pool, run).await.unwrap();
+        assert_eq!(all["baseline_failures"][0]["test"], "tests::old");
+        assert_eq!(all["current_failures"].as_array().map(Vec::len), Some(2));
+        assert_eq!(all["fingerprint_history"].as_array().map(Vec::len), Some(2));
+        assert_eq!(all["completion_reasons"][1]["check_id"], "check-2");
+        assert_eq!(all["completion_reasons"][1]["stage"], 2);
+        assert_eq!(
+            all["completion_reasons"][0]["reasons"][0],
+            "1 new failure(s) against the baseline"
+        );
+        assert_eq!(
+            diagnostics(pool, "other-run").await.unwrap()["current_failures"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[tokio::test]
+    async fn verification_evidence_round_trips() {
+        let db = TestDb::new("verification_round_trip").await;
+        round_trip(&db.store().await).await;
+    }
+}
