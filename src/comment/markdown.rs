@@ -42,7 +42,9 @@ pub fn neutralize_mentions(text: &str) -> String {
         out.push(c);
         let starts_mention = c == '@'
             && !prev.is_some_and(|p| p.is_alphanumeric() || p == '_')
-            && chars.peek().is_some_and(|n| n.is_ascii_alphanumeric() || *n == '-');
+            && chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphanumeric() || *n == '-');
         if starts_mention {
             out.push(ZERO_WIDTH_JOINER);
         }
@@ -133,17 +135,23 @@ pub fn untrusted_markdown(text: &str) -> String {
     close_fences(&neutralize_html(&neutralize_mentions(text)))
 }
 
-/// Untrusted text on one line (a table cell, a list item, a user name): line
-/// breaks become spaces, `|` is escaped so a table keeps its columns, and
-/// mentions and HTML are neutralised. Cut to `max` bytes.
+/// Untrusted text on one line (a list item, a sentence): line breaks become
+/// spaces, mentions and HTML are neutralised. Cut to `max` bytes (the
+/// neutralising adds at most half again).
 pub fn inline(text: &str, max: usize) -> String {
     let flat: String = cut(text.trim(), max)
         .chars()
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
     let safe = neutralize_html(&neutralize_mentions(&flat));
-    let escaped = safe.replace('|', "\\|");
-    cut(&escaped, max.saturating_add(max / 2))
+    cut(&safe, max.saturating_add(max / 2))
+}
+
+/// Untrusted text in a table cell: [`inline`], and `|` escaped so the table
+/// keeps its columns (GitHub honours `\|` even inside code spans in a table).
+pub fn cell(text: &str, max: usize) -> String {
+    let escaped = inline(text, max).replace('|', "\\|");
+    cut(&escaped, max.saturating_mul(2))
 }
 
 /// Untrusted text shown verbatim in a fenced code block, the fence longer than
@@ -161,7 +169,13 @@ pub fn code_block(text: &str, max: usize) -> String {
 pub fn quote(text: &str, max: usize) -> String {
     let safe = untrusted_markdown(&cut(text.trim(), max));
     safe.lines()
-        .map(|l| if l.is_empty() { ">".to_owned() } else { format!("> {l}") })
+        .map(|l| {
+            if l.is_empty() {
+                ">".to_owned()
+            } else {
+                format!("> {l}")
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -174,8 +188,23 @@ pub fn code_span(text: &str, max: usize) -> String {
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
     let ticks = "`".repeat(longest_run(&flat, '`') + 1);
-    let pad = if flat.starts_with('`') || flat.ends_with('`') { " " } else { "" };
+    let pad = if flat.starts_with('`') || flat.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
     format!("{ticks}{pad}{flat}{pad}{ticks}")
+}
+
+/// A markdown link to an http(s) URL we were given (the dashboard, a
+/// comment); `None` for anything else (other schemes, spaces, markup, over
+/// 2,000 bytes), so a bad URL is left out rather than rendered.
+pub fn link(label: &str, url: &str) -> Option<String> {
+    let web = url.starts_with("https://") || url.starts_with("http://");
+    let clean = !url.contains(|c: char| {
+        c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | '"' | '`')
+    });
+    (web && clean && url.len() <= 2_000).then(|| format!("[{label}]({})", url.replace(')', "%29")))
 }
 
 fn longest_run(text: &str, ch: char) -> usize {
@@ -253,8 +282,14 @@ mod tests {
 
     #[test]
     fn open_fences_are_closed_and_closed_ones_are_kept() {
-        assert_eq!(close_fences("```rust\nfn x() {}"), "```rust\nfn x() {}\n```");
-        assert_eq!(close_fences("````\n```\nstill code"), "````\n```\nstill code\n````");
+        assert_eq!(
+            close_fences("```rust\nfn x() {}"),
+            "```rust\nfn x() {}\n```"
+        );
+        assert_eq!(
+            close_fences("````\n```\nstill code"),
+            "````\n```\nstill code\n````"
+        );
         assert_eq!(close_fences("~~~\ncode\n~~~\ntext"), "~~~\ncode\n~~~\ntext");
         assert_eq!(close_fences("no fences"), "no fences");
     }
@@ -267,8 +302,8 @@ mod tests {
     }
 
     #[test]
-    fn inline_keeps_tables_intact() {
-        let out = inline("a | b\nc <b>bold</b> @eve", 100);
+    fn cell_keeps_tables_intact() {
+        let out = cell("a | b\nc <b>bold</b> @eve", 100);
         assert!(!out.contains('\n'));
         assert!(out.contains("a \\| b"));
         assert!(!out.contains("<b>"));
@@ -276,8 +311,25 @@ mod tests {
     }
 
     #[test]
+    fn links_only_to_web_urls() {
+        assert_eq!(
+            link("run", "https://x.test/r/1").as_deref(),
+            Some("[run](https://x.test/r/1)")
+        );
+        assert_eq!(
+            link("run", "https://x.test/a)b").as_deref(),
+            Some("[run](https://x.test/a%29b)")
+        );
+        assert_eq!(link("run", "javascript:alert(1)"), None);
+        assert_eq!(link("run", "https://x.test/a b"), None);
+    }
+
+    #[test]
     fn quote_prefixes_every_line() {
-        assert_eq!(quote("one\n\ntwo @bob", 100), "> one\n>\n> two @\u{200D}bob");
+        assert_eq!(
+            quote("one\n\ntwo @bob", 100),
+            "> one\n>\n> two @\u{200D}bob"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::markdown;
-use super::status::{hard_fit, usage_line};
+use super::status::{MAX_COMMENT_LEN, hard_fit, usage_line};
 use super::verification::{self, Detail};
 use super::view::{UsageView, VerificationView};
 use crate::engine::task_type::TaskType;
@@ -59,10 +59,7 @@ pub fn pull_request_title(issue: IssueNumber, issue_title: &str, task_type: Task
         TaskType::Test => "test",
         TaskType::ReadInfo | TaskType::Report => "chore",
     };
-    let flat: String = issue_title
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let flat: String = issue_title.split_whitespace().collect::<Vec<_>>().join(" ");
     let suffix = format!(" (#{issue})");
     let room = 256 - prefix.len() - 2 - suffix.len();
     let title = truncate_chars(&flat, room);
@@ -78,22 +75,52 @@ fn truncate_chars(text: &str, max_chars: usize) -> String {
     out
 }
 
-/// The pull request body.
+/// The pull request body, within GitHub's limit: long lists and evidence are
+/// shortened step by step until it fits.
 pub fn pull_request_body(v: &PullRequestView) -> String {
+    let steps = [
+        Detail {
+            evidence_max: 2_000,
+            list_max: LIST_MAX,
+            ..Detail::FULL
+        },
+        Detail::STEPS[2],
+        Detail::STEPS[4],
+    ];
+    let mut body = String::new();
+    for detail in steps {
+        body = render(v, detail);
+        if body.len() <= MAX_COMMENT_LEN {
+            return body;
+        }
+    }
+    hard_fit(&body)
+}
+
+fn render(v: &PullRequestView, detail: Detail) -> String {
     let mut out = format!(
         "Closes #{}\n\nThis pull request was written by an agent driven by closer for issue #{} \
          and verified before it was opened.\n",
         v.issue, v.issue
     );
     if !v.summary.trim().is_empty() {
-        let _ = write!(out, "\n### Summary\n\n{}\n", markdown::quote(&v.summary, 4_000));
+        let _ = write!(
+            out,
+            "\n### Summary\n\n{}\n",
+            markdown::quote(&v.summary, 4_000)
+        );
     }
     let _ = write!(out, "\n### Commits ({})\n\n", v.commits.len());
-    for c in v.commits.iter().take(LIST_MAX) {
-        let sha: String = c.sha.chars().filter(char::is_ascii_hexdigit).take(12).collect();
+    for c in v.commits.iter().take(detail.list_max) {
+        let sha: String = c
+            .sha
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .take(12)
+            .collect();
         let _ = writeln!(out, "- `{sha}` {}", markdown::inline(&c.subject, 200));
     }
-    hidden(&mut out, v.commits.len());
+    hidden(&mut out, v.commits.len(), detail.list_max);
     let added: u64 = v.files.iter().map(|f| f.added).sum();
     let deleted: u64 = v.files.iter().map(|f| f.deleted).sum();
     let _ = write!(
@@ -101,19 +128,18 @@ pub fn pull_request_body(v: &PullRequestView) -> String {
         "\n### Changed files ({}, +{added} −{deleted})\n\n",
         v.files.len()
     );
-    for f in v.files.iter().take(LIST_MAX) {
+    for f in v.files.iter().take(detail.list_max) {
         let _ = writeln!(
             out,
             "- {} (+{} −{})",
-            markdown::code_span(&f.path, 300),
+            markdown::code_span(&f.path, 200),
             f.added,
             f.deleted
         );
     }
-    hidden(&mut out, v.files.len());
+    hidden(&mut out, v.files.len(), detail.list_max);
     out.push_str("\n### Verification\n\n");
     let mut trimmed = false;
-    let detail = Detail { evidence_max: 2_000, ..Detail::FULL };
     verification::render(&mut out, &v.verification, detail, &mut trimmed);
     let _ = write!(
         out,
@@ -122,15 +148,19 @@ pub fn pull_request_body(v: &PullRequestView) -> String {
         if v.iterations == 1 { "" } else { "s" },
         usage_line(&v.usage)
     );
-    if let Some(url) = v.dashboard_url.as_deref().filter(|u| u.starts_with("http")) {
-        let _ = write!(out, " · [run on the dashboard]({})", url.replace(')', "%29"));
+    if let Some(link) = v
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("run on the dashboard", u))
+    {
+        let _ = write!(out, " · {link}");
     }
     out.push_str("</sub>\n");
-    hard_fit(&out)
+    out
 }
 
-fn hidden(out: &mut String, total: usize) {
-    if total > LIST_MAX {
-        let _ = writeln!(out, "- _… and {} more_", total - LIST_MAX);
+fn hidden(out: &mut String, total: usize, shown: usize) {
+    if total > shown {
+        let _ = writeln!(out, "- _… and {} more_", total - shown);
     }
 }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::markdown;
 use super::verification::{self, Detail, ITEM_MAX};
-use super::view::{NextStep, QuestionView, RunState, StatusView, UsageView};
+use super::view::{NextStep, QuestionView, StatusView, UsageView};
 
 /// GitHub rejects comment bodies longer than this. We count bytes, which is
 /// never less than the character count, so a body within it always fits.
@@ -68,11 +68,17 @@ pub(crate) fn hard_fit(body: &str) -> String {
         return body.to_owned();
     }
     let note = format!("\n\n_{TRIMMED_NOTE}_\n");
-    let keep = markdown::floor_boundary(body, MAX_COMMENT_LEN - note.len() - 8);
-    // An open code block would swallow the note: close it.
-    let head = markdown::close_fences(&body[..keep]);
-    let keep = markdown::floor_boundary(&head, MAX_COMMENT_LEN - note.len());
-    format!("{}{note}", &head[..keep])
+    let mut room = MAX_COMMENT_LEN - note.len();
+    loop {
+        let keep = markdown::floor_boundary(body, room);
+        // An open code block would swallow the note: close it (the closing
+        // fence needs room too, hence the loop).
+        let head = markdown::close_fences(&body[..keep]);
+        if head.len() + note.len() <= MAX_COMMENT_LEN {
+            return format!("{head}{note}");
+        }
+        room = room.saturating_sub(head.len() + note.len() - MAX_COMMENT_LEN);
+    }
 }
 
 fn render(view: &StatusView, detail: Detail) -> (String, bool) {
@@ -142,15 +148,23 @@ pub fn next_step(next: &NextStep) -> String {
         NextStep::Queued => "waiting for a worker to start the run".to_owned(),
         NextStep::Preparing => "preparing the worktree and taking the baseline".to_owned(),
         NextStep::Working { iteration } => format!("working on iteration {iteration}"),
-        NextStep::Verifying { iteration } => format!("checking the results of iteration {iteration}"),
+        NextStep::Verifying { iteration } => {
+            format!("checking the results of iteration {iteration}")
+        }
         NextStep::WaitingFor { author } => format!(
             "waiting for @{} to answer the question below (reply in a comment)",
             user(author)
         ),
-        NextStep::PullRequestOpen { number, close_on_merge: true } => {
+        NextStep::PullRequestOpen {
+            number,
+            close_on_merge: true,
+        } => {
             format!("pull request #{number} is open for review; the issue closes when it is merged")
         }
-        NextStep::PullRequestOpen { number, close_on_merge: false } => {
+        NextStep::PullRequestOpen {
+            number,
+            close_on_merge: false,
+        } => {
             format!("pull request #{number} is open for review")
         }
         NextStep::Closed => "nothing: the work is verified and the issue is closed".to_owned(),
@@ -180,7 +194,11 @@ fn checklist(out: &mut String, view: &StatusView, detail: Detail, trimmed: &mut 
     let shown = detail.list_max.min(view.checklist.len());
     for item in &view.checklist[..shown] {
         let mark = if item.completed { "x" } else { " " };
-        let _ = writeln!(out, "- [{mark}] {}", markdown::inline(&item.description, ITEM_MAX));
+        let _ = writeln!(
+            out,
+            "- [{mark}] {}",
+            markdown::inline(&item.description, ITEM_MAX)
+        );
         let evidence = item.evidence.trim();
         let max = detail.evidence_max.min(2_000);
         if evidence.is_empty() {
@@ -191,7 +209,11 @@ fn checklist(out: &mut String, view: &StatusView, detail: Detail, trimmed: &mut 
             continue;
         }
         *trimmed |= markdown::would_cut(evidence, max);
-        let _ = writeln!(out, "  <sub>Evidence: {}</sub>", markdown::inline(evidence, max));
+        let _ = writeln!(
+            out,
+            "  <sub>Evidence: {}</sub>",
+            markdown::inline(evidence, max)
+        );
     }
     more(out, view.checklist.len() - shown, "items", trimmed);
 }
@@ -234,7 +256,7 @@ fn question(out: &mut String, q: &QuestionView, detail: Detail, trimmed: &mut bo
         let _ = writeln!(
             out,
             "- {} (weight {:.2}): “{}”",
-            markdown::inline(&s.kind, ITEM_MAX),
+            markdown::inline(&s.kind, 100),
             s.weight,
             markdown::inline(&s.excerpt, ITEM_MAX)
         );
@@ -244,9 +266,12 @@ fn question(out: &mut String, q: &QuestionView, detail: Detail, trimmed: &mut bo
 
 fn footer(out: &mut String, view: &StatusView, trimmed: bool) {
     let _ = write!(out, "\n---\n<sub>Usage so far: {}", usage_line(&view.usage));
-    if let Some(url) = view.dashboard_url.as_deref().filter(|u| is_web_url(u)) {
-        let url = url.replace(')', "%29");
-        let _ = write!(out, " · [View this run on the dashboard]({url})");
+    if let Some(link) = view
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("View this run on the dashboard", u))
+    {
+        let _ = write!(out, " · {link}");
     }
     out.push_str("</sub>\n");
     if trimmed {
@@ -272,15 +297,10 @@ pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
     }
     out
-}
-
-fn is_web_url(url: &str) -> bool {
-    (url.starts_with("https://") || url.starts_with("http://"))
-        && !url.contains(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"'))
 }

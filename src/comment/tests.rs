@@ -37,10 +37,30 @@ const FAILING_TEST: &str = "running 12 tests\ntest parser::tests::empty_input ..
 fn verification() -> VerificationView {
     VerificationView {
         goals: vec![
-            goal("build_succeeds: cargo build", GoalStatus::Passed, true, "exit 0 in 14.2 s"),
-            goal("tests_pass: cargo test", GoalStatus::Failed, true, FAILING_TEST),
-            goal("test_added: tests/**", GoalStatus::Passed, true, "tests/parser_empty.rs added"),
-            goal("lint_passes: cargo clippy", GoalStatus::Failed, false, "warning: unused variable: `x`\n --> src/parser.rs:12:9"),
+            goal(
+                "build_succeeds: cargo build",
+                GoalStatus::Passed,
+                true,
+                "exit 0 in 14.2 s",
+            ),
+            goal(
+                "tests_pass: cargo test",
+                GoalStatus::Failed,
+                true,
+                FAILING_TEST,
+            ),
+            goal(
+                "test_added: tests/**",
+                GoalStatus::Passed,
+                true,
+                "tests/parser_empty.rs added",
+            ),
+            goal(
+                "lint_passes: cargo clippy",
+                GoalStatus::Failed,
+                false,
+                "warning: unused variable: `x`\n --> src/parser.rs:12:9",
+            ),
         ],
         baseline: Some(BaselineRow {
             new_failures: vec!["cargo test: parser::tests::empty_input".to_owned()],
@@ -97,11 +117,21 @@ fn snapshot_status_awaiting_response() {
             threshold: 0.6,
             stated_by_agent: false,
             signals: vec![
-                SignalRow { kind: "ends with a question mark".to_owned(), weight: 0.4, excerpt: "Should I support TOML or YAML?".to_owned() },
-                SignalRow { kind: "asks for a choice".to_owned(), weight: 0.45, excerpt: "TOML or YAML".to_owned() },
+                SignalRow {
+                    kind: "ends with a question mark".to_owned(),
+                    weight: 0.4,
+                    excerpt: "Should I support TOML or YAML?".to_owned(),
+                },
+                SignalRow {
+                    kind: "asks for a choice".to_owned(),
+                    weight: 0.45,
+                    excerpt: "TOML or YAML".to_owned(),
+                },
             ],
         }),
-        next: NextStep::WaitingFor { author: "octocat".to_owned() },
+        next: NextStep::WaitingFor {
+            author: "octocat".to_owned(),
+        },
         dashboard_url: None,
         ..running_view()
     };
@@ -111,18 +141,39 @@ fn snapshot_status_awaiting_response() {
 #[test]
 fn snapshot_status_review() {
     let mut v = verification();
-    v.goals[1] = goal("tests_pass: cargo test", GoalStatus::Passed, true, "test result: ok. 12 passed; 0 failed");
-    v.baseline = Some(BaselineRow { new_failures: vec![], already_failing: 3 });
+    v.goals[1] = goal(
+        "tests_pass: cargo test",
+        GoalStatus::Passed,
+        true,
+        "test result: ok. 12 passed; 0 failed",
+    );
+    v.baseline = Some(BaselineRow {
+        new_failures: vec![],
+        already_failing: 3,
+    });
     let view = StatusView {
         state: RunState::Done,
         phase: Phase::Review,
         iteration: 3,
         stage: Stage::MinimalFix,
-        checklist: running_view().checklist.into_iter().map(|i| ChecklistRow { completed: true, ..i }).collect(),
+        checklist: running_view()
+            .checklist
+            .into_iter()
+            .map(|i| ChecklistRow {
+                completed: true,
+                ..i
+            })
+            .collect(),
         pending_actions: vec![],
         verification: Some(v),
-        next: NextStep::PullRequestOpen { number: IssueNumber(13), close_on_merge: true },
-        notices: vec!["The project board has no Status option named \"review\"; the board was not updated.".to_owned()],
+        next: NextStep::PullRequestOpen {
+            number: IssueNumber(13),
+            close_on_merge: true,
+        },
+        notices: vec![
+            "The project board has no Status option named \"review\"; the board was not updated."
+                .to_owned(),
+        ],
         ..running_view()
     };
     insta::assert_snapshot!(status_comment(&view));
@@ -161,12 +212,33 @@ fn snapshot_diagnosis_convergence() {
         reason: FailureReason::ConvergenceStopped,
         iterations: 6,
         fingerprints: vec![
-            FingerprintRow { description: "cargo test: parser::tests::empty_input (unwrap on None at src/parser.rs)".to_owned(), hash: "a41f09c2".to_owned(), occurrences: 5 },
-            FingerprintRow { description: "cargo clippy: unused variable `x`".to_owned(), hash: "03be77d1".to_owned(), occurrences: 1 },
+            FingerprintRow {
+                description:
+                    "cargo test: parser::tests::empty_input (unwrap on None at src/parser.rs)"
+                        .to_owned(),
+                hash: "a41f09c2".to_owned(),
+                occurrences: 5,
+            },
+            FingerprintRow {
+                description: "cargo clippy: unused variable `x`".to_owned(),
+                hash: "03be77d1".to_owned(),
+                occurrences: 1,
+            },
         ],
         stages: vec![
-            StageAttempt { stage: Stage::Normal, iterations: vec![1, 2, 3], tried: "rewrote parse_header to return Result; added the empty-input test".to_owned() },
-            StageAttempt { stage: Stage::MinimalFix, iterations: vec![4, 5, 6], tried: "limited to src/parser.rs within 400 changed lines; the same test kept failing".to_owned() },
+            StageAttempt {
+                stage: Stage::Normal,
+                iterations: vec![1, 2, 3],
+                tried: "rewrote parse_header to return Result; added the empty-input test"
+                    .to_owned(),
+            },
+            StageAttempt {
+                stage: Stage::MinimalFix,
+                iterations: vec![4, 5, 6],
+                tried:
+                    "limited to src/parser.rs within 400 changed lines; the same test kept failing"
+                        .to_owned(),
+            },
         ],
         last_evidence: Some(FAILING_TEST.to_owned()),
         dashboard_url: Some("https://closer.example.com/runs/run-7f3a9c".to_owned()),
@@ -178,13 +250,29 @@ fn snapshot_diagnosis_convergence() {
 fn snapshot_diagnosis_other_reasons() {
     let reasons = [
         FailureReason::IterationLimit { max: 10 },
-        FailureReason::BaselineBroken { detail: "`cargo build` exits 101 on main (error[E0425] in src/lib.rs)".to_owned() },
-        FailureReason::BudgetExceeded(BudgetExceeded::Cost { used_usd: 4.91, max_usd: 5.0 }),
-        FailureReason::AgentError { message: "timed out after 1800 s".to_owned() },
+        FailureReason::BaselineBroken {
+            detail: "`cargo build` exits 101 on main (error[E0425] in src/lib.rs)".to_owned(),
+        },
+        FailureReason::BudgetExceeded(BudgetExceeded::Cost {
+            used_usd: 4.91,
+            max_usd: 5.0,
+        }),
+        FailureReason::AgentError {
+            message: "timed out after 1800 s".to_owned(),
+        },
     ];
     let all: Vec<String> = reasons
         .into_iter()
-        .map(|reason| diagnosis_comment(&DiagnosisView { reason, iterations: 1, fingerprints: vec![], stages: vec![], last_evidence: None, dashboard_url: None }))
+        .map(|reason| {
+            diagnosis_comment(&DiagnosisView {
+                reason,
+                iterations: 1,
+                fingerprints: vec![],
+                stages: vec![],
+                last_evidence: None,
+                dashboard_url: None,
+            })
+        })
         .collect();
     insta::assert_snapshot!(all.join("\n\n======\n\n"));
 }
@@ -192,8 +280,16 @@ fn snapshot_diagnosis_other_reasons() {
 #[test]
 fn snapshot_budget_exceeded() {
     insta::assert_snapshot!(budget_exceeded_comment(
-        &BudgetExceeded::Tokens { used: 1_982_113, max: 2_000_000 },
-        &UsageView { tokens: 1_982_113, cost_usd: 3.12, max_tokens: Some(2_000_000), max_cost_usd: Some(5.0) }
+        &BudgetExceeded::Tokens {
+            used: 1_982_113,
+            max: 2_000_000
+        },
+        &UsageView {
+            tokens: 1_982_113,
+            cost_usd: 3.12,
+            max_tokens: Some(2_000_000),
+            max_cost_usd: Some(5.0)
+        }
     ));
 }
 
@@ -215,7 +311,10 @@ fn snapshot_unknown_command() {
 fn snapshot_status_answer() {
     insta::assert_snapshot!(format!(
         "{}\n\n======\n\n{}",
-        status_answer(Some(&running_view()), Some("https://github.com/acme/widgets/issues/12#issuecomment-1001")),
+        status_answer(
+            Some(&running_view()),
+            Some("https://github.com/acme/widgets/issues/12#issuecomment-1001")
+        ),
         status_answer(None, None)
     ));
 }
@@ -229,14 +328,35 @@ fn snapshot_invalid_config() {
 #[test]
 fn snapshot_deliverable() {
     let answer = "The `docs/` directory holds:\n\n- `architecture.md`: the map of the modules\n- `runbook.md`: how to operate closer\n\n```text\ndocs/\n├── architecture.md\n└── runbook.md\n```";
-    insta::assert_snapshot!(deliverable_comment(answer, &DeliverableFooter { iterations: 1, usage: usage(), dashboard_url: None, closing: true }));
+    insta::assert_snapshot!(deliverable_comment(
+        answer,
+        &DeliverableFooter {
+            iterations: 1,
+            usage: usage(),
+            dashboard_url: None,
+            closing: true
+        }
+    ));
 }
 
 fn pr_view() -> PullRequestView {
     let mut v = verification();
-    v.goals[1] = goal("tests_pass: cargo test", GoalStatus::Passed, true, "test result: ok. 12 passed; 0 failed");
-    v.goals[3] = goal("lint_passes: cargo clippy", GoalStatus::Passed, false, "no warnings");
-    v.baseline = Some(BaselineRow { new_failures: vec![], already_failing: 3 });
+    v.goals[1] = goal(
+        "tests_pass: cargo test",
+        GoalStatus::Passed,
+        true,
+        "test result: ok. 12 passed; 0 failed",
+    );
+    v.goals[3] = goal(
+        "lint_passes: cargo clippy",
+        GoalStatus::Passed,
+        false,
+        "no warnings",
+    );
+    v.baseline = Some(BaselineRow {
+        new_failures: vec![],
+        already_failing: 3,
+    });
     PullRequestView {
         issue: IssueNumber(12),
         issue_title: "Parser panics on empty input".to_owned(),
@@ -282,7 +402,10 @@ fn marker_round_trips_and_is_only_read_at_the_start() {
     let body = status_comment(&running_view());
     assert!(body.starts_with(&run_marker("run-7f3a9c")));
     assert_eq!(parse_run_marker(&body).as_deref(), Some("run-7f3a9c"));
-    assert_eq!(parse_run_marker("  \n<!-- closer:run=42 -->\nhello").as_deref(), Some("42"));
+    assert_eq!(
+        parse_run_marker("  \n<!-- closer:run=42 -->\nhello").as_deref(),
+        Some("42")
+    );
     assert_eq!(parse_run_marker("hello <!-- closer:run=42 -->"), None);
     assert_eq!(parse_run_marker("<!-- closer:run= -->"), None);
     assert_eq!(parse_run_marker("<!-- closer:run=a b -->"), None);
@@ -301,22 +424,49 @@ fn untrusted_text_cannot_forge_a_marker_ping_or_break_out() {
     view.checklist.push(item(evil, false, evil));
     view.pending_actions.push(evil.to_owned());
     view.notices.push(evil.to_owned());
-    view.verification.as_mut().map(|v| v.goals.push(goal(evil, GoalStatus::Failed, true, &evil.repeat(3))));
-    view.question = Some(QuestionView { score: 1.0, threshold: 0.5, stated_by_agent: true, signals: vec![SignalRow { kind: evil.to_owned(), weight: 1.0, excerpt: evil.to_owned() }] });
+    if let Some(v) = view.verification.as_mut() {
+        v.goals
+            .push(goal(evil, GoalStatus::Failed, true, &evil.repeat(3)));
+    }
+    view.question = Some(QuestionView {
+        score: 1.0,
+        threshold: 0.5,
+        stated_by_agent: true,
+        signals: vec![SignalRow {
+            kind: evil.to_owned(),
+            weight: 1.0,
+            excerpt: evil.to_owned(),
+        }],
+    });
     let texts = [
         status_comment(&view),
         question_comment(evil, &[evil.to_owned()]),
-        deliverable_comment(evil, &DeliverableFooter { iterations: 1, usage: usage(), dashboard_url: None, closing: false }),
+        deliverable_comment(
+            evil,
+            &DeliverableFooter {
+                iterations: 1,
+                usage: usage(),
+                dashboard_url: None,
+                closing: false,
+            },
+        ),
         unknown_command_comment(evil, Some(evil)),
         refusal_comment(evil, Permission::Maintain),
         invalid_config_comment(evil, evil),
     ];
     for text in &texts {
-        assert_eq!(text.matches("<!--").count(), usize::from(text.starts_with("<!-- closer:run=real")), "{text}");
+        assert_eq!(
+            text.matches("<!--").count(),
+            usize::from(text.starts_with("<!-- closer:run=real")),
+            "{text}"
+        );
         assert!(!text.contains("@alice"), "{text}");
         assert!(!text.contains("<details><summary>hidden"), "{text}");
         assert!(!text.contains("</details><details>"), "{text}");
-        assert_eq!(parse_run_marker(text).as_deref().filter(|id| *id != "real"), None);
+        assert_eq!(
+            parse_run_marker(text).as_deref().filter(|id| *id != "real"),
+            None
+        );
         assert_balanced_fences(text);
     }
     // A user name is reduced to login characters: no injected markdown.
@@ -328,33 +478,156 @@ fn assert_balanced_fences(text: &str) {
     assert_eq!(markdown::close_fences(text), text, "open fence in:\n{text}");
 }
 
+/// 100,000 characters of multi-byte text (250,000 bytes).
+fn big() -> String {
+    "é日🙂x".repeat(25_000)
+}
+
 #[test]
 fn huge_inputs_stay_within_the_limit_and_keep_the_marker() {
-    let big = "é日🙂x".repeat(100_000 / 10) + &"y".repeat(1);
+    let big = big();
+    let medium = "é日🙂x @bob ```<!-- ".repeat(100);
     let mut view = running_view();
-    view.checklist = (0..5_000).map(|i| item(&format!("item {i} {big}"), i % 2 == 0, &big)).collect();
-    view.pending_actions = (0..5_000).map(|i| format!("action {i} {big}")).collect();
+    view.checklist = (0..5_000)
+        .map(|i| {
+            item(
+                &format!("item {i} {medium}"),
+                i % 2 == 0,
+                if i < 10 { &big } else { &medium },
+            )
+        })
+        .collect();
+    view.pending_actions = (0..5_000).map(|i| format!("action {i} {medium}")).collect();
     view.summary = Some(big.clone());
-    view.notices = vec![big.clone(); 100];
+    view.notices = vec![medium.clone(); 100];
     let mut v = verification();
-    v.goals = (0..500).map(|i| goal(&format!("goal {i}"), GoalStatus::Failed, i % 3 == 0, &big)).collect();
-    v.baseline = Some(BaselineRow { new_failures: vec![big.clone(); 2_000], already_failing: 7 });
-    v.scope = Some(ScopeRow::OutOfScope(vec![big.clone(); 2_000]));
+    v.goals = (0..2_000)
+        .map(|i| {
+            goal(
+                &format!("goal {i} {medium}"),
+                if i % 2 == 0 {
+                    GoalStatus::Failed
+                } else {
+                    GoalStatus::Passed
+                },
+                i % 3 == 0,
+                if i < 20 { &big } else { &medium },
+            )
+        })
+        .collect();
+    v.baseline = Some(BaselineRow {
+        new_failures: vec![medium.clone(); 2_000],
+        already_failing: 7,
+    });
+    v.scope = Some(ScopeRow::OutOfScope(vec![medium.clone(); 2_000]));
     view.verification = Some(v);
+    view.question = Some(QuestionView {
+        score: 0.9,
+        threshold: 0.6,
+        stated_by_agent: false,
+        signals: vec![
+            SignalRow {
+                kind: medium.clone(),
+                weight: 0.1,
+                excerpt: medium.clone()
+            };
+            1_000
+        ],
+    });
     let body = status_comment(&view);
     assert!(body.len() <= MAX_COMMENT_LEN, "{}", body.len());
     assert!(body.starts_with(&run_marker("run-7f3a9c")));
     assert_eq!(parse_run_marker(&body).as_deref(), Some("run-7f3a9c"));
     assert!(body.contains("Evidence trimmed to fit GitHub's comment limit"));
     assert!(body.contains("more items not shown"));
+    assert!(body.contains("more checks not shown"));
+    // The required failed goals come first when goals are left out.
+    assert!(body.contains("| goal 0 "));
+    assert!(!body.contains("| goal 1 "));
+    assert_eq!(body.matches("<!--").count(), 1);
     assert_balanced_fences(&body);
+}
+
+/// Random views of every size, from a fixed seed: the limit, the marker and
+/// closed fences hold for all of them.
+#[test]
+fn random_views_always_fit() {
+    let mut rng = fastrand::Rng::with_seed(0x5eed);
+    let alphabet: Vec<char> = "ab |`@<!->\n\né日🙂#*_[]()".chars().collect();
+    let text = |rng: &mut fastrand::Rng, max: usize| -> String {
+        let len = match rng.u8(0..4) {
+            0 => 0,
+            1 => rng.usize(0..50),
+            2 => rng.usize(0..2_000),
+            _ => rng.usize(0..max),
+        };
+        (0..len)
+            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+            .collect()
+    };
+    for round in 0..30 {
+        let n = |rng: &mut fastrand::Rng| {
+            if rng.bool() {
+                rng.usize(0..5)
+            } else {
+                rng.usize(0..400)
+            }
+        };
+        let mut view = running_view();
+        view.run_id = format!("run-{round}");
+        view.summary = Some(text(&mut rng, 100_000));
+        view.checklist = (0..n(&mut rng))
+            .map(|_| item(&text(&mut rng, 500), rng.bool(), &text(&mut rng, 5_000)))
+            .collect();
+        view.pending_actions = (0..n(&mut rng)).map(|_| text(&mut rng, 500)).collect();
+        let mut v = verification();
+        v.goals = (0..n(&mut rng))
+            .map(|_| {
+                goal(
+                    &text(&mut rng, 300),
+                    GoalStatus::Failed,
+                    rng.bool(),
+                    &text(&mut rng, 20_000),
+                )
+            })
+            .collect();
+        v.scope = Some(ScopeRow::OutOfScope(
+            (0..n(&mut rng)).map(|_| text(&mut rng, 300)).collect(),
+        ));
+        view.verification = Some(v);
+        let body = status_comment(&view);
+        assert!(
+            body.len() <= MAX_COMMENT_LEN,
+            "round {round}: {}",
+            body.len()
+        );
+        assert_eq!(
+            parse_run_marker(&body),
+            Some(format!("run-{round}")),
+            "round {round}"
+        );
+        assert_eq!(body.matches("<!--").count(), 1, "round {round}");
+        assert_balanced_fences(&body);
+    }
+}
+
+#[test]
+fn hard_fit_keeps_whole_characters_and_closes_fences() {
+    let body = format!("<!-- closer:run=x -->\n```text\n{}", "日".repeat(40_000));
+    let fitted = status::hard_fit(&body);
+    assert!(fitted.len() <= MAX_COMMENT_LEN);
+    assert!(fitted.starts_with("<!-- closer:run=x -->"));
+    assert!(fitted.ends_with("_Evidence trimmed to fit GitHub's comment limit._\n"));
+    assert_balanced_fences(&fitted);
 }
 
 #[test]
 fn one_huge_evidence_is_trimmed_and_the_rest_kept() {
     let mut view = running_view();
     view.checklist[0].evidence = "é".repeat(100_000);
-    view.verification.as_mut().map(|v| v.goals[1].evidence = "日本".repeat(50_000));
+    if let Some(v) = view.verification.as_mut() {
+        v.goals[1].evidence = "日本".repeat(50_000);
+    }
     let body = status_comment(&view);
     assert!(body.len() <= MAX_COMMENT_LEN);
     assert!(body.contains("Evidence trimmed"));
@@ -371,23 +644,63 @@ fn small_status_says_nothing_about_trimming() {
 
 #[test]
 fn other_texts_stay_within_the_limit() {
-    let big = "🙂 @x ```\n".repeat(30_000);
+    let big = "🙂 @x ```\n".repeat(12_000);
+    let medium = "🙂 @x ```\n".repeat(200);
     let d = DiagnosisView {
-        reason: FailureReason::AgentError { message: big.clone() },
+        reason: FailureReason::AgentError {
+            message: big.clone(),
+        },
         iterations: 2,
-        fingerprints: vec![FingerprintRow { description: big.clone(), hash: big.clone(), occurrences: 2 }; 1_000],
-        stages: vec![StageAttempt { stage: Stage::Normal, iterations: vec![1, 2], tried: big.clone() }; 50],
+        fingerprints: vec![
+            FingerprintRow {
+                description: medium.clone(),
+                hash: big.clone(),
+                occurrences: 2
+            };
+            1_000
+        ],
+        stages: vec![
+            StageAttempt {
+                stage: Stage::Normal,
+                iterations: vec![1, 2],
+                tried: big.clone()
+            };
+            50
+        ],
         last_evidence: Some(big.clone()),
         dashboard_url: None,
     };
     let mut pr = pr_view();
     pr.summary = big.clone();
-    pr.commits = vec![CommitRow { sha: big.clone(), subject: big.clone() }; 5_000];
-    pr.files = vec![FileRow { path: big.clone(), added: 1, deleted: 1 }; 5_000];
+    pr.commits = vec![
+        CommitRow {
+            sha: medium.clone(),
+            subject: medium.clone()
+        };
+        5_000
+    ];
+    pr.files = vec![
+        FileRow {
+            path: medium.clone(),
+            added: 1,
+            deleted: 1
+        };
+        5_000
+    ];
+    pr.verification.goals = vec![goal(&medium, GoalStatus::Failed, true, &big); 50];
     let texts = [
         diagnosis_comment(&d),
-        question_comment("a", &vec![big.clone(); 100]),
-        deliverable_comment(&big, &DeliverableFooter { iterations: 1, usage: usage(), dashboard_url: None, closing: true }),
+        question_comment("a", &vec![medium.clone(); 100]),
+        question_comment("a", std::slice::from_ref(&big)),
+        deliverable_comment(
+            &big,
+            &DeliverableFooter {
+                iterations: 1,
+                usage: usage(),
+                dashboard_url: None,
+                closing: true,
+            },
+        ),
         invalid_config_comment(".github/closer.yml", &big),
         pull_request_body(&pr),
         unknown_command_comment(&big, None),

@@ -19,6 +19,8 @@ const QUOTE_MAX: usize = 8_000;
 const ITEM_MAX: usize = 300;
 /// Items shown of a long list.
 const LIST_MAX: usize = 50;
+/// Stage attempts shown (there are three stages; a retried run repeats them).
+const STAGES_MAX: usize = 9;
 
 /// The subcommands, for help and "did you mean".
 pub const COMMANDS: [&str; 4] = ["run", "retry", "stop", "status"];
@@ -35,7 +37,9 @@ pub fn question_comment(author: &str, questions: &[String]) -> String {
         let _ = write!(out, "\n{}\n", markdown::quote(q, QUOTE_MAX));
     }
     if questions.is_empty() {
-        out.push_str("\n> (the agent asked for input without a question text; see the status comment)\n");
+        out.push_str(
+            "\n> (the agent asked for input without a question text; see the status comment)\n",
+        );
     }
     out.push_str(
         "\n**How to answer:** reply in a comment on this issue. The run is paused \
@@ -109,8 +113,8 @@ pub fn diagnosis_comment(d: &DiagnosisView) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} iteration{} |",
-                markdown::inline(&f.description, ITEM_MAX),
-                markdown::inline(&f.hash, 16),
+                markdown::cell(&f.description, ITEM_MAX),
+                markdown::cell(&f.hash, 16),
                 f.occurrences,
                 if f.occurrences == 1 { "" } else { "s" }
             );
@@ -121,14 +125,14 @@ pub fn diagnosis_comment(d: &DiagnosisView) -> String {
     }
     if !d.stages.is_empty() {
         out.push_str("\n#### What was tried\n\n");
-        for s in &d.stages {
+        for s in d.stages.iter().take(STAGES_MAX) {
             let _ = writeln!(
                 out,
                 "- **Stage {} ({})**, {}: {}",
                 s.stage.number(),
                 s.stage.label(),
                 iterations_text(&s.iterations),
-                markdown::inline(&s.tried, 1_000)
+                markdown::inline(&s.tried, 600)
             );
         }
     }
@@ -143,8 +147,12 @@ pub fn diagnosis_comment(d: &DiagnosisView) -> String {
         "\n**To try again**, fix what is described above if it needs a human (or add detail \
          to the issue), then comment `/closer retry`. The run keeps its history.\n",
     );
-    if let Some(url) = d.dashboard_url.as_deref().filter(|u| u.starts_with("http")) {
-        let _ = writeln!(out, "\n<sub>[Full diagnostics on the dashboard]({})</sub>", url.replace(')', "%29"));
+    if let Some(link) = d
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("Full diagnostics on the dashboard", u))
+    {
+        let _ = writeln!(out, "\n<sub>{link}</sub>");
     }
     hard_fit(&out)
 }
@@ -222,7 +230,9 @@ pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
     let word = markdown::code_span(&format!("/closer {word}"), 60);
     let known = COMMANDS.map(|c| format!("`/closer {c}`")).join(", ");
     match suggestion.filter(|s| COMMANDS.contains(s)) {
-        Some(s) => format!("Unknown command {word}. Did you mean `/closer {s}`? Commands: {known}."),
+        Some(s) => {
+            format!("Unknown command {word}. Did you mean `/closer {s}`? Commands: {known}.")
+        }
         None => format!("Unknown command {word}. Commands: {known}."),
     }
 }
@@ -244,8 +254,8 @@ pub fn status_answer(view: Option<&StatusView>, status_comment_url: Option<&str>
         v.stage.number(),
         next_step(&v.next)
     );
-    if let Some(url) = status_comment_url.filter(|u| u.starts_with("http")) {
-        let _ = write!(out, " Details in the [status comment]({}).", url.replace(')', "%29"));
+    if let Some(link) = status_comment_url.and_then(|u| markdown::link("status comment", u)) {
+        let _ = write!(out, " Details in the {link}.");
     }
     let _ = write!(out, "\n\n<sub>Usage so far: {}</sub>", usage_line(&v.usage));
     out
@@ -254,14 +264,22 @@ pub fn status_answer(view: Option<&StatusView>, status_comment_url: Option<&str>
 /// The comment on a bad `.github/closer.yml`. `errors` is the `Display` of
 /// `crate::config::ConfigErrors`: one `file:line:column: problem` per line.
 pub fn invalid_config_comment(file: &str, errors: &str) -> String {
-    let count = errors.lines().filter(|l| !l.trim().is_empty()).count().max(1);
+    let count = errors
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+        .max(1);
     format!(
         "### ⚠️ closer: `{}` is not valid\n\n{} in the repository configuration:\n\n{}\n\n\
          **No run was started.** Fix the file on the default branch, then comment \
          `/closer run` (or add the trigger label again). To check the file locally:\n\n\
          ```sh\ncloser check-config {}\n```\n",
         clean_path(file),
-        if count == 1 { "One problem".to_owned() } else { format!("{count} problems") },
+        if count == 1 {
+            "One problem".to_owned()
+        } else {
+            format!("{count} problems")
+        },
         markdown::code_block(errors, 20_000),
         clean_path(file)
     )
@@ -274,7 +292,11 @@ fn clean_path(file: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-'))
         .take(200)
         .collect();
-    if clean.is_empty() { ".github/closer.yml".to_owned() } else { clean }
+    if clean.is_empty() {
+        ".github/closer.yml".to_owned()
+    } else {
+        clean
+    }
 }
 
 /// What the answer footer says.
@@ -290,13 +312,20 @@ pub struct DeliverableFooter {
 /// The answer of a `read_info`/`report` run, with a footer. The answer is the
 /// agent's markdown: rendered, but without mentions, HTML or open fences.
 pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
-    let answer = markdown::untrusted_markdown(&markdown::cut(answer.trim(), MAX_COMMENT_LEN - 4_000));
-    let mut out = format!("{answer}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
+    let answer =
+        markdown::untrusted_markdown(&markdown::cut(answer.trim(), MAX_COMMENT_LEN - 4_000));
+    let mut out = format!(
+        "{answer}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
         footer.iterations,
         if footer.iterations == 1 { "" } else { "s" },
-        usage_line(&footer.usage));
-    if let Some(url) = footer.dashboard_url.as_deref().filter(|u| u.starts_with("http")) {
-        let _ = write!(out, " · [run on the dashboard]({})", url.replace(')', "%29"));
+        usage_line(&footer.usage)
+    );
+    if let Some(link) = footer
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("run on the dashboard", u))
+    {
+        let _ = write!(out, " · {link}");
     }
     out.push_str("</sub>\n");
     if footer.closing {

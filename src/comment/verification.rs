@@ -66,13 +66,18 @@ pub(crate) const ITEM_MAX: usize = 300;
 pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, trimmed: &mut bool) {
     out.push_str("| Check | Result | Required | Evidence |\n");
     out.push_str("|---|---|---|---|\n");
-    for goal in &v.goals {
+    let shown = shown_goals(&v.goals, detail.list_max);
+    for goal in shown.iter().copied() {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} |",
-            markdown::inline(&goal.name, ITEM_MAX),
+            markdown::cell(&goal.name, ITEM_MAX),
             goal.status.label(),
-            if goal.required { "required" } else { "optional" },
+            if goal.required {
+                "required"
+            } else {
+                "optional"
+            },
             cell_excerpt(goal, detail),
         );
     }
@@ -80,21 +85,39 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
         let _ = writeln!(
             out,
             "| New failures vs baseline | {} | required | {} |",
-            if baseline.new_failures.is_empty() { "✅ passed" } else { "❌ failed" },
+            if baseline.new_failures.is_empty() {
+                "✅ passed"
+            } else {
+                "❌ failed"
+            },
             baseline_text(baseline, detail, trimmed),
         );
     }
     if let Some(scope) = &v.scope {
         let (result, text) = match scope {
-            ScopeRow::Ok => ("✅ passed", "all changes inside the allowed paths".to_owned()),
+            ScopeRow::Ok => (
+                "✅ passed",
+                "all changes inside the allowed paths".to_owned(),
+            ),
             ScopeRow::OutOfScope(files) => (
                 "❌ failed",
-                format!("outside the allowed paths: {}", joined(files, detail, trimmed)),
+                format!(
+                    "outside the allowed paths: {}",
+                    joined(files, detail, trimmed)
+                ),
             ),
         };
         let _ = writeln!(out, "| Scope | {result} | required | {text} |");
     }
-    for goal in v.goals.iter().filter(|g| shows_evidence(g, detail)) {
+    if shown.len() < v.goals.len() {
+        *trimmed = true;
+        let _ = writeln!(
+            out,
+            "\n_… and {} more checks not shown (failed and required checks first)._",
+            v.goals.len() - shown.len()
+        );
+    }
+    for goal in shown.iter().copied().filter(|g| shows_evidence(g, detail)) {
         let evidence = goal.evidence.trim();
         if markdown::would_cut(evidence, detail.evidence_max) {
             *trimmed = true;
@@ -107,8 +130,30 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
         );
     }
     if !v.goals.is_empty() && detail.evidence_max == 0 {
-        *trimmed |= v.goals.iter().any(|g| g.evidence.trim().lines().nth(1).is_some());
+        *trimmed |= v
+            .goals
+            .iter()
+            .any(|g| g.evidence.trim().lines().nth(1).is_some());
     }
+}
+
+/// At most `max` goals, in their order, chosen failed-required first, then
+/// failed-optional, then passed-required, then the rest.
+fn shown_goals(goals: &[GoalRow], max: usize) -> Vec<&GoalRow> {
+    if goals.len() <= max {
+        return goals.iter().collect();
+    }
+    let rank = |g: &GoalRow| match (g.status == GoalStatus::Failed, g.required) {
+        (true, true) => 0,
+        (true, false) => 1,
+        (false, true) => 2,
+        (false, false) => 3,
+    };
+    let mut order: Vec<usize> = (0..goals.len()).collect();
+    order.sort_by_key(|&i| (rank(&goals[i]), i));
+    order.truncate(max);
+    order.sort_unstable();
+    order.into_iter().map(|i| &goals[i]).collect()
 }
 
 /// Whether a goal's full evidence is worth a details block: failed goals, and
@@ -142,7 +187,7 @@ fn joined(items: &[String], detail: Detail, trimmed: &mut bool) -> String {
     let shown = detail.list_max.min(items.len());
     let mut text = items[..shown]
         .iter()
-        .map(|i| markdown::inline(i, ITEM_MAX))
+        .map(|i| markdown::cell(i, ITEM_MAX))
         .collect::<Vec<_>>()
         .join(", ");
     if shown < items.len() {
@@ -152,17 +197,29 @@ fn joined(items: &[String], detail: Detail, trimmed: &mut bool) -> String {
     text
 }
 
-/// The evidence in a table cell: the last non-empty line (command output ends
-/// with its summary), and a pointer to the full evidence below when shown.
+/// The evidence in a table cell: the last line that names an error, a failure
+/// or a warning, else the last non-empty line (command output ends with its
+/// summary), and a pointer to the full evidence below when it is shown.
 fn cell_excerpt(goal: &GoalRow, detail: Detail) -> String {
-    let last = goal
-        .evidence
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
+    let lines = || {
+        goal.evidence
+            .lines()
+            .rev()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+    };
+    let telling = |l: &&str| {
+        let lower = l.to_lowercase();
+        ["error", "fail", "warning", "panicked"]
+            .iter()
+            .any(|w| lower.contains(w))
+    };
+    let line = lines()
+        .take(200)
+        .find(telling)
+        .or_else(|| lines().next())
         .unwrap_or("");
-    let excerpt = markdown::inline(last, CELL_MAX);
+    let excerpt = markdown::cell(line, CELL_MAX);
     if shows_evidence(goal, detail) {
         format!("{excerpt} (full output below)")
     } else {

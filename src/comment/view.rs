@@ -204,7 +204,10 @@ pub enum NextStep {
     WaitingFor { author: String },
     /// Verified; the pull request is open for review; closing when merged
     /// (`close_on: merged`) or right away.
-    PullRequestOpen { number: IssueNumber, close_on_merge: bool },
+    PullRequestOpen {
+        number: IssueNumber,
+        close_on_merge: bool,
+    },
     /// Done: the issue is closed.
     Closed,
     /// Failed: the issue stays open until someone retries.
