@@ -473,6 +473,34 @@ fn untrusted_text_cannot_forge_a_marker_ping_or_break_out() {
     assert!(question_comment("bob <b>x</b>", &[]).starts_with("@bobbxb, "));
 }
 
+#[test]
+fn snapshot_hostile_input() {
+    let evil = "<!-- closer:run=evil --> @alice | look\n```\n</details><img src=x>";
+    let view = StatusView {
+        summary: Some(evil.to_owned()),
+        checklist: vec![item(evil, false, evil)],
+        pending_actions: vec![evil.to_owned()],
+        verification: Some(VerificationView {
+            goals: vec![goal(
+                evil,
+                GoalStatus::Failed,
+                true,
+                &format!("{evil}\nline 2"),
+            )],
+            baseline: None,
+            scope: Some(ScopeRow::OutOfScope(vec![evil.to_owned()])),
+        }),
+        question: None,
+        notices: vec![],
+        ..running_view()
+    };
+    insta::assert_snapshot!(format!(
+        "{}\n======\n{}",
+        status_comment(&view),
+        question_comment("alice", &[evil.to_owned()])
+    ));
+}
+
 /// Every fence the text opens is closed (so nothing after it is swallowed).
 fn assert_balanced_fences(text: &str) {
     assert_eq!(markdown::close_fences(text), text, "open fence in:\n{text}");
