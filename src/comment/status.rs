@@ -151,8 +151,10 @@ pub fn next_step(next: &NextStep) -> String {
         NextStep::Verifying { iteration } => {
             format!("checking the results of iteration {iteration}")
         }
+        // The question comment pings the author once; this line (edited
+        // many times) names them without a ping.
         NextStep::WaitingFor { author } => format!(
-            "waiting for @{} to answer the question below (reply in a comment)",
+            "waiting for @\u{200D}{} to answer the question (reply in a comment)",
             user(author)
         ),
         NextStep::PullRequestOpen {

@@ -666,6 +666,31 @@ fn one_huge_evidence_is_trimmed_and_the_rest_kept() {
 }
 
 #[test]
+fn the_status_comment_names_the_author_without_a_ping() {
+    let next = status::next_step(&NextStep::WaitingFor {
+        author: "octocat".to_owned(),
+    });
+    assert!(next.contains("@\u{200D}octocat"));
+    assert!(!next.contains("@octocat"));
+    // The question comment is the one that pings.
+    assert!(question_comment("octocat", &["Which one?".to_owned()]).starts_with("@octocat,"));
+}
+
+#[test]
+fn a_cut_answer_says_so() {
+    let footer = DeliverableFooter {
+        iterations: 1,
+        usage: usage(),
+        dashboard_url: None,
+        closing: true,
+    };
+    let long = deliverable_comment(&"word ".repeat(20_000), &footer);
+    assert!(long.len() <= MAX_COMMENT_LEN);
+    assert!(long.contains("The answer was cut to fit GitHub's comment limit."));
+    assert!(!deliverable_comment("short", &footer).contains("cut to fit"));
+}
+
+#[test]
 fn small_status_says_nothing_about_trimming() {
     assert!(!status_comment(&running_view()).contains("trimmed"));
 }

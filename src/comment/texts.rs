@@ -312,10 +312,15 @@ pub struct DeliverableFooter {
 /// The answer of a `read_info`/`report` run, with a footer. The answer is the
 /// agent's markdown: rendered, but without mentions, HTML or open fences.
 pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
-    let answer =
-        markdown::untrusted_markdown(&markdown::cut(answer.trim(), MAX_COMMENT_LEN - 4_000));
+    let room = MAX_COMMENT_LEN - 4_000;
+    let cut_note = if markdown::would_cut(answer.trim(), room) {
+        "\n\n_The answer was cut to fit GitHub's comment limit._"
+    } else {
+        ""
+    };
+    let answer = markdown::untrusted_markdown(&markdown::cut(answer.trim(), room));
     let mut out = format!(
-        "{answer}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
+        "{answer}{cut_note}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
         footer.iterations,
         if footer.iterations == 1 { "" } else { "s" },
         usage_line(&footer.usage)
