@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod cli;
 pub mod clock;
+pub mod comment;
 pub mod config;
 pub mod engine;
 pub mod events;

@@ -1,0 +1,340 @@
+//! The short texts the bot posts besides the status comment: the question to
+//! the issue author, the diagnosis of a failed run, the budget notice, the
+//! refusal, "did you mean", the `/closer status` answer, the invalid-config
+//! comment and the answer of a `read_info`/`report` run.
+//!
+//! Each is a function of typed inputs; every untrusted string goes through
+//! `markdown` before it is placed. Nothing here decides anything.
+
+use std::fmt::Write as _;
+
+use super::markdown;
+use super::status::{MAX_COMMENT_LEN, hard_fit, next_step, thousands, usage_line, user};
+use super::view::{Stage, StatusView, UsageView};
+use crate::github::types::Permission;
+
+/// Bytes of one quoted question or evidence excerpt.
+const QUOTE_MAX: usize = 8_000;
+/// Bytes of one list item.
+const ITEM_MAX: usize = 300;
+/// Items shown of a long list.
+const LIST_MAX: usize = 50;
+/// Stage attempts shown (there are three stages; a retried run repeats them).
+const STAGES_MAX: usize = 9;
+
+/// The subcommands, for help and "did you mean".
+pub const COMMANDS: [&str; 4] = ["run", "retry", "stop", "status"];
+
+/// The question comment: addressed to the issue author, the agent's questions
+/// quoted, and how to answer.
+pub fn question_comment(author: &str, questions: &[String]) -> String {
+    let mut out = format!(
+        "@{}, the agent working on this issue needs your input before it can go on:\n",
+        user(author)
+    );
+    let questions: Vec<&String> = questions.iter().filter(|q| !q.trim().is_empty()).collect();
+    for q in questions.iter().take(LIST_MAX) {
+        let _ = write!(out, "\n{}\n", markdown::quote(q, QUOTE_MAX));
+    }
+    if questions.is_empty() {
+        out.push_str(
+            "\n> (the agent asked for input without a question text; see the status comment)\n",
+        );
+    }
+    out.push_str(
+        "\n**How to answer:** reply in a comment on this issue. The run is paused \
+         (label `awaiting-response`) and resumes with your reply; a comment by the \
+         issue author or a maintainer counts.\n",
+    );
+    hard_fit(&out)
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailureReason {
+    /// The completion handler's iteration limit was reached.
+    IterationLimit { max: u32 },
+    /// The convergence controller reached stage 3.
+    ConvergenceStopped,
+    /// The Definition-of-Done commands could not run on the clean base commit.
+    BaselineBroken { detail: String },
+    /// The next step would exceed the run's budget.
+    BudgetExceeded(BudgetExceeded),
+    /// The agent failed (non-zero exit, timeout, unreadable output).
+    AgentError { message: String },
+}
+
+/// A failure fingerprint and how often it repeated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FingerprintRow {
+    /// Command, test and normalised error, e.g. `cargo test: parser::tests::empty`.
+    pub description: String,
+    /// Short hash, shown so a maintainer can find it on the dashboard.
+    pub hash: String,
+    /// In how many iterations it appeared.
+    pub occurrences: u32,
+}
+
+/// What one convergence stage tried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageAttempt {
+    pub stage: Stage,
+    /// The iterations spent in this stage.
+    pub iterations: Vec<u32>,
+    /// What was tried, in a sentence (e.g. the closer's summary).
+    pub tried: String,
+}
+
+/// Everything the diagnosis comment shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiagnosisView {
+    pub reason: FailureReason,
+    /// Iterations run in total.
+    pub iterations: u32,
+    pub fingerprints: Vec<FingerprintRow>,
+    pub stages: Vec<StageAttempt>,
+    /// The last failing evidence (command output).
+    pub last_evidence: Option<String>,
+    pub dashboard_url: Option<String>,
+}
+
+/// The diagnosis comment when a run ends as failed.
+pub fn diagnosis_comment(d: &DiagnosisView) -> String {
+    let mut out = format!(
+        "### ❌ closer could not finish this issue\n\n**Why:** {}\n\n\
+         The run stopped after {} iteration{}. The issue stays open and is labelled `closer:failed`.\n",
+        reason_text(&d.reason),
+        d.iterations,
+        if d.iterations == 1 { "" } else { "s" },
+    );
+    if !d.fingerprints.is_empty() {
+        out.push_str("\n#### Failures that kept coming back\n\n| Failure | Fingerprint | Seen in |\n|---|---|---|\n");
+        for f in d.fingerprints.iter().take(LIST_MAX) {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} iteration{} |",
+                markdown::cell(&f.description, ITEM_MAX),
+                markdown::cell(&f.hash, 16),
+                f.occurrences,
+                if f.occurrences == 1 { "" } else { "s" }
+            );
+        }
+        if d.fingerprints.len() > LIST_MAX {
+            let _ = writeln!(out, "\n_… and {} more._", d.fingerprints.len() - LIST_MAX);
+        }
+    }
+    if !d.stages.is_empty() {
+        out.push_str("\n#### What was tried\n\n");
+        for s in d.stages.iter().take(STAGES_MAX) {
+            let _ = writeln!(
+                out,
+                "- **Stage {} ({})**, {}: {}",
+                s.stage.number(),
+                s.stage.label(),
+                iterations_text(&s.iterations),
+                markdown::inline(&s.tried, 600)
+            );
+        }
+    }
+    if let Some(evidence) = d.last_evidence.as_deref().filter(|e| !e.trim().is_empty()) {
+        let _ = write!(
+            out,
+            "\n<details><summary>Last evidence</summary>\n\n{}\n\n</details>\n",
+            markdown::code_block(evidence, 20_000)
+        );
+    }
+    out.push_str(
+        "\n**To try again**, fix what is described above if it needs a human (or add detail \
+         to the issue), then comment `/closer retry`. The run keeps its history.\n",
+    );
+    if let Some(link) = d
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("Full diagnostics on the dashboard", u))
+    {
+        let _ = writeln!(out, "\n<sub>{link}</sub>");
+    }
+    hard_fit(&out)
+}
+
+fn reason_text(reason: &FailureReason) -> String {
+    match reason {
+        FailureReason::IterationLimit { max } => {
+            format!("the iteration limit ({max}) was reached before the work was verified.")
+        }
+        FailureReason::ConvergenceStopped => "the same failures repeated even in minimal-fix mode \
+             (convergence stage 3), so more iterations would not help."
+            .to_owned(),
+        FailureReason::BaselineBroken { detail } => format!(
+            "the checks could not run on the unchanged default branch (the baseline is broken): {}",
+            markdown::inline(detail, 1_000)
+        ),
+        FailureReason::BudgetExceeded(b) => budget_sentence(b),
+        FailureReason::AgentError { message } => {
+            format!("the agent failed: {}", markdown::inline(message, 1_000))
+        }
+    }
+}
+
+fn iterations_text(its: &[u32]) -> String {
+    match its {
+        [] => "no iterations".to_owned(),
+        [one] => format!("iteration {one}"),
+        [first, .., last] => format!("iterations {first}–{last}"),
+    }
+}
+
+/// Which budget a run would exceed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetExceeded {
+    Tokens { used: u64, max: u64 },
+    Cost { used_usd: f64, max_usd: f64 },
+}
+
+fn budget_sentence(b: &BudgetExceeded) -> String {
+    match b {
+        BudgetExceeded::Tokens { used, max } => format!(
+            "the run's token budget would be exceeded ({} of {} tokens used).",
+            thousands(*used),
+            thousands(*max)
+        ),
+        BudgetExceeded::Cost { used_usd, max_usd } => format!(
+            "the run's cost budget would be exceeded (${used_usd:.2} of ${max_usd:.2} spent)."
+        ),
+    }
+}
+
+/// The notice when a run stops on its budget.
+pub fn budget_exceeded_comment(b: &BudgetExceeded, usage: &UsageView) -> String {
+    format!(
+        "### 💸 closer stopped: budget reached\n\nThe run stopped because {}\n\n\
+         No more agent or LLM calls are made for this run. A maintainer can raise \
+         `budget` in `.github/closer.yml` (up to the operator's ceiling) and comment \
+         `/closer retry`.\n\n<sub>Usage: {}</sub>\n",
+        budget_sentence(b),
+        usage_line(usage)
+    )
+}
+
+/// The one-line refusal to a user without the permission a command needs.
+pub fn refusal_comment(login: &str, minimum: Permission) -> String {
+    format!(
+        "@{}, sorry: closer only takes commands from users with at least `{}` permission on this repository.",
+        user(login),
+        minimum.as_str()
+    )
+}
+
+/// The answer to `/closer <unknown>`.
+pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
+    let word = markdown::code_span(&format!("/closer {word}"), 60);
+    let known = COMMANDS.map(|c| format!("`/closer {c}`")).join(", ");
+    match suggestion.filter(|s| COMMANDS.contains(s)) {
+        Some(s) => {
+            format!("Unknown command {word}. Did you mean `/closer {s}`? Commands: {known}.")
+        }
+        None => format!("Unknown command {word}. Commands: {known}."),
+    }
+}
+
+/// The answer to `/closer status`: a short summary and a link to the status
+/// comment, or how to start a run when there is none.
+pub fn status_answer(view: Option<&StatusView>, status_comment_url: Option<&str>) -> String {
+    let Some(v) = view else {
+        return "There is no closer run on this issue. A maintainer can start one by \
+                commenting `/closer run` or by adding the trigger label."
+            .to_owned();
+    };
+    let mut out = format!(
+        "closer is **{}** (phase {}, iteration {} of {}, stage {}). Next: {}.",
+        v.state.label(),
+        v.phase.label(),
+        v.iteration,
+        v.max_iterations,
+        v.stage.number(),
+        next_step(&v.next)
+    );
+    if let Some(link) = status_comment_url.and_then(|u| markdown::link("status comment", u)) {
+        let _ = write!(out, " Details in the {link}.");
+    }
+    let _ = write!(out, "\n\n<sub>Usage so far: {}</sub>", usage_line(&v.usage));
+    out
+}
+
+/// The comment on a bad `.github/closer.yml`. `errors` is the `Display` of
+/// `crate::config::ConfigErrors`: one `file:line:column: problem` per line.
+pub fn invalid_config_comment(file: &str, errors: &str) -> String {
+    let count = errors
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+        .max(1);
+    format!(
+        "### ⚠️ closer: `{}` is not valid\n\n{} in the repository configuration:\n\n{}\n\n\
+         **No run was started.** Fix the file on the default branch, then comment \
+         `/closer run` (or add the trigger label again). To check the file locally:\n\n\
+         ```sh\ncloser check-config {}\n```\n",
+        clean_path(file),
+        if count == 1 {
+            "One problem".to_owned()
+        } else {
+            format!("{count} problems")
+        },
+        markdown::code_block(errors, 20_000),
+        clean_path(file)
+    )
+}
+
+/// A config path as we name it in text: path characters only.
+fn clean_path(file: &str) -> String {
+    let clean: String = file
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-'))
+        .take(200)
+        .collect();
+    if clean.is_empty() {
+        ".github/closer.yml".to_owned()
+    } else {
+        clean
+    }
+}
+
+/// What the answer footer says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliverableFooter {
+    pub iterations: u32,
+    pub usage: UsageView,
+    pub dashboard_url: Option<String>,
+    /// The issue is closed after this answer.
+    pub closing: bool,
+}
+
+/// The answer of a `read_info`/`report` run, with a footer. The answer is the
+/// agent's markdown: rendered, but without mentions, HTML or open fences.
+pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
+    let room = MAX_COMMENT_LEN - 4_000;
+    let cut_note = if markdown::would_cut(answer.trim(), room) {
+        "\n\n_The answer was cut to fit GitHub's comment limit._"
+    } else {
+        ""
+    };
+    let answer = markdown::untrusted_markdown(&markdown::cut(answer.trim(), room));
+    let mut out = format!(
+        "{answer}{cut_note}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
+        footer.iterations,
+        if footer.iterations == 1 { "" } else { "s" },
+        usage_line(&footer.usage)
+    );
+    if let Some(link) = footer
+        .dashboard_url
+        .as_deref()
+        .and_then(|u| markdown::link("run on the dashboard", u))
+    {
+        let _ = write!(out, " · {link}");
+    }
+    out.push_str("</sub>\n");
+    if footer.closing {
+        out.push_str("\n<sub>This answer completes the issue, so it is being closed. Comment `/closer run` to ask again.</sub>\n");
+    }
+    hard_fit(&out)
+}

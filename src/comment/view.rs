@@ -1,0 +1,244 @@
+//! The plain view-model structs the texts are rendered from. The engine maps
+//! its own state into these; nothing here knows how a run is decided, and
+//! nothing here does I/O. Every `String` in these structs is treated as
+//! untrusted by the renderers (escaped, quoted or fenced).
+
+use crate::engine::task_type::TaskType;
+use crate::github::types::IssueNumber;
+
+/// The state of a run, as a maintainer reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Queued,
+    Running,
+    AwaitingResponse,
+    Verifying,
+    Done,
+    Failed,
+    Stopped,
+}
+
+impl RunState {
+    pub fn label(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::AwaitingResponse => "awaiting response",
+            RunState::Verifying => "verifying",
+            RunState::Done => "done",
+            RunState::Failed => "failed",
+            RunState::Stopped => "stopped",
+        }
+    }
+
+    /// A small sign in front of the state, readable without colour.
+    pub fn icon(self) -> &'static str {
+        match self {
+            RunState::Queued => "⏳",
+            RunState::Running => "🔄",
+            RunState::AwaitingResponse => "❓",
+            RunState::Verifying => "🔍",
+            RunState::Done => "✅",
+            RunState::Failed => "❌",
+            RunState::Stopped => "⏹️",
+        }
+    }
+}
+
+/// The phase of a run (mirrored by the `phase:*` labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Preparation,
+    Processing,
+    Review,
+    Complete,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Preparation => "preparation",
+            Phase::Processing => "processing",
+            Phase::Review => "review",
+            Phase::Complete => "complete",
+        }
+    }
+}
+
+/// The convergence controller's stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Stage 1: normal iterations.
+    Normal,
+    /// Stage 2: the same failures repeated; minimal-fix mode.
+    MinimalFix,
+    /// Stage 3: still repeating; the run stops.
+    Stopped,
+}
+
+impl Stage {
+    pub fn number(self) -> u8 {
+        match self {
+            Stage::Normal => 1,
+            Stage::MinimalFix => 2,
+            Stage::Stopped => 3,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Normal => "normal",
+            Stage::MinimalFix => "minimal-fix",
+            Stage::Stopped => "stopped",
+        }
+    }
+}
+
+/// One item of the closer's checklist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChecklistRow {
+    pub description: String,
+    pub completed: bool,
+    /// Why the item is (not) done; may be long.
+    pub evidence: String,
+}
+
+/// The outcome of one goal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoalStatus {
+    Passed,
+    Failed,
+    /// Not run yet (or skipped because an earlier step failed).
+    NotRun,
+}
+
+impl GoalStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            GoalStatus::Passed => "✅ passed",
+            GoalStatus::Failed => "❌ failed",
+            GoalStatus::NotRun => "⏸️ not run",
+        }
+    }
+}
+
+/// One row of the verification table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoalRow {
+    /// e.g. `tests_pass: cargo test`.
+    pub name: String,
+    pub status: GoalStatus,
+    pub required: bool,
+    /// What was observed; may be long (command output).
+    pub evidence: String,
+}
+
+/// New failures compared with the baseline taken on the base commit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaselineRow {
+    /// A short description of each failure that was not there at baseline.
+    pub new_failures: Vec<String>,
+    /// How many failures were already there at baseline.
+    pub already_failing: usize,
+}
+
+/// The scope guard's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScopeRow {
+    Ok,
+    /// Files changed outside the allowed paths.
+    OutOfScope(Vec<String>),
+}
+
+/// The verification table: goals, baseline comparison, scope.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VerificationView {
+    pub goals: Vec<GoalRow>,
+    /// `None` before a baseline was taken.
+    pub baseline: Option<BaselineRow>,
+    /// `None` when no scope guard applies.
+    pub scope: Option<ScopeRow>,
+}
+
+/// One signal that made question detection fire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalRow {
+    /// e.g. `question mark at the end`, `asks for confirmation`.
+    pub kind: String,
+    pub weight: f64,
+    /// The text that matched.
+    pub excerpt: String,
+}
+
+/// Why the bot thinks the agent asked a question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuestionView {
+    pub score: f64,
+    pub threshold: f64,
+    pub signals: Vec<SignalRow>,
+    /// The agent said so in its structured output.
+    pub stated_by_agent: bool,
+}
+
+/// Tokens and cost spent so far, and the budget when one is set.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct UsageView {
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+}
+
+/// The one line that says what happens next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextStep {
+    /// Waiting for a worker to pick the run up.
+    Queued,
+    /// Preparing: config, clone, baseline.
+    Preparing,
+    /// The agent is working on this iteration.
+    Working { iteration: u32 },
+    /// Checking the goals of this iteration.
+    Verifying { iteration: u32 },
+    /// Paused until the issue author answers.
+    WaitingFor { author: String },
+    /// Verified; the pull request is open for review; closing when merged
+    /// (`close_on: merged`) or right away.
+    PullRequestOpen {
+        number: IssueNumber,
+        close_on_merge: bool,
+    },
+    /// Done: the issue is closed.
+    Closed,
+    /// Failed: the issue stays open until someone retries.
+    Failed,
+    /// Stopped by a maintainer or by the issue being closed.
+    Stopped,
+}
+
+/// Everything the status comment shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusView {
+    pub run_id: String,
+    pub state: RunState,
+    pub phase: Phase,
+    pub task_type: Option<TaskType>,
+    /// The current iteration (0 before the first).
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub stage: Stage,
+    /// The closer's one-paragraph summary of the last iteration.
+    pub summary: Option<String>,
+    pub checklist: Vec<ChecklistRow>,
+    pub pending_actions: Vec<String>,
+    pub verification: Option<VerificationView>,
+    /// Set when the last iteration was judged to ask a question.
+    pub question: Option<QuestionView>,
+    pub usage: UsageView,
+    /// The run on the dashboard, when the operator configured a public URL.
+    pub dashboard_url: Option<String>,
+    pub next: NextStep,
+    /// Short notices for the maintainer (e.g. a project board field that
+    /// does not exist). Written by the engine, not by the agent.
+    pub notices: Vec<String>,
+}
