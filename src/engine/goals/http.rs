@@ -80,7 +80,7 @@ async fn request(
         }
         tokio::time::sleep(PORT_POLL).await;
     }
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::install_crypto_provider();
     let client = reqwest::Client::builder()
         .no_proxy()
         .timeout(
