@@ -3,6 +3,7 @@
 
 pub mod classify;
 pub mod closer;
+pub mod command;
 pub mod goal_outcome;
 pub mod handlers;
 pub mod judge;
