@@ -84,6 +84,12 @@ impl Scanner {
         if self.in_quote {
             return None; // a lazy continuation of the quote
         }
+        if is_heading(rest) {
+            // A heading is one line; what follows it starts a new block.
+            let visible = self.inline(line);
+            self.end_block();
+            return Some(visible);
+        }
         if let Some(content) = list_item_content(rest) {
             self.list_indent = Some(indent + content);
         } else if !self.in_paragraph && indent < base {
@@ -186,6 +192,12 @@ fn closes_fence(fence: Fence, line: &str) -> bool {
     let (indent, rest) = split_indent(line);
     let len = rest.bytes().take_while(|&b| b == fence.marker).count();
     indent <= fence.max_indent && len >= fence.len && rest[len..].trim().is_empty()
+}
+
+/// Whether `rest` is an ATX heading (`#` to `######`, then a space or nothing).
+fn is_heading(rest: &str) -> bool {
+    let hashes = rest.bytes().take_while(|&b| b == b'#').count();
+    (1..=6).contains(&hashes) && matches!(rest.as_bytes().get(hashes), None | Some(b' ' | b'\t'))
 }
 
 /// Where the content of a list item starts, relative to its marker, when
@@ -292,6 +304,16 @@ mod tests {
         assert_eq!(list_item_content("12) a"), Some(4));
         assert_eq!(list_item_content("1234567890. a"), None);
         assert_eq!(list_item_content("-      a"), Some(2));
+    }
+
+    #[test]
+    fn a_heading_ends_its_block() {
+        assert_eq!(
+            prose("# T\n    code\n#x\n    lazy"),
+            ["# T", "#x", "    lazy"]
+        );
+        assert!(is_heading("###### six"));
+        assert!(!is_heading("####### seven"));
     }
 
     #[test]

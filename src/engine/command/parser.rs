@@ -335,6 +335,11 @@ mod tests {
     }
 
     #[test]
+    fn the_help_text_and_error_texts_address_no_one() {
+        assert!(!is_addressed_to_bot(&super::super::help(), SLUG));
+    }
+
+    #[test]
     fn an_empty_slug_matches_no_mention() {
         assert_eq!(parse_commands("@ run\n@run", ""), vec![]);
         assert_eq!(parse_commands("/closer run", ""), vec![Ok(Run)]);

@@ -12,10 +12,10 @@ const MAX_WORD_CHARS: usize = 12;
 /// command of up to four letters, at most two from a longer one. Ties go to
 /// the command listed first by [`Command::all`].
 pub(super) fn closest(word: &str) -> Option<Command> {
-    let word: Vec<char> = word.to_lowercase().chars().collect();
-    if word.is_empty() || word.len() > MAX_WORD_CHARS {
+    if word.is_empty() || word.chars().nth(MAX_WORD_CHARS).is_some() {
         return None;
     }
+    let word: Vec<char> = word.to_lowercase().chars().collect();
     let mut best: Option<(usize, Command)> = None;
     for command in Command::all() {
         let name: Vec<char> = command.as_str().chars().collect();
