@@ -17,7 +17,7 @@ const PREFIX: &str = "/closer";
 /// Every command line of `body`, in order: `Ok` for a known command, `Err`
 /// for `/closer` alone or an unknown word (with a "did you mean").
 ///
-/// `app_slug` is the App's slug (`closer-bot`): `@closer-bot run` and
+/// `app_slug` is the App's slug without `[bot]` (`closer-bot`): `@closer-bot run` and
 /// `@closer-bot[bot] run` are commands, `@closer-bot2 run` is not.
 pub fn parse_commands(body: &str, app_slug: &str) -> Vec<Result<Command, CommandError>> {
     prose_lines(body)
