@@ -5,6 +5,7 @@ pub mod artifacts;
 pub mod baseline;
 pub mod classify;
 pub mod closer;
+pub mod command;
 pub mod convergence;
 pub mod diff;
 pub mod fingerprint;
