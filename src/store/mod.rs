@@ -11,6 +11,7 @@ pub mod dry_run;
 pub mod installations;
 pub mod jobs;
 pub mod migrate;
+mod nodelay;
 pub mod runs;
 pub mod verification;
 pub mod writer;
@@ -124,6 +125,9 @@ impl Store {
             .test_before_acquire(false)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
+                    if backend == Backend::Postgres {
+                        nodelay::set_on_all_tcp_sockets();
+                    }
                     if backend == Backend::Sqlite {
                         let sync = match durability {
                             Durability::Process => "NORMAL",
