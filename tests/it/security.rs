@@ -37,6 +37,19 @@ async fn read_environ_as_nobody(pid: u32) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Waits until `setpriv` has dropped to `nobody` and exec'd `program` (before
+/// that the process is still root's, and unreadable for another reason).
+async fn wait_for_exec(pid: u32, program: &str) {
+    for _ in 0..200 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == program {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{program} (pid {pid}) did not start within 2 s");
+}
+
 fn can_switch_users() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -66,7 +79,9 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let environ = read_environ_as_nobody(control.id().unwrap()).await;
+    let pid = control.id().unwrap();
+    wait_for_exec(pid, "sleep").await;
+    let environ = read_environ_as_nobody(pid).await;
     assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
     control.kill().await.unwrap();
 
