@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{Notify, watch};
 
-use crate::cli::Role;
 use crate::agent::process::BaseEnv;
+use crate::cli::Role;
 use crate::config::server::ServerConfig;
 use crate::engine::run::{Engine, EngineSettings, RUN_JOB};
 use crate::github::{GitHubApp, GitHubSettings};

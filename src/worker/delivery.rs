@@ -78,7 +78,9 @@ impl DeliveryHandler {
                 if let Some(engine) = &self.engine
                     && matches!(
                         event,
-                        Event::Issues { .. } | Event::IssueComment { .. } | Event::PullRequest { .. }
+                        Event::Issues { .. }
+                            | Event::IssueComment { .. }
+                            | Event::PullRequest { .. }
                     )
                 {
                     let done = engine

@@ -3,7 +3,6 @@
 //! fake LLM judges, and each story asserts the comments, labels, issue state
 //! and pull request the maintainer would see.
 
-use closer::github::types::IssueNumber;
 use serde_json::json;
 
 use crate::support::fake_github::state::FakeUser;
@@ -101,7 +100,219 @@ async fn story_1_a_bug_is_fixed_in_two_iterations_verified_and_closed() {
     );
     assert!(s.origin.branch_head("closer/issue-1").is_some());
     // The second prompt carried what was pending.
-    assert!(s.prompt(2).contains("Fix add so the new test passes"), "{}", s.prompt(2));
+    assert!(
+        s.prompt(2).contains("Fix add so the new test passes"),
+        "{}",
+        s.prompt(2)
+    );
     assert_eq!(s.llm.unused(), 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_13_an_invalid_config_gets_one_comment_naming_the_line_and_no_run() {
+    let mut s = Story::start(
+        "story13",
+        Some("agent: default\ncompletion:\n  max_iteration: 3\n"),
+    )
+    .await;
+    let n = s.open_issue("do something", "", &["closer"]).await;
+    s.idle().await;
+    // The label added again: still one comment.
+    s.github.label_issue(&s.repo, n, "closer");
+    let issue = s.github.issue(&s.repo, n);
+    let payload = json!({
+        "action": "labeled",
+        "label": {"name": "closer"},
+        "issue": {"number": n.0, "title": issue.title, "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "closer"}], "state": "open"},
+        "sender": {"login": MAINTAINER, "id": 1, "type": "User"},
+    });
+    s.deliver("issues", payload).await;
+    s.idle().await;
+
+    assert_eq!(s.run_count().await, 0, "no run");
+    let comments = s.comments(n);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let body = &comments[0].body;
+    assert!(comments[0].author.is_bot);
+    assert!(body.contains(".github/closer.yml:3"), "{body}");
+    assert!(body.contains("max_iteration"), "{body}");
+    assert!(s.labels(n).iter().all(|l| !l.starts_with("phase:")));
+    assert_eq!(s.llm.requests().len(), 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_6_commands_in_code_quotes_or_by_the_app_itself_are_ignored() {
+    let mut s = Story::start("story6", Some("completion:\n  max_iterations: 1\n")).await;
+    let n = s.open_issue("no label yet", "", &["type:docs"]).await;
+    let maintainer = || FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer(), "Try this:\n\n```\n/closer run\n```\n")
+        .await;
+    s.comment_as(n, maintainer(), "> /closer run\n\nsomeone said that")
+        .await;
+    s.comment_as(n, maintainer(), "use `/closer run` to start")
+        .await;
+    // The App's own comment, as GitHub reports it.
+    let bot = FakeUser::bot(&s.github.bot_login());
+    let id = s.github.comment_as(&s.repo, n, bot.clone(), "/closer run");
+    let payload = json!({
+        "action": "created",
+        "issue": {"number": n.0, "title": "no label yet", "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "type:docs"}], "state": "open"},
+        "comment": {"id": id, "body": "/closer run",
+                    "user": {"login": bot.login, "id": 9, "type": "Bot"},
+                    "performed_via_github_app": {"id": s.github.app_id()}},
+        "sender": {"login": bot.login, "id": 9, "type": "Bot"},
+    });
+    s.deliver("issue_comment", payload).await;
+    s.idle().await;
+    assert_eq!(s.run_count().await, 0, "nothing started");
+    assert!(s.github.reactions(&s.repo).is_empty());
+    assert_eq!(s.bot_comments(n).len(), 1, "only the App's own comment");
+
+    // The same command as plain prose does start a run (the ignoring above
+    // is not vacuous).
+    s.comment_as(n, maintainer(), "/closer run").await;
+    s.idle().await;
+    assert_eq!(s.run_count().await, 1);
+    let reactions = s.github.reactions(&s.repo);
+    assert_eq!(reactions.len(), 1);
+    assert_eq!(reactions[0].content, "eyes");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
+    let mut s = Story::start("story2", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
+"#,
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "add subtracts",
+            "`add 2 3` prints -1.",
+            &["closer", "type:bug"],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, "awaiting_response");
+    assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
+    let question: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("needs your input"))
+        .collect();
+    assert_eq!(question.len(), 1);
+    assert!(question[0].body.contains("@maria"), "{}", question[0].body);
+    assert!(question[0].body.contains("negative numbers"));
+
+    // Someone without access comments: nothing changes.
+    let before = s.comments(n).len();
+    s.comment_as(n, FakeUser::user("mallory"), "yes do it")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "awaiting_response");
+    assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
+    assert_eq!(s.comments(n).len(), before + 1, "no answer to mallory");
+
+    // The author answers: the run resumes with the reply and completes.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
+    assert!(
+        s.prompt(2).contains("Yes, negatives too."),
+        "{}",
+        s.prompt(2)
+    );
+    assert!(!s.prompt(2).contains("yes do it"));
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.status_comment(n);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_3_a_confident_closer_does_not_override_a_failing_required_test() {
+    let mut s = Story::start(
+        "story3",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "open", "not closed");
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let status = s.status_comment(n);
+    assert!(status.body.contains("Pending actions"), "{}", status.body);
+    assert!(
+        status.body.contains("tests_pass: sh run_tests.sh"),
+        "{}",
+        status.body
+    );
+    let labels = s.labels(n);
+    assert!(labels.iter().any(|l| l == "closer:failed"));
+    assert!(
+        s.bot_comments(n)
+            .iter()
+            .any(|c| c.body.contains("could not finish"))
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
+    let mut s = Story::start("story12", Some(CONFIG)).await;
+    let started = s.path("started");
+    let go = s.path("go");
+    s.agent_step(
+        1,
+        &format!(
+            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
+            started.display(),
+            go.display(),
+            add_failing_test()
+        ),
+    );
+    s.agent_step(2, &fix_add());
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.close_as(n, MAINTAINER).await;
+    s.until(|run| run.is_some_and(|r| r.state == "stopped"), n)
+        .await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "stopped", "{run:#?}\n{}", s.journal().await);
+    assert!(run.iteration <= 1);
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "the agent did not run again"
+    );
+    assert!(s.llm.requests().is_empty(), "nothing judged");
+    assert!(s.github.pulls(&s.repo).is_empty());
+    let status = s.status_comment(n);
+    assert!(status.body.contains("stopped"), "{}", status.body);
     s.stop().await;
 }

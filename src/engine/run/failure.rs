@@ -23,11 +23,17 @@ use crate::store::runs::RunRow;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunFailure {
-    IterationLimit { max: u32 },
+    IterationLimit {
+        max: u32,
+    },
     ConvergenceStopped,
-    BaselineBroken { detail: String },
+    BaselineBroken {
+        detail: String,
+    },
     /// The agent, the LLM or the setup failed.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 impl RunFailure {

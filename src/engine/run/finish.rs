@@ -21,14 +21,18 @@ fn other(e: impl std::fmt::Display) -> EngineError {
 }
 
 impl Engine {
-    pub(super) async fn finish(&self, mut run: RunRow, mut data: RunData) -> Result<(), EngineError> {
+    pub(super) async fn finish(
+        &self,
+        mut run: RunRow,
+        mut data: RunData,
+    ) -> Result<(), EngineError> {
         if data.awaiting_merge {
             return Ok(());
         }
         let client = self.client(run.installation_id).await?;
         let repo = Self::repo_name(&run)?;
-        let config = parse_config(data.config_text.as_deref(), &self.agent_names())
-            .unwrap_or_default();
+        let config =
+            parse_config(data.config_text.as_deref(), &self.agent_names()).unwrap_or_default();
         let task = run
             .task_type
             .as_deref()
@@ -71,7 +75,8 @@ impl Engine {
             .await?;
         run.pull_request = Some(number as i64);
         self.save(&mut run, &data).await?;
-        self.set_phase(&client, &mut run, &mut data, "review").await?;
+        self.set_phase(&client, &mut run, &mut data, "review")
+            .await?;
         if config.close_on == CloseOn::Merged {
             data.awaiting_merge = true;
             self.save(&mut run, &data).await?;
@@ -92,7 +97,8 @@ impl Engine {
         client
             .close_issue(&repo, number, crate::github::StateReason::Completed)
             .await?;
-        self.set_phase(client, &mut run, &mut data, "complete").await?;
+        self.set_phase(client, &mut run, &mut data, "complete")
+            .await?;
         run.state = state::DONE.to_owned();
         run.outcome = Some("completed".to_owned());
         data.awaiting_merge = false;
@@ -151,7 +157,9 @@ impl Engine {
                         .collect()
                 })
                 .unwrap_or_default(),
-            verification: status.verification.unwrap_or_else(VerificationView::default),
+            verification: status
+                .verification
+                .unwrap_or_else(VerificationView::default),
             iterations: run.iteration.max(0) as u32,
             usage: status.usage,
             dashboard_url: status.dashboard_url,

@@ -101,6 +101,9 @@ pub enum EngineError {
     GitHub(#[from] GitHubError),
     #[error("{0}")]
     Other(String),
+    /// The run was stopped while this step ran; the step ends quietly.
+    #[error("the run was stopped meanwhile")]
+    Stopped,
 }
 
 impl EngineError {
@@ -230,6 +233,16 @@ impl Engine {
     async fn save(&self, run: &mut RunRow, data: &RunData) -> Result<(), EngineError> {
         run.data = data.to_json();
         run.updated_at = self.store.now_ms();
+        match runs::save_unless_stopped(self.store.pool(), run).await? {
+            true => Ok(()),
+            false => Err(EngineError::Stopped),
+        }
+    }
+
+    /// Writes the run whatever its stored state (a restart of a stopped run).
+    async fn save_restart(&self, run: &mut RunRow, data: &RunData) -> Result<(), EngineError> {
+        run.data = data.to_json();
+        run.updated_at = self.store.now_ms();
         runs::save(self.store.pool(), run).await?;
         Ok(())
     }
@@ -246,10 +259,11 @@ impl RunHandler {
     async fn handle_job(&self, job: &LeasedJob) -> Result<(), JobError> {
         let payload: RunJob = serde_json::from_str(&job.payload)
             .map_err(|e| JobError::Permanent(format!("bad run job payload: {e}")))?;
-        self.0
-            .step(&payload.run_id, payload.step)
-            .await
-            .map_err(|e| {
+        match self.0.step(&payload.run_id, payload.step).await {
+            Ok(()) | Err(EngineError::Stopped) => Ok(()),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| {
                 tracing::warn!(run = %payload.run_id, step = ?payload.step, error = %e, "run step failed");
                 e.into_job_error(self.0.store.now_ms())
             })

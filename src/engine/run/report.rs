@@ -113,6 +113,12 @@ impl Engine {
         data: &mut RunData,
     ) -> Result<(), EngineError> {
         let repo = Self::repo_name(run)?;
+        if run.state != state::STOPPED
+            && let Some(stored) = runs::get(self.store.pool(), &run.id).await?
+            && stored.state == state::STOPPED
+        {
+            return Err(EngineError::Stopped);
+        }
         let body = comment::status_comment(&self.status_view(run, data).await?);
         if data.last_status.as_deref() == Some(body.as_str()) && run.status_comment_id.is_some() {
             return Ok(());
@@ -125,7 +131,10 @@ impl Engine {
             }
             None => {
                 let number = IssueNumber(run.issue_number as u64);
-                let id = match self.find_status_comment(client, &repo, number, &run.id).await? {
+                let id = match self
+                    .find_status_comment(client, &repo, number, &run.id)
+                    .await?
+                {
                     Some(id) => {
                         client.edit_comment(&repo, id, &body).await?;
                         id
@@ -151,7 +160,9 @@ impl Engine {
         let comments = client.list_comments(repo, number).await?;
         Ok(comments
             .iter()
-            .find(|c| is_ours(&app, c) && comment::parse_run_marker(&c.body).as_deref() == Some(run_id))
+            .find(|c| {
+                is_ours(&app, c) && comment::parse_run_marker(&c.body).as_deref() == Some(run_id)
+            })
             .map(|c| c.id))
     }
 
@@ -240,7 +251,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let run = runs::by_issue(self.store.pool(), &repo.to_string(), number.0 as i64).await?;
         let view = match &run {
-            Some(run) => Some(self.status_view(run, &RunData::from_json(&run.data)).await?),
+            Some(run) => Some(
+                self.status_view(run, &RunData::from_json(&run.data))
+                    .await?,
+            ),
             None => None,
         };
         client

@@ -64,7 +64,9 @@ impl Engine {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("the repository config is invalid: {e}");
-                return self.fail(&client, run, data, RunFailure::Error { message }).await;
+                return self
+                    .fail(&client, run, data, RunFailure::Error { message })
+                    .await;
             }
         };
         self.ensure_labels(&client, &repo, &config.trigger_label)
@@ -73,10 +75,13 @@ impl Engine {
             .await?;
         let Some(llm) = self.llm.clone() else {
             tracing::error!(run = %run.id, "no LLM configured (CLOSER_LLM_*): runs cannot be judged");
-            let message = "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
+            let message =
+                "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
                            CLOSER_LLM_BASE_URL and CLOSER_LLM_MODEL"
-                .to_owned();
-            return self.fail(&client, run, data, RunFailure::Error { message }).await;
+                    .to_owned();
+            return self
+                .fail(&client, run, data, RunFailure::Error { message })
+                .await;
         };
         if run.task_type.is_none() {
             let prompts = self.prompts(&run).await;
@@ -142,18 +147,24 @@ impl Engine {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("the repository config is invalid: {e}");
-                return self.fail(&client, run, data, RunFailure::Error { message }).await;
+                return self
+                    .fail(&client, run, data, RunFailure::Error { message })
+                    .await;
             }
         };
         self.set_phase(&client, &mut run, &mut data, "processing")
             .await?;
         if run.iteration >= run.max_iterations {
             let max = run.max_iterations as u32;
-            return self.fail(&client, run, data, RunFailure::IterationLimit { max }).await;
+            return self
+                .fail(&client, run, data, RunFailure::IterationLimit { max })
+                .await;
         }
         let (Some(llm), Some(agent)) = (self.llm.clone(), self.agents.get(&config.agent)) else {
             let message = format!("the agent `{}` or the LLM is not configured", config.agent);
-            return self.fail(&client, run, data, RunFailure::Error { message }).await;
+            return self
+                .fail(&client, run, data, RunFailure::Error { message })
+                .await;
         };
         let task = run
             .task_type
@@ -201,7 +212,11 @@ impl Engine {
             worktree: worktree.path.clone(),
             scratch_dir: self.scratch.join(&run.id),
         };
-        let passed = self.passed_env.get(&config.agent).cloned().unwrap_or_default();
+        let passed = self
+            .passed_env
+            .get(&config.agent)
+            .cloned()
+            .unwrap_or_default();
         let result = match run_agent(agent, &self.base_env, &passed, &request).await {
             Ok(r) => r,
             Err(e) => agent_error(e.to_string()),
@@ -211,8 +226,16 @@ impl Engine {
         {
             let agent_json = serde_json::to_string(&result).unwrap_or_default();
             let now = self.store.now_ms();
-            runs::finish_iteration(self.store.pool(), &run.id, n, &agent_json, "{}", "stopped", now)
-                .await?;
+            runs::finish_iteration(
+                self.store.pool(),
+                &run.id,
+                n,
+                &agent_json,
+                "{}",
+                "stopped",
+                now,
+            )
+            .await?;
             return Ok(());
         }
         let baseline = data
@@ -268,7 +291,13 @@ impl Engine {
             task_type: task,
             issue,
         };
-        let judgment = judge(&judge_ctx, JudgeInput { summary: summary.clone() }).await;
+        let judgment = judge(
+            &judge_ctx,
+            JudgeInput {
+                summary: summary.clone(),
+            },
+        )
+        .await;
         add_usage(&mut run, judgment.usage);
         let complete = judgment.decision == Decision::Complete && verification.complete();
         let decision = decision_name(&judgment.decision, complete);
@@ -439,13 +468,14 @@ impl Engine {
 
     /// The prompts: the repository's overrides over the built-in set.
     pub(super) async fn prompts(&self, run: &RunRow) -> PromptResolver {
-        let (Ok(repo), Ok(client)) = (
-            Self::repo_name(run),
-            self.client(run.installation_id).await,
-        ) else {
+        let (Ok(repo), Ok(client)) = (Self::repo_name(run), self.client(run.installation_id).await)
+        else {
             return PromptResolver::builtin_only();
         };
-        let branch = run.default_branch.clone().unwrap_or_else(|| "main".to_owned());
+        let branch = run
+            .default_branch
+            .clone()
+            .unwrap_or_else(|| "main".to_owned());
         let source = Arc::new(GitHubPromptSource::new(client, repo, &branch));
         PromptResolver::new(source, "closer", EtagCache::default())
             .unwrap_or_else(|_| PromptResolver::builtin_only())

@@ -58,6 +58,13 @@ impl Engine {
     /// Acts on an issue, comment or pull request event; returns a short
     /// description of what was done (recorded on the delivery).
     pub async fn on_event(&self, event: &Event) -> Result<String, EngineError> {
+        match self.dispatch(event).await {
+            Err(EngineError::Stopped) => Ok("the run was stopped meanwhile".to_owned()),
+            other => other,
+        }
+    }
+
+    async fn dispatch(&self, event: &Event) -> Result<String, EngineError> {
         match event {
             Event::Issues {
                 action,
@@ -102,8 +109,13 @@ impl Engine {
                     repo,
                     issue,
                 };
-                self.on_comment(&thread, comment, previous, *action == CommentAction::Created)
-                    .await
+                self.on_comment(
+                    &thread,
+                    comment,
+                    previous,
+                    *action == CommentAction::Created,
+                )
+                .await
             }
             Event::PullRequest {
                 action: PullRequestAction::Closed,
@@ -111,7 +123,10 @@ impl Engine {
                 repo,
                 pull,
                 ..
-            } if pull.merged => self.on_merged(*installation, &repo.name, &pull.head_ref).await,
+            } if pull.merged => {
+                self.on_merged(*installation, &repo.name, &pull.head_ref)
+                    .await
+            }
             _ => Ok("not an engine event".to_owned()),
         }
     }
@@ -152,9 +167,12 @@ impl Engine {
                 self.trigger(&client, thread, config, false).await
             }
             IssuesAction::Closed => {
-                let run =
-                    runs::by_issue(self.store.pool(), &thread.repo.name.to_string(), issue_n(issue))
-                        .await?;
+                let run = runs::by_issue(
+                    self.store.pool(),
+                    &thread.repo.name.to_string(),
+                    issue_n(issue),
+                )
+                .await?;
                 match run {
                     Some(run) if !state::is_final(&run.state) && !awaiting_merge(&run) => {
                         self.stop(run, "the issue was closed").await?;
@@ -220,8 +238,12 @@ impl Engine {
                     None => "already handled".to_owned(),
                 },
                 Ok(Command::Stop) => {
-                    match runs::by_issue(self.store.pool(), &repo.to_string(), issue_n(thread.issue))
-                        .await?
+                    match runs::by_issue(
+                        self.store.pool(),
+                        &repo.to_string(),
+                        issue_n(thread.issue),
+                    )
+                    .await?
                     {
                         Some(run) if !state::is_final(&run.state) => {
                             self.stop(run, "stopped by a maintainer").await?;
@@ -235,10 +257,8 @@ impl Engine {
                     "status answered".to_owned()
                 }
                 Err(CommandError::Unknown { word, suggestion }) => {
-                    let text = comment::unknown_command_comment(
-                        &word,
-                        suggestion.map(|s| s.as_str()),
-                    );
+                    let text =
+                        comment::unknown_command_comment(&word, suggestion.map(|s| s.as_str()));
                     client.create_comment(repo, number, &text).await?;
                     format!("unknown command {word:?}")
                 }
@@ -279,12 +299,21 @@ impl Engine {
                 Err(_) => Permission::Write,
             };
             if !self.permitted(client, repo, login, minimum).await {
-                return Ok(format!("comment by {login}: not the author, not authorised"));
+                return Ok(format!(
+                    "comment by {login}: not the author, not authorised"
+                ));
             }
         }
         let now = self.store.now_ms();
-        runs::add_message(self.store.pool(), &run.id, comment.id, login, &comment.body, now)
-            .await?;
+        runs::add_message(
+            self.store.pool(),
+            &run.id,
+            comment.id,
+            login,
+            &comment.body,
+            now,
+        )
+        .await?;
         run.state = state::RUNNING.to_owned();
         self.save(&mut run, &data).await?;
         self.enqueue(&run.id, Step::Iterate).await?;
@@ -372,6 +401,10 @@ impl Engine {
         };
         let (mut run, created) = runs::insert_or_get(self.store.pool(), &fresh).await?;
         if created || run.state == state::QUEUED {
+            // The status comment is created here, in the delivery job (keyed
+            // by the issue), so a stop delivered meanwhile always finds it.
+            let mut data = RunData::from_json(&run.data);
+            self.publish_status(client, &mut run, &mut data).await?;
             self.enqueue(&run.id, Step::Start).await?;
             return Ok(format!("run {} queued", run.id));
         }
@@ -393,7 +426,7 @@ impl Engine {
         run.installation_id = fresh.installation_id;
         run.clone_url = fresh.clone_url.or(run.clone_url);
         run.default_branch = fresh.default_branch.or(run.default_branch);
-        self.save(&mut run, &restarted).await?;
+        self.save_restart(&mut run, &restarted).await?;
         self.enqueue(&run.id, Step::Start).await?;
         Ok(format!("run {} restarted", run.id))
     }
@@ -408,8 +441,13 @@ impl Engine {
             Some(b) => b.clone(),
             None => client.get_repository(&repo.name).await?.default_branch,
         };
-        let text = match client.get_file(&repo.name, CONFIG_PATH, &branch, None).await? {
-            FileFetch::Found { content, .. } => Some(String::from_utf8_lossy(&content).into_owned()),
+        let text = match client
+            .get_file(&repo.name, CONFIG_PATH, &branch, None)
+            .await?
+        {
+            FileFetch::Found { content, .. } => {
+                Some(String::from_utf8_lossy(&content).into_owned())
+            }
             FileFetch::NotFound | FileFetch::NotModified => None,
         };
         let parsed = parse_config(text.as_deref(), &self.agent_names());
@@ -482,5 +520,9 @@ fn awaiting_merge(run: &RunRow) -> bool {
 
 /// A fresh run id: `r` and 24 hex digits.
 fn new_run_id() -> String {
-    format!("r{:012x}{:012x}", fastrand::u64(..1 << 48), fastrand::u64(..1 << 48))
+    format!(
+        "r{:012x}{:012x}",
+        fastrand::u64(..1 << 48),
+        fastrand::u64(..1 << 48)
+    )
 }

@@ -5,8 +5,8 @@
 pub mod app;
 pub mod db;
 pub mod fake_github;
-pub mod git;
 pub mod fake_llm;
+pub mod git;
 pub mod process;
 pub mod story;
 

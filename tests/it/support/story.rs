@@ -195,8 +195,7 @@ impl Story {
 
     /// The prompt the agent got in iteration `n`.
     pub fn prompt(&self, n: u32) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("prompt-{n}.txt")))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join(format!("prompt-{n}.txt"))).unwrap_or_default()
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -232,7 +231,9 @@ impl Story {
 
     /// Comments as `user` and delivers `issue_comment.created`.
     pub async fn comment_as(&mut self, number: IssueNumber, user: FakeUser, body: &str) -> u64 {
-        let id = self.github.comment_as(&self.repo, number, user.clone(), body);
+        let id = self
+            .github
+            .comment_as(&self.repo, number, user.clone(), body);
         let payload = json!({
             "action": "created",
             "issue": self.issue_json(number),
@@ -326,6 +327,53 @@ impl Story {
                 Err(_) => panic!("{pending} job(s) still pending after 60 s"),
             }
         }
+    }
+
+    /// Waits until `done` holds for the issue's run (checked after every
+    /// settled job).
+    pub async fn until(&mut self, done: impl Fn(Option<&RunRow>) -> bool, number: IssueNumber) {
+        loop {
+            if done(self.run(number).await.as_ref()) {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(e)) => panic!("settled channel: {e}"),
+                Err(_) => panic!(
+                    "condition not reached within 60 s: {:#?}",
+                    self.run(number).await
+                ),
+            }
+        }
+    }
+
+    /// What the deliveries and jobs recorded, for failure messages.
+    pub async fn journal(&self) -> String {
+        let mut out = String::new();
+        for row in sqlx::query("SELECT event, outcome FROM deliveries ORDER BY id")
+            .fetch_all(self.store.pool())
+            .await
+            .unwrap()
+        {
+            let event: String = row.get("event");
+            let outcome: Option<String> = row.get("outcome");
+            out.push_str(&format!("delivery {event}: {outcome:?}\n"));
+        }
+        for row in sqlx::query("SELECT id, kind, payload, state, last_error FROM jobs ORDER BY id")
+            .fetch_all(self.store.pool())
+            .await
+            .unwrap()
+        {
+            let (id, kind, payload, state, error): (i64, String, String, String, Option<String>) = (
+                row.get("id"),
+                row.get("kind"),
+                row.get("payload"),
+                row.get("state"),
+                row.get("last_error"),
+            );
+            out.push_str(&format!("job {id} {kind} {payload} {state} {error:?}\n"));
+        }
+        out
     }
 
     /// The issue's run.
