@@ -316,3 +316,199 @@ async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
     assert!(status.body.contains("stopped"), "{}", status.body);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_4_the_same_failure_repeating_goes_to_minimal_fix_then_fails() {
+    let mut s = Story::start("story4", Some(CONFIG)).await;
+    s.agent_step(1, &add_failing_test());
+    for n in 2..=6 {
+        s.agent_step(n, "echo '{\"summary\": \"Tried again.\"}'\n");
+    }
+    s.llm
+        .push((0..6).map(|_| Reply::closer(false, 0.5, &["Make the test pass"])));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.outcome.as_deref(), Some("failed: convergence stage 3"));
+    assert!(run.iteration < 10, "stopped by convergence, not the limit");
+    let minimal: Vec<u32> = (1..=run.iteration as u32)
+        .filter(|i| s.prompt(*i).contains("Minimal-fix mode"))
+        .collect();
+    assert!(!minimal.is_empty(), "a stage-2 prompt was sent");
+    assert!(!s.prompt(1).contains("Minimal-fix mode"));
+    assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
+    let diagnosis: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("could not finish"))
+        .collect();
+    assert_eq!(diagnosis.len(), 1);
+    assert!(
+        diagnosis[0].body.contains("convergence"),
+        "{}",
+        diagnosis[0].body
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_5_retry_by_a_maintainer_resumes_a_failed_run_a_reader_is_refused() {
+    let mut s = Story::start(
+        "story5",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.github.set_permission(&s.repo, "rita", "read");
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    let status_before = s.status_comment(n);
+
+    // A reader: one polite refusal, nothing else.
+    let bot_before = s.bot_comments(n).len();
+    s.comment_as(n, FakeUser::user("rita"), "/closer retry")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    let bot = s.bot_comments(n);
+    assert_eq!(bot.len(), bot_before + 1);
+    assert!(bot.last().unwrap().body.contains("@rita, sorry"));
+    assert!(s.github.reactions(&s.repo).is_empty());
+
+    // The maintainer: the run goes on with a new iteration, same status comment.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.iteration, 2);
+    assert_eq!(s.status_comment(n).id, status_before.id);
+    assert!(!s.labels(n).iter().any(|l| l == "closer:failed"));
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
+    let mut s = Story::start("story7", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .github
+        .open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    s.github.label_issue(&s.repo, n, "closer");
+    s.github.label_issue(&s.repo, n, "type:bug");
+    let body = serde_json::to_vec(&json!({
+        "action": "opened",
+        "installation": {"id": crate::support::story::INSTALLATION},
+        "repository": {"full_name": REPO, "clone_url": s.origin.url, "default_branch": "main"},
+        "issue": {"number": n.0, "title": "add subtracts", "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "closer"}, {"name": "type:bug"}], "state": "open"},
+        "sender": {"login": MAINTAINER, "id": 1, "type": "User"},
+    }))
+    .unwrap();
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.idle().await;
+    // GitHub's "redeliver" later, and the same event under a new id.
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.deliver_raw("issues", "dup-2", &body).await;
+    s.idle().await;
+
+    assert_eq!(s.run_count().await, 1);
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done");
+    assert_eq!(run.iteration, 1);
+    s.status_comment(n);
+    assert_eq!(s.comments(n).len(), 1);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_request() {
+    let mut s = Story::start("story10", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        "echo 'The tests folder holds one script: existing.sh.'\n",
+    );
+    s.llm
+        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "list the files in tests/",
+            "What is in tests/?",
+            &["closer"],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.task_type.as_deref(), Some("read_info"));
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed");
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let answers: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("existing.sh"))
+        .filter(|c| !c.body.starts_with("<!--"))
+        .collect();
+    assert_eq!(answers.len(), 1, "the answer is posted once");
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_11_close_on_merged_waits_for_the_merge() {
+    let mut s = Story::start("story11", Some(&format!("{CONFIG}close_on: merged\n"))).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    assert!(s.labels(n).iter().any(|l| l == "phase:review"));
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(s.run(n).await.unwrap().state, "verifying");
+
+    s.github
+        .merge_pull(&s.repo, closer::github::types::IssueNumber(pulls[0].number));
+    s.merged(
+        closer::github::types::IssueNumber(pulls[0].number),
+        "closer/issue-1",
+    )
+    .await;
+    s.idle().await;
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed");
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+    let labels = s.labels(n);
+    assert!(labels.iter().any(|l| l == "phase:complete"));
+    assert!(!labels.iter().any(|l| l == "phase:review"));
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    s.stop().await;
+}

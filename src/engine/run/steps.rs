@@ -73,6 +73,15 @@ impl Engine {
             .await?;
         self.set_phase(&client, &mut run, &mut data, "preparation")
             .await?;
+        if data.failed_label {
+            // A retry: the run is no longer failed.
+            let number = IssueNumber(run.issue_number as u64);
+            client
+                .remove_label(&repo, number, crate::comment::labels::FAILED)
+                .await?;
+            data.failed_label = false;
+            self.save(&mut run, &data).await?;
+        }
         let Some(llm) = self.llm.clone() else {
             tracing::error!(run = %run.id, "no LLM configured (CLOSER_LLM_*): runs cannot be judged");
             let message =
