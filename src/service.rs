@@ -169,6 +169,7 @@ fn build_engine(
         base_env: BaseEnv::from_process(),
         max_attempts: config.queue.max_attempts,
         dashboard_url: None,
+        max_tokens_per_run: config.limits.max_tokens_per_run,
     };
     Engine::new(store, github, settings, ready)
 }

@@ -512,3 +512,38 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     assert_eq!(s.run(n).await.unwrap().state, "done");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
+    let mut s = Story::start(
+        "budget",
+        Some(&format!("{CONFIG}budget: {{ max_tokens: 200 }}\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    // Each fake LLM answer reports 120 tokens.
+    s.llm.push([
+        classify("bug"),
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["closer"]).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.tokens_used, 240);
+    assert_eq!(run.iteration, 1);
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "no iteration past the budget"
+    );
+    let diagnosis: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("token budget"))
+        .collect();
+    assert_eq!(diagnosis.len(), 1);
+    assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
+    s.stop().await;
+}

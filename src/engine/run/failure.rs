@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::data::RunData;
 use super::{Engine, EngineError, state};
 use crate::comment::{
-    self, DiagnosisView, FailureReason, FingerprintRow, Stage as ViewStage, StageAttempt,
+    self, BudgetExceeded, DiagnosisView, FailureReason, FingerprintRow, Stage as ViewStage,
+    StageAttempt,
 };
 use crate::engine::convergence::Stage;
 use crate::github::InstallationClient;
@@ -30,6 +31,11 @@ pub enum RunFailure {
     BaselineBroken {
         detail: String,
     },
+    /// The next iteration would exceed the run's token budget.
+    TokenBudget {
+        used: u64,
+        max: u64,
+    },
     /// The agent, the LLM or the setup failed.
     Error {
         message: String,
@@ -44,6 +50,12 @@ impl RunFailure {
             RunFailure::BaselineBroken { detail } => FailureReason::BaselineBroken {
                 detail: detail.clone(),
             },
+            RunFailure::TokenBudget { used, max } => {
+                FailureReason::BudgetExceeded(BudgetExceeded::Tokens {
+                    used: *used,
+                    max: *max,
+                })
+            }
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
@@ -56,6 +68,9 @@ impl RunFailure {
             RunFailure::IterationLimit { max } => format!("failed: iteration limit {max}"),
             RunFailure::ConvergenceStopped => "failed: convergence stage 3".to_owned(),
             RunFailure::BaselineBroken { detail } => format!("failed: baseline broken: {detail}"),
+            RunFailure::TokenBudget { used, max } => {
+                format!("failed: token budget ({used} of {max})")
+            }
             RunFailure::Error { message } => format!("failed: {message}"),
         }
     }

@@ -90,6 +90,8 @@ pub struct EngineSettings {
     pub max_attempts: i64,
     /// Public dashboard root, when there is one.
     pub dashboard_url: Option<String>,
+    /// The operator's ceiling on a run's LLM tokens; no repository can raise it.
+    pub max_tokens_per_run: Option<u64>,
 }
 
 /// Why an engine action did not complete; all of these are worth a retry.
@@ -133,6 +135,7 @@ pub struct Engine {
     scratch: PathBuf,
     max_attempts: i64,
     dashboard_url: Option<String>,
+    max_tokens_per_run: Option<u64>,
     ready: Arc<Notify>,
     app: Mutex<Option<AppInfo>>,
 }
@@ -174,6 +177,7 @@ impl Engine {
             scratch: settings.data_dir.join("scratch"),
             max_attempts: settings.max_attempts.max(1),
             dashboard_url: settings.dashboard_url,
+            max_tokens_per_run: settings.max_tokens_per_run,
             ready,
             app: Mutex::new(None),
         })

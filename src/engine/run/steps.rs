@@ -169,6 +169,18 @@ impl Engine {
                 .fail(&client, run, data, RunFailure::IterationLimit { max })
                 .await;
         }
+        let max_tokens = match (config.budget.max_tokens, self.max_tokens_per_run) {
+            (Some(repo), Some(operator)) => Some(repo.min(operator)),
+            (repo, operator) => repo.or(operator),
+        };
+        if let Some(max) = max_tokens
+            && run.tokens_used.max(0) as u64 >= max
+        {
+            let used = run.tokens_used.max(0) as u64;
+            return self
+                .fail(&client, run, data, RunFailure::TokenBudget { used, max })
+                .await;
+        }
         let (Some(llm), Some(agent)) = (self.llm.clone(), self.agents.get(&config.agent)) else {
             let message = format!("the agent `{}` or the LLM is not configured", config.agent);
             return self

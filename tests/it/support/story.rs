@@ -133,6 +133,7 @@ impl Story {
                 base_env: BaseEnv::from_process(),
                 max_attempts: 3,
                 dashboard_url: None,
+                max_tokens_per_run: None,
             },
             ready.clone(),
         );
