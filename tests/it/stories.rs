@@ -547,3 +547,64 @@ async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
     assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_14_the_project_board_status_follows_the_phases() {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let mut s = Story::start(
+        "story14",
+        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
+    )
+    .await;
+    s.github.add_project(
+        ProjectOwner::org("octo"),
+        7,
+        &[("Status", &["Todo", "In progress", "In review", "Done"])],
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    let node = s.github.issue_node_id(&s.repo, n);
+    assert_eq!(
+        s.github.project_item_status("octo", 7, &node).as_deref(),
+        Some("Done")
+    );
+    let updates = s
+        .github
+        .requests_to("POST", "/graphql")
+        .into_iter()
+        .filter(|r| r.body.contains("updateProjectV2ItemFieldValue"))
+        .count();
+    assert_eq!(updates, 4, "one update per phase");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on() {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let mut s = Story::start(
+        "board-missing",
+        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
+    )
+    .await;
+    s.github
+        .add_project(ProjectOwner::org("octo"), 7, &[("Stage", &["Todo"])]);
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    let status = s.status_comment(n);
+    assert!(status.body.contains("is not updated"), "{}", status.body);
+    let board_reads = s.github.requests_to("POST", "/graphql").into_iter().count();
+    assert_eq!(board_reads, 1, "not retried after the first problem");
+    s.stop().await;
+}

@@ -17,7 +17,9 @@ use crate::comment::{
 use crate::config::repo::CloseOn;
 use crate::engine::task_type::TaskType;
 use crate::github::types::{IssueNumber, RepoName};
-use crate::github::{CommentId, InstallationClient, LabelCreated};
+use crate::github::{
+    CommentId, InstallationClient, LabelCreated, ProjectSyncError, sync_project_status,
+};
 use crate::store::runs::{self, RunRow};
 
 impl Engine {
@@ -96,7 +98,7 @@ impl Engine {
                 .as_ref()
                 .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id)),
             next,
-            notices: data.failure.iter().cloned().collect(),
+            notices: data.board_problem.iter().cloned().collect(),
         };
         if let Some(last) = last {
             fill_from_record(&mut view, &last);
@@ -213,7 +215,42 @@ impl Engine {
         if let Some(old) = data.phase_label.replace(label) {
             client.remove_label(&repo, number, &old).await?;
         }
-        self.save(run, data).await
+        self.save(run, data).await?;
+        self.sync_board(client, run, data, phase).await
+    }
+
+    /// Sets the project board's Status to the phase, when the config names
+    /// a board. A problem with the board or its fields is reported once in
+    /// the status comment and not retried; a GitHub failure is.
+    async fn sync_board(
+        &self,
+        client: &InstallationClient,
+        run: &mut RunRow,
+        data: &mut RunData,
+        phase: &str,
+    ) -> Result<(), EngineError> {
+        let config = parse_config(data.config_text.as_deref(), &self.agent_names()).ok();
+        let Some(board) = config.and_then(|c| c.project) else {
+            return Ok(());
+        };
+        if data.board_problem.is_some() {
+            return Ok(());
+        }
+        let repo = Self::repo_name(run)?;
+        let number = IssueNumber(run.issue_number as u64);
+        match sync_project_status(client, &board, &repo, number, phase).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_config_problem() => {
+                tracing::warn!(run = %run.id, error = %e, "project board not updated");
+                data.board_problem = Some(format!(
+                    "The project board {}/{} is not updated: {e}.",
+                    board.owner, board.number
+                ));
+                self.save(run, data).await
+            }
+            Err(ProjectSyncError::GitHub(e)) => Err(e.into()),
+            Err(e) => Err(EngineError::Other(e.to_string())),
+        }
     }
 
     /// Puts on or takes off `awaiting-response`, if it changes.
