@@ -604,7 +604,7 @@ async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on()
     assert_eq!(s.run(n).await.unwrap().state, "done");
     let status = s.status_comment(n);
     assert!(status.body.contains("is not updated"), "{}", status.body);
-    let board_reads = s.github.requests_to("POST", "/graphql").into_iter().count();
+    let board_reads = s.github.requests_to("POST", "/graphql").len();
     assert_eq!(board_reads, 1, "not retried after the first problem");
     s.stop().await;
 }
