@@ -608,3 +608,46 @@ async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on()
     assert_eq!(board_reads, 1, "not retried after the first problem");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicate() {
+    use crate::support::fake_github::faults::Fault;
+    let mut s = Story::start("story9", Some(CONFIG)).await;
+    let comments = format!("/repos/{REPO}/issues/1/comments");
+    let edits = format!("/repos/{REPO}/issues/comments/");
+    let labels = format!("/repos/{REPO}/issues/1/labels");
+    s.github
+        .inject(Fault::Status(502).times(2).method("POST").path(&comments));
+    s.github
+        .inject(Fault::Status(502).times(3).method("PATCH").path(&edits));
+    s.github.inject(
+        Fault::SecondaryRateLimit {
+            retry_after_secs: 1,
+        }
+        .times(1)
+        .method("POST")
+        .path(&labels),
+    );
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.6, &["Fix add"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    // The faults were met (and answered by retries).
+    assert!(s.github.requests_to("POST", &comments).len() >= 3);
+    assert!(s.github.requests_to("PATCH", &edits).len() >= 4);
+    assert!(s.github.requests_to("POST", &labels).len() >= 2);
+    assert_eq!(s.comments(n).len(), 1, "{:#?}", s.comments(n));
+    s.status_comment(n);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
