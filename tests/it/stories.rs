@@ -651,3 +651,54 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
+    let mut s = Story::start("story8", Some(CONFIG)).await;
+    let fifo = s.path("started.fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let first = s.path("first-attempt");
+    let go = s.path("go");
+    // The first attempt of iteration 1 says it started, then hangs until
+    // killed; the second attempt (after the restart) fixes the bug.
+    s.agent_step(
+        1,
+        &format!(
+            "if [ ! -f '{first}' ]; then touch '{first}'; echo started > '{fifo}'; \
+             while [ ! -f '{go}' ]; do sleep 0.05; done; exit 1; fi\n{}",
+            fix_add(),
+            first = first.display(),
+            fifo = fifo.display(),
+            go = go.display(),
+        ),
+    );
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let said = reader.await.unwrap().unwrap();
+    assert_eq!(said.trim(), "started");
+
+    // Crash: the workers die mid-iteration; a new process takes over.
+    s.kill_workers();
+    s.spawn_workers();
+    s.idle().await;
+    std::fs::write(&go, "").unwrap();
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(
+        run.iteration, 1,
+        "the interrupted iteration ran again as itself"
+    );
+    s.status_comment(n);
+    assert_eq!(s.comments(n).len(), 1);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}

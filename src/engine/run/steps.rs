@@ -163,7 +163,7 @@ impl Engine {
         };
         self.set_phase(&client, &mut run, &mut data, "processing")
             .await?;
-        if run.iteration >= run.max_iterations {
+        if run.iteration >= run.max_iterations && !self.interrupted(&run).await? {
             let max = run.max_iterations as u32;
             return self
                 .fail(&client, run, data, RunFailure::IterationLimit { max })
@@ -214,7 +214,14 @@ impl Engine {
             task_type: Some(task),
         };
         let prompts = self.prompts(&run).await;
-        let n = run.iteration + 1;
+        // An iteration a crash interrupted (started, never finished) runs
+        // again under its own number.
+        let interrupted = self.interrupted(&run).await?;
+        let n = if interrupted {
+            run.iteration
+        } else {
+            run.iteration + 1
+        };
         let prompt = self
             .prompt(&run, &data, handler.as_ref(), &prompts, &issue, n)
             .await?;
@@ -341,6 +348,14 @@ impl Engine {
         )
         .await?;
         self.decide(&client, run, data, record, &verification).await
+    }
+
+    /// Whether the run's current iteration started and never finished.
+    async fn interrupted(&self, run: &RunRow) -> Result<bool, EngineError> {
+        Ok(runs::iterations(self.store.pool(), &run.id)
+            .await?
+            .last()
+            .is_some_and(|i| i.number == run.iteration && i.finished_at.is_none()))
     }
 
     /// What follows an iteration.

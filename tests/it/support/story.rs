@@ -59,6 +59,9 @@ pub struct Story {
     client: reqwest::Client,
     settled: broadcast::Receiver<JobSettled>,
     shutdown: watch::Sender<bool>,
+    ready: Arc<Notify>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    worker_stop: watch::Sender<bool>,
     deliveries: u64,
     _db: TestDb,
 }
@@ -96,70 +99,12 @@ impl Story {
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(Notify::new());
-        let app = Arc::new(
-            GitHubApp::new(
-                GitHubSettings {
-                    api_url: github.url(),
-                    app_id: Some(github.app_id()),
-                    private_key: Some(github.private_key_pem()),
-                    ..GitHubSettings::default()
-                },
-                closer::clock::system(),
-                None,
-            )
-            .expect("GitHub App"),
-        );
-        let mut llm_settings = LlmSettings::new(
-            Provider::Openai,
-            &llm.openai_url(),
-            SecretString::from("sk-test"),
-            "test-model",
-        );
-        llm_settings.retry.max_attempts = 1;
-        let agent = AgentConfig {
-            adapter: AdapterKind::Command,
-            command: vec!["sh".into(), agent_script.display().to_string()],
-            timeout_secs: 60,
-            pass_env: Vec::new(),
-            max_output_bytes: 1 << 20,
-        };
-        let engine = Engine::new(
-            store.clone(),
-            app,
-            EngineSettings {
-                agents: [("default".to_owned(), agent)].into_iter().collect(),
-                llm: Some(build_client(llm_settings).expect("LLM client")),
-                data_dir: dir.path().join("data"),
-                base_env: BaseEnv::from_process(),
-                max_attempts: 3,
-                dashboard_url: None,
-                max_tokens_per_run: None,
-            },
-            ready.clone(),
-        );
         let (writer, _writer_task) = IntakeWriter::spawn(store.clone(), 1024);
-        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
-        handlers.insert(
-            server::webhook::DELIVERY_JOB.to_owned(),
-            Arc::new(DeliveryHandler::with_engine(store.clone(), engine.clone())),
-        );
-        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
-        let settings = WorkerSettings {
-            poll_interval: Duration::from_millis(50),
-            backoff: closer::store::jobs::Backoff {
-                base: Duration::from_millis(100),
-                max: Duration::from_secs(1),
-            },
-            ..WorkerSettings::default()
-        };
-        let pool = WorkerPool::new(store.clone(), handlers, settings, ready.clone());
-        let settled = pool.subscribe();
-        pool.spawn(2, "story", shutdown_rx.clone());
         let state = Arc::new(AppState::new(
             store.clone(),
             Some(writer),
             &SecretString::from(SECRET),
-            ready,
+            ready.clone(),
             5,
         ));
         let router = server::router(state, "/webhooks");
@@ -173,7 +118,9 @@ impl Story {
                 })
                 .await;
         });
-        Story {
+        let (settled_tx, settled) = broadcast::channel(1);
+        drop(settled_tx);
+        let mut story = Story {
             github,
             llm,
             origin,
@@ -184,8 +131,93 @@ impl Story {
             client: super::client(),
             settled,
             shutdown,
+            ready,
+            workers: Vec::new(),
+            worker_stop: watch::channel(false).0,
             deliveries: 0,
             _db: db,
+        };
+        story.spawn_workers();
+        story
+    }
+
+    /// Starts the engine and two workers, as a fresh process would (a new
+    /// GitHub App client, a new engine, nothing kept in memory).
+    pub fn spawn_workers(&mut self) {
+        let app = Arc::new(
+            GitHubApp::new(
+                GitHubSettings {
+                    api_url: self.github.url(),
+                    app_id: Some(self.github.app_id()),
+                    private_key: Some(self.github.private_key_pem()),
+                    ..GitHubSettings::default()
+                },
+                closer::clock::system(),
+                None,
+            )
+            .expect("GitHub App"),
+        );
+        let mut llm_settings = LlmSettings::new(
+            Provider::Openai,
+            &self.llm.openai_url(),
+            SecretString::from("sk-test"),
+            "test-model",
+        );
+        llm_settings.retry.max_attempts = 1;
+        let agent = AgentConfig {
+            adapter: AdapterKind::Command,
+            command: vec![
+                "sh".into(),
+                self.dir.path().join("agent.sh").display().to_string(),
+            ],
+            timeout_secs: 60,
+            pass_env: Vec::new(),
+            max_output_bytes: 1 << 20,
+        };
+        let engine = Engine::new(
+            self.store.clone(),
+            app,
+            EngineSettings {
+                agents: [("default".to_owned(), agent)].into_iter().collect(),
+                llm: Some(build_client(llm_settings).expect("LLM client")),
+                data_dir: self.dir.path().join("data"),
+                base_env: BaseEnv::from_process(),
+                max_attempts: 3,
+                dashboard_url: None,
+                max_tokens_per_run: None,
+            },
+            self.ready.clone(),
+        );
+        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
+        handlers.insert(
+            server::webhook::DELIVERY_JOB.to_owned(),
+            Arc::new(DeliveryHandler::with_engine(
+                self.store.clone(),
+                engine.clone(),
+            )),
+        );
+        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        let settings = WorkerSettings {
+            lease: Duration::from_secs(2),
+            poll_interval: Duration::from_millis(50),
+            backoff: closer::store::jobs::Backoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(1),
+            },
+            ..WorkerSettings::default()
+        };
+        let pool = WorkerPool::new(self.store.clone(), handlers, settings, self.ready.clone());
+        self.settled = pool.subscribe();
+        let (stop, stop_rx) = watch::channel(false);
+        self.worker_stop = stop;
+        self.workers = pool.spawn(2, "story", stop_rx);
+    }
+
+    /// Kills the workers mid-job, as a crash would: their tasks are dropped
+    /// (agents killed with them), their leases left to expire.
+    pub fn kill_workers(&mut self) {
+        for worker in self.workers.drain(..) {
+            worker.abort();
         }
     }
 
@@ -440,6 +472,7 @@ impl Story {
     }
 
     pub async fn stop(self) {
+        let _ = self.worker_stop.send(true);
         let _ = self.shutdown.send(true);
     }
 }
