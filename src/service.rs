@@ -22,6 +22,9 @@ use crate::store::{Store, deliveries, jobs};
 use crate::worker::delivery::DeliveryHandler;
 use crate::worker::{JobHandler, WorkerPool, WorkerSettings};
 
+/// How often open runs are compared with the queue and with GitHub.
+const RECONCILE_EVERY: Duration = Duration::from_secs(600);
+
 /// How `closer serve` was asked to run.
 #[derive(Debug, Clone, Copy)]
 pub struct ServeOptions {
@@ -86,6 +89,11 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
             Arc::new(DeliveryHandler::with_engine(store.clone(), engine.clone())),
         );
         handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        tokio::spawn(
+            engine
+                .clone()
+                .reconcile_forever(RECONCILE_EVERY, shutdown_rx.clone()),
+        );
         let settings = WorkerSettings {
             lease: config.queue.lease,
             ..WorkerSettings::default()

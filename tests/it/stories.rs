@@ -702,3 +702,50 @@ async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behind_our_back() {
+    let mut s = Story::start("reconcile", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
+"#,
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let a = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let b = s.open_issue("another", "", &["closer", "type:bug"]).await;
+    s.idle().await;
+    let run_a = s.run(a).await.unwrap();
+    let run_b = s.run(b).await.unwrap();
+    assert_eq!(run_a.state, "awaiting_response");
+    assert_eq!(run_b.state, "awaiting_response");
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(
+        engine.reconcile().await.unwrap(),
+        Default::default(),
+        "nothing to do"
+    );
+
+    // Run a: resumed in the database but its step was lost (a crash between
+    // the two writes). Issue b: closed on GitHub, the webhook missed.
+    sqlx::query("UPDATE runs SET state = 'running' WHERE id = $1")
+        .bind(&run_a.id)
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    s.api()
+        .await
+        .close_issue(&s.repo, b, closer::github::StateReason::NotPlanned)
+        .await
+        .unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued, vec![run_a.id.clone()]);
+    assert_eq!(done.stopped, vec![run_b.id.clone()]);
+    s.idle().await;
+    assert_eq!(s.run(a).await.unwrap().state, "done");
+    assert_eq!(s.run(b).await.unwrap().state, "stopped");
+    s.stop().await;
+}

@@ -22,6 +22,8 @@ pub struct RunData {
     pub issue_body: String,
     pub issue_author: String,
     pub issue_labels: Vec<String>,
+    /// Started by the trigger label (not a command): removing the label stops it.
+    pub by_label: bool,
     pub baseline: Option<Baseline>,
     pub convergence: ConvergenceState,
     pub worktree: Option<Worktree>,

@@ -11,6 +11,7 @@
 mod data;
 mod failure;
 mod finish;
+mod reconcile;
 mod report;
 mod steps;
 mod triggers;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 pub use data::RunData;
+pub use reconcile::Reconciled;
 
 use crate::agent::adapter::resolve_pass_env;
 use crate::agent::process::BaseEnv;

@@ -371,6 +371,7 @@ impl Engine {
             issue_body: issue.body.clone(),
             issue_author: issue.author.login.clone(),
             issue_labels: issue.labels.clone(),
+            by_label: !restart,
             ..RunData::default()
         };
         let now = self.store.now_ms();

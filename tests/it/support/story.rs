@@ -61,6 +61,8 @@ pub struct Story {
     shutdown: watch::Sender<bool>,
     ready: Arc<Notify>,
     workers: Vec<tokio::task::JoinHandle<()>>,
+    /// The engine of the current workers.
+    pub engine: Option<Arc<Engine>>,
     worker_stop: watch::Sender<bool>,
     deliveries: u64,
     _db: TestDb,
@@ -133,6 +135,7 @@ impl Story {
             shutdown,
             ready,
             workers: Vec::new(),
+            engine: None,
             worker_stop: watch::channel(false).0,
             deliveries: 0,
             _db: db,
@@ -211,6 +214,7 @@ impl Story {
         let (stop, stop_rx) = watch::channel(false);
         self.worker_stop = stop;
         self.workers = pool.spawn(2, "story", stop_rx);
+        self.engine = Some(engine);
     }
 
     /// Kills the workers mid-job, as a crash would: their tasks are dropped
@@ -407,6 +411,25 @@ impl Story {
             out.push_str(&format!("job {id} {kind} {payload} {state} {error:?}\n"));
         }
         out
+    }
+
+    /// The installation's API client, acting as the App (e.g. to change
+    /// GitHub behind closer's back, without a webhook).
+    pub async fn api(&self) -> Arc<closer::github::InstallationClient> {
+        let app = GitHubApp::new(
+            GitHubSettings {
+                api_url: self.github.url(),
+                app_id: Some(self.github.app_id()),
+                private_key: Some(self.github.private_key_pem()),
+                ..GitHubSettings::default()
+            },
+            closer::clock::system(),
+            None,
+        )
+        .expect("GitHub App");
+        app.installation(closer::github::types::InstallationId(INSTALLATION))
+            .await
+            .expect("installation client")
     }
 
     /// The run.
