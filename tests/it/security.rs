@@ -60,12 +60,25 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
 
     // The control: an ordinary process of that user is readable, so the
     // probe below can fail.
-    let mut control = as_nobody("sleep")
-        .arg("30")
+    // It says "ready" once it runs as nobody (setpriv has switched), so the
+    // read below cannot race the switch on a loaded machine.
+    let mut control = as_nobody("sh")
+        .args(["-c", "echo ready; exec sleep 30"])
         .env("CONTROL_SECRET", "visible")
+        .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    {
+        use tokio::io::AsyncBufReadExt;
+        let stdout = control.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
     let environ = read_environ_as_nobody(control.id().unwrap()).await;
     assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
     control.kill().await.unwrap();
