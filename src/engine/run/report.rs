@@ -51,9 +51,16 @@ impl Engine {
         let next = match run_state {
             RunState::Queued => NextStep::Queued,
             RunState::Running if run.iteration == 0 => NextStep::Preparing,
-            RunState::Running => NextStep::Working {
-                iteration: run.iteration as u32 + 1,
-            },
+            RunState::Running => {
+                // While an iteration runs it is the last one started; once
+                // judged, the next one is.
+                let judged = last
+                    .as_ref()
+                    .is_some_and(|r| i64::from(r.summary.iteration) == run.iteration);
+                NextStep::Working {
+                    iteration: run.iteration as u32 + u32::from(judged),
+                }
+            }
             RunState::Verifying => match run.pull_request {
                 Some(n) => NextStep::PullRequestOpen {
                     number: IssueNumber(n as u64),
