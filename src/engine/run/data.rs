@@ -74,3 +74,25 @@ impl IterationRecord {
         serde_json::from_str(text).ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_or_partial_run_data_reads_as_defaults() {
+        let d = RunData::from_json("not json");
+        assert!(d.config_text.is_none() && !d.failed_label);
+        let d = RunData::from_json(r#"{"issue_author": "maria", "unknown": 1}"#);
+        assert_eq!(d.issue_author, "maria");
+        assert!(!d.awaiting_merge);
+        let back = RunData::from_json(&d.to_json());
+        assert_eq!(back.issue_author, "maria");
+    }
+
+    #[test]
+    fn an_iteration_record_that_is_not_ours_is_skipped() {
+        assert!(IterationRecord::from_json("{}").is_none());
+        assert!(IterationRecord::from_json("").is_none());
+    }
+}

@@ -186,3 +186,43 @@ impl Engine {
         self.publish_status(&client, &mut run, &mut data).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_survives_the_run_data_and_names_its_reason() {
+        let all = [
+            RunFailure::IterationLimit { max: 3 },
+            RunFailure::ConvergenceStopped,
+            RunFailure::BaselineBroken {
+                detail: "cargo missing".into(),
+            },
+            RunFailure::TokenBudget {
+                used: 240,
+                max: 200,
+            },
+            RunFailure::Error {
+                message: "no LLM".into(),
+            },
+        ];
+        for failure in all {
+            let json = serde_json::to_string(&failure).unwrap();
+            let back: RunFailure = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, failure);
+            assert!(failure.outcome().starts_with("failed: "));
+        }
+        assert_eq!(
+            RunFailure::TokenBudget {
+                used: 240,
+                max: 200
+            }
+            .reason(),
+            FailureReason::BudgetExceeded(BudgetExceeded::Tokens {
+                used: 240,
+                max: 200
+            })
+        );
+    }
+}
