@@ -10,8 +10,10 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{Notify, watch};
 
+use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
+use crate::engine::run::{Engine, EngineSettings, RUN_JOB};
 use crate::github::{GitHubApp, GitHubSettings};
 use crate::server::{self, AppState};
 use crate::store::dry_run::DbRecorder;
@@ -19,6 +21,9 @@ use crate::store::writer::IntakeWriter;
 use crate::store::{Store, deliveries, jobs};
 use crate::worker::delivery::DeliveryHandler;
 use crate::worker::{JobHandler, WorkerPool, WorkerSettings};
+
+/// How often open runs are compared with the queue and with GitHub.
+const RECONCILE_EVERY: Duration = Duration::from_secs(600);
 
 /// How `closer serve` was asked to run.
 #[derive(Debug, Clone, Copy)]
@@ -77,10 +82,17 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
 
     let mut worker_tasks = Vec::new();
     if options.role.runs_workers() {
+        let engine = build_engine(&config, store.clone(), github.clone(), jobs_ready.clone());
         let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
         handlers.insert(
             server::webhook::DELIVERY_JOB.to_owned(),
-            Arc::new(DeliveryHandler::new(store.clone())),
+            Arc::new(DeliveryHandler::with_engine(store.clone(), engine.clone())),
+        );
+        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        tokio::spawn(
+            engine
+                .clone()
+                .reconcile_forever(RECONCILE_EVERY, shutdown_rx.clone()),
         );
         let settings = WorkerSettings {
             lease: config.queue.lease,
@@ -134,6 +146,40 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The engine from the operator's config. Without `[llm]` the engine still
+/// runs, but every run fails at start with a comment saying the operator must
+/// configure one (logged here once, and per run).
+fn build_engine(
+    config: &ServerConfig,
+    store: Store,
+    github: Arc<GitHubApp>,
+    ready: Arc<Notify>,
+) -> Arc<Engine> {
+    let llm = match &config.llm {
+        Some(c) => match crate::llm::build_client(c.into()) {
+            Ok(client) => Some(client),
+            Err(e) => {
+                tracing::error!(error = %e, "the LLM client cannot be built; runs will fail");
+                None
+            }
+        },
+        None => {
+            tracing::error!("no LLM configured (CLOSER_LLM_*): every run will fail at start");
+            None
+        }
+    };
+    let settings = EngineSettings {
+        agents: config.agents.clone(),
+        llm,
+        data_dir: config.data_dir.clone(),
+        base_env: BaseEnv::from_process(),
+        max_attempts: config.queue.max_attempts,
+        dashboard_url: None,
+        max_tokens_per_run: config.limits.max_tokens_per_run,
+    };
+    Engine::new(store, github, settings, ready)
 }
 
 /// Checks the App credentials once at start and says whom they belong to; a

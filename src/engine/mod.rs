@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod judge;
 pub mod paths;
 pub mod question;
+pub mod run;
 pub mod scope;
 pub mod secrets;
 pub mod task_type;

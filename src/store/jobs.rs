@@ -326,6 +326,18 @@ pub async fn get(pool: &AnyPool, id: i64) -> Result<Option<JobRow>, StoreError> 
     .transpose()
 }
 
+/// Whether a job with this key is queued or leased (a run's next step is
+/// on its way); used by reconciliation.
+pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM jobs WHERE job_key = $1 AND (state = 'queued' OR state = 'leased')",
+    )
+    .bind(key)
+    .fetch_one(pool)
+    .await?;
+    Ok(row.try_get::<i64, _>("n")? > 0)
+}
+
 /// Number of jobs per state (for `/metrics`).
 pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(String, i64)>, StoreError> {
     let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state")

@@ -6,9 +6,12 @@
 //! is retried. Installation bookkeeping happens here; issue, comment and pull
 //! request events are where the engine takes over.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use super::{JobError, JobFuture, JobHandler};
+use crate::engine::run::Engine;
 use crate::events::{Event, EventKind, InstallationAction, RepositoriesAction, parse_event};
 use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError, deliveries, installations};
@@ -21,11 +24,25 @@ struct DeliveryJob {
 /// Handles `delivery` jobs.
 pub struct DeliveryHandler {
     store: Store,
+    engine: Option<Arc<Engine>>,
 }
 
 impl DeliveryHandler {
+    /// Installation bookkeeping only: issue, comment and pull request events
+    /// are recorded, not acted on.
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self {
+            store,
+            engine: None,
+        }
+    }
+
+    /// Hands issue, comment and pull request events to the engine.
+    pub fn with_engine(store: Store, engine: Arc<Engine>) -> Self {
+        Self {
+            store,
+            engine: Some(engine),
+        }
     }
 
     async fn process(&self, job: &LeasedJob) -> Result<(), JobError> {
@@ -56,10 +73,24 @@ impl DeliveryHandler {
             return Ok(());
         };
         let (status, outcome) = match parse_event(kind, &delivery.payload) {
-            Ok(event) => (
-                deliveries::PROCESSED,
-                self.apply(&event).await.map_err(retry)?,
-            ),
+            Ok(event) => {
+                let mut outcome = self.apply(&event).await.map_err(retry)?;
+                if let Some(engine) = &self.engine
+                    && matches!(
+                        event,
+                        Event::Issues { .. }
+                            | Event::IssueComment { .. }
+                            | Event::PullRequest { .. }
+                    )
+                {
+                    let done = engine
+                        .on_event(&event)
+                        .await
+                        .map_err(|e| e.into_job_error(self.store.now_ms()))?;
+                    outcome = format!("{outcome}: {done}");
+                }
+                (deliveries::PROCESSED, outcome)
+            }
             Err(e) => {
                 tracing::warn!(delivery = %delivery.delivery_id, error = %e, "delivery payload not understood");
                 (deliveries::FAILED, e.to_string())

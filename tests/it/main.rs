@@ -17,4 +17,5 @@ mod queue;
 mod repo_config;
 mod security;
 mod store;
+mod stories;
 mod verification;

@@ -37,19 +37,6 @@ async fn read_environ_as_nobody(pid: u32) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Waits until `setpriv` has dropped to `nobody` and exec'd `program` (before
-/// that the process is still root's, and unreadable for another reason).
-async fn wait_for_exec(pid: u32, program: &str) {
-    for _ in 0..200 {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() == program {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{program} (pid {pid}) did not start within 2 s");
-}
-
 fn can_switch_users() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -73,15 +60,26 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
 
     // The control: an ordinary process of that user is readable, so the
     // probe below can fail.
-    let mut control = as_nobody("sleep")
-        .arg("30")
+    // It says "ready" once it runs as nobody (setpriv has switched), so the
+    // read below cannot race the switch on a loaded machine.
+    let mut control = as_nobody("sh")
+        .args(["-c", "echo ready; exec sleep 30"])
         .env("CONTROL_SECRET", "visible")
+        .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let pid = control.id().unwrap();
-    wait_for_exec(pid, "sleep").await;
-    let environ = read_environ_as_nobody(pid).await;
+    {
+        use tokio::io::AsyncBufReadExt;
+        let stdout = control.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
+    let environ = read_environ_as_nobody(control.id().unwrap()).await;
     assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
     control.kill().await.unwrap();
 

@@ -8,6 +8,7 @@ pub mod fake_github;
 pub mod fake_llm;
 pub mod git;
 pub mod process;
+pub mod story;
 
 /// The bytes of a webhook fixture (`tests/fixtures/github-webhooks/<name>`).
 pub fn fixture(name: &str) -> Vec<u8> {

@@ -1,0 +1,751 @@
+//! End-to-end stories (issue 5): an issue goes in through signed webhooks,
+//! the real engine drives the scripted agent against a local git origin, the
+//! fake LLM judges, and each story asserts the comments, labels, issue state
+//! and pull request the maintainer would see.
+
+use serde_json::json;
+
+use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, commit};
+
+/// Iteration 1 of the bug story: a regression test that fails.
+fn add_failing_test() -> String {
+    format!(
+        r#"cat > tests/add.sh <<'T'
+r=$(. ./calc.sh; add 2 3)
+[ "$r" = 5 ]
+T
+{}echo '{{"summary": "Added a regression test for add."}}'
+"#,
+        commit("test: add")
+    )
+}
+
+/// Iteration 2 of the bug story: the fix.
+fn fix_add() -> String {
+    format!(
+        r#"cat > calc.sh <<'T'
+add() {{ echo $(( $1 + $2 )); }}
+T
+{}echo '{{"summary": "Fixed add to add."}}'
+"#,
+        commit("fix: add")
+    )
+}
+
+fn classify(task: &str) -> Reply {
+    Reply::Answer(json!({"task_type": task, "reason": "scripted"}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_1_a_bug_is_fixed_in_two_iterations_verified_and_closed() {
+    let mut s = Story::start("story1", Some(CONFIG)).await;
+    s.llm.push([
+        classify("bug"),
+        Reply::closer(false, 0.6, &["Fix add so the new test passes"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    let n = s
+        .open_issue("add subtracts", "`add 2 3` prints -1.", &["closer"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.iteration, 2);
+    assert_eq!(run.task_type.as_deref(), Some("bug"));
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed");
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+
+    // One status comment, edited in place; nothing else posted.
+    let comments = s.comments(n);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let status = s.status_comment(n);
+    assert!(status.body.contains("closer: done"), "{}", status.body);
+    let edits = s.github.requests_to(
+        "PATCH",
+        &format!("/repos/{REPO}/issues/comments/{}", status.id),
+    );
+    assert!(edits.len() >= 3, "edited in place after each step");
+
+    // Phases in order, exactly one phase label at the end.
+    assert_eq!(
+        s.phases_added(n),
+        [
+            "phase:preparation",
+            "phase:processing",
+            "phase:review",
+            "phase:complete"
+        ]
+    );
+    let labels = s.labels(n);
+    let phases: Vec<&String> = labels.iter().filter(|l| l.starts_with("phase:")).collect();
+    assert_eq!(phases, ["phase:complete"]);
+    assert!(!labels.iter().any(|l| l == "closer:failed"));
+
+    // The pull request closes the issue; the branch was pushed.
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].head, "closer/issue-1");
+    assert!(
+        pulls[0]
+            .body
+            .as_deref()
+            .unwrap_or("")
+            .contains(&format!("Closes #{}", n.0))
+    );
+    assert!(s.origin.branch_head("closer/issue-1").is_some());
+    // The second prompt carried what was pending.
+    assert!(
+        s.prompt(2).contains("Fix add so the new test passes"),
+        "{}",
+        s.prompt(2)
+    );
+    assert_eq!(s.llm.unused(), 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_13_an_invalid_config_gets_one_comment_naming_the_line_and_no_run() {
+    let mut s = Story::start(
+        "story13",
+        Some("agent: default\ncompletion:\n  max_iteration: 3\n"),
+    )
+    .await;
+    let n = s.open_issue("do something", "", &["closer"]).await;
+    s.idle().await;
+    // The label added again: still one comment.
+    s.github.label_issue(&s.repo, n, "closer");
+    let issue = s.github.issue(&s.repo, n);
+    let payload = json!({
+        "action": "labeled",
+        "label": {"name": "closer"},
+        "issue": {"number": n.0, "title": issue.title, "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "closer"}], "state": "open"},
+        "sender": {"login": MAINTAINER, "id": 1, "type": "User"},
+    });
+    s.deliver("issues", payload).await;
+    s.idle().await;
+
+    assert_eq!(s.run_count().await, 0, "no run");
+    let comments = s.comments(n);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    let body = &comments[0].body;
+    assert!(comments[0].author.is_bot);
+    assert!(body.contains(".github/closer.yml:3"), "{body}");
+    assert!(body.contains("max_iteration"), "{body}");
+    assert!(s.labels(n).iter().all(|l| !l.starts_with("phase:")));
+    assert_eq!(s.llm.requests().len(), 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_6_commands_in_code_quotes_or_by_the_app_itself_are_ignored() {
+    let mut s = Story::start("story6", Some("completion:\n  max_iterations: 1\n")).await;
+    let n = s.open_issue("no label yet", "", &["type:docs"]).await;
+    let maintainer = || FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer(), "Try this:\n\n```\n/closer run\n```\n")
+        .await;
+    s.comment_as(n, maintainer(), "> /closer run\n\nsomeone said that")
+        .await;
+    s.comment_as(n, maintainer(), "use `/closer run` to start")
+        .await;
+    // The App's own comment, as GitHub reports it.
+    let bot = FakeUser::bot(&s.github.bot_login());
+    let id = s.github.comment_as(&s.repo, n, bot.clone(), "/closer run");
+    let payload = json!({
+        "action": "created",
+        "issue": {"number": n.0, "title": "no label yet", "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "type:docs"}], "state": "open"},
+        "comment": {"id": id, "body": "/closer run",
+                    "user": {"login": bot.login, "id": 9, "type": "Bot"},
+                    "performed_via_github_app": {"id": s.github.app_id()}},
+        "sender": {"login": bot.login, "id": 9, "type": "Bot"},
+    });
+    s.deliver("issue_comment", payload).await;
+    s.idle().await;
+    assert_eq!(s.run_count().await, 0, "nothing started");
+    assert!(s.github.reactions(&s.repo).is_empty());
+    assert_eq!(s.bot_comments(n).len(), 1, "only the App's own comment");
+
+    // The same command as plain prose does start a run (the ignoring above
+    // is not vacuous).
+    s.comment_as(n, maintainer(), "/closer run").await;
+    s.idle().await;
+    assert_eq!(s.run_count().await, 1);
+    let reactions = s.github.reactions(&s.repo);
+    assert_eq!(reactions.len(), 1);
+    assert_eq!(reactions[0].content, "eyes");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
+    let mut s = Story::start("story2", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
+"#,
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "add subtracts",
+            "`add 2 3` prints -1.",
+            &["closer", "type:bug"],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, "awaiting_response");
+    assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
+    let question: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("needs your input"))
+        .collect();
+    assert_eq!(question.len(), 1);
+    assert!(question[0].body.contains("@maria"), "{}", question[0].body);
+    assert!(question[0].body.contains("negative numbers"));
+
+    // Someone without access comments: nothing changes.
+    let before = s.comments(n).len();
+    s.comment_as(n, FakeUser::user("mallory"), "yes do it")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "awaiting_response");
+    assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
+    assert_eq!(s.comments(n).len(), before + 1, "no answer to mallory");
+
+    // The author answers: the run resumes with the reply and completes.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
+    assert!(
+        s.prompt(2).contains("Yes, negatives too."),
+        "{}",
+        s.prompt(2)
+    );
+    assert!(!s.prompt(2).contains("yes do it"));
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.status_comment(n);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_3_a_confident_closer_does_not_override_a_failing_required_test() {
+    let mut s = Story::start(
+        "story3",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "open", "not closed");
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let status = s.status_comment(n);
+    assert!(status.body.contains("Pending actions"), "{}", status.body);
+    assert!(
+        status.body.contains("tests_pass: sh run_tests.sh"),
+        "{}",
+        status.body
+    );
+    let labels = s.labels(n);
+    assert!(labels.iter().any(|l| l == "closer:failed"));
+    assert!(
+        s.bot_comments(n)
+            .iter()
+            .any(|c| c.body.contains("could not finish"))
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
+    let mut s = Story::start("story12", Some(CONFIG)).await;
+    let started = s.path("started");
+    let go = s.path("go");
+    s.agent_step(
+        1,
+        &format!(
+            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
+            started.display(),
+            go.display(),
+            add_failing_test()
+        ),
+    );
+    s.agent_step(2, &fix_add());
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.close_as(n, MAINTAINER).await;
+    s.until(|run| run.is_some_and(|r| r.state == "stopped"), n)
+        .await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "stopped", "{run:#?}\n{}", s.journal().await);
+    assert!(run.iteration <= 1);
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "the agent did not run again"
+    );
+    assert!(s.llm.requests().is_empty(), "nothing judged");
+    assert!(s.github.pulls(&s.repo).is_empty());
+    let status = s.status_comment(n);
+    assert!(status.body.contains("stopped"), "{}", status.body);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_4_the_same_failure_repeating_goes_to_minimal_fix_then_fails() {
+    let mut s = Story::start("story4", Some(CONFIG)).await;
+    s.agent_step(1, &add_failing_test());
+    for n in 2..=6 {
+        s.agent_step(n, "echo '{\"summary\": \"Tried again.\"}'\n");
+    }
+    s.llm
+        .push((0..6).map(|_| Reply::closer(false, 0.5, &["Make the test pass"])));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.outcome.as_deref(), Some("failed: convergence stage 3"));
+    assert!(run.iteration < 10, "stopped by convergence, not the limit");
+    let minimal: Vec<u32> = (1..=run.iteration as u32)
+        .filter(|i| s.prompt(*i).contains("Minimal-fix mode"))
+        .collect();
+    assert!(!minimal.is_empty(), "a stage-2 prompt was sent");
+    assert!(!s.prompt(1).contains("Minimal-fix mode"));
+    assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
+    let diagnosis: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("could not finish"))
+        .collect();
+    assert_eq!(diagnosis.len(), 1);
+    assert!(
+        diagnosis[0].body.contains("convergence"),
+        "{}",
+        diagnosis[0].body
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_5_retry_by_a_maintainer_resumes_a_failed_run_a_reader_is_refused() {
+    let mut s = Story::start(
+        "story5",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.github.set_permission(&s.repo, "rita", "read");
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    let status_before = s.status_comment(n);
+
+    // A reader: one polite refusal, nothing else.
+    let bot_before = s.bot_comments(n).len();
+    s.comment_as(n, FakeUser::user("rita"), "/closer retry")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    let bot = s.bot_comments(n);
+    assert_eq!(bot.len(), bot_before + 1);
+    assert!(bot.last().unwrap().body.contains("@rita, sorry"));
+    assert!(s.github.reactions(&s.repo).is_empty());
+
+    // The maintainer: the run goes on with a new iteration, same status comment.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.iteration, 2);
+    assert_eq!(s.status_comment(n).id, status_before.id);
+    assert!(!s.labels(n).iter().any(|l| l == "closer:failed"));
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
+    let mut s = Story::start("story7", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .github
+        .open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    s.github.label_issue(&s.repo, n, "closer");
+    s.github.label_issue(&s.repo, n, "type:bug");
+    let body = serde_json::to_vec(&json!({
+        "action": "opened",
+        "installation": {"id": crate::support::story::INSTALLATION},
+        "repository": {"full_name": REPO, "clone_url": s.origin.url, "default_branch": "main"},
+        "issue": {"number": n.0, "title": "add subtracts", "body": null,
+                  "user": {"login": MAINTAINER, "id": 1, "type": "User"},
+                  "labels": [{"name": "closer"}, {"name": "type:bug"}], "state": "open"},
+        "sender": {"login": MAINTAINER, "id": 1, "type": "User"},
+    }))
+    .unwrap();
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.idle().await;
+    // GitHub's "redeliver" later, and the same event under a new id.
+    s.deliver_raw("issues", "dup-1", &body).await;
+    s.deliver_raw("issues", "dup-2", &body).await;
+    s.idle().await;
+
+    assert_eq!(s.run_count().await, 1);
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done");
+    assert_eq!(run.iteration, 1);
+    s.status_comment(n);
+    assert_eq!(s.comments(n).len(), 1);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_request() {
+    let mut s = Story::start("story10", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        "echo 'The tests folder holds one script: existing.sh.'\n",
+    );
+    s.llm
+        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "list the files in tests/",
+            "What is in tests/?",
+            &["closer"],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.task_type.as_deref(), Some("read_info"));
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed");
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let answers: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("existing.sh"))
+        .filter(|c| !c.body.starts_with("<!--"))
+        .collect();
+    assert_eq!(answers.len(), 1, "the answer is posted once");
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_11_close_on_merged_waits_for_the_merge() {
+    let mut s = Story::start("story11", Some(&format!("{CONFIG}close_on: merged\n"))).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    assert!(s.labels(n).iter().any(|l| l == "phase:review"));
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(s.run(n).await.unwrap().state, "verifying");
+
+    s.github
+        .merge_pull(&s.repo, closer::github::types::IssueNumber(pulls[0].number));
+    s.merged(
+        closer::github::types::IssueNumber(pulls[0].number),
+        "closer/issue-1",
+    )
+    .await;
+    s.idle().await;
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed");
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+    let labels = s.labels(n);
+    assert!(labels.iter().any(|l| l == "phase:complete"));
+    assert!(!labels.iter().any(|l| l == "phase:review"));
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
+    let mut s = Story::start(
+        "budget",
+        Some(&format!("{CONFIG}budget: {{ max_tokens: 200 }}\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    // Each fake LLM answer reports 120 tokens.
+    s.llm.push([
+        classify("bug"),
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["closer"]).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.tokens_used, 240);
+    assert_eq!(run.iteration, 1);
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "no iteration past the budget"
+    );
+    let diagnosis: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("token budget"))
+        .collect();
+    assert_eq!(diagnosis.len(), 1);
+    assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_14_the_project_board_status_follows_the_phases() {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let mut s = Story::start(
+        "story14",
+        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
+    )
+    .await;
+    s.github.add_project(
+        ProjectOwner::org("octo"),
+        7,
+        &[("Status", &["Todo", "In progress", "In review", "Done"])],
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    let node = s.github.issue_node_id(&s.repo, n);
+    assert_eq!(
+        s.github.project_item_status("octo", 7, &node).as_deref(),
+        Some("Done")
+    );
+    let updates = s
+        .github
+        .requests_to("POST", "/graphql")
+        .into_iter()
+        .filter(|r| r.body.contains("updateProjectV2ItemFieldValue"))
+        .count();
+    assert_eq!(updates, 4, "one update per phase");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on() {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let mut s = Story::start(
+        "board-missing",
+        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
+    )
+    .await;
+    s.github
+        .add_project(ProjectOwner::org("octo"), 7, &[("Stage", &["Todo"])]);
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, "done");
+    let status = s.status_comment(n);
+    assert!(status.body.contains("is not updated"), "{}", status.body);
+    let board_reads = s.github.requests_to("POST", "/graphql").len();
+    assert_eq!(board_reads, 1, "not retried after the first problem");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicate() {
+    use crate::support::fake_github::faults::Fault;
+    let mut s = Story::start("story9", Some(CONFIG)).await;
+    let comments = format!("/repos/{REPO}/issues/1/comments");
+    let edits = format!("/repos/{REPO}/issues/comments/");
+    let labels = format!("/repos/{REPO}/issues/1/labels");
+    s.github
+        .inject(Fault::Status(502).times(2).method("POST").path(&comments));
+    s.github
+        .inject(Fault::Status(502).times(3).method("PATCH").path(&edits));
+    s.github.inject(
+        Fault::SecondaryRateLimit {
+            retry_after_secs: 1,
+        }
+        .times(1)
+        .method("POST")
+        .path(&labels),
+    );
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.6, &["Fix add"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    // The faults were met (and answered by retries).
+    assert!(s.github.requests_to("POST", &comments).len() >= 3);
+    assert!(s.github.requests_to("PATCH", &edits).len() >= 4);
+    assert!(s.github.requests_to("POST", &labels).len() >= 2);
+    assert_eq!(s.comments(n).len(), 1, "{:#?}", s.comments(n));
+    s.status_comment(n);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
+    let mut s = Story::start("story8", Some(CONFIG)).await;
+    let fifo = s.path("started.fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let first = s.path("first-attempt");
+    let go = s.path("go");
+    // The first attempt of iteration 1 says it started, then hangs until
+    // killed; the second attempt (after the restart) fixes the bug.
+    s.agent_step(
+        1,
+        &format!(
+            "if [ ! -f '{first}' ]; then touch '{first}'; echo started > '{fifo}'; \
+             while [ ! -f '{go}' ]; do sleep 0.05; done; exit 1; fi\n{}",
+            fix_add(),
+            first = first.display(),
+            fifo = fifo.display(),
+            go = go.display(),
+        ),
+    );
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let said = reader.await.unwrap().unwrap();
+    assert_eq!(said.trim(), "started");
+
+    // Crash: the workers die mid-iteration; a new process takes over.
+    s.kill_workers();
+    s.spawn_workers();
+    s.idle().await;
+    std::fs::write(&go, "").unwrap();
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(
+        run.iteration, 1,
+        "the interrupted iteration ran again as itself"
+    );
+    s.status_comment(n);
+    assert_eq!(s.comments(n).len(), 1);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behind_our_back() {
+    let mut s = Story::start("reconcile", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
+"#,
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let a = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let b = s.open_issue("another", "", &["closer", "type:bug"]).await;
+    s.idle().await;
+    let run_a = s.run(a).await.unwrap();
+    let run_b = s.run(b).await.unwrap();
+    assert_eq!(run_a.state, "awaiting_response");
+    assert_eq!(run_b.state, "awaiting_response");
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(
+        engine.reconcile().await.unwrap(),
+        Default::default(),
+        "nothing to do"
+    );
+
+    // Run a: resumed in the database but its step was lost (a crash between
+    // the two writes). Issue b: closed on GitHub, the webhook missed.
+    sqlx::query("UPDATE runs SET state = 'running' WHERE id = $1")
+        .bind(&run_a.id)
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    s.api()
+        .await
+        .close_issue(&s.repo, b, closer::github::StateReason::NotPlanned)
+        .await
+        .unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued, vec![run_a.id.clone()]);
+    assert_eq!(done.stopped, vec![run_b.id.clone()]);
+    s.idle().await;
+    assert_eq!(s.run(a).await.unwrap().state, "done");
+    assert_eq!(s.run(b).await.unwrap().state, "stopped");
+    s.stop().await;
+}

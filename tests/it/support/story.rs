@@ -1,0 +1,512 @@
+//! The story tester: closer's real intake, workers and engine in-process,
+//! against the fake GitHub, the fake LLM, a local bare git repository as the
+//! repository's `clone_url` and a scripted agent (the `command` adapter
+//! running shell scripts, one per iteration). Webhooks are posted signed,
+//! as GitHub would; tests wait on the workers' settled signals, never sleep.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use closer::agent::process::BaseEnv;
+use closer::config::agents::{AdapterKind, AgentConfig};
+use closer::engine::run::{Engine, EngineSettings, RUN_JOB};
+use closer::github::types::{IssueNumber, RepoName};
+use closer::github::{GitHubApp, GitHubSettings};
+use closer::llm::{LlmSettings, Provider, build_client};
+use closer::server::{self, AppState};
+use closer::store::Store;
+use closer::store::runs::{self, RunRow};
+use closer::store::writer::IntakeWriter;
+use closer::worker::delivery::DeliveryHandler;
+use closer::worker::{JobHandler, JobSettled, WorkerPool, WorkerSettings};
+use reqwest::StatusCode;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use sqlx::Row;
+use tempfile::TempDir;
+use tokio::sync::{Notify, broadcast, watch};
+
+use super::db::TestDb;
+use super::fake_github::FakeGitHub;
+use super::fake_github::state::{FakeComment, FakeUser};
+use super::fake_llm::FakeLlm;
+use super::git::Origin;
+
+const SECRET: &str = "story secret";
+pub const INSTALLATION: i64 = 77;
+pub const REPO: &str = "octo/calc";
+/// The maintainer who opens issues (has `write`).
+pub const MAINTAINER: &str = "maria";
+
+/// A shell project: `sh run_tests.sh` runs every `tests/*.sh`.
+pub const RUN_TESTS: &str = "#!/bin/sh\nstatus=0\nfor t in tests/*.sh; do\n  if sh \"$t\"; then echo \"ok $t\"; else echo \"FAILED $t\"; status=1; fi\ndone\nexit $status\n";
+pub const CALC: &str = "add() { echo $(( $1 - $2 )); }\n";
+pub const TEST_EXISTING: &str = "echo existing test passes\n";
+
+/// The default repository config of the stories.
+pub const CONFIG: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\n";
+
+pub struct Story {
+    pub github: FakeGitHub,
+    pub llm: FakeLlm,
+    pub origin: Origin,
+    pub repo: RepoName,
+    pub store: Store,
+    pub dir: TempDir,
+    url: String,
+    client: reqwest::Client,
+    settled: broadcast::Receiver<JobSettled>,
+    shutdown: watch::Sender<bool>,
+    ready: Arc<Notify>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    /// The engine of the current workers.
+    pub engine: Option<Arc<Engine>>,
+    worker_stop: watch::Sender<bool>,
+    deliveries: u64,
+    _db: TestDb,
+}
+
+impl Story {
+    /// Everything running; the repository holds the shell project and
+    /// `config` as `.github/closer.yml` (`None`: no file).
+    pub async fn start(name: &str, config: Option<&str>) -> Story {
+        let db = TestDb::new(name).await;
+        let store = db.store().await;
+        let github = FakeGitHub::start().await;
+        github.add_installation(INSTALLATION, "octo");
+        let repo = github.add_repo(INSTALLATION, REPO);
+        let origin = Origin::with_files(&[
+            ("run_tests.sh", RUN_TESTS),
+            ("calc.sh", CALC),
+            ("tests/existing.sh", TEST_EXISTING),
+        ]);
+        github.set_clone_url(&repo, &origin.url);
+        if let Some(text) = config {
+            github.set_file(&repo, "main", ".github/closer.yml", text);
+        }
+        github.set_permission(&repo, MAINTAINER, "write");
+        let llm = FakeLlm::start().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let agent_script = dir.path().join("agent.sh");
+        std::fs::write(
+            &agent_script,
+            "#!/bin/sh\nscript=\"$(dirname \"$0\")/iter-$CLOSER_ITERATION.sh\"\n\
+             cat > \"$(dirname \"$0\")/prompt-$CLOSER_ITERATION.txt\"\n\
+             if [ -f \"$script\" ]; then exec sh \"$script\"; fi\n\
+             echo \"no script for iteration $CLOSER_ITERATION\" >&2; exit 3\n",
+        )
+        .expect("agent script");
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let ready = Arc::new(Notify::new());
+        let (writer, _writer_task) = IntakeWriter::spawn(store.clone(), 1024);
+        let state = Arc::new(AppState::new(
+            store.clone(),
+            Some(writer),
+            &SecretString::from(SECRET),
+            ready.clone(),
+            5,
+        ));
+        let router = server::router(state, "/webhooks");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mut stop = shutdown_rx;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.changed().await;
+                })
+                .await;
+        });
+        let (settled_tx, settled) = broadcast::channel(1);
+        drop(settled_tx);
+        let mut story = Story {
+            github,
+            llm,
+            origin,
+            repo,
+            store,
+            dir,
+            url,
+            client: super::client(),
+            settled,
+            shutdown,
+            ready,
+            workers: Vec::new(),
+            engine: None,
+            worker_stop: watch::channel(false).0,
+            deliveries: 0,
+            _db: db,
+        };
+        story.spawn_workers();
+        story
+    }
+
+    /// Starts the engine and two workers, as a fresh process would (a new
+    /// GitHub App client, a new engine, nothing kept in memory).
+    pub fn spawn_workers(&mut self) {
+        let app = Arc::new(
+            GitHubApp::new(
+                GitHubSettings {
+                    api_url: self.github.url(),
+                    app_id: Some(self.github.app_id()),
+                    private_key: Some(self.github.private_key_pem()),
+                    ..GitHubSettings::default()
+                },
+                closer::clock::system(),
+                None,
+            )
+            .expect("GitHub App"),
+        );
+        let mut llm_settings = LlmSettings::new(
+            Provider::Openai,
+            &self.llm.openai_url(),
+            SecretString::from("sk-test"),
+            "test-model",
+        );
+        llm_settings.retry.max_attempts = 1;
+        let agent = AgentConfig {
+            adapter: AdapterKind::Command,
+            command: vec![
+                "sh".into(),
+                self.dir.path().join("agent.sh").display().to_string(),
+            ],
+            timeout_secs: 60,
+            pass_env: Vec::new(),
+            max_output_bytes: 1 << 20,
+        };
+        let engine = Engine::new(
+            self.store.clone(),
+            app,
+            EngineSettings {
+                agents: [("default".to_owned(), agent)].into_iter().collect(),
+                llm: Some(build_client(llm_settings).expect("LLM client")),
+                data_dir: self.dir.path().join("data"),
+                base_env: BaseEnv::from_process(),
+                max_attempts: 3,
+                dashboard_url: None,
+                max_tokens_per_run: None,
+            },
+            self.ready.clone(),
+        );
+        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
+        handlers.insert(
+            server::webhook::DELIVERY_JOB.to_owned(),
+            Arc::new(DeliveryHandler::with_engine(
+                self.store.clone(),
+                engine.clone(),
+            )),
+        );
+        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        let settings = WorkerSettings {
+            lease: Duration::from_secs(2),
+            poll_interval: Duration::from_millis(50),
+            backoff: closer::store::jobs::Backoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(1),
+            },
+            ..WorkerSettings::default()
+        };
+        let pool = WorkerPool::new(self.store.clone(), handlers, settings, self.ready.clone());
+        self.settled = pool.subscribe();
+        let (stop, stop_rx) = watch::channel(false);
+        self.worker_stop = stop;
+        self.workers = pool.spawn(2, "story", stop_rx);
+        self.engine = Some(engine);
+    }
+
+    /// Kills the workers mid-job, as a crash would: their tasks are dropped
+    /// (agents killed with them), their leases left to expire.
+    pub fn kill_workers(&mut self) {
+        for worker in self.workers.drain(..) {
+            worker.abort();
+        }
+    }
+
+    /// The agent's script for iteration `n` (runs in the worktree).
+    pub fn agent_step(&self, n: u32, script: &str) {
+        std::fs::write(self.dir.path().join(format!("iter-{n}.sh")), script).expect("write");
+    }
+
+    /// The prompt the agent got in iteration `n`.
+    pub fn prompt(&self, n: u32) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("prompt-{n}.txt"))).unwrap_or_default()
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Opens an issue as the maintainer with `labels` and delivers `issues.opened`.
+    pub async fn open_issue(&mut self, title: &str, body: &str, labels: &[&str]) -> IssueNumber {
+        let number = self.github.open_issue(&self.repo, MAINTAINER, title, body);
+        for label in labels {
+            self.github.label_issue(&self.repo, number, label);
+        }
+        let payload = json!({
+            "action": "opened",
+            "issue": self.issue_json(number),
+            "sender": user_json(&FakeUser::user(MAINTAINER)),
+        });
+        self.deliver("issues", payload).await;
+        number
+    }
+
+    /// Delivers `issues.closed` by `user` (the fake's issue is left as is).
+    pub async fn close_as(&mut self, number: IssueNumber, user: &str) {
+        let mut issue = self.issue_json(number);
+        issue["state"] = json!("closed");
+        let payload = json!({
+            "action": "closed",
+            "issue": issue,
+            "sender": user_json(&FakeUser::user(user)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
+    /// Comments as `user` and delivers `issue_comment.created`.
+    pub async fn comment_as(&mut self, number: IssueNumber, user: FakeUser, body: &str) -> u64 {
+        let id = self
+            .github
+            .comment_as(&self.repo, number, user.clone(), body);
+        let payload = json!({
+            "action": "created",
+            "issue": self.issue_json(number),
+            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
+            "sender": user_json(&user),
+        });
+        self.deliver("issue_comment", payload).await;
+        id
+    }
+
+    /// Delivers `pull_request.closed` with `merged: true` for a merged PR.
+    pub async fn merged(&mut self, number: IssueNumber, head: &str) {
+        let payload = json!({
+            "action": "closed",
+            "pull_request": {"number": number.0, "head": {"ref": head}, "base": {"ref": "main"}, "merged": true, "state": "closed"},
+            "sender": user_json(&FakeUser::user(MAINTAINER)),
+        });
+        self.deliver("pull_request", payload).await;
+    }
+
+    /// Posts a signed delivery of `event` (repository and installation added).
+    pub async fn deliver(&mut self, event: &str, mut payload: Value) -> StatusCode {
+        payload["installation"] = json!({"id": INSTALLATION});
+        payload["repository"] = json!({
+            "full_name": REPO, "clone_url": self.origin.url, "default_branch": "main", "private": false,
+        });
+        self.deliveries += 1;
+        let id = super::unique(&format!("story-{}", self.deliveries));
+        self.deliver_raw(event, &id, &serde_json::to_vec(&payload).unwrap())
+            .await
+    }
+
+    /// Posts these bytes as delivery `id`.
+    pub async fn deliver_raw(&self, event: &str, id: &str, body: &[u8]) -> StatusCode {
+        let status = self
+            .client
+            .post(format!("{}/webhooks", self.url))
+            .header("content-type", "application/json")
+            .header("x-github-event", event)
+            .header("x-github-delivery", id)
+            .header("x-hub-signature-256", super::sign(SECRET, body))
+            .body(body.to_vec())
+            .send()
+            .await
+            .expect("delivered")
+            .status();
+        assert!(status.is_success(), "delivery answered {status}");
+        status
+    }
+
+    fn issue_json(&self, number: IssueNumber) -> Value {
+        let issue = self.github.issue(&self.repo, number);
+        json!({
+            "number": issue.number,
+            "title": issue.title,
+            "body": issue.body,
+            "user": user_json(&issue.author),
+            "labels": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+            "state": issue.state,
+        })
+    }
+
+    /// Waits until no job is queued or leased (every step has run). Panics
+    /// when a job is dead-lettered, with its error.
+    pub async fn idle(&mut self) {
+        loop {
+            let pending: i64 = sqlx::query(
+                "SELECT COUNT(*) AS n FROM jobs WHERE state = 'queued' OR state = 'leased'",
+            )
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap()
+            .get("n");
+            if pending == 0 {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
+                Ok(Ok(job)) if job.outcome == "dead" => {
+                    let error: Option<String> =
+                        sqlx::query("SELECT last_error FROM jobs WHERE id = $1")
+                            .bind(job.id)
+                            .fetch_one(self.store.pool())
+                            .await
+                            .unwrap()
+                            .get("last_error");
+                    panic!("job {} ({}) died: {error:?}", job.id, job.kind);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(e)) => panic!("settled channel: {e}"),
+                Err(_) => panic!("{pending} job(s) still pending after 60 s"),
+            }
+        }
+    }
+
+    /// Waits until `done` holds for the issue's run (checked after every
+    /// settled job).
+    pub async fn until(&mut self, done: impl Fn(Option<&RunRow>) -> bool, number: IssueNumber) {
+        loop {
+            if done(self.run(number).await.as_ref()) {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(e)) => panic!("settled channel: {e}"),
+                Err(_) => panic!(
+                    "condition not reached within 60 s: {:#?}",
+                    self.run(number).await
+                ),
+            }
+        }
+    }
+
+    /// What the deliveries and jobs recorded, for failure messages.
+    pub async fn journal(&self) -> String {
+        let mut out = String::new();
+        for row in sqlx::query("SELECT event, outcome FROM deliveries ORDER BY id")
+            .fetch_all(self.store.pool())
+            .await
+            .unwrap()
+        {
+            let event: String = row.get("event");
+            let outcome: Option<String> = row.get("outcome");
+            out.push_str(&format!("delivery {event}: {outcome:?}\n"));
+        }
+        for row in sqlx::query("SELECT id, kind, payload, state, last_error FROM jobs ORDER BY id")
+            .fetch_all(self.store.pool())
+            .await
+            .unwrap()
+        {
+            let (id, kind, payload, state, error): (i64, String, String, String, Option<String>) = (
+                row.get("id"),
+                row.get("kind"),
+                row.get("payload"),
+                row.get("state"),
+                row.get("last_error"),
+            );
+            out.push_str(&format!("job {id} {kind} {payload} {state} {error:?}\n"));
+        }
+        out
+    }
+
+    /// The installation's API client, acting as the App (e.g. to change
+    /// GitHub behind closer's back, without a webhook).
+    pub async fn api(&self) -> Arc<closer::github::InstallationClient> {
+        let app = GitHubApp::new(
+            GitHubSettings {
+                api_url: self.github.url(),
+                app_id: Some(self.github.app_id()),
+                private_key: Some(self.github.private_key_pem()),
+                ..GitHubSettings::default()
+            },
+            closer::clock::system(),
+            None,
+        )
+        .expect("GitHub App");
+        app.installation(closer::github::types::InstallationId(INSTALLATION))
+            .await
+            .expect("installation client")
+    }
+
+    /// The issue's run.
+    pub async fn run(&self, number: IssueNumber) -> Option<RunRow> {
+        runs::by_issue(self.store.pool(), REPO, number.0 as i64)
+            .await
+            .unwrap()
+    }
+
+    pub async fn run_count(&self) -> i64 {
+        sqlx::query("SELECT COUNT(*) AS n FROM runs")
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap()
+            .get("n")
+    }
+
+    pub fn comments(&self, number: IssueNumber) -> Vec<FakeComment> {
+        self.github.comments(&self.repo, number)
+    }
+
+    /// The comments the App wrote.
+    pub fn bot_comments(&self, number: IssueNumber) -> Vec<FakeComment> {
+        self.comments(number)
+            .into_iter()
+            .filter(|c| c.author.is_bot)
+            .collect()
+    }
+
+    /// The one status comment (asserts there is exactly one).
+    pub fn status_comment(&self, number: IssueNumber) -> FakeComment {
+        let status: Vec<FakeComment> = self
+            .bot_comments(number)
+            .into_iter()
+            .filter(|c| c.body.starts_with("<!-- closer:run="))
+            .collect();
+        assert_eq!(status.len(), 1, "exactly one status comment: {status:#?}");
+        status.into_iter().next().unwrap()
+    }
+
+    pub fn labels(&self, number: IssueNumber) -> Vec<String> {
+        self.github.labels(&self.repo, number)
+    }
+
+    /// The `phase:*` labels added, in order, from the requests GitHub saw.
+    pub fn phases_added(&self, number: IssueNumber) -> Vec<String> {
+        let path = format!("/repos/{REPO}/issues/{}/labels", number.0);
+        self.github
+            .requests_to("POST", &path)
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+            .flat_map(|b| {
+                b["labels"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|l| l.as_str().map(str::to_owned))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|l| l.starts_with("phase:"))
+            .collect()
+    }
+
+    pub async fn stop(self) {
+        let _ = self.worker_stop.send(true);
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn user_json(user: &FakeUser) -> Value {
+    json!({"login": user.login, "id": user.id(), "type": if user.is_bot { "Bot" } else { "User" }})
+}
+
+/// A commit by the agent in its worktree.
+pub fn commit(message: &str) -> String {
+    format!(
+        "git add -A && git -c user.name=agent -c user.email=agent@example.com commit -q -m \"{message}\"\n"
+    )
+}
