@@ -35,6 +35,15 @@ pub enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Feed a webhook payload through the pipeline, printing the GitHub
+    /// writes it would make instead of sending them.
+    Replay {
+        /// The payload (the JSON body of a delivery).
+        payload: PathBuf,
+        /// The event name, as in `X-GitHub-Event` (e.g. `issues`).
+        #[arg(long)]
+        event: String,
+    },
 }
 
 /// Flags of `closer serve`.

@@ -11,6 +11,7 @@ pub mod events;
 pub mod github;
 pub mod llm;
 pub mod prompts;
+pub mod replay;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -54,6 +54,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             store.close().await;
         }
+        Command::Replay { payload, event } => {
+            closer::replay::replay(&config, &payload, &event).await?;
+        }
         Command::CheckConfig { file } => {
             let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
             let (code, report) = closer::config::check_config_file(&file, &agents);

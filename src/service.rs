@@ -151,7 +151,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
 /// The engine from the operator's config. Without `[llm]` the engine still
 /// runs, but every run fails at start with a comment saying the operator must
 /// configure one (logged here once, and per run).
-fn build_engine(
+pub(crate) fn build_engine(
     config: &ServerConfig,
     store: Store,
     github: Arc<GitHubApp>,

@@ -98,3 +98,77 @@ async fn a_bad_server_config_file_is_a_clear_error() {
     assert!(out.contains("invalid configuration file"), "{out}");
     assert!(out.contains("bindd"), "{out}");
 }
+
+#[tokio::test]
+async fn replay_prints_the_writes_a_trigger_would_make_and_sends_none() {
+    use crate::support::fake_github::FakeGitHub;
+    use secrecy::ExposeSecret;
+    let github = FakeGitHub::start().await;
+    github.add_installation(7, "acme");
+    let repo = github.add_repo(7, "acme/widgets");
+    github.set_permission(&repo, "maria", "write");
+    let number = github.open_issue(&repo, "maria", "Fix the parser", "It breaks on tabs.");
+    let user = serde_json::json!({"login": "maria", "id": 5, "type": "User"});
+    let payload = serde_json::json!({
+        "action": "labeled",
+        "label": {"name": "closer"},
+        "issue": {"number": number.0, "title": "Fix the parser", "body": "It breaks on tabs.",
+                  "user": user, "labels": [{"name": "closer"}], "state": "open"},
+        "repository": {"full_name": "acme/widgets", "default_branch": "main", "private": false},
+        "installation": {"id": 7},
+        "sender": user,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labeled.json");
+    std::fs::write(&file, payload.to_string()).unwrap();
+    let app_id = github.app_id().to_string();
+    let key = github.private_key_pem().expose_secret().to_owned();
+    let output = closer_command(
+        "sqlite://unused.db",
+        &[
+            ("GITHUB_API_URL", &github.url()),
+            ("GITHUB_APP_ID", &app_id),
+            ("GITHUB_PRIVATE_KEY", &key),
+        ],
+    )
+    .args(["replay", file.to_str().unwrap(), "--event", "issues"])
+    .output()
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let comments = format!("would POST /repos/acme/widgets/issues/{number}/comments");
+    assert!(stdout.contains(&comments), "{stdout}");
+    assert!(
+        stdout.contains("<!-- closer:run="),
+        "the status comment is printed: {stdout}"
+    );
+    assert!(
+        github
+            .requests_to("POST", "/repos/acme/widgets/issues")
+            .is_empty()
+    );
+    assert!(
+        github.comments(&repo, number).is_empty(),
+        "nothing was posted"
+    );
+}
+
+#[tokio::test]
+async fn replay_refuses_a_file_that_is_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.json");
+    std::fs::write(&file, "{not json").unwrap();
+    let (code, out) = run(
+        &["replay", file.to_str().unwrap(), "--event", "issues"],
+        "sqlite://unused.db",
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("is not JSON"), "{out}");
+}
