@@ -112,25 +112,27 @@ where
     Ok(row.try_get("id")?)
 }
 
-const CLAIM_SQLITE: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
-    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
-    WHERE id = (SELECT j.id FROM jobs j \
-        WHERE ((j.state = 'queued' AND j.run_at <= $3) \
-            OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) \
-        AND NOT EXISTS (SELECT 1 FROM jobs k \
-            WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
-        ORDER BY j.run_at, j.id LIMIT 1) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
+/// The claim statement; `$lock` is empty on SQLite (one writer at a time) and
+/// `FOR UPDATE SKIP LOCKED` on PostgreSQL.
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE jobs SET state = 'leased', lease_owner = $1, ",
+            "lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 ",
+            "WHERE id = (SELECT j.id FROM jobs j ",
+            "WHERE ((j.state = 'queued' AND j.run_at <= $3) ",
+            "OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) ",
+            "AND NOT EXISTS (SELECT 1 FROM jobs k ",
+            "WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) ",
+            "ORDER BY j.run_at, j.id LIMIT 1 ",
+            $lock,
+            ") RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at"
+        )
+    };
+}
 
-const CLAIM_POSTGRES: &str = "UPDATE jobs SET state = 'leased', lease_owner = $1, \
-    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
-    WHERE id = (SELECT j.id FROM jobs j \
-        WHERE ((j.state = 'queued' AND j.run_at <= $3) \
-            OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) \
-        AND NOT EXISTS (SELECT 1 FROM jobs k \
-            WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) \
-        ORDER BY j.run_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-    RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at";
+const CLAIM_SQLITE: &str = claim_sql!("");
+const CLAIM_POSTGRES: &str = claim_sql!("FOR UPDATE SKIP LOCKED");
 
 /// Leases the oldest runnable job, if any. Jobs whose lease expired after
 /// their last allowed attempt are dead-lettered first.
