@@ -14,6 +14,7 @@ mod finish;
 mod reconcile;
 mod report;
 mod steps;
+mod throttle;
 mod triggers;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use tokio::sync::Notify;
 
 pub use data::RunData;
 pub use reconcile::Reconciled;
+pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 
 use crate::agent::adapter::resolve_pass_env;
 use crate::agent::process::BaseEnv;
@@ -140,6 +142,8 @@ pub struct Engine {
     max_tokens_per_run: Option<u64>,
     ready: Arc<Notify>,
     app: Mutex<Option<AppInfo>>,
+    /// Spaces out status-comment writes per installation.
+    status_edits: EditThrottle,
 }
 
 impl Engine {
@@ -182,6 +186,7 @@ impl Engine {
             max_tokens_per_run: settings.max_tokens_per_run,
             ready,
             app: Mutex::new(None),
+            status_edits: EditThrottle::new(STATUS_EDIT_GAP),
         })
     }
 

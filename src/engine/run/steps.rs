@@ -59,7 +59,6 @@ impl Engine {
     async fn start(&self, mut run: RunRow, mut data: RunData) -> Result<(), EngineError> {
         let client = self.client(run.installation_id).await?;
         let repo = Self::repo_name(&run)?;
-        self.publish_status(&client, &mut run, &mut data).await?;
         let config = match parse_config(data.config_text.as_deref(), &self.agent_names()) {
             Ok(c) => c,
             Err(e) => {
@@ -128,7 +127,9 @@ impl Engine {
         data.worktree = Some(worktree);
         run.state = state::RUNNING.to_owned();
         self.save(&mut run, &data).await?;
-        self.enqueue(&run.id, Step::Iterate).await
+        self.enqueue(&run.id, Step::Iterate).await?;
+        // The step's one status edit: iteration 1 is being worked on.
+        self.publish_status(&client, &mut run, &mut data).await
     }
 
     /// The baseline on a clean worktree of the base commit.
@@ -230,7 +231,8 @@ impl Engine {
         runs::mark_messages_used(self.store.pool(), &run.id, n).await?;
         run.iteration = n;
         self.save(&mut run, &data).await?;
-        self.publish_status(&client, &mut run, &mut data).await?;
+        // No status edit here: the edit that ended the previous step
+        // already says this iteration is being worked on.
 
         let request = AgentRequest {
             run_id: run.id.clone(),
