@@ -554,6 +554,52 @@ async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_over_its_cost_budget_stops_with_a_clear_comment() {
+    let mut s = Story::start(
+        "cost",
+        Some(&format!("{CONFIG}budget: {{ max_cost_usd: 0.5 }}\n")),
+    )
+    .await;
+    // The agent reports what it spent, as claude-code does.
+    s.agent_step(
+        1,
+        &format!(
+            r#"echo note > notes.txt
+{}echo '{{"summary": "Tried.", "total_cost_usd": 0.75, "usage": {{"input_tokens": 1000, "output_tokens": 500}}}}'
+"#,
+            commit("wip")
+        ),
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        classify("bug"),
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["closer"]).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.iteration, 1);
+    assert!((run.cost_usd - 0.75).abs() < 1e-9, "{}", run.cost_usd);
+    // The LLM's 240 tokens and the agent's 1500.
+    assert_eq!(run.tokens_used, 1740);
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "no iteration past the budget"
+    );
+    let diagnosis: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("cost budget would be exceeded"))
+        .collect();
+    assert_eq!(diagnosis.len(), 1, "{diagnosis:#?}");
+    assert!(diagnosis[0].body.contains("0.75"), "{}", diagnosis[0].body);
+    assert!(s.labels(n).iter().any(|l| l == "closer:failed"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_14_the_project_board_status_follows_the_phases() {
     use crate::support::fake_github::projects::ProjectOwner;
     let mut s = Story::start(

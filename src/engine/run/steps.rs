@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::data::{IterationRecord, RunData};
 use super::failure::RunFailure;
 use super::triggers::parse_config;
+use super::usage::{agent_usage, ceiling};
 use super::{Engine, EngineError, Step, state};
 use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus, run_agent};
 use crate::agent::sandbox::{RepoSource, Worktree};
@@ -103,7 +104,7 @@ impl Engine {
             .await
             .map_err(|e| other(format!("classifying the issue failed: {e}")))?;
             run.task_type = Some(c.task_type.as_str().to_owned());
-            add_usage(&mut run, c.usage);
+            self.add_usage(&mut run, c.usage);
             self.save(&mut run, &data).await?;
         }
         let source = self.source(&client, &run).await?;
@@ -170,16 +171,27 @@ impl Engine {
                 .fail(&client, run, data, RunFailure::IterationLimit { max })
                 .await;
         }
-        let max_tokens = match (config.budget.max_tokens, self.max_tokens_per_run) {
-            (Some(repo), Some(operator)) => Some(repo.min(operator)),
-            (repo, operator) => repo.or(operator),
-        };
+        let max_tokens = ceiling(config.budget.max_tokens, self.max_tokens_per_run);
         if let Some(max) = max_tokens
             && run.tokens_used.max(0) as u64 >= max
         {
             let used = run.tokens_used.max(0) as u64;
             return self
                 .fail(&client, run, data, RunFailure::TokenBudget { used, max })
+                .await;
+        }
+        let max_cost = ceiling(config.budget.max_cost_usd, self.max_cost_usd_per_run);
+        if let Some(max_usd) = max_cost
+            && run.cost_usd >= max_usd
+        {
+            let used_usd = run.cost_usd;
+            return self
+                .fail(
+                    &client,
+                    run,
+                    data,
+                    RunFailure::CostBudget { used_usd, max_usd },
+                )
                 .await;
         }
         let (Some(llm), Some(agent)) = (self.llm.clone(), self.agents.get(&config.agent)) else {
@@ -251,6 +263,9 @@ impl Engine {
             Ok(r) => r,
             Err(e) => agent_error(e.to_string()),
         };
+        let spent = agent_usage(&result.structured);
+        run.tokens_used += spent.tokens.min(i64::MAX as u64) as i64;
+        run.cost_usd += spent.cost_usd;
         if let Some(fresh) = self.load(&run.id).await?
             && fresh.state != state::RUNNING
         {
@@ -328,7 +343,7 @@ impl Engine {
             },
         )
         .await;
-        add_usage(&mut run, judgment.usage);
+        self.add_usage(&mut run, judgment.usage);
         let complete = judgment.decision == Decision::Complete && verification.complete();
         let decision = decision_name(&judgment.decision, complete);
         let record = IterationRecord {
@@ -520,8 +535,12 @@ impl Engine {
     }
 }
 
-fn add_usage(run: &mut RunRow, usage: Usage) {
-    run.tokens_used += (usage.input_tokens + usage.output_tokens) as i64;
+impl Engine {
+    /// Counts an LLM call: its tokens, and its cost at the operator's prices.
+    fn add_usage(&self, run: &mut RunRow, usage: Usage) {
+        run.tokens_used += (usage.input_tokens + usage.output_tokens) as i64;
+        run.cost_usd += self.llm_prices.cost(&usage);
+    }
 }
 
 fn agent_error(message: String) -> AgentResult {
