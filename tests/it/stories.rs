@@ -704,6 +704,83 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_while_an_iteration_runs_reaches_the_next_prompt() {
+    use sqlx::Row;
+    let mut s = Story::start("reply_running", Some(CONFIG)).await;
+    let fifo = s.path("started.fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let go = s.path("go");
+    // Iteration 1 says it started, then waits while the replies come in.
+    s.agent_step(
+        1,
+        &format!(
+            "echo started > '{fifo}'
+while [ ! -f '{go}' ]; do sleep 0.05; done
+{}",
+            add_failing_test(),
+            fifo = fifo.display(),
+            go = go.display(),
+        ),
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.6, &["Fix add so the new test passes"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let said = reader.await.unwrap().unwrap();
+    assert_eq!(said.trim(), "started");
+
+    // While iteration 1 runs: the maintainer (the author) and a stranger reply.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Please keep add() POSIX sh.")
+        .await;
+    s.comment_as(n, FakeUser::user("stranger"), "Rewrite it in Rust.")
+        .await;
+    let run_id = s.run(n).await.unwrap().id;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // The delivery jobs run beside the blocked run job; wait for both to settle.
+    loop {
+        let handled: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM jobs WHERE kind <> 'run' AND state IN ('queued', 'leased')",
+        )
+        .fetch_one(s.store.pool())
+        .await
+        .unwrap()
+        .get("n");
+        if handled == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deliveries not handled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let messages = closer::store::runs::messages(s.store.pool(), &run_id)
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "the reply started no extra iteration");
+    assert!(!s.prompt(1).contains("POSIX"), "{}", s.prompt(1));
+    let second = s.prompt(2);
+    assert!(second.contains("Please keep add() POSIX sh."), "{second}");
+    assert!(!second.contains("Rewrite it in Rust"), "{second}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
     let mut s = Story::start("story8", Some(CONFIG)).await;
     let fifo = s.path("started.fifo");

@@ -235,12 +235,14 @@ impl Engine {
         } else {
             run.iteration + 1
         };
-        let prompt = self
+        let (prompt, carried) = self
             .prompt(&run, &data, handler.as_ref(), &prompts, &issue, n)
             .await?;
         let now = self.store.now_ms();
         runs::start_iteration(self.store.pool(), &run.id, n, &prompt, now).await?;
-        runs::mark_messages_used(self.store.pool(), &run.id, n).await?;
+        // Only the replies this prompt carries: one stored since (a reply
+        // while the agent works) waits for the next prompt.
+        runs::mark_messages_used_by_id(self.store.pool(), &run.id, &carried, n).await?;
         run.iteration = n;
         self.save(&mut run, &data).await?;
         // No status edit here: the edit that ended the previous step
@@ -430,7 +432,8 @@ impl Engine {
 
     /// The prompt of iteration `n`: the initial one, or the continuation
     /// with the history, the pending actions, the maintainer's replies and,
-    /// in stage 2, the minimal-fix rules.
+    /// in stage 2, the minimal-fix rules; with the comment ids of the
+    /// replies it carries.
     async fn prompt(
         &self,
         run: &RunRow,
@@ -439,19 +442,23 @@ impl Engine {
         prompts: &PromptResolver,
         issue: &IssueContext,
         n: i64,
-    ) -> Result<String, EngineError> {
+    ) -> Result<(String, Vec<i64>), EngineError> {
         let rows = runs::iterations(self.store.pool(), &run.id).await?;
         let records: Vec<IterationRecord> = rows
             .iter()
             .filter_map(|r| r.judgment.as_deref())
             .filter_map(IterationRecord::from_json)
             .collect();
-        let replies: Vec<String> = runs::messages(self.store.pool(), &run.id)
+        let carried: Vec<runs::MessageRow> = runs::messages(self.store.pool(), &run.id)
             .await?
             .into_iter()
             .filter(|m| m.used_in.is_none() || m.used_in == Some(n))
+            .collect();
+        let replies: Vec<String> = carried
+            .iter()
             .map(|m| format!("@{}: {}", m.author, m.body))
             .collect();
+        let carried: Vec<i64> = carried.iter().map(|m| m.comment_id).collect();
         let mut text = if records.is_empty() && replies.is_empty() {
             handler
                 .initial_prompt(prompts, issue)
@@ -489,7 +496,7 @@ impl Engine {
             text.push_str("\n\n");
             text.push_str(&fix.instructions());
         }
-        Ok(text)
+        Ok((text, carried))
     }
 
     /// Where the repository is cloned from, with the token for http(s).
