@@ -13,7 +13,7 @@ use tokio::sync::{Notify, watch};
 use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
-use crate::engine::run::{Engine, EngineSettings, RUN_JOB};
+use crate::engine::run::{Engine, EngineSettings, LlmPrices, RUN_JOB};
 use crate::github::{GitHubApp, GitHubSettings};
 use crate::server::{self, AppState};
 use crate::store::dry_run::DbRecorder;
@@ -178,6 +178,15 @@ pub(crate) fn build_engine(
         max_attempts: config.queue.max_attempts,
         dashboard_url: None,
         max_tokens_per_run: config.limits.max_tokens_per_run,
+        max_cost_usd_per_run: config.limits.max_cost_usd_per_run,
+        llm_prices: config
+            .llm
+            .as_ref()
+            .map(|c| LlmPrices {
+                input_usd_per_mtok: c.input_usd_per_mtok.unwrap_or(0.0),
+                output_usd_per_mtok: c.output_usd_per_mtok.unwrap_or(0.0),
+            })
+            .unwrap_or_default(),
     };
     Engine::new(store, github, settings, ready)
 }

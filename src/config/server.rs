@@ -55,6 +55,8 @@ struct FileLlm {
     base_url: Option<String>,
     api_key: Option<SecretString>,
     model: Option<String>,
+    input_usd_per_mtok: Option<f64>,
+    output_usd_per_mtok: Option<f64>,
 }
 
 /// `[queue]` in the TOML file.
@@ -112,6 +114,11 @@ pub struct LlmConfig {
     pub base_url: String,
     pub api_key: Option<SecretString>,
     pub model: String,
+    /// The price of a million input tokens in US dollars, for run budgets
+    /// (`[llm] input_usd_per_mtok`; unset counts as free).
+    pub input_usd_per_mtok: Option<f64>,
+    /// The price of a million output tokens in US dollars.
+    pub output_usd_per_mtok: Option<f64>,
 }
 
 /// Job queue settings.
@@ -316,7 +323,19 @@ fn resolve_llm(s: &Settings, file: FileLlm) -> Result<Option<LlmConfig>, ConfigE
             .to_owned(),
         api_key: secret(&s.llm_api_key).or(file.api_key),
         model,
+        input_usd_per_mtok: price("input_usd_per_mtok", file.input_usd_per_mtok)?,
+        output_usd_per_mtok: price("output_usd_per_mtok", file.output_usd_per_mtok)?,
     }))
+}
+
+/// A price from `[llm]`: a finite, non-negative number.
+fn price(key: &str, value: Option<f64>) -> Result<Option<f64>, ConfigError> {
+    match value {
+        Some(v) if !v.is_finite() || v < 0.0 => Err(ConfigError::Invalid(format!(
+            "[llm] {key} must be a non-negative number of US dollars, got {v}"
+        ))),
+        v => Ok(v),
+    }
 }
 
 #[cfg(test)]
@@ -384,6 +403,8 @@ mod tests {
             base_url = "https://api.openai.com/v1"
             api_key = "k"
             model = "m"
+            input_usd_per_mtok = 3.0
+            output_usd_per_mtok = 15.0
             [agents.default]
             adapter = "command"
             command = ["/usr/local/bin/my-agent", "--flag"]
@@ -393,7 +414,10 @@ mod tests {
         );
         let config = resolve(&settings(), file).unwrap();
         assert_eq!(config.agents["default"].command[1], "--flag");
-        assert_eq!(config.llm.unwrap().provider, LlmProvider::OpenAi);
+        let llm = config.llm.unwrap();
+        assert_eq!(llm.provider, LlmProvider::OpenAi);
+        assert_eq!(llm.input_usd_per_mtok, Some(3.0));
+        assert_eq!(llm.output_usd_per_mtok, Some(15.0));
     }
 
     #[test]
@@ -407,6 +431,9 @@ mod tests {
         let file = parse("[agents.a]\nadapter = \"command\"");
         let err = resolve(&settings(), file).unwrap_err().to_string();
         assert!(err.contains("agents.a"), "{err}");
+        let file = parse("[llm]\nprovider = \"openai\"\nmodel = \"m\"\ninput_usd_per_mtok = -1.0");
+        let err = resolve(&settings(), file).unwrap_err().to_string();
+        assert!(err.contains("input_usd_per_mtok"), "{err}");
     }
 
     #[test]

@@ -211,6 +211,8 @@ mod tests {
             base_url: "https://api.anthropic.com/".into(),
             api_key: Some(SecretString::from("sk-ant-secret")),
             model: "claude".into(),
+            input_usd_per_mtok: None,
+            output_usd_per_mtok: None,
         };
         let s = LlmSettings::from(&c);
         assert_eq!(s.provider, Provider::Anthropic);
@@ -221,6 +223,8 @@ mod tests {
             base_url: "http://127.0.0.1:1/v1".into(),
             api_key: Some(SecretString::from("sk-openai-secret")),
             model: "m".into(),
+            input_usd_per_mtok: None,
+            output_usd_per_mtok: None,
         }))
         .unwrap();
         assert!(!format!("{client:?}").contains("sk-openai-secret"));

@@ -367,6 +367,28 @@ pub async fn messages(pool: &AnyPool, run_id: &str) -> Result<Vec<MessageRow>, S
         .collect()
 }
 
+/// Marks the replies `comment_ids` (those a prompt carried) as used by
+/// `iteration`; a reply stored meanwhile stays unused for the next prompt.
+pub async fn mark_messages_used_by_id(
+    pool: &AnyPool,
+    run_id: &str,
+    comment_ids: &[i64],
+    iteration: i64,
+) -> Result<(), StoreError> {
+    for comment_id in comment_ids {
+        sqlx::query(
+            "UPDATE messages SET used_in = $1 \
+             WHERE run_id = $2 AND comment_id = $3 AND used_in IS NULL",
+        )
+        .bind(iteration)
+        .bind(run_id)
+        .bind(*comment_id)
+        .execute(pool)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Marks the replies not yet used as carried by `iteration`'s prompt.
 pub async fn mark_messages_used(
     pool: &AnyPool,

@@ -36,6 +36,11 @@ pub enum RunFailure {
         used: u64,
         max: u64,
     },
+    /// The next iteration would exceed the run's cost budget.
+    CostBudget {
+        used_usd: f64,
+        max_usd: f64,
+    },
     /// The agent, the LLM or the setup failed.
     Error {
         message: String,
@@ -56,6 +61,12 @@ impl RunFailure {
                     max: *max,
                 })
             }
+            RunFailure::CostBudget { used_usd, max_usd } => {
+                FailureReason::BudgetExceeded(BudgetExceeded::Cost {
+                    used_usd: *used_usd,
+                    max_usd: *max_usd,
+                })
+            }
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
@@ -70,6 +81,9 @@ impl RunFailure {
             RunFailure::BaselineBroken { detail } => format!("failed: baseline broken: {detail}"),
             RunFailure::TokenBudget { used, max } => {
                 format!("failed: token budget ({used} of {max})")
+            }
+            RunFailure::CostBudget { used_usd, max_usd } => {
+                format!("failed: cost budget (${used_usd:.2} of ${max_usd:.2})")
             }
             RunFailure::Error { message } => format!("failed: {message}"),
         }
@@ -202,6 +216,10 @@ mod tests {
             RunFailure::TokenBudget {
                 used: 240,
                 max: 200,
+            },
+            RunFailure::CostBudget {
+                used_usd: 0.75,
+                max_usd: 0.5,
             },
             RunFailure::Error {
                 message: "no LLM".into(),

@@ -14,7 +14,9 @@ mod finish;
 mod reconcile;
 mod report;
 mod steps;
+mod throttle;
 mod triggers;
+mod usage;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,6 +28,8 @@ use tokio::sync::Notify;
 
 pub use data::RunData;
 pub use reconcile::Reconciled;
+pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
+pub use usage::{AgentUsage, LlmPrices, agent_usage};
 
 use crate::agent::adapter::resolve_pass_env;
 use crate::agent::process::BaseEnv;
@@ -92,8 +96,13 @@ pub struct EngineSettings {
     pub max_attempts: i64,
     /// Public dashboard root, when there is one.
     pub dashboard_url: Option<String>,
-    /// The operator's ceiling on a run's LLM tokens; no repository can raise it.
+    /// The operator's ceiling on a run's tokens (LLM and agent); no
+    /// repository can raise it.
     pub max_tokens_per_run: Option<u64>,
+    /// The operator's ceiling on a run's cost in US dollars.
+    pub max_cost_usd_per_run: Option<f64>,
+    /// The operator's LLM prices, turning LLM usage into cost.
+    pub llm_prices: LlmPrices,
 }
 
 /// Why an engine action did not complete; all of these are worth a retry.
@@ -138,8 +147,12 @@ pub struct Engine {
     max_attempts: i64,
     dashboard_url: Option<String>,
     max_tokens_per_run: Option<u64>,
+    max_cost_usd_per_run: Option<f64>,
+    llm_prices: LlmPrices,
     ready: Arc<Notify>,
     app: Mutex<Option<AppInfo>>,
+    /// Spaces out status-comment writes per installation.
+    status_edits: EditThrottle,
 }
 
 impl Engine {
@@ -180,8 +193,11 @@ impl Engine {
             max_attempts: settings.max_attempts.max(1),
             dashboard_url: settings.dashboard_url,
             max_tokens_per_run: settings.max_tokens_per_run,
+            max_cost_usd_per_run: settings.max_cost_usd_per_run,
+            llm_prices: settings.llm_prices,
             ready,
             app: Mutex::new(None),
+            status_edits: EditThrottle::new(STATUS_EDIT_GAP),
         })
     }
 

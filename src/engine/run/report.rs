@@ -16,7 +16,7 @@ use crate::comment::{
 };
 use crate::config::repo::CloseOn;
 use crate::engine::task_type::TaskType;
-use crate::github::types::{IssueNumber, RepoName};
+use crate::github::types::{InstallationId, IssueNumber, RepoName};
 use crate::github::{
     CommentId, InstallationClient, LabelCreated, ProjectSyncError, sync_project_status,
 };
@@ -50,10 +50,10 @@ impl Engine {
             .is_some_and(|c| c.close_on == CloseOn::Merged);
         let next = match run_state {
             RunState::Queued => NextStep::Queued,
-            RunState::Running if run.iteration == 0 => NextStep::Preparing,
+            RunState::Running if run.iteration == 0 => NextStep::Working { iteration: 1 },
             RunState::Running => {
-                // While an iteration runs it is the last one started; once
-                // judged, the next one is.
+                // Shown by the edit that ends a step: the iteration that
+                // runs next (or runs again after a crash).
                 let judged = last
                     .as_ref()
                     .is_some_and(|r| i64::from(r.summary.iteration) == run.iteration);
@@ -115,6 +115,8 @@ impl Engine {
 
     /// Writes the status comment if its text changed: edits the known one,
     /// else finds ours by marker, else creates it (and remembers its id).
+    /// Writes of one installation are at least a second apart (the
+    /// engine's throttle); each step calls this at most once.
     pub(super) async fn publish_status(
         &self,
         client: &InstallationClient,
@@ -132,6 +134,9 @@ impl Engine {
         if data.last_status.as_deref() == Some(body.as_str()) && run.status_comment_id.is_some() {
             return Ok(());
         }
+        self.status_edits
+            .wait(InstallationId(run.installation_id))
+            .await;
         match run.status_comment_id {
             Some(id) => {
                 client

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::data::{IterationRecord, RunData};
 use super::failure::RunFailure;
 use super::triggers::parse_config;
+use super::usage::{agent_usage, ceiling};
 use super::{Engine, EngineError, Step, state};
 use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus, run_agent};
 use crate::agent::sandbox::{RepoSource, Worktree};
@@ -59,7 +60,6 @@ impl Engine {
     async fn start(&self, mut run: RunRow, mut data: RunData) -> Result<(), EngineError> {
         let client = self.client(run.installation_id).await?;
         let repo = Self::repo_name(&run)?;
-        self.publish_status(&client, &mut run, &mut data).await?;
         let config = match parse_config(data.config_text.as_deref(), &self.agent_names()) {
             Ok(c) => c,
             Err(e) => {
@@ -104,7 +104,7 @@ impl Engine {
             .await
             .map_err(|e| other(format!("classifying the issue failed: {e}")))?;
             run.task_type = Some(c.task_type.as_str().to_owned());
-            add_usage(&mut run, c.usage);
+            self.add_usage(&mut run, c.usage);
             self.save(&mut run, &data).await?;
         }
         let source = self.source(&client, &run).await?;
@@ -128,7 +128,9 @@ impl Engine {
         data.worktree = Some(worktree);
         run.state = state::RUNNING.to_owned();
         self.save(&mut run, &data).await?;
-        self.enqueue(&run.id, Step::Iterate).await
+        self.enqueue(&run.id, Step::Iterate).await?;
+        // The step's one status edit: iteration 1 is being worked on.
+        self.publish_status(&client, &mut run, &mut data).await
     }
 
     /// The baseline on a clean worktree of the base commit.
@@ -169,16 +171,27 @@ impl Engine {
                 .fail(&client, run, data, RunFailure::IterationLimit { max })
                 .await;
         }
-        let max_tokens = match (config.budget.max_tokens, self.max_tokens_per_run) {
-            (Some(repo), Some(operator)) => Some(repo.min(operator)),
-            (repo, operator) => repo.or(operator),
-        };
+        let max_tokens = ceiling(config.budget.max_tokens, self.max_tokens_per_run);
         if let Some(max) = max_tokens
             && run.tokens_used.max(0) as u64 >= max
         {
             let used = run.tokens_used.max(0) as u64;
             return self
                 .fail(&client, run, data, RunFailure::TokenBudget { used, max })
+                .await;
+        }
+        let max_cost = ceiling(config.budget.max_cost_usd, self.max_cost_usd_per_run);
+        if let Some(max_usd) = max_cost
+            && run.cost_usd >= max_usd
+        {
+            let used_usd = run.cost_usd;
+            return self
+                .fail(
+                    &client,
+                    run,
+                    data,
+                    RunFailure::CostBudget { used_usd, max_usd },
+                )
                 .await;
         }
         let (Some(llm), Some(agent)) = (self.llm.clone(), self.agents.get(&config.agent)) else {
@@ -222,15 +235,18 @@ impl Engine {
         } else {
             run.iteration + 1
         };
-        let prompt = self
+        let (prompt, carried) = self
             .prompt(&run, &data, handler.as_ref(), &prompts, &issue, n)
             .await?;
         let now = self.store.now_ms();
         runs::start_iteration(self.store.pool(), &run.id, n, &prompt, now).await?;
-        runs::mark_messages_used(self.store.pool(), &run.id, n).await?;
+        // Only the replies this prompt carries: one stored since (a reply
+        // while the agent works) waits for the next prompt.
+        runs::mark_messages_used_by_id(self.store.pool(), &run.id, &carried, n).await?;
         run.iteration = n;
         self.save(&mut run, &data).await?;
-        self.publish_status(&client, &mut run, &mut data).await?;
+        // No status edit here: the edit that ended the previous step
+        // already says this iteration is being worked on.
 
         let request = AgentRequest {
             run_id: run.id.clone(),
@@ -249,6 +265,9 @@ impl Engine {
             Ok(r) => r,
             Err(e) => agent_error(e.to_string()),
         };
+        let spent = agent_usage(&result.structured);
+        run.tokens_used += spent.tokens.min(i64::MAX as u64) as i64;
+        run.cost_usd += spent.cost_usd;
         if let Some(fresh) = self.load(&run.id).await?
             && fresh.state != state::RUNNING
         {
@@ -326,7 +345,7 @@ impl Engine {
             },
         )
         .await;
-        add_usage(&mut run, judgment.usage);
+        self.add_usage(&mut run, judgment.usage);
         let complete = judgment.decision == Decision::Complete && verification.complete();
         let decision = decision_name(&judgment.decision, complete);
         let record = IterationRecord {
@@ -413,7 +432,8 @@ impl Engine {
 
     /// The prompt of iteration `n`: the initial one, or the continuation
     /// with the history, the pending actions, the maintainer's replies and,
-    /// in stage 2, the minimal-fix rules.
+    /// in stage 2, the minimal-fix rules; with the comment ids of the
+    /// replies it carries.
     async fn prompt(
         &self,
         run: &RunRow,
@@ -422,19 +442,23 @@ impl Engine {
         prompts: &PromptResolver,
         issue: &IssueContext,
         n: i64,
-    ) -> Result<String, EngineError> {
+    ) -> Result<(String, Vec<i64>), EngineError> {
         let rows = runs::iterations(self.store.pool(), &run.id).await?;
         let records: Vec<IterationRecord> = rows
             .iter()
             .filter_map(|r| r.judgment.as_deref())
             .filter_map(IterationRecord::from_json)
             .collect();
-        let replies: Vec<String> = runs::messages(self.store.pool(), &run.id)
+        let carried: Vec<runs::MessageRow> = runs::messages(self.store.pool(), &run.id)
             .await?
             .into_iter()
             .filter(|m| m.used_in.is_none() || m.used_in == Some(n))
+            .collect();
+        let replies: Vec<String> = carried
+            .iter()
             .map(|m| format!("@{}: {}", m.author, m.body))
             .collect();
+        let carried: Vec<i64> = carried.iter().map(|m| m.comment_id).collect();
         let mut text = if records.is_empty() && replies.is_empty() {
             handler
                 .initial_prompt(prompts, issue)
@@ -472,7 +496,7 @@ impl Engine {
             text.push_str("\n\n");
             text.push_str(&fix.instructions());
         }
-        Ok(text)
+        Ok((text, carried))
     }
 
     /// Where the repository is cloned from, with the token for http(s).
@@ -518,8 +542,12 @@ impl Engine {
     }
 }
 
-fn add_usage(run: &mut RunRow, usage: Usage) {
-    run.tokens_used += (usage.input_tokens + usage.output_tokens) as i64;
+impl Engine {
+    /// Counts an LLM call: its tokens, and its cost at the operator's prices.
+    fn add_usage(&self, run: &mut RunRow, usage: Usage) {
+        run.tokens_used += (usage.input_tokens + usage.output_tokens) as i64;
+        run.cost_usd += self.llm_prices.cost(&usage);
+    }
 }
 
 fn agent_error(message: String) -> AgentResult {

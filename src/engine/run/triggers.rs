@@ -273,8 +273,10 @@ impl Engine {
         Ok(done.join("; "))
     }
 
-    /// A comment while the run awaits an answer: the issue author's or an
-    /// authorised user's resumes it.
+    /// A comment by the issue author or an authorised user while the run is
+    /// open: stored as a message for the next prompt. While the run awaits
+    /// an answer it also resumes it; while it is queued or running, the
+    /// next iteration picks it up.
     async fn on_reply(
         &self,
         client: &Arc<InstallationClient>,
@@ -287,8 +289,9 @@ impl Engine {
         else {
             return Ok("comment: no run".to_owned());
         };
-        if run.state != state::AWAITING_RESPONSE {
-            return Ok("comment: the run is not waiting for an answer".to_owned());
+        let awaiting = run.state == state::AWAITING_RESPONSE;
+        if !awaiting && run.state != state::RUNNING && run.state != state::QUEUED {
+            return Ok(format!("comment: the run is {}", run.state));
         }
         let mut data = RunData::from_json(&run.data);
         let login = &comment.author.login;
@@ -314,6 +317,9 @@ impl Engine {
             now,
         )
         .await?;
+        if !awaiting {
+            return Ok(format!("reply by {login}: stored for the next prompt"));
+        }
         run.state = state::RUNNING.to_owned();
         self.save(&mut run, &data).await?;
         self.enqueue(&run.id, Step::Iterate).await?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use closer::agent::process::BaseEnv;
 use closer::config::agents::{AdapterKind, AgentConfig};
-use closer::engine::run::{Engine, EngineSettings, RUN_JOB};
+use closer::engine::run::{Engine, EngineSettings, LlmPrices, RUN_JOB};
 use closer::github::types::{IssueNumber, RepoName};
 use closer::github::{GitHubApp, GitHubSettings};
 use closer::llm::{LlmSettings, Provider, build_client};
@@ -188,6 +188,8 @@ impl Story {
                 max_attempts: 3,
                 dashboard_url: None,
                 max_tokens_per_run: None,
+                max_cost_usd_per_run: None,
+                llm_prices: LlmPrices::default(),
             },
             self.ready.clone(),
         );
