@@ -389,16 +389,3 @@ pub async fn mark_messages_used_by_id(
     Ok(())
 }
 
-/// Marks the replies not yet used as carried by `iteration`'s prompt.
-pub async fn mark_messages_used(
-    pool: &AnyPool,
-    run_id: &str,
-    iteration: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE messages SET used_in = $1 WHERE run_id = $2 AND used_in IS NULL")
-        .bind(iteration)
-        .bind(run_id)
-        .execute(pool)
-        .await?;
-    Ok(())
-}
