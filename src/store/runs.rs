@@ -388,4 +388,3 @@ pub async fn mark_messages_used_by_id(
     }
     Ok(())
 }
-

@@ -140,7 +140,8 @@ impl Engine {
                     message: "unknown".to_owned(),
                 });
             let body = comment::diagnosis_comment(&self.diagnosis(&run, &data, &failure));
-            client.create_comment(&repo, number, &body).await?;
+            self.post_once_for_run(client, &run, "diagnosis", &body)
+                .await?;
             data.diagnosis_posted = true;
             self.save(&mut run, &data).await?;
         }

@@ -30,7 +30,6 @@ impl Engine {
             return Ok(());
         }
         let client = self.client(run.installation_id).await?;
-        let repo = Self::repo_name(&run)?;
         let config =
             parse_config(data.config_text.as_deref(), &self.agent_names()).unwrap_or_default();
         let task = run
@@ -52,8 +51,7 @@ impl Engine {
                     closing: true,
                 };
                 let body = crate::comment::deliverable_comment(&answer, &footer);
-                client
-                    .create_comment(&repo, IssueNumber(run.issue_number as u64), &body)
+                self.post_once_for_run(&client, &run, "answer", &body)
                     .await?;
                 data.deliverable_posted = true;
                 self.save(&mut run, &data).await?;

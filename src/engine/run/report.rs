@@ -162,6 +162,34 @@ impl Engine {
         self.save(run, data).await
     }
 
+    /// Posts a one-off comment (question, diagnosis, answer) at most once,
+    /// even across a crash between posting it and recording that it was
+    /// posted: the body carries a hidden `<!-- closer:once=<run>:<key> -->`
+    /// marker, and a comment of ours already carrying it is not posted again.
+    pub(super) async fn post_once_for_run(
+        &self,
+        client: &InstallationClient,
+        run: &RunRow,
+        key: &str,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        let repo = Self::repo_name(run)?;
+        let number = IssueNumber(run.issue_number as u64);
+        let marker = format!("<!-- closer:once={}:{key} -->", run.id);
+        let app = self.app_info().await?;
+        let posted = client
+            .list_comments(&repo, number)
+            .await?
+            .iter()
+            .any(|c| super::triggers::is_ours(&app, c) && c.body.contains(&marker));
+        if !posted {
+            client
+                .create_comment(&repo, number, &format!("{body}\n{marker}"))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Our status comment of this run, by its marker.
     async fn find_status_comment(
         &self,

@@ -398,8 +398,7 @@ impl Engine {
                     &data.issue_author,
                     &record.judgment.questions,
                 );
-                client
-                    .create_comment(&repo, IssueNumber(run.issue_number as u64), &body)
+                self.post_once_for_run(client, &run, &format!("question:{n}"), &body)
                     .await?;
                 data.question_posted = Some(n);
                 self.save(&mut run, &data).await?;
