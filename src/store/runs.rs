@@ -155,37 +155,23 @@ pub async fn in_states(pool: &AnyPool, states: &[&str]) -> Result<Vec<RunRow>, S
     Ok(out)
 }
 
+/// The update of every mutable column; `$guard` narrows which rows it may touch.
+macro_rules! update_run_sql {
+    ($guard:literal) => {
+        concat!(
+            "UPDATE runs SET state = $1, phase = $2, completion_type = $3, task_type = $4, ",
+            "stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, ",
+            "clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, ",
+            "tokens_used = $14, cost_usd = $15, outcome = $16, data = $17, updated_at = $18, ",
+            "installation_id = $19 WHERE id = $20",
+            $guard
+        )
+    };
+}
+
 /// Writes every mutable column of a run.
 pub async fn save(pool: &AnyPool, run: &RunRow) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE runs SET state = $1, phase = $2, completion_type = $3, task_type = $4, \
-         stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, \
-         clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, \
-         tokens_used = $14, cost_usd = $15, outcome = $16, data = $17, updated_at = $18, \
-         installation_id = $19 WHERE id = $20",
-    )
-    .bind(&run.state)
-    .bind(&run.phase)
-    .bind(&run.completion_type)
-    .bind(run.task_type.as_deref())
-    .bind(run.stage)
-    .bind(run.iteration)
-    .bind(run.max_iterations)
-    .bind(&run.branch)
-    .bind(run.base_commit.as_deref())
-    .bind(run.clone_url.as_deref())
-    .bind(run.default_branch.as_deref())
-    .bind(run.pull_request)
-    .bind(run.status_comment_id)
-    .bind(run.tokens_used)
-    .bind(run.cost_usd)
-    .bind(run.outcome.as_deref())
-    .bind(&run.data)
-    .bind(run.updated_at)
-    .bind(run.installation_id)
-    .bind(&run.id)
-    .execute(pool)
-    .await?;
+    update(pool, run, update_run_sql!("")).await?;
     Ok(())
 }
 
@@ -193,40 +179,39 @@ pub async fn save(pool: &AnyPool, run: &RunRow) -> Result<(), StoreError> {
 /// closed the issue or said `/closer stop` meanwhile); writing `stopped`
 /// always goes through. `false` when nothing was written.
 pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, StoreError> {
-    if run.state == "stopped" {
-        save(pool, run).await?;
-        return Ok(true);
-    }
-    let done = sqlx::query(
-        "UPDATE runs SET state = $1, phase = $2, completion_type = $3, task_type = $4, \
-         stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, \
-         clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, \
-         tokens_used = $14, cost_usd = $15, outcome = $16, data = $17, updated_at = $18, \
-         installation_id = $19 WHERE id = $20 AND state <> 'stopped'",
-    )
-    .bind(&run.state)
-    .bind(&run.phase)
-    .bind(&run.completion_type)
-    .bind(run.task_type.as_deref())
-    .bind(run.stage)
-    .bind(run.iteration)
-    .bind(run.max_iterations)
-    .bind(&run.branch)
-    .bind(run.base_commit.as_deref())
-    .bind(run.clone_url.as_deref())
-    .bind(run.default_branch.as_deref())
-    .bind(run.pull_request)
-    .bind(run.status_comment_id)
-    .bind(run.tokens_used)
-    .bind(run.cost_usd)
-    .bind(run.outcome.as_deref())
-    .bind(&run.data)
-    .bind(run.updated_at)
-    .bind(run.installation_id)
-    .bind(&run.id)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    let sql = if run.state == "stopped" {
+        update_run_sql!("")
+    } else {
+        update_run_sql!(" AND state <> 'stopped'")
+    };
+    Ok(update(pool, run, sql).await? == 1)
+}
+
+async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, StoreError> {
+    let done = sqlx::query(sql)
+        .bind(&run.state)
+        .bind(&run.phase)
+        .bind(&run.completion_type)
+        .bind(run.task_type.as_deref())
+        .bind(run.stage)
+        .bind(run.iteration)
+        .bind(run.max_iterations)
+        .bind(&run.branch)
+        .bind(run.base_commit.as_deref())
+        .bind(run.clone_url.as_deref())
+        .bind(run.default_branch.as_deref())
+        .bind(run.pull_request)
+        .bind(run.status_comment_id)
+        .bind(run.tokens_used)
+        .bind(run.cost_usd)
+        .bind(run.outcome.as_deref())
+        .bind(&run.data)
+        .bind(run.updated_at)
+        .bind(run.installation_id)
+        .bind(&run.id)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
 }
 
 /// One iteration as stored.
