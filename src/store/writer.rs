@@ -144,12 +144,12 @@ async fn insert_deliveries(
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for d in deliveries {
         query = query
-            .bind(d.delivery_id.clone())
-            .bind(d.event.clone())
-            .bind(d.action.clone())
+            .bind(d.delivery_id.as_str())
+            .bind(d.event.as_str())
+            .bind(d.action.as_deref())
             .bind(d.installation_id)
-            .bind(d.repository.clone())
-            .bind(d.payload.clone())
+            .bind(d.repository.as_deref())
+            .bind(d.payload.as_slice())
             .bind(d.encoding.as_str())
             .bind(d.received_at)
             .bind(d.status);
@@ -176,9 +176,9 @@ async fn insert_jobs(
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for job in jobs {
         query = query
-            .bind(job.kind.clone())
-            .bind(job.key.clone())
-            .bind(job.payload.clone())
+            .bind(job.kind.as_str())
+            .bind(job.key.as_str())
+            .bind(job.payload.as_str())
             .bind(job.max_attempts)
             .bind(job.run_at)
             .bind(now)
