@@ -4,7 +4,8 @@
 //! always the whole truth about a run.
 
 use serde::{Deserialize, Serialize};
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 use sqlx::{AnyPool, Row};
 
 use super::StoreError;
@@ -38,6 +39,8 @@ pub struct RunRow {
     pub created_at: Millis,
     pub updated_at: Millis,
 }
+
+type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments>;
 
 const COLUMNS: &str = "id, installation_id, repository, issue_number, state, phase, \
     completion_type, task_type, stage, iteration, max_iterations, branch, base_commit, \
@@ -75,40 +78,23 @@ fn from_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
 /// Inserts a run unless the issue already has one; returns the issue's run
 /// and whether it was created now.
 pub async fn insert_or_get(pool: &AnyPool, run: &RunRow) -> Result<(RunRow, bool), StoreError> {
-    let inserted = sqlx::query(
-        "INSERT INTO runs (id, installation_id, repository, issue_number, state, phase, \
-         completion_type, task_type, stage, iteration, max_iterations, branch, base_commit, \
-         clone_url, default_branch, pull_request, status_comment_id, tokens_used, cost_usd, \
-         outcome, data, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+    // Mutable columns first, in the order `bind_mutable` binds them ($1-$19).
+    let query = sqlx::query(
+        "INSERT INTO runs (state, phase, completion_type, task_type, stage, iteration, \
+         max_iterations, branch, base_commit, clone_url, default_branch, pull_request, \
+         status_comment_id, tokens_used, cost_usd, outcome, data, updated_at, installation_id, \
+         id, repository, issue_number, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
          $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
          ON CONFLICT (repository, issue_number) DO NOTHING",
-    )
-    .bind(&run.id)
-    .bind(run.installation_id)
-    .bind(&run.repository)
-    .bind(run.issue_number)
-    .bind(&run.state)
-    .bind(&run.phase)
-    .bind(&run.completion_type)
-    .bind(run.task_type.as_deref())
-    .bind(run.stage)
-    .bind(run.iteration)
-    .bind(run.max_iterations)
-    .bind(&run.branch)
-    .bind(run.base_commit.as_deref())
-    .bind(run.clone_url.as_deref())
-    .bind(run.default_branch.as_deref())
-    .bind(run.pull_request)
-    .bind(run.status_comment_id)
-    .bind(run.tokens_used)
-    .bind(run.cost_usd)
-    .bind(run.outcome.as_deref())
-    .bind(&run.data)
-    .bind(run.created_at)
-    .bind(run.updated_at)
-    .execute(pool)
-    .await?
-    .rows_affected()
+    );
+    let inserted = bind_mutable(query, run)
+        .bind(&run.id)
+        .bind(&run.repository)
+        .bind(run.issue_number)
+        .bind(run.created_at)
+        .execute(pool)
+        .await?
+        .rows_affected()
         == 1;
     let stored = by_issue(pool, &run.repository, run.issue_number)
         .await?
@@ -188,7 +174,16 @@ pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, S
 }
 
 async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, StoreError> {
-    let done = sqlx::query(sql)
+    let done = bind_mutable(sqlx::query(sql), run)
+        .bind(&run.id)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Binds the columns a run changes over its life, as `$1`–`$19`.
+fn bind_mutable<'q>(query: AnyQuery<'q>, run: &'q RunRow) -> AnyQuery<'q> {
+    query
         .bind(&run.state)
         .bind(&run.phase)
         .bind(&run.completion_type)
@@ -208,10 +203,6 @@ async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, 
         .bind(&run.data)
         .bind(run.updated_at)
         .bind(run.installation_id)
-        .bind(&run.id)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected())
 }
 
 /// One iteration as stored.
