@@ -178,6 +178,18 @@ pub async fn claim(
 
 /// Dead-letters leased jobs whose lease expired on their last attempt.
 async fn reap_expired(pool: &AnyPool, now: Millis) -> Result<u64, StoreError> {
+    // A read first: idle workers poll often, and an UPDATE would take
+    // SQLite's write lock (contending with the intake writer) every time.
+    let expired = sqlx::query(
+        "SELECT 1 AS one FROM jobs WHERE state = 'leased' AND lease_expires_at <= $1 \
+         AND attempts >= max_attempts LIMIT 1",
+    )
+    .bind(now)
+    .fetch_optional(pool)
+    .await?;
+    if expired.is_none() {
+        return Ok(0);
+    }
     let done = sqlx::query(
         "UPDATE jobs SET state = 'dead', lease_owner = NULL, finished_at = $1, updated_at = $1, \
          last_error = COALESCE(last_error, 'lease expired on the last attempt (worker died?)') \
