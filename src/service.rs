@@ -74,7 +74,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
 
     let (writer, writer_task) = match options.role.runs_intake() {
         true => {
-            let (writer, task) = IntakeWriter::spawn(store.clone(), 8192);
+            let (writer, task) = IntakeWriter::spawn(store.clone(), 8192)?;
             (Some(writer), Some(task))
         }
         false => (None, None),

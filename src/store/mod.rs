@@ -16,6 +16,7 @@ pub mod runs;
 pub mod verification;
 pub mod writer;
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -62,8 +63,15 @@ pub enum Durability {
 pub enum StoreError {
     #[error("DATABASE_URL must start with sqlite: or postgres:")]
     UnsupportedUrl,
+    #[error(
+        "an in-memory SQLite database would lose every delivery when closer stops; \
+         name a file (sqlite://closer.db)"
+    )]
+    InMemorySqlite,
     #[error("database error: {0}")]
     Sqlx(#[from] sqlx::Error),
+    #[error("database error (intake writer): {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration {version} ({name}) failed: {source}")]
     Migration {
         version: i64,
@@ -100,6 +108,10 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     clock: SharedClock,
+    /// The database file, on SQLite (the intake writer opens its own
+    /// connection to it).
+    sqlite_file: Option<PathBuf>,
+    durability: Durability,
 }
 
 impl Store {
@@ -107,12 +119,23 @@ impl Store {
     pub async fn connect(options: &StoreOptions, clock: SharedClock) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(&options.url)?;
+        if backend == Backend::Sqlite && sqlite_in_memory(&options.url) {
+            return Err(StoreError::InMemorySqlite);
+        }
         let url = match backend {
             Backend::Sqlite if !options.url.contains("mode=") => {
                 let sep = if options.url.contains('?') { '&' } else { '?' };
                 format!("{}{sep}mode=rwc", options.url)
             }
             _ => options.url.clone(),
+        };
+        let sqlite_file = match backend {
+            Backend::Sqlite => Some(
+                sqlx::sqlite::SqliteConnectOptions::from_str(&url)?
+                    .get_filename()
+                    .to_owned(),
+            ),
+            Backend::Postgres => None,
         };
         let connect = AnyConnectOptions::from_str(&url)?.disable_statement_logging();
         let durability = options.durability;
@@ -129,15 +152,8 @@ impl Store {
                         nodelay::set_on_all_tcp_sockets();
                     }
                     if backend == Backend::Sqlite {
-                        let sync = match durability {
-                            Durability::Process => "NORMAL",
-                            Durability::Fsync => "FULL",
-                        };
-                        conn.execute(sqlx::AssertSqlSafe(format!(
-                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; \
-                             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
-                        )))
-                        .await?;
+                        conn.execute(sqlx::AssertSqlSafe(sqlite_pragmas(durability)))
+                            .await?;
                     }
                     Ok(())
                 })
@@ -148,6 +164,8 @@ impl Store {
             pool,
             backend,
             clock,
+            sqlite_file,
+            durability,
         })
     }
 
@@ -164,6 +182,15 @@ impl Store {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The database file, on SQLite.
+    pub fn sqlite_file(&self) -> Option<&Path> {
+        self.sqlite_file.as_deref()
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     pub fn clock(&self) -> &SharedClock {
@@ -189,5 +216,51 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The settings every SQLite connection gets: WAL (readers never wait for the
+/// writer), the durability asked for, a wait instead of an error when another
+/// connection holds the write lock, and enforced foreign keys.
+pub(crate) fn sqlite_pragmas(durability: Durability) -> String {
+    let sync = match durability {
+        Durability::Process => "NORMAL",
+        Durability::Fsync => "FULL",
+    };
+    format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; \
+         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+    )
+}
+
+/// `sqlite::memory:`, `sqlite://:memory:`, `sqlite://?mode=memory`: a
+/// database that lives only as long as its connection.
+fn sqlite_in_memory(url: &str) -> bool {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let path = path.trim_start_matches("sqlite:").trim_start_matches("//");
+    path == ":memory:" || query.split('&').any(|pair| pair == "mode=memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_in_memory;
+
+    #[test]
+    fn in_memory_urls_are_recognised() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://?mode=memory",
+            "sqlite://x.db?cache=shared&mode=memory",
+        ] {
+            assert!(sqlite_in_memory(url), "{url}");
+        }
+        for url in [
+            "sqlite://closer.db",
+            "sqlite:closer.db?mode=rwc",
+            "sqlite:///tmp/m.db",
+        ] {
+            assert!(!sqlite_in_memory(url), "{url}");
+        }
     }
 }

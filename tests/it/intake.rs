@@ -1,7 +1,7 @@
 //! Webhook intake stories: what is accepted, what is refused, and that a
 //! delivery is stored exactly once.
 
-use closer::store::{deliveries, installations};
+use closer::store::{Backend, deliveries, installations};
 use reqwest::StatusCode;
 
 use crate::support::app::{SECRET, TestApp};
@@ -173,6 +173,86 @@ async fn the_same_delivery_posted_concurrently_is_stored_once() {
     assert_eq!(accepted, 1, "exactly one request stores it: {statuses:?}");
     assert_eq!(app.count("deliveries").await, 1);
     assert_eq!(app.count("jobs").await, 1);
+    app.stop().await;
+}
+
+/// A delivery the database refuses is answered 503 and leaves nothing behind,
+/// and it does not take the deliveries batched with it down too: they are
+/// stored. Once the database takes it again, GitHub's redelivery is stored.
+#[tokio::test]
+async fn a_delivery_the_database_refuses_fails_alone_and_is_stored_on_redelivery() {
+    let mut app = app("refused").await;
+    let pool = app.store.pool();
+    let refuse: &[&str] = match app.store.backend() {
+        Backend::Sqlite => &["CREATE TRIGGER refuse_poison BEFORE INSERT ON deliveries \
+             WHEN NEW.delivery_id = 'd-poison' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"],
+        Backend::Postgres => &[
+            "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN \
+             IF NEW.delivery_id = 'd-poison' THEN RAISE EXCEPTION 'refused by the test'; \
+             END IF; RETURN NEW; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse_poison BEFORE INSERT ON deliveries \
+             FOR EACH ROW EXECUTE FUNCTION refuse_poison()",
+        ],
+    };
+    for sql in refuse {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    let body = fixture("issue_comment.created.json");
+    let ids: Vec<String> = (0..12)
+        .map(|i| match i {
+            5 => "d-poison".to_owned(),
+            _ => format!("d-ok-{i}"),
+        })
+        .collect();
+    // Hold the write lock while the deliveries arrive, so they queue up and
+    // the writer takes the poisoned one in a batch with others.
+    let mut blocker = pool.acquire().await.unwrap();
+    let lock = match app.store.backend() {
+        Backend::Sqlite => "BEGIN IMMEDIATE",
+        Backend::Postgres => "BEGIN; LOCK TABLE deliveries IN EXCLUSIVE MODE",
+    };
+    sqlx::raw_sql(lock).execute(&mut *blocker).await.unwrap();
+    let posts = ids.iter().map(|id| app.deliver("issue_comment", id, &body));
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        sqlx::raw_sql("COMMIT")
+            .execute(&mut *blocker)
+            .await
+            .unwrap();
+    };
+    let (statuses, ()) = tokio::join!(futures_util::future::join_all(posts), release);
+    drop(blocker);
+    for (id, status) in ids.iter().zip(&statuses) {
+        let expected = match id.as_str() {
+            "d-poison" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::ACCEPTED,
+        };
+        assert_eq!(*status, expected, "{id}: {statuses:?}");
+    }
+    assert_eq!(app.count("deliveries").await, 11);
+    assert_eq!(app.count("jobs").await, 11, "no job without its delivery");
+    assert!(
+        deliveries::get(pool, "d-poison").await.unwrap().is_none(),
+        "the refused delivery left nothing behind"
+    );
+
+    let allow = match app.store.backend() {
+        Backend::Sqlite => "DROP TRIGGER refuse_poison",
+        Backend::Postgres => "DROP TRIGGER refuse_poison ON deliveries",
+    };
+    sqlx::raw_sql(allow).execute(pool).await.unwrap();
+    assert_eq!(
+        app.deliver("issue_comment", "d-poison", &body).await,
+        StatusCode::ACCEPTED,
+        "redelivered once the database takes it"
+    );
+    app.settled(12).await;
+    assert_eq!(app.count("deliveries").await, 12);
+    assert_eq!(app.count("jobs").await, 12);
     app.stop().await;
 }
 

@@ -4,7 +4,7 @@
 use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
 use closer::store::jobs::{self, NewJob};
 use closer::store::writer::{IntakeWriter, WriteOutcome};
-use closer::store::{Store, StoreError, migrate};
+use closer::store::{Store, StoreError, StoreOptions, migrate};
 
 use crate::support::db::{TestDb, manual_clock};
 
@@ -60,11 +60,41 @@ fn delivery(id: &str, received_at: i64) -> NewDelivery {
 }
 
 #[tokio::test]
+async fn an_in_memory_sqlite_database_is_refused_with_a_reason() {
+    for url in ["sqlite::memory:", "sqlite://?mode=memory"] {
+        let err = Store::connect(&StoreOptions::new(url), closer::clock::system())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::InMemorySqlite), "{url}: {err}");
+        assert!(err.to_string().contains("name a file"), "{err}");
+    }
+}
+
+/// The SQLite writer prepares its statements when it starts: a database
+/// without closer's schema is an error then, not on the first delivery.
+#[tokio::test]
+async fn the_intake_writer_refuses_to_start_on_a_database_without_the_schema() {
+    let db = TestDb::new("no-schema").await;
+    let store = Store::connect(&db.options(), closer::clock::system())
+        .await
+        .unwrap();
+    match store.backend() {
+        closer::store::Backend::Sqlite => {
+            let err = IntakeWriter::spawn(store.clone(), 4).unwrap_err();
+            assert!(err.to_string().contains("no such table"), "{err}");
+        }
+        closer::store::Backend::Postgres => {
+            eprintln!("the PostgreSQL writer prepares nothing at start; nothing to check");
+        }
+    }
+}
+
+#[tokio::test]
 async fn pruning_removes_old_handled_deliveries_and_finished_jobs_only() {
     let db = TestDb::new("prune").await;
     let (_clock, shared) = manual_clock(100 * DAY);
     let store = db.store_with_clock(shared).await;
-    let (writer, _task) = IntakeWriter::spawn(store.clone(), 16);
+    let (writer, _task) = IntakeWriter::spawn(store.clone(), 16).expect("intake writer");
     for (id, age_days) in [("old-done", 20), ("old-waiting", 20), ("new-done", 1)] {
         let outcome = writer
             .submit(delivery(id, (100 - age_days) * DAY))

@@ -36,7 +36,8 @@ impl TestApp {
         let store = db.store().await;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(Notify::new());
-        let (writer, _writer_task) = IntakeWriter::spawn(store.clone(), 1024);
+        let (writer, _writer_task) =
+            IntakeWriter::spawn(store.clone(), 1024).expect("intake writer");
         let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
         handlers.insert(
             server::webhook::DELIVERY_JOB.to_owned(),

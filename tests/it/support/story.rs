@@ -101,7 +101,8 @@ impl Story {
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(Notify::new());
-        let (writer, _writer_task) = IntakeWriter::spawn(store.clone(), 1024);
+        let (writer, _writer_task) =
+            IntakeWriter::spawn(store.clone(), 1024).expect("intake writer");
         let state = Arc::new(AppState::new(
             store.clone(),
             Some(writer),
