@@ -3,10 +3,14 @@
 //! fake LLM judges, and each story asserts the comments, labels, issue state
 //! and pull request the maintainer would see.
 
+use std::time::{Duration, Instant};
+
+use closer::store::runs;
 use serde_json::json;
 
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
+use crate::support::process::alive;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, commit};
 
 /// Iteration 1 of the bug story: a regression test that fails.
@@ -315,6 +319,64 @@ async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
         !s.path("prompt-2.txt").exists(),
         "the agent did not run again"
     );
+    assert!(s.llm.requests().is_empty(), "nothing judged");
+    assert!(s.github.pulls(&s.repo).is_empty());
+    let status = s.status_comment(n);
+    assert!(status.body.contains("stopped"), "{}", status.body);
+    s.stop().await;
+}
+
+/// `/closer stop` from a maintainer while the agent works ends the agent and
+/// what it started within seconds, not when its iteration would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_command_kills_the_working_agent_and_its_children() {
+    let mut s = Story::start("stopcmd", Some(CONFIG)).await;
+    let started = s.path("started");
+    let sleeper = s.path("sleeper.pid");
+    s.agent_step(
+        1,
+        &format!(
+            "sleep 300 &\necho $! > '{}'\ntouch '{}'\nwait\n",
+            sleeper.display(),
+            started.display()
+        ),
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let waited = Instant::now();
+    while !started.exists() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the agent never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let child: i32 = std::fs::read_to_string(&sleeper)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(alive(child), "the agent's child is at work");
+
+    let stopped_at = Instant::now();
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    // The run job ends only once its agent is gone (without the watch, only
+    // after the agent's 300 s: `idle` gives up after 60).
+    s.idle().await;
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        stopped_at.elapsed()
+    );
+    assert!(!alive(child), "the agent's child {child} survived the stop");
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "stopped", "{run:#?}\n{}", s.journal().await);
+    let iterations = runs::iterations(s.store.pool(), &run.id).await.unwrap();
+    assert_eq!(iterations.len(), 1);
+    assert_eq!(iterations[0].decision.as_deref(), Some("stopped"));
     assert!(s.llm.requests().is_empty(), "nothing judged");
     assert!(s.github.pulls(&s.repo).is_empty());
     let status = s.status_comment(n);

@@ -24,6 +24,7 @@ use tempfile::TempDir;
 
 use crate::support::db::TestDb;
 use crate::support::git::{Origin, files_containing, git};
+use crate::support::process::alive;
 
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 
@@ -567,17 +568,6 @@ async fn a_hanging_agent_is_killed_at_the_timeout_with_its_children() {
         .parse()
         .expect("pid");
     assert!(!alive(child), "the agent's child {child} survived");
-}
-
-/// Alive and not a zombie waiting to be reaped.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 #[tokio::test]

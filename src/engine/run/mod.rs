@@ -11,6 +11,7 @@
 mod data;
 mod failure;
 mod finish;
+mod interrupt;
 mod reconcile;
 mod report;
 mod steps;

@@ -261,9 +261,15 @@ impl Engine {
             .get(&config.agent)
             .cloned()
             .unwrap_or_default();
-        let result = match run_agent(agent, &self.base_env, &passed, &request).await {
-            Ok(r) => r,
-            Err(e) => agent_error(e.to_string()),
+        // A stop that lands while the agent works ends it (and its process
+        // group) at once; the check below then records the iteration.
+        let result = tokio::select! {
+            result = run_agent(agent, &self.base_env, &passed, &request) => {
+                result.unwrap_or_else(|e| agent_error(e.to_string()))
+            }
+            () = self.stopped_meanwhile(&run.id) => {
+                agent_error("the run was stopped; the agent's processes were killed".to_owned())
+            }
         };
         let spent = agent_usage(&result.structured);
         run.tokens_used += spent.tokens.min(i64::MAX as u64) as i64;
