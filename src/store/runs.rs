@@ -173,6 +173,24 @@ pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, S
     Ok(update(pool, run, sql).await? == 1)
 }
 
+/// Stops a run by writing only its state, outcome and time, so that what a
+/// step in flight wrote a moment before (the iteration, its usage) is kept;
+/// from then on [`save_unless_stopped`] refuses that step's writes.
+pub async fn mark_stopped(
+    pool: &AnyPool,
+    id: &str,
+    outcome: &str,
+    now: Millis,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 WHERE id = $3")
+        .bind(outcome)
+        .bind(now)
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, StoreError> {
     let done = bind_mutable(sqlx::query(sql), run)
         .bind(&run.id)

@@ -3,6 +3,7 @@
 
 use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
 use closer::store::jobs::{self, NewJob};
+use closer::store::runs::{self, RunRow};
 use closer::store::writer::{IntakeWriter, WriteOutcome};
 use closer::store::{Store, StoreError, StoreOptions, migrate};
 
@@ -87,6 +88,84 @@ async fn the_intake_writer_refuses_to_start_on_a_database_without_the_schema() {
             eprintln!("the PostgreSQL writer prepares nothing at start; nothing to check");
         }
     }
+}
+
+/// A stop writes only the state, the outcome and the time: what a step wrote
+/// a moment before (here the iteration, its usage and task type) is kept, and
+/// that step's later writes are refused.
+#[tokio::test]
+async fn stopping_a_run_keeps_what_a_step_just_wrote() {
+    let db = TestDb::new("stop-keeps").await;
+    let store = db.store().await;
+    let loaded = RunRow {
+        id: "run-1".into(),
+        installation_id: 1,
+        repository: "octo/calc".into(),
+        issue_number: 7,
+        state: "running".into(),
+        phase: "in-progress".into(),
+        completion_type: "issue".into(),
+        task_type: None,
+        stage: 1,
+        iteration: 1,
+        max_iterations: 10,
+        branch: "closer/issue-7".into(),
+        base_commit: None,
+        clone_url: None,
+        default_branch: None,
+        pull_request: None,
+        status_comment_id: Some(5),
+        tokens_used: 100,
+        cost_usd: 0.0,
+        outcome: None,
+        data: "{}".into(),
+        created_at: 1,
+        updated_at: 1,
+    };
+    let (stored, created) = runs::insert_or_get(store.pool(), &loaded).await.unwrap();
+    assert!(created);
+    // A step writes iteration 2 after the stop loaded its copy.
+    let mut step = stored.clone();
+    step.iteration = 2;
+    step.tokens_used = 250;
+    step.task_type = Some("bug".into());
+    assert!(
+        runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap()
+    );
+
+    runs::mark_stopped(store.pool(), "run-1", "stopped: /closer stop", 9)
+        .await
+        .unwrap();
+    let after = runs::get(store.pool(), "run-1").await.unwrap().unwrap();
+    assert_eq!(after.state, "stopped");
+    assert_eq!(after.outcome.as_deref(), Some("stopped: /closer stop"));
+    assert_eq!(after.updated_at, 9);
+    assert_eq!(
+        (
+            after.iteration,
+            after.tokens_used,
+            after.task_type.as_deref()
+        ),
+        (2, 250, Some("bug")),
+        "the step's write is kept"
+    );
+    step.iteration = 3;
+    assert!(
+        !runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap(),
+        "the step's next write is refused"
+    );
+    assert_eq!(
+        runs::get(store.pool(), "run-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .iteration,
+        2
+    );
 }
 
 #[tokio::test]

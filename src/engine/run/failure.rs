@@ -18,7 +18,7 @@ use crate::comment::{
 use crate::engine::convergence::Stage;
 use crate::github::InstallationClient;
 use crate::github::types::IssueNumber;
-use crate::store::runs::RunRow;
+use crate::store::runs::{self, RunRow};
 
 /// Why a run failed, as stored in the run data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,11 +189,15 @@ impl Engine {
     }
 
     /// Ends the run as STOPPED (the issue was closed, or `/closer stop`).
-    pub(super) async fn stop(&self, mut run: RunRow, why: &str) -> Result<(), EngineError> {
+    pub(super) async fn stop(&self, run: RunRow, why: &str) -> Result<(), EngineError> {
+        let outcome = format!("stopped: {why}");
+        runs::mark_stopped(self.store.pool(), &run.id, &outcome, self.store.now_ms()).await?;
+        // Read again: a step in flight may have written since `run` was
+        // loaded. From here on only this path writes the run.
+        let Some(mut run) = self.load(&run.id).await? else {
+            return Ok(());
+        };
         let mut data = RunData::from_json(&run.data);
-        run.state = state::STOPPED.to_owned();
-        run.outcome = Some(format!("stopped: {why}"));
-        self.save(&mut run, &data).await?;
         let client = self.client(run.installation_id).await?;
         let repo = Self::repo_name(&run)?;
         self.set_awaiting_label(&client, &repo, &mut run, &mut data, false)
