@@ -99,19 +99,13 @@ impl InstallationClient {
     /// POST /app/installations/{id}/access_tokens with the App JWT.
     async fn exchange(&self) -> Result<(SecretString, Millis), GitHubError> {
         let jwt = self.ctx.jwt()?;
+        // Repeating an exchange is harmless: it only mints another token.
         let req = ApiRequest::new(
             Method::POST,
             format!("/app/installations/{}/access_tokens", self.id),
-        );
-        let resp = match self.ctx.transport.send(&req, &jwt, &self.label).await {
-            // Repeating an exchange is harmless; report it as a plain network failure.
-            Err(GitHubError::MaybeApplied { .. }) => {
-                return Err(GitHubError::Network(
-                    "the token exchange was interrupted".to_owned(),
-                ));
-            }
-            other => other?,
-        };
+        )
+        .repeatable();
+        let resp = self.ctx.transport.send(&req, &jwt, &self.label).await?;
         let token: WireToken = parse(&resp.body, "installation token")?;
         let expires_at = chrono::DateTime::parse_from_rfc3339(&token.expires_at)
             .map_err(|e| GitHubError::Decode(format!("token expires_at: {e}")))?

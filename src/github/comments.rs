@@ -40,8 +40,9 @@ impl InstallationClient {
         Ok(all)
     }
 
-    /// POST a comment. Not repeated after a network error once sent: that
-    /// gives `MaybeApplied`, and the caller looks for its marker.
+    /// POST a comment. Not repeated after a network error once sent, nor
+    /// after a 5xx: that gives `MaybeApplied`, and the caller looks for its
+    /// marker.
     pub async fn create_comment(
         &self,
         repo: &RepoName,
@@ -94,8 +95,10 @@ impl InstallationClient {
     }
 
     async fn react(&self, path: String, reaction: Reaction) -> Result<(), GitHubError> {
-        let req =
-            ApiRequest::new(Method::POST, path).with_body(json!({ "content": reaction.as_str() }));
+        // GitHub answers 200 with the existing reaction when it is there.
+        let req = ApiRequest::new(Method::POST, path)
+            .with_body(json!({ "content": reaction.as_str() }))
+            .repeatable();
         self.write(req).await.map(|_| ())
     }
 

@@ -22,7 +22,10 @@ impl InstallationClient {
         labels: &[&str],
     ) -> Result<(), GitHubError> {
         let path = format!("{}/issues/{number}/labels", repo_path(repo));
-        let req = ApiRequest::new(Method::POST, path).with_body(json!({ "labels": labels }));
+        // Adding a label the issue already has changes nothing.
+        let req = ApiRequest::new(Method::POST, path)
+            .with_body(json!({ "labels": labels }))
+            .repeatable();
         self.write(req).await.map(|_| ())
     }
 
@@ -56,7 +59,12 @@ impl InstallationClient {
             body["description"] = json!(description);
         }
         match self
-            .write(ApiRequest::new(Method::POST, path).with_body(body))
+            // A second attempt answers `already_exists`, handled below.
+            .write(
+                ApiRequest::new(Method::POST, path)
+                    .with_body(body)
+                    .repeatable(),
+            )
             .await
         {
             Ok(Some(resp)) => Ok(LabelCreated::Created(

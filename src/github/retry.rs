@@ -1,7 +1,12 @@
 //! The one retry policy for every GitHub call, as a pure function so each rule
 //! is unit-tested: 5xx and network errors back off exponentially with jitter;
 //! rate limits wait as long as GitHub says; 400/401/404/422 are final. It must
-//! never repeat a POST that may already have been applied.
+//! never repeat a POST that may already have been applied: neither one whose
+//! answer was lost, nor one answered with a 5xx (GitHub's front end answers
+//! 500/502 when it gives up on a request the API behind it may still
+//! complete; probot/probot#921 posted one comment four times that way). The
+//! caller of such a POST checks what happened (a comment by its marker, a
+//! pull request by its branch) and the job that made it is retried.
 
 use std::time::Duration;
 
@@ -123,6 +128,7 @@ pub fn decide_with(
                 }
                 Some(wait) => Decision::Retry(wait),
             },
+            500..=599 if !repeatable => Decision::MaybeApplied,
             500..=599 if more_allowed => Decision::Retry(backoff(attempt, jitter, settings)),
             500..=599 => Decision::Exhausted,
             // 400, 401, 404, 422 and every other 4xx: repeating cannot help.
@@ -225,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn server_errors_back_off_exponentially_for_every_method() {
+    fn server_errors_back_off_exponentially_for_repeatable_requests() {
         let h = HeaderMap::new();
         // jitter 0 → half of the raw backoff.
         assert_eq!(
@@ -233,13 +239,35 @@ mod tests {
             Decision::Retry(Duration::from_millis(250))
         );
         assert_eq!(
-            answered(Method::POST, 500, &h, false, 2),
+            answered(Method::PATCH, 500, &h, false, 2),
             Decision::Retry(Duration::from_millis(500))
         );
         assert_eq!(
             answered(Method::GET, 503, &h, false, 3),
             Decision::Retry(Duration::from_millis(1000))
         );
+        let outcome = Outcome::Answered {
+            status: 502,
+            headers: &h,
+            rate_limit_hint: false,
+        };
+        assert_eq!(
+            decide_with(true, outcome, 1, NOW, 0.0, &settings()),
+            Decision::Retry(Duration::from_millis(250)),
+            "a POST that is known to be repeatable"
+        );
+    }
+
+    #[test]
+    fn a_post_answered_with_a_server_error_may_have_been_applied() {
+        let h = HeaderMap::new();
+        for status in [500, 502, 503, 504] {
+            assert_eq!(
+                answered(Method::POST, status, &h, false, 1),
+                Decision::MaybeApplied,
+                "{status}"
+            );
+        }
     }
 
     #[test]

@@ -63,6 +63,14 @@ impl ApiRequest {
         Self::new(Method::GET, path)
     }
 
+    /// Marks a POST whose repetition is harmless (adding labels that are
+    /// already there, a reaction GitHub already has, a token exchange), so
+    /// the transport may send it again after a lost answer or a 5xx.
+    pub fn repeatable(mut self) -> Self {
+        self.repeatable = true;
+        self
+    }
+
     pub fn with_body(mut self, body: serde_json::Value) -> Self {
         self.body = Some(body);
         self

@@ -308,17 +308,47 @@ async fn server_errors_give_up_after_the_attempt_cap() {
     assert_eq!(w.fake.requests_to("GET", &w.issue_path(n)).len(), 5);
 }
 
+/// GitHub's front end answers 5xx for requests the API behind it may still
+/// complete (probot/probot#921 posted one comment four times): a POST
+/// answered so is not repeated; it is `MaybeApplied`, and the caller checks.
 #[tokio::test]
-async fn a_post_answered_with_502_is_retried_because_github_answered() {
+async fn a_post_answered_with_a_server_error_is_maybe_applied_not_repeated() {
     let w = world().await;
     let n = w.issue();
     let comments = format!("{}/comments", w.issue_path(n));
-    w.fake
-        .inject(Fault::Status(502).times(1).method("POST").path(&comments));
+    w.fake.inject(
+        Fault::AfterApplying(502)
+            .times(1)
+            .method("POST")
+            .path(&comments),
+    );
 
-    w.gh.create_comment(&w.repo, n, "hello").await.unwrap();
-    assert_eq!(w.fake.requests_to("POST", &comments).len(), 2);
+    let err = w.gh.create_comment(&w.repo, n, "hello").await.unwrap_err();
+    assert!(matches!(err, GitHubError::MaybeApplied { .. }), "{err}");
+    assert_eq!(
+        w.fake.requests_to("POST", &comments).len(),
+        1,
+        "not repeated"
+    );
     assert_eq!(w.fake.comments(&w.repo, n).len(), 1, "posted exactly once");
+}
+
+/// Adding labels is harmless to repeat, so a 502 on it is retried.
+#[tokio::test]
+async fn adding_labels_answered_with_502_is_repeated_because_that_is_harmless() {
+    let w = world().await;
+    let n = w.issue();
+    let labels = format!("{}/labels", w.issue_path(n));
+    w.fake.inject(
+        Fault::AfterApplying(502)
+            .times(1)
+            .method("POST")
+            .path(&labels),
+    );
+
+    w.gh.add_labels(&w.repo, n, &["phase:plan"]).await.unwrap();
+    assert_eq!(w.fake.requests_to("POST", &labels).len(), 2);
+    assert_eq!(w.fake.labels(&w.repo, n), vec!["phase:plan".to_owned()]);
 }
 
 #[tokio::test]

@@ -426,7 +426,7 @@ async fn a_graphql_post_answered_with_502_is_retried_because_github_answered() {
     w.fake
         .add_project(ProjectOwner::org("acme"), 3, &[("Status", BOARD)]);
     w.gh.token().await.unwrap();
-    // The board query and the add each meet one 502.
+    // Two 502s on the first GraphQL calls, which are reads: repeated.
     w.fake
         .inject(Fault::Status(502).times(2).method("POST").path("/graphql"));
 

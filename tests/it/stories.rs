@@ -196,7 +196,17 @@ async fn story_6_commands_in_code_quotes_or_by_the_app_itself_are_ignored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
+    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("story2", Some(CONFIG)).await;
+    // GitHub creates the question comment but answers 502: the step is
+    // retried, finds its comment by the hidden marker and does not ask twice.
+    s.github.inject(
+        Fault::AfterApplying(502)
+            .times(1)
+            .method("POST")
+            .path(&format!("/repos/{REPO}/issues/1/comments"))
+            .body("closer:once="),
+    );
     s.agent_step(
         1,
         r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
@@ -249,6 +259,50 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     assert!(!s.prompt(2).contains("yes do it"));
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.status_comment(n);
+    s.stop().await;
+}
+
+/// GitHub refuses the question comment with a 502 (nothing created): the
+/// run is already `awaiting_response`, and the retried step still asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
+    use crate::support::fake_github::faults::Fault;
+    let mut s = Story::start("question_502", Some(CONFIG)).await;
+    let comments = format!("/repos/{REPO}/issues/1/comments");
+    s.github.inject(
+        Fault::Status(502)
+            .times(1)
+            .method("POST")
+            .path(&comments)
+            .body("closer:once="),
+    );
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
+"#,
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, "awaiting_response", "{}", s.journal().await);
+    assert_eq!(run.iteration, 1, "the agent was not run again");
+    let questions: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("needs your input"))
+        .collect();
+    assert_eq!(questions.len(), 1, "{:#?}", s.comments(n));
+    let attempts = s
+        .github
+        .requests_to("POST", &comments)
+        .into_iter()
+        .filter(|r| r.body.contains("closer:once="))
+        .count();
+    assert_eq!(attempts, 2, "refused once, then asked");
+    assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
     s.stop().await;
 }
 
@@ -729,8 +783,14 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
     let comments = format!("/repos/{REPO}/issues/1/comments");
     let edits = format!("/repos/{REPO}/issues/comments/");
     let labels = format!("/repos/{REPO}/issues/1/labels");
-    s.github
-        .inject(Fault::Status(502).times(2).method("POST").path(&comments));
+    // The status comment is created, but GitHub answers 502: not repeated;
+    // the retried step finds it by its marker.
+    s.github.inject(
+        Fault::AfterApplying(502)
+            .times(1)
+            .method("POST")
+            .path(&comments),
+    );
     s.github
         .inject(Fault::Status(502).times(3).method("PATCH").path(&edits));
     s.github.inject(
@@ -755,7 +815,7 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
     // The faults were met (and answered by retries).
-    assert!(s.github.requests_to("POST", &comments).len() >= 3);
+    assert_eq!(s.github.requests_to("POST", &comments).len(), 1);
     assert!(s.github.requests_to("PATCH", &edits).len() >= 4);
     assert!(s.github.requests_to("POST", &labels).len() >= 2);
     assert_eq!(s.comments(n).len(), 1, "{:#?}", s.comments(n));

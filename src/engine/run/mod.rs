@@ -8,6 +8,7 @@
 //! found by its head branch). This module must never run untrusted text, and
 //! never react to the App's own comments or any bot.
 
+mod ask;
 mod data;
 mod failure;
 mod finish;

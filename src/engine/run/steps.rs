@@ -49,6 +49,12 @@ impl Engine {
             let client = self.client(run.installation_id).await?;
             return self.report_failure(&client, run, data).await;
         }
+        if step == Step::Iterate
+            && run.state == state::AWAITING_RESPONSE
+            && data.question_posted != Some(run.iteration)
+        {
+            return self.resume_question(run, data).await;
+        }
         match step {
             Step::Start if run.state == state::QUEUED => self.start(run, data).await,
             Step::Iterate if run.state == state::RUNNING => self.iterate(run, data).await,
@@ -396,20 +402,9 @@ impl Engine {
         if record.judgment.decision == Decision::AwaitingResponse {
             run.state = state::AWAITING_RESPONSE.to_owned();
             self.save(&mut run, &data).await?;
-            let repo = Self::repo_name(&run)?;
-            self.set_awaiting_label(client, &repo, &mut run, &mut data, true)
-                .await?;
-            if data.question_posted != Some(n) {
-                let body = crate::comment::question_comment(
-                    &data.issue_author,
-                    &record.judgment.questions,
-                );
-                self.post_once_for_run(client, &run, &format!("question:{n}"), &body)
-                    .await?;
-                data.question_posted = Some(n);
-                self.save(&mut run, &data).await?;
-            }
-            return self.publish_status(client, &mut run, &mut data).await;
+            return self
+                .ask(client, run, data, &record.judgment.questions)
+                .await;
         }
         if record.complete {
             run.state = state::VERIFYING.to_owned();

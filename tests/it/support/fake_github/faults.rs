@@ -1,6 +1,7 @@
 //! Faults the fake can inject, for the retry tests: the next N requests
 //! (optionally only those with a given method and path prefix) answer with a
-//! server error, a rate limit, or hang. Injected answers are recorded like
+//! server error, a rate limit, or hang, or are carried out and then answered
+//! with a server error. Injected answers are recorded like
 //! any other request.
 
 use std::time::Duration;
@@ -28,6 +29,10 @@ pub enum Fault {
     /// Receive the request, then answer nothing for this long (a dropped
     /// answer as the client sees it, when its timeout is shorter).
     Hang(Duration),
+    /// Carry the request out, then answer this 5xx instead of its answer:
+    /// GitHub does this when its front end times out on a request the API
+    /// behind it completed (probot/probot#921: a comment posted four times).
+    AfterApplying(u16),
 }
 
 impl Fault {
@@ -37,6 +42,7 @@ impl Fault {
             fault: self,
             method: None,
             path_prefix: None,
+            body_contains: None,
             remaining: n,
         }
     }
@@ -48,6 +54,7 @@ pub struct FaultRule {
     pub fault: Fault,
     pub method: Option<String>,
     pub path_prefix: Option<String>,
+    pub body_contains: Option<String>,
     pub remaining: u32,
 }
 
@@ -70,7 +77,13 @@ impl FaultRule {
         self
     }
 
-    pub fn matches(&self, method: &str, path: &str) -> bool {
+    /// Only requests whose body contains this (one comment among others).
+    pub fn body(mut self, text: &str) -> Self {
+        self.body_contains = Some(text.to_owned());
+        self
+    }
+
+    pub fn matches(&self, method: &str, path: &str, body: &str) -> bool {
         self.remaining > 0
             && self
                 .method
@@ -80,22 +93,27 @@ impl FaultRule {
                 .path_prefix
                 .as_deref()
                 .is_none_or(|p| path.starts_with(p))
+            && self
+                .body_contains
+                .as_deref()
+                .is_none_or(|text| body.contains(text))
     }
 }
 
 /// Takes one use of the first matching rule.
-pub fn take(rules: &mut Vec<FaultRule>, method: &str, path: &str) -> Option<Fault> {
-    let rule = rules.iter_mut().find(|r| r.matches(method, path))?;
+pub fn take(rules: &mut Vec<FaultRule>, method: &str, path: &str, body: &str) -> Option<Fault> {
+    let rule = rules.iter_mut().find(|r| r.matches(method, path, body))?;
     rule.remaining -= 1;
     let fault = rule.fault.clone();
     rules.retain(|r| r.remaining > 0);
     Some(fault)
 }
 
-/// The answer a fault gives.
+/// The answer a fault gives (for [`Fault::AfterApplying`], what replaces the
+/// real answer).
 pub async fn respond(fault: Fault) -> Response {
     match fault {
-        Fault::Status(code) => {
+        Fault::Status(code) | Fault::AfterApplying(code) => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, axum::Json(json!({ "message": "Server Error" }))).into_response()
         }

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
 use serde_json::{Value, json};
 
-use super::faults;
+use super::faults::{self, Fault};
 use super::json;
 use super::state::{RecordedRequest, State};
 
@@ -123,14 +123,21 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         .unwrap_or_default();
     let fault = {
         let mut st = lock(&fake);
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        let fault = faults::take(&mut st.faults, &method, &path, &body);
         st.requests.push(RecordedRequest {
             method: method.clone(),
             path: path.clone(),
-            body: String::from_utf8_lossy(&bytes).into_owned(),
+            body,
         });
-        faults::take(&mut st.faults, &method, &path)
+        fault
     };
     let mut resp = match fault {
+        Some(fault @ Fault::AfterApplying(_)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            faults::respond(fault).await
+        }
         Some(fault) => faults::respond(fault).await,
         None => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
