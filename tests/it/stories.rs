@@ -306,6 +306,44 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
     s.stop().await;
 }
 
+/// Replies to commands are created but answered 502 by GitHub: the delivery
+/// job is retried and does not answer twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_command_reply_github_answers_with_502_is_not_posted_twice() {
+    use crate::support::fake_github::faults::Fault;
+    let mut s = Story::start("reply_502", Some(CONFIG)).await;
+    let comments = format!("/repos/{REPO}/issues/1/comments");
+    s.github.inject(
+        Fault::AfterApplying(502)
+            .times(2)
+            .method("POST")
+            .path(&comments)
+            .body("closer:once=reply:"),
+    );
+    s.github.set_permission(&s.repo, "rita", "read");
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.comment_as(n, FakeUser::user("rita"), "/closer run").await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer status")
+        .await;
+    s.idle().await;
+
+    let replies = s.bot_comments(n);
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    assert!(
+        replies.iter().any(|c| c.body.contains("@rita")),
+        "{replies:#?}"
+    );
+    let posts = s
+        .github
+        .requests_to("POST", &comments)
+        .into_iter()
+        .filter(|r| r.body.contains("closer:once=reply:"))
+        .count();
+    assert_eq!(posts, 2, "each reply sent once, found by its marker after");
+    assert!(s.run(n).await.is_none(), "a reader cannot start a run");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_3_a_confident_closer_does_not_override_a_failing_required_test() {
     let mut s = Story::start(

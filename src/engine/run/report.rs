@@ -162,10 +162,8 @@ impl Engine {
         self.save(run, data).await
     }
 
-    /// Posts a one-off comment (question, diagnosis, answer) at most once,
-    /// even across a crash between posting it and recording that it was
-    /// posted: the body carries a hidden `<!-- closer:once=<run>:<key> -->`
-    /// marker, and a comment of ours already carrying it is not posted again.
+    /// Posts a one-off comment of a run (question, diagnosis, answer) at
+    /// most once; see [`Self::post_once_marked`].
     pub(super) async fn post_once_for_run(
         &self,
         client: &InstallationClient,
@@ -175,16 +173,32 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let repo = Self::repo_name(run)?;
         let number = IssueNumber(run.issue_number as u64);
-        let marker = format!("<!-- closer:once={}:{key} -->", run.id);
+        self.post_once_marked(client, &repo, number, &format!("{}:{key}", run.id), body)
+            .await
+    }
+
+    /// Posts a comment at most once, even across a crash or a `MaybeApplied`
+    /// between posting it and recording that it was posted: the body carries
+    /// a hidden `<!-- closer:once=<key> -->` marker, and a comment of ours
+    /// already carrying it is not posted again when the step is retried.
+    pub(super) async fn post_once_marked(
+        &self,
+        client: &InstallationClient,
+        repo: &RepoName,
+        number: IssueNumber,
+        key: &str,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        let marker = format!("<!-- closer:once={key} -->");
         let app = self.app_info().await?;
         let posted = client
-            .list_comments(&repo, number)
+            .list_comments(repo, number)
             .await?
             .iter()
             .any(|c| super::triggers::is_ours(&app, c) && c.body.contains(&marker));
         if !posted {
             client
-                .create_comment(&repo, number, &format!("{body}\n{marker}"))
+                .create_comment(repo, number, &format!("{body}\n{marker}"))
                 .await?;
         }
         Ok(())
@@ -319,12 +333,13 @@ impl Engine {
         self.save(run, data).await
     }
 
-    /// Answers `/closer status` with a short comment.
+    /// Answers `/closer status` with a short comment, once per `key`.
     pub(super) async fn answer_status(
         &self,
         client: &InstallationClient,
         repo: &RepoName,
         number: IssueNumber,
+        key: &str,
     ) -> Result<(), EngineError> {
         let run = runs::by_issue(self.store.pool(), &repo.to_string(), number.0 as i64).await?;
         let view = match &run {
@@ -334,10 +349,9 @@ impl Engine {
             ),
             None => None,
         };
-        client
-            .create_comment(repo, number, &comment::status_answer(view.as_ref(), None))
-            .await?;
-        Ok(())
+        let body = comment::status_answer(view.as_ref(), None);
+        self.post_once_marked(client, repo, number, key, &body)
+            .await
     }
 }
 

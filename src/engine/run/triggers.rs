@@ -205,16 +205,15 @@ impl Engine {
         }
         let config = self.read_config(&client, thread.repo).await?;
         let minimum = config.min_permission();
+        // Replies are keyed by the comment and its text, so a retried job
+        // does not answer twice and an edit's new commands get new answers.
+        let reply = reply_key(comment);
         if !self
             .permitted(&client, repo, &comment.author.login, minimum)
             .await
         {
-            client
-                .create_comment(
-                    repo,
-                    number,
-                    &comment::refusal_comment(&comment.author.login, minimum),
-                )
+            let refusal = comment::refusal_comment(&comment.author.login, minimum);
+            self.post_once_marked(&client, repo, number, &reply, &refusal)
                 .await?;
             return Ok(format!("command by {} refused", comment.author.login));
         }
@@ -231,7 +230,8 @@ impl Engine {
         let config = Some(config);
         let mut done = Vec::new();
         let mut config = config;
-        for command in commands {
+        for (i, command) in commands.into_iter().enumerate() {
+            let key = format!("{reply}:{i}");
             let outcome = match command {
                 Ok(Command::Run) | Ok(Command::Retry) => match config.take() {
                     Some(c) => self.trigger(&client, thread, c, true).await?,
@@ -253,18 +253,20 @@ impl Engine {
                     }
                 }
                 Ok(Command::Status) => {
-                    self.answer_status(&client, repo, number).await?;
+                    self.answer_status(&client, repo, number, &key).await?;
                     "status answered".to_owned()
                 }
                 Err(CommandError::Unknown { word, suggestion }) => {
                     let text =
                         comment::unknown_command_comment(&word, suggestion.map(|s| s.as_str()));
-                    client.create_comment(repo, number, &text).await?;
+                    self.post_once_marked(&client, repo, number, &key, &text)
+                        .await?;
                     format!("unknown command {word:?}")
                 }
                 Err(CommandError::Missing) => {
                     let text = comment::unknown_command_comment("", None);
-                    client.create_comment(repo, number, &text).await?;
+                    self.post_once_marked(&client, repo, number, &key, &text)
+                        .await?;
                     "command word missing".to_owned()
                 }
             };
@@ -502,6 +504,14 @@ impl Engine {
         client.create_comment(repo, number, body).await?;
         Ok(())
     }
+}
+
+/// The key of closer's replies to a comment's commands: the comment and a
+/// digest of its text (an edit is a new text).
+fn reply_key(comment: &CommentRef) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(comment.body.as_bytes());
+    format!("reply:{}:{}", comment.id, hex::encode(&digest[..6]))
 }
 
 /// Whether a comment was written by our App.
