@@ -102,13 +102,23 @@ fn written(outcomes: Vec<WriteOutcome>) -> Outcomes {
     outcomes.into_iter().map(Ok).collect()
 }
 
-/// Logs a batch whose transaction failed. The writers then write each of its
-/// deliveries again in a transaction of its own: one delivery the database
-/// refuses fails alone instead of taking its whole batch with it (GitHub
-/// does not redeliver by itself). A database that refuses everything costs a
-/// transaction per delivery, on this path only.
+/// Logs a batch whose transaction failed because of one of its deliveries
+/// (a constraint, a value the database refuses). The writers then write each
+/// of its deliveries again in a transaction of its own: the delivery the
+/// database refuses fails alone instead of taking its whole batch with it
+/// (GitHub does not redeliver by itself).
 fn batch_failed(e: &impl std::fmt::Display, size: usize) {
     tracing::warn!(error = %e, size, "intake batch failed; writing its deliveries one by one");
+}
+
+/// A batch whose transaction failed for a reason no single delivery causes
+/// (the database is locked past its timeout, full, unreachable): writing each
+/// delivery again would only wait once per delivery. Every request is
+/// answered 503.
+fn all_failed(batch: &[Pending], e: impl std::fmt::Display) -> Outcomes {
+    tracing::error!(error = %e, size = batch.len(), "intake batch not stored");
+    let e = WriteError::Database(e.to_string());
+    batch.iter().map(|_| Err(e.clone())).collect()
 }
 
 /// The answer to a delivery that could not be written on its own either.

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use sqlx::{Any, Row, Transaction};
 use tokio::sync::mpsc;
 
-use super::{MAX_BATCH, Pending, WriteOutcome, answer, batch_failed, failed, written};
+use super::{MAX_BATCH, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written};
 use crate::store::deliveries::NewDelivery;
 use crate::store::jobs::NewJob;
 use crate::store::{Store, StoreError};
@@ -17,6 +17,7 @@ pub(super) async fn run(store: Store, mut rx: mpsc::Receiver<Pending>) {
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let outcomes = match write_batch(&store, &batch).await {
             Ok(outcomes) => written(outcomes),
+            Err(e) if !concerns_one_delivery(&e) => all_failed(&batch, e),
             Err(e) => {
                 batch_failed(&e, batch.len());
                 let mut outcomes = Vec::with_capacity(batch.len());
@@ -129,6 +130,14 @@ async fn insert_jobs(
     Ok(())
 }
 
+/// Whether an error can be caused by one delivery of a batch: the database
+/// refused a statement (a constraint, a trigger, a bad value). Not a pool
+/// timeout, a lost connection or an I/O error, which every delivery would
+/// meet again.
+fn concerns_one_delivery(e: &StoreError) -> bool {
+    matches!(e, StoreError::Sqlx(sqlx::Error::Database(_)))
+}
+
 /// Appends `($1, …, $cols<tail>), (…)` for `rows` rows; `tail` holds
 /// constants every row shares.
 fn push_placeholders(sql: &mut String, rows: usize, cols: usize, tail: &str) {
@@ -152,6 +161,17 @@ fn push_placeholders(sql: &mut String, rows: usize, cols: usize, tail: &str) {
 #[cfg(test)]
 mod tests {
     use super::push_placeholders;
+
+    #[test]
+    fn connection_trouble_is_not_retried_one_by_one() {
+        use super::{StoreError, concerns_one_delivery};
+        assert!(!concerns_one_delivery(&StoreError::Sqlx(
+            sqlx::Error::PoolTimedOut
+        )));
+        assert!(!concerns_one_delivery(&StoreError::Sqlx(sqlx::Error::Io(
+            std::io::Error::other("connection reset")
+        ))));
+    }
 
     #[test]
     fn placeholders_number_rows_then_columns() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rusqlite::{Connection, Statement, Transaction, TransactionBehavior, params};
 use tokio::sync::mpsc;
 
-use super::{MAX_BATCH, Pending, WriteError, WriteOutcome, answer, batch_failed, failed, written};
+use super::{MAX_BATCH, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written};
 use crate::clock::SharedClock;
 use crate::store::{Store, StoreError, sqlite_pragmas};
 
@@ -65,6 +65,7 @@ impl SqliteWriter {
             let outcomes = match &mut statements {
                 Ok(statements) => match self.write_batch(statements, &batch) {
                     Ok(outcomes) => written(outcomes),
+                    Err(e) if !concerns_one_delivery(&e) => all_failed(&batch, e),
                     Err(e) => {
                         batch_failed(&e, batch.len());
                         batch
@@ -77,11 +78,7 @@ impl SqliteWriter {
                             .collect()
                     }
                 },
-                Err(e) => {
-                    tracing::error!(error = %e, "the intake writer cannot prepare its statements");
-                    let e = WriteError::Database(e.clone());
-                    batch.iter().map(|_| Err(e.clone())).collect()
-                }
+                Err(e) => all_failed(&batch, format!("cannot prepare the statements: {e}")),
             };
             answer(&mut batch, outcomes);
         }
@@ -136,5 +133,49 @@ impl SqliteWriter {
         }
         tx.commit()?;
         Ok(outcomes)
+    }
+}
+
+/// Whether an error can be caused by one delivery of a batch (a constraint,
+/// a trigger, a value too big), so that writing the deliveries one by one
+/// isolates it; not for a locked, full or broken database.
+fn concerns_one_delivery(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode;
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::ConstraintViolation | ErrorCode::TooBig | ErrorCode::TypeMismatch)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::ffi;
+
+    use super::concerns_one_delivery;
+
+    fn sqlite_error(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn only_errors_one_delivery_can_cause_are_retried_one_by_one() {
+        for code in [
+            ffi::SQLITE_CONSTRAINT_TRIGGER,
+            ffi::SQLITE_CONSTRAINT_NOTNULL,
+            ffi::SQLITE_TOOBIG,
+            ffi::SQLITE_MISMATCH,
+        ] {
+            assert!(concerns_one_delivery(&sqlite_error(code)), "{code}");
+        }
+        for code in [
+            ffi::SQLITE_BUSY,
+            ffi::SQLITE_LOCKED,
+            ffi::SQLITE_FULL,
+            ffi::SQLITE_IOERR,
+            ffi::SQLITE_READONLY,
+            ffi::SQLITE_CORRUPT,
+        ] {
+            assert!(!concerns_one_delivery(&sqlite_error(code)), "{code}");
+        }
     }
 }
