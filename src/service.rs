@@ -13,7 +13,7 @@ use tokio::sync::{Notify, watch};
 use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
-use crate::engine::run::{Engine, EngineSettings, LlmPrices, RUN_JOB};
+use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK, RUN_JOB};
 use crate::github::{GitHubApp, GitHubSettings};
 use crate::server::{self, AppState};
 use crate::store::dry_run::DbRecorder;
@@ -187,6 +187,7 @@ pub(crate) fn build_engine(
                 output_usd_per_mtok: c.output_usd_per_mtok.unwrap_or(0.0),
             })
             .unwrap_or_default(),
+        recheck_after: MAYBE_APPLIED_RECHECK,
     };
     Engine::new(store, github, settings, ready)
 }

@@ -35,10 +35,16 @@ pub enum GitHubError {
     /// it is safe, but every attempt failed.
     #[error("network error talking to GitHub: {0}")]
     Network(String),
-    /// A write that may have reached GitHub failed before we saw the answer.
-    /// It was not repeated: re-check (e.g. find the comment by its marker).
-    #[error("{method} {path} may have been applied by GitHub; not repeated")]
-    MaybeApplied { method: String, path: String },
+    /// A write that may have been applied by GitHub although we saw no
+    /// success: its answer was lost (`status` None) or was a 5xx. It was not
+    /// repeated: re-check (e.g. find the comment by its marker).
+    #[error("{method} {path} may have been applied by GitHub (answer: {}); not repeated",
+        status.map_or_else(|| "none".to_owned(), |s| s.to_string()))]
+    MaybeApplied {
+        method: String,
+        path: String,
+        status: Option<u16>,
+    },
     /// No App credentials are configured (dry run without credentials).
     #[error("no GitHub App credentials configured")]
     NoCredentials,

@@ -214,10 +214,11 @@ impl Transport {
                 (Decision::RateLimitedUntil(until), _) => {
                     return Err(GitHubError::RateLimited { until });
                 }
-                (Decision::MaybeApplied, _) => {
+                (Decision::MaybeApplied, answer) => {
                     return Err(GitHubError::MaybeApplied {
                         method: req.method.to_string(),
                         path: req.path.clone(),
+                        status: answer.ok().map(|resp| resp.status),
                     });
                 }
                 (_, Ok(resp)) if resp.status < 400 => return Ok(resp),

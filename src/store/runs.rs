@@ -173,22 +173,37 @@ pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, S
     Ok(update(pool, run, sql).await? == 1)
 }
 
-/// Stops a run by writing only its state, outcome and time, so that what a
-/// step in flight wrote a moment before (the iteration, its usage) is kept;
-/// from then on [`save_unless_stopped`] refuses that step's writes.
+/// Stops a run that is not over yet by writing only its state, outcome and
+/// time, so that what a step in flight wrote a moment before (the
+/// iteration) is kept; from then on [`save_unless_stopped`] refuses that
+/// step's writes. `false` when the run had ended meanwhile (done, failed or
+/// already stopped): nothing is written.
 pub async fn mark_stopped(
     pool: &AnyPool,
     id: &str,
     outcome: &str,
     now: Millis,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 WHERE id = $3")
-        .bind(outcome)
-        .bind(now)
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 \
+         WHERE id = $3 AND state NOT IN ('done', 'failed', 'stopped')",
+    )
+    .bind(outcome)
+    .bind(now)
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The stored state of a run (`None` when there is no such run): the cheap
+/// read the stop watch makes every few seconds.
+pub async fn state_of(pool: &AnyPool, id: &str) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query("SELECT state FROM runs WHERE id = $1")
         .bind(id)
-        .execute(pool)
+        .fetch_optional(pool)
         .await?;
-    Ok(())
+    Ok(row.map(|r| r.try_get("state")).transpose()?)
 }
 
 async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, StoreError> {

@@ -86,7 +86,7 @@ impl DeliveryHandler {
                     let done = engine
                         .on_event(&event)
                         .await
-                        .map_err(|e| e.into_job_error(self.store.now_ms()))?;
+                        .map_err(|e| engine.job_error(e))?;
                     outcome = format!("{outcome}: {done}");
                 }
                 (deliveries::PROCESSED, outcome)

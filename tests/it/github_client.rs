@@ -324,7 +324,17 @@ async fn a_post_answered_with_a_server_error_is_maybe_applied_not_repeated() {
     );
 
     let err = w.gh.create_comment(&w.repo, n, "hello").await.unwrap_err();
-    assert!(matches!(err, GitHubError::MaybeApplied { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            GitHubError::MaybeApplied {
+                status: Some(502),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("answer: 502"), "{err}");
     assert_eq!(
         w.fake.requests_to("POST", &comments).len(),
         1,

@@ -461,7 +461,8 @@ async fn a_mutation_whose_answer_never_comes_is_maybe_applied_not_repeated() {
         err,
         GitHubError::MaybeApplied {
             method: "POST".into(),
-            path: "/graphql".into()
+            path: "/graphql".into(),
+            status: None,
         }
     );
     assert_eq!(w.graphql_requests().len(), 1, "not repeated");

@@ -1037,3 +1037,51 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
     assert_eq!(s.run(b).await.unwrap().state, "stopped");
     s.stop().await;
 }
+
+/// A run left `awaiting_response` without its question posted (its step's
+/// job gave up) is picked up by reconciliation, which resumes the question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_resumes_a_question_that_was_never_posted() {
+    let mut s = Story::start("reconcile_question", Some(CONFIG)).await;
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
+"#,
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "awaiting_response");
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+
+    // As if the step had died after saving the state, before recording the
+    // question (the comment itself may or may not have been created).
+    let mut data: serde_json::Value = serde_json::from_str(&run.data).unwrap();
+    data["question_posted"] = serde_json::Value::Null;
+    sqlx::query("UPDATE runs SET data = $1 WHERE id = $2")
+        .bind(data.to_string())
+        .bind(&run.id)
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued, vec![run.id.clone()]);
+    s.idle().await;
+
+    let after = s.run(n).await.unwrap();
+    assert_eq!(after.state, "awaiting_response");
+    assert_eq!(after.iteration, 1, "the agent was not run again");
+    let data: serde_json::Value = serde_json::from_str(&after.data).unwrap();
+    assert_eq!(data["question_posted"], json!(1));
+    let questions = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("needs your input"))
+        .count();
+    assert_eq!(questions, 1, "found by its marker, not asked twice");
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+    s.stop().await;
+}

@@ -191,7 +191,11 @@ impl Engine {
     /// Ends the run as STOPPED (the issue was closed, or `/closer stop`).
     pub(super) async fn stop(&self, run: RunRow, why: &str) -> Result<(), EngineError> {
         let outcome = format!("stopped: {why}");
-        runs::mark_stopped(self.store.pool(), &run.id, &outcome, self.store.now_ms()).await?;
+        let now = self.store.now_ms();
+        if !runs::mark_stopped(self.store.pool(), &run.id, &outcome, now).await? {
+            // It ended (done, failed) since `run` was loaded: nothing to stop.
+            return Ok(());
+        }
         // Read again: a step in flight may have written since `run` was
         // loaded. From here on only this path writes the run.
         let Some(mut run) = self.load(&run.id).await? else {

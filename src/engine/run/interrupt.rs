@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 
 use super::{Engine, state};
+use crate::store::runs;
 
 /// How often a working agent's run is checked for a stop: the longest an
 /// agent works on after its run was stopped (plus one database read).
@@ -27,8 +28,8 @@ impl Engine {
         tick.tick().await; // the first tick is immediate
         loop {
             tick.tick().await;
-            match self.load(run_id).await {
-                Ok(Some(run)) if run.state != state::RUNNING => return,
+            match runs::state_of(self.store.pool(), run_id).await {
+                Ok(Some(state)) if state != state::RUNNING => return,
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(run = run_id, error = %e, "could not check whether the run was stopped");

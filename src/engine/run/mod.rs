@@ -105,7 +105,15 @@ pub struct EngineSettings {
     pub max_cost_usd_per_run: Option<f64>,
     /// The operator's LLM prices, turning LLM usage into cost.
     pub llm_prices: LlmPrices,
+    /// How long a step whose GitHub write may have been applied
+    /// (`MaybeApplied`) waits before it runs again and re-checks: GitHub may
+    /// complete the write after answering, and its lists catch up a moment
+    /// later. [`MAYBE_APPLIED_RECHECK`] in `closer serve`.
+    pub recheck_after: Duration,
 }
+
+/// The wait before re-checking a write that may have been applied.
+pub const MAYBE_APPLIED_RECHECK: Duration = Duration::from_secs(30);
 
 /// Why an engine action did not complete; all of these are worth a retry.
 #[derive(Debug, thiserror::Error)]
@@ -122,12 +130,17 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// The job error for the queue (always worth another attempt).
-    pub fn into_job_error(self, now: crate::clock::Millis) -> JobError {
+    /// The job error for the queue (always worth another attempt): after a
+    /// rate limit not before it lifts, after a write that may have been
+    /// applied not before `recheck_after`.
+    pub fn into_job_error(self, now: crate::clock::Millis, recheck_after: Duration) -> JobError {
         match &self {
             EngineError::GitHub(GitHubError::RateLimited { until }) => {
                 let wait = (*until - now).clamp(1_000, 3_600_000) as u64;
                 JobError::RetryAfter(self.to_string(), Duration::from_millis(wait))
+            }
+            EngineError::GitHub(GitHubError::MaybeApplied { .. }) => {
+                JobError::RetryAfter(self.to_string(), recheck_after)
             }
             _ => JobError::Retry(self.to_string()),
         }
@@ -155,6 +168,7 @@ pub struct Engine {
     app: Mutex<Option<AppInfo>>,
     /// Spaces out status-comment writes per installation.
     status_edits: EditThrottle,
+    recheck_after: Duration,
 }
 
 impl Engine {
@@ -200,7 +214,13 @@ impl Engine {
             ready,
             app: Mutex::new(None),
             status_edits: EditThrottle::new(STATUS_EDIT_GAP),
+            recheck_after: settings.recheck_after,
         })
+    }
+
+    /// What the queue makes of a failed engine action.
+    pub fn job_error(&self, e: EngineError) -> JobError {
+        e.into_job_error(self.store.now_ms(), self.recheck_after)
     }
 
     /// The handler of `run` jobs.
@@ -289,7 +309,7 @@ impl RunHandler {
         }
         .map_err(|e| {
                 tracing::warn!(run = %payload.run_id, step = ?payload.step, error = %e, "run step failed");
-                e.into_job_error(self.0.store.now_ms())
+                self.0.job_error(e)
             })
     }
 }
@@ -297,5 +317,29 @@ impl RunHandler {
 impl JobHandler for RunHandler {
     fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
         Box::pin(self.handle_job(job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_that_may_have_been_applied_is_rechecked_later_not_at_once() {
+        let recheck = Duration::from_secs(30);
+        let maybe = EngineError::GitHub(GitHubError::MaybeApplied {
+            method: "POST".into(),
+            path: "/repos/o/r/issues/1/comments".into(),
+            status: Some(502),
+        });
+        match maybe.into_job_error(0, recheck) {
+            JobError::RetryAfter(_, wait) => assert_eq!(wait, recheck),
+            other => panic!("{other:?}"),
+        }
+        let other = EngineError::Other("git failed".into());
+        assert!(matches!(
+            other.into_job_error(0, recheck),
+            JobError::Retry(_)
+        ));
     }
 }

@@ -64,6 +64,11 @@ impl Engine {
             state::QUEUED => Step::Start,
             state::RUNNING => Step::Iterate,
             state::VERIFYING if !data.awaiting_merge => Step::Finish,
+            // Its question was never posted (the step's job gave up):
+            // the Iterate step resumes it (`ask.rs`).
+            state::AWAITING_RESPONSE if data.question_posted != Some(run.iteration) => {
+                Step::Iterate
+            }
             _ => return Ok(None),
         };
         if jobs::has_live_job(self.store.pool(), &format!("run:{}", run.id)).await? {

@@ -20,10 +20,20 @@ pub(super) async fn run(store: Store, mut rx: mpsc::Receiver<Pending>) {
             Err(e) if !concerns_one_delivery(&e) => all_failed(&batch, e),
             Err(e) => {
                 batch_failed(&e, batch.len());
+                // As on SQLite: once one fails for a reason that is not its
+                // own, the rest are answered with that error.
                 let mut outcomes = Vec::with_capacity(batch.len());
-                for one in batch.chunks(1) {
-                    let outcome = write_batch(&store, one).await;
-                    outcomes.push(outcome.map(|o| o[0]).map_err(|e| failed(&one[0], e)));
+                for (i, one) in batch.chunks(1).enumerate() {
+                    match write_batch(&store, one).await {
+                        Ok(written) => outcomes.push(Ok(written[0])),
+                        Err(e) if concerns_one_delivery(&e) => {
+                            outcomes.push(Err(failed(&one[0], e)));
+                        }
+                        Err(e) => {
+                            outcomes.extend(all_failed(&batch[i..], e));
+                            break;
+                        }
+                    }
                 }
                 outcomes
             }
@@ -130,12 +140,16 @@ async fn insert_jobs(
     Ok(())
 }
 
-/// Whether an error can be caused by one delivery of a batch: the database
-/// refused a statement (a constraint, a trigger, a bad value). Not a pool
-/// timeout, a lost connection or an I/O error, which every delivery would
-/// meet again.
+/// Whether an error can be caused by one delivery of a batch: PostgreSQL
+/// refused a value (SQLSTATE class 22), a constraint (23) or a trigger raised
+/// an exception (P0001). Not a timeout, a deadlock, a lost connection, a
+/// read-only or full database, which every delivery would meet again.
 fn concerns_one_delivery(e: &StoreError) -> bool {
-    matches!(e, StoreError::Sqlx(sqlx::Error::Database(_)))
+    let StoreError::Sqlx(sqlx::Error::Database(db)) = e else {
+        return false;
+    };
+    db.code()
+        .is_some_and(|code| code.starts_with("22") || code.starts_with("23") || code == "P0001")
 }
 
 /// Appends `($1, …, $cols<tail>), (…)` for `rows` rows; `tail` holds

@@ -15,7 +15,9 @@ use std::time::Duration;
 use rusqlite::{Connection, Statement, Transaction, TransactionBehavior, params};
 use tokio::sync::mpsc;
 
-use super::{MAX_BATCH, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written};
+use super::{
+    MAX_BATCH, Outcomes, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written,
+};
 use crate::clock::SharedClock;
 use crate::store::{Store, StoreError, sqlite_pragmas};
 
@@ -44,6 +46,11 @@ impl SqliteWriter {
             return Err(StoreError::UnsupportedUrl);
         };
         let conn = Connection::open(file)?;
+        // A URL the in-memory check let through (e.g. a `file:` URI with
+        // `mode=memory`) still opens no file: refuse it here.
+        if conn.path().is_none_or(str::is_empty) {
+            return Err(StoreError::InMemorySqlite);
+        }
         conn.execute_batch(&sqlite_pragmas(store.durability()))?;
         // The pragma above sets it too; this also installs rusqlite's handler.
         conn.busy_timeout(Duration::from_secs(10))?;
@@ -68,14 +75,7 @@ impl SqliteWriter {
                     Err(e) if !concerns_one_delivery(&e) => all_failed(&batch, e),
                     Err(e) => {
                         batch_failed(&e, batch.len());
-                        batch
-                            .chunks(1)
-                            .map(|one| {
-                                self.write_batch(statements, one)
-                                    .map(|outcomes| outcomes[0])
-                                    .map_err(|e| failed(&one[0], e))
-                            })
-                            .collect()
+                        one_by_one(&batch, |one| self.write_batch(statements, one))
                     }
                 },
                 Err(e) => all_failed(&batch, format!("cannot prepare the statements: {e}")),
@@ -134,6 +134,27 @@ impl SqliteWriter {
         tx.commit()?;
         Ok(outcomes)
     }
+}
+
+/// Writes each delivery of a failed batch in a transaction of its own. Once
+/// one fails for a reason that is not its own (the database locked, full),
+/// the rest are answered with that error instead of waiting again each.
+fn one_by_one(
+    batch: &[Pending],
+    mut write: impl FnMut(&[Pending]) -> rusqlite::Result<Vec<WriteOutcome>>,
+) -> Outcomes {
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (i, one) in batch.chunks(1).enumerate() {
+        match write(one) {
+            Ok(written) => outcomes.push(Ok(written[0])),
+            Err(e) if concerns_one_delivery(&e) => outcomes.push(Err(failed(&one[0], e))),
+            Err(e) => {
+                outcomes.extend(all_failed(&batch[i..], e));
+                break;
+            }
+        }
+    }
+    outcomes
 }
 
 /// Whether an error can be caused by one delivery of a batch (a constraint,

@@ -191,6 +191,7 @@ impl Story {
                 max_tokens_per_run: None,
                 max_cost_usd_per_run: None,
                 llm_prices: LlmPrices::default(),
+                recheck_after: Duration::from_millis(200),
             },
             self.ready.clone(),
         );
