@@ -1085,3 +1085,50 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
     s.stop().await;
 }
+
+/// The author answers while the step that asked is still writing (its status
+/// edit hangs at GitHub): the reply resumes the run all the same, because
+/// only the run's own steps change its state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
+    use crate::support::fake_github::faults::Fault;
+    let mut s = Story::start("reply_race", Some(CONFIG)).await;
+    let edits = format!("/repos/{REPO}/issues/comments/");
+    s.github.inject(
+        Fault::Hang(Duration::from_millis(1500))
+            .times(1)
+            .method("PATCH")
+            .path(&edits)
+            .body("awaiting response"),
+    );
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
+"#,
+    );
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let waited = Instant::now();
+    while !s
+        .github
+        .requests_to("PATCH", &edits)
+        .iter()
+        .any(|r| r.body.contains("awaiting response"))
+    {
+        assert!(waited.elapsed() < Duration::from_secs(60), "never asked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.iteration, 2);
+    assert!(s.prompt(2).contains("Yes, negatives too."));
+    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
+    s.stop().await;
+}

@@ -1,10 +1,11 @@
-//! Asking the author: what an iteration whose agent asked something does
-//! (label `awaiting-response`, one question comment, the status), written so
-//! that a step which failed half-way resumes where it stopped when its job is
-//! retried. The reply side is in `triggers.rs`.
+//! Asking the author and resuming on the reply: what an iteration whose agent
+//! asked something does (label `awaiting-response`, one question comment, the
+//! status), written so that a step which failed half-way resumes where it
+//! stopped when its job is retried; and the `resume` step a reply queues
+//! (`triggers.rs` stores the reply).
 
 use super::data::{IterationRecord, RunData};
-use super::{Engine, EngineError};
+use super::{Engine, EngineError, Step, state};
 use crate::github::InstallationClient;
 use crate::store::runs::{self, RunRow};
 
@@ -58,5 +59,33 @@ impl Engine {
         let client = self.client(run.installation_id).await?;
         self.ask(&client, run, data, &record.judgment.questions)
             .await
+    }
+
+    /// The `resume` step: a reply is stored for the run; it leaves
+    /// `awaiting_response`, loses the label, and the next iteration is
+    /// queued (its prompt carries the reply).
+    pub(super) async fn resume(
+        &self,
+        mut run: RunRow,
+        mut data: RunData,
+    ) -> Result<(), EngineError> {
+        if !self.reply_waiting(&run.id).await? {
+            return Ok(());
+        }
+        run.state = state::RUNNING.to_owned();
+        self.save(&mut run, &data).await?;
+        self.enqueue(&run.id, Step::Iterate).await?;
+        let client = self.client(run.installation_id).await?;
+        let repo = Self::repo_name(&run)?;
+        self.set_awaiting_label(&client, &repo, &mut run, &mut data, false)
+            .await
+    }
+
+    /// Whether a reply is stored that no prompt has carried yet.
+    pub(super) async fn reply_waiting(&self, run_id: &str) -> Result<bool, EngineError> {
+        Ok(runs::messages(self.store.pool(), run_id)
+            .await?
+            .iter()
+            .any(|m| m.used_in.is_none()))
     }
 }

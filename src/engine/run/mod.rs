@@ -75,6 +75,10 @@ pub enum Step {
     Iterate,
     /// Push, pull request, close (or wait for the merge).
     Finish,
+    /// A reply to the run's question arrived: take the run out of
+    /// `awaiting_response` and iterate. A step of the run's own (queued
+    /// behind the step that asked), so the two never write the run at once.
+    Resume,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

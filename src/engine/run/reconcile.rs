@@ -69,6 +69,8 @@ impl Engine {
             state::AWAITING_RESPONSE if data.question_posted != Some(run.iteration) => {
                 Step::Iterate
             }
+            // A reply is stored but its `resume` step was lost.
+            state::AWAITING_RESPONSE if self.reply_waiting(&run.id).await? => Step::Resume,
             _ => return Ok(None),
         };
         if jobs::has_live_job(self.store.pool(), &format!("run:{}", run.id)).await? {

@@ -59,6 +59,7 @@ impl Engine {
             Step::Start if run.state == state::QUEUED => self.start(run, data).await,
             Step::Iterate if run.state == state::RUNNING => self.iterate(run, data).await,
             Step::Finish if run.state == state::VERIFYING => self.finish(run, data).await,
+            Step::Resume if run.state == state::AWAITING_RESPONSE => self.resume(run, data).await,
             _ => Ok(()),
         }
     }

@@ -286,7 +286,7 @@ impl Engine {
         comment: &CommentRef,
     ) -> Result<String, EngineError> {
         let repo = &thread.repo.name;
-        let Some(mut run) =
+        let Some(run) =
             runs::by_issue(self.store.pool(), &repo.to_string(), issue_n(thread.issue)).await?
         else {
             return Ok("comment: no run".to_owned());
@@ -295,7 +295,7 @@ impl Engine {
         if !awaiting && run.state != state::RUNNING && run.state != state::QUEUED {
             return Ok(format!("comment: the run is {}", run.state));
         }
-        let mut data = RunData::from_json(&run.data);
+        let data = RunData::from_json(&run.data);
         let login = &comment.author.login;
         let is_author = *login == data.issue_author || *login == thread.issue.author.login;
         if !is_author {
@@ -322,11 +322,9 @@ impl Engine {
         if !awaiting {
             return Ok(format!("reply by {login}: stored for the next prompt"));
         }
-        run.state = state::RUNNING.to_owned();
-        self.save(&mut run, &data).await?;
-        self.enqueue(&run.id, Step::Iterate).await?;
-        self.set_awaiting_label(client, repo, &mut run, &mut data, false)
-            .await?;
+        // The run's own job resumes it: the step that asked may still be
+        // writing the run, and runs only change state in their own steps.
+        self.enqueue(&run.id, Step::Resume).await?;
         Ok(format!("reply by {login}: run resumed"))
     }
 
