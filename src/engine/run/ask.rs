@@ -11,9 +11,10 @@ use crate::store::runs::{self, RunRow};
 
 impl Engine {
     /// Asks the author the agent's questions (the run is already
-    /// `awaiting_response`): label, one question comment, status. Each part
-    /// is done once, so a step that failed half-way (GitHub answered 5xx)
-    /// resumes here when its job is retried.
+    /// `awaiting_response`): label, one question comment, status. A step
+    /// that failed before the question was recorded (GitHub answered 5xx)
+    /// resumes here when its job is retried; a status edit that failed after
+    /// it is redone by the run's next step.
     pub(super) async fn ask(
         &self,
         client: &InstallationClient,
