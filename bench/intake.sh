@@ -15,18 +15,9 @@ connections=${2:-32}
 seconds=${3:-20}
 durability=${4:-process}
 threads=${BENCH_THREADS:-2}
-root=$(cd "$(dirname "$0")/.." && pwd)
-target=${CARGO_TARGET_DIR:-$root/target}
-
-(cd "$root" && cargo build --release --quiet)
-bin="$target/release/closer"
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill -9 "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup
 
 case "$backend" in
   sqlite) db="sqlite://$work/bench.db" ;;
@@ -37,20 +28,7 @@ case "$backend" in
     ;;
   *) echo "backend must be sqlite or postgres" >&2; exit 2 ;;
 esac
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-secret="bench-secret"
-body="$root/tests/fixtures/github-webhooks/issues.opened.json"
-signature="sha256=$(openssl dgst -sha256 -hmac "$secret" -r "$body" | cut -d' ' -f1)"
-
-GITHUB_WEBHOOK_SECRET=$secret DATABASE_URL=$db CLOSER_BIND=127.0.0.1:$port \
-  CLOSER_DURABILITY=$durability RUST_LOG=warn \
-  "$bin" serve --dry-run --role intake >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
-  sleep 0.1
-done
+start_server "$db" "$durability"
 
 ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
 hz=$(getconf CLK_TCK)

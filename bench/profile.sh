@@ -11,32 +11,10 @@ set -euo pipefail
 
 seconds=${1:-14}
 durability=${2:-process}
-root=$(cd "$(dirname "$0")/.." && pwd)
-target=${CARGO_TARGET_DIR:-$root/target}
-
-(cd "$root" && cargo build --release --quiet)
-bin="$target/release/closer"
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [ -n "$server_pid" ] && kill -9 "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-secret="bench-secret"
-body="$root/tests/fixtures/github-webhooks/issues.opened.json"
-signature="sha256=$(openssl dgst -sha256 -hmac "$secret" -r "$body" | cut -d' ' -f1)"
-
-GITHUB_WEBHOOK_SECRET=$secret DATABASE_URL="sqlite://$work/bench.db" \
-  CLOSER_BIND=127.0.0.1:$port CLOSER_DURABILITY=$durability RUST_LOG=warn \
-  "$bin" serve --dry-run --role intake >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
-  sleep 0.1
-done
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup
+start_server "sqlite://$work/bench.db" "$durability"
 
 BENCH_BODY=$body BENCH_SIGNATURE=$signature BENCH_RUN="p$$" \
   wrk -t2 -c32 -d"${seconds}s" -s "$root/bench/intake.lua" \

@@ -38,6 +38,19 @@ T
     )
 }
 
+/// An iteration in which the agent asks the author something.
+const ASKS_A_QUESTION: &str = r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
+"#;
+
+/// How many comment POSTs to issue 1 carried `text` (tried, not created).
+fn comment_posts_carrying(s: &Story, text: &str) -> usize {
+    s.github
+        .requests_to("POST", &format!("/repos/{REPO}/issues/1/comments"))
+        .into_iter()
+        .filter(|r| r.body.contains(text))
+        .count()
+}
+
 fn classify(task: &str) -> Reply {
     Reply::Answer(json!({"task_type": task, "reason": "scripted"}))
 }
@@ -207,11 +220,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
             .path(&format!("/repos/{REPO}/issues/1/comments"))
             .body("closer:once="),
     );
-    s.agent_step(
-        1,
-        r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
-"#,
-    );
+    s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s
@@ -276,11 +285,7 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
             .path(&comments)
             .body("closer:once="),
     );
-    s.agent_step(
-        1,
-        r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
-"#,
-    );
+    s.agent_step(1, ASKS_A_QUESTION);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
@@ -295,13 +300,11 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
         .filter(|c| c.body.contains("needs your input"))
         .collect();
     assert_eq!(questions.len(), 1, "{:#?}", s.comments(n));
-    let attempts = s
-        .github
-        .requests_to("POST", &comments)
-        .into_iter()
-        .filter(|r| r.body.contains("closer:once="))
-        .count();
-    assert_eq!(attempts, 2, "refused once, then asked");
+    assert_eq!(
+        comment_posts_carrying(&s, "closer:once="),
+        2,
+        "refused once, then asked"
+    );
     assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
     s.stop().await;
 }
@@ -333,13 +336,11 @@ async fn a_command_reply_github_answers_with_502_is_not_posted_twice() {
         replies.iter().any(|c| c.body.contains("@rita")),
         "{replies:#?}"
     );
-    let posts = s
-        .github
-        .requests_to("POST", &comments)
-        .into_iter()
-        .filter(|r| r.body.contains("closer:once=reply:"))
-        .count();
-    assert_eq!(posts, 2, "each reply sent once, found by its marker after");
+    assert_eq!(
+        comment_posts_carrying(&s, "closer:once=reply:"),
+        2,
+        "each reply sent once, found by its marker after"
+    );
     assert!(s.run(n).await.is_none(), "a reader cannot start a run");
     s.stop().await;
 }
@@ -994,11 +995,7 @@ async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behind_our_back() {
     let mut s = Story::start("reconcile", Some(CONFIG)).await;
-    s.agent_step(
-        1,
-        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
-"#,
-    );
+    s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let a = s
@@ -1043,11 +1040,7 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconciliation_resumes_a_question_that_was_never_posted() {
     let mut s = Story::start("reconcile_question", Some(CONFIG)).await;
-    s.agent_step(
-        1,
-        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
-"#,
-    );
+    s.agent_step(1, ASKS_A_QUESTION);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
@@ -1101,11 +1094,7 @@ async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
             .path(&edits)
             .body("awaiting response"),
     );
-    s.agent_step(
-        1,
-        r#"echo '{"summary": "Question.", "questions": ["Negative numbers too?"]}'
-"#,
-    );
+    s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s
