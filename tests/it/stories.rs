@@ -5,10 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+use closer::github::types::IssueNumber;
 use closer::store::runs;
 use serde_json::json;
 
-use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_github::Fault;
+use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::process::alive;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, commit};
@@ -41,6 +43,26 @@ T
 /// An iteration in which the agent asks the author something.
 const ASKS_A_QUESTION: &str = r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
 "#;
+
+/// Makes the next `times` comment POSTs to issue 1 carrying `text` meet
+/// `fault`.
+fn fault_comment_posts(s: &Story, fault: Fault, times: u32, text: &str) {
+    s.github.inject(
+        fault
+            .times(times)
+            .method("POST")
+            .path(&format!("/repos/{REPO}/issues/1/comments"))
+            .body(text),
+    );
+}
+
+/// The bot's question comments on the issue.
+fn question_comments(s: &Story, n: IssueNumber) -> Vec<FakeComment> {
+    s.bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("needs your input"))
+        .collect()
+}
 
 /// How many comment POSTs to issue 1 carried `text` (tried, not created).
 fn comment_posts_carrying(s: &Story, text: &str) -> usize {
@@ -209,17 +231,10 @@ async fn story_6_commands_in_code_quotes_or_by_the_app_itself_are_ignored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
-    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("story2", Some(CONFIG)).await;
     // GitHub creates the question comment but answers 502: the step is
     // retried, finds its comment by the hidden marker and does not ask twice.
-    s.github.inject(
-        Fault::AfterApplying(502)
-            .times(1)
-            .method("POST")
-            .path(&format!("/repos/{REPO}/issues/1/comments"))
-            .body("closer:once="),
-    );
+    fault_comment_posts(&s, Fault::AfterApplying(502), 1, "closer:once=");
     s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
@@ -235,11 +250,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, "awaiting_response");
     assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
-    let question: Vec<_> = s
-        .bot_comments(n)
-        .into_iter()
-        .filter(|c| c.body.contains("needs your input"))
-        .collect();
+    let question = question_comments(&s, n);
     assert_eq!(question.len(), 1);
     assert!(question[0].body.contains("@maria"), "{}", question[0].body);
     assert!(question[0].body.contains("negative numbers"));
@@ -275,16 +286,8 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
 /// run is already `awaiting_response`, and the retried step still asks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
-    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("question_502", Some(CONFIG)).await;
-    let comments = format!("/repos/{REPO}/issues/1/comments");
-    s.github.inject(
-        Fault::Status(502)
-            .times(1)
-            .method("POST")
-            .path(&comments)
-            .body("closer:once="),
-    );
+    fault_comment_posts(&s, Fault::Status(502), 1, "closer:once=");
     s.agent_step(1, ASKS_A_QUESTION);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -294,12 +297,7 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, "awaiting_response", "{}", s.journal().await);
     assert_eq!(run.iteration, 1, "the agent was not run again");
-    let questions: Vec<_> = s
-        .bot_comments(n)
-        .into_iter()
-        .filter(|c| c.body.contains("needs your input"))
-        .collect();
-    assert_eq!(questions.len(), 1, "{:#?}", s.comments(n));
+    assert_eq!(question_comments(&s, n).len(), 1, "{:#?}", s.comments(n));
     assert_eq!(
         comment_posts_carrying(&s, "closer:once="),
         2,
@@ -313,16 +311,8 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
 /// job is retried and does not answer twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_command_reply_github_answers_with_502_is_not_posted_twice() {
-    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("reply_502", Some(CONFIG)).await;
-    let comments = format!("/repos/{REPO}/issues/1/comments");
-    s.github.inject(
-        Fault::AfterApplying(502)
-            .times(2)
-            .method("POST")
-            .path(&comments)
-            .body("closer:once=reply:"),
-    );
+    fault_comment_posts(&s, Fault::AfterApplying(502), 2, "closer:once=reply:");
     s.github.set_permission(&s.repo, "rita", "read");
     let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
     s.comment_as(n, FakeUser::user("rita"), "/closer run").await;
@@ -655,13 +645,9 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     assert_eq!(pulls.len(), 1);
     assert_eq!(s.run(n).await.unwrap().state, "verifying");
 
-    s.github
-        .merge_pull(&s.repo, closer::github::types::IssueNumber(pulls[0].number));
-    s.merged(
-        closer::github::types::IssueNumber(pulls[0].number),
-        "closer/issue-1",
-    )
-    .await;
+    s.github.merge_pull(&s.repo, IssueNumber(pulls[0].number));
+    s.merged(IssueNumber(pulls[0].number), "closer/issue-1")
+        .await;
     s.idle().await;
     let issue = s.github.issue(&s.repo, n);
     assert_eq!(issue.state, "closed");
@@ -817,7 +803,6 @@ async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicate() {
-    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("story9", Some(CONFIG)).await;
     let comments = format!("/repos/{REPO}/issues/1/comments");
     let edits = format!("/repos/{REPO}/issues/comments/");
@@ -1069,12 +1054,11 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
     assert_eq!(after.iteration, 1, "the agent was not run again");
     let data: serde_json::Value = serde_json::from_str(&after.data).unwrap();
     assert_eq!(data["question_posted"], json!(1));
-    let questions = s
-        .bot_comments(n)
-        .into_iter()
-        .filter(|c| c.body.contains("needs your input"))
-        .count();
-    assert_eq!(questions, 1, "found by its marker, not asked twice");
+    assert_eq!(
+        question_comments(&s, n).len(),
+        1,
+        "found by its marker, not asked twice"
+    );
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
     s.stop().await;
 }
@@ -1084,7 +1068,6 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
 /// only the run's own steps change its state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
-    use crate::support::fake_github::faults::Fault;
     let mut s = Story::start("reply_race", Some(CONFIG)).await;
     let edits = format!("/repos/{REPO}/issues/comments/");
     s.github.inject(

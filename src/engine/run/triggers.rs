@@ -366,7 +366,10 @@ impl Engine {
             Ok(c) => c,
             Err(errors) => {
                 let body = comment::invalid_config_comment(CONFIG_PATH, &errors.to_string());
-                self.post_once(client, repo, number, &body).await?;
+                // Not repeated while the text stays the same.
+                let key = format!("text:{}", digest(&body));
+                self.post_once_marked(client, repo, number, &key, &body)
+                    .await?;
                 return Ok("invalid repository config: no run".to_owned());
             }
         };
@@ -482,34 +485,18 @@ impl Engine {
             }
         }
     }
-
-    /// Posts `body` unless our App already posted exactly it on the issue.
-    pub(super) async fn post_once(
-        &self,
-        client: &InstallationClient,
-        repo: &RepoName,
-        number: IssueNumber,
-        body: &str,
-    ) -> Result<(), EngineError> {
-        let app = self.app_info().await?;
-        let existing = client.list_comments(repo, number).await?;
-        if existing
-            .iter()
-            .any(|c| is_ours(&app, c) && c.body.trim() == body.trim())
-        {
-            return Ok(());
-        }
-        client.create_comment(repo, number, body).await?;
-        Ok(())
-    }
 }
 
 /// The key of closer's replies to a comment's commands: the comment and a
 /// digest of its text (an edit is a new text).
 fn reply_key(comment: &CommentRef) -> String {
+    format!("reply:{}:{}", comment.id, digest(&comment.body))
+}
+
+/// A short digest of a text, for once-markers.
+fn digest(text: &str) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(comment.body.as_bytes());
-    format!("reply:{}:{}", comment.id, hex::encode(&digest[..6]))
+    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])
 }
 
 /// Whether a comment was written by our App.
