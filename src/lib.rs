@@ -10,6 +10,7 @@ pub mod engine;
 pub mod events;
 pub mod github;
 pub mod llm;
+pub mod model;
 pub mod prompts;
 pub mod replay;
 pub mod server;

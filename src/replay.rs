@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use crate::config::server::ServerConfig;
 use crate::events::{EventKind, parse_event};
 use crate::github::{GitHubApp, GitHubSettings, WriteRecorder};
+use crate::model::Named;
 use crate::store::{Store, StoreOptions, jobs};
 
 /// Prints each write as `would <METHOD> <path>` and its JSON body.
@@ -77,7 +78,10 @@ pub async fn replay(config: &ServerConfig, payload: &Path, event: &str) -> anyho
         Err(e) => println!("outcome: error: {e}"),
     }
     for (state, count) in jobs::depth_by_state(store.pool()).await? {
-        println!("jobs {state}: {count} (queued steps are not run by replay)");
+        println!(
+            "jobs {}: {count} (queued steps are not run by replay)",
+            state.as_str()
+        );
     }
     store.close().await;
     Ok(())

@@ -13,13 +13,14 @@ use tokio::sync::{Notify, watch};
 use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
-use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK, RUN_JOB};
+use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK};
 use crate::github::{GitHubApp, GitHubSettings};
+use crate::model::JobKind;
 use crate::server::{self, AppState};
 use crate::store::dry_run::DbRecorder;
 use crate::store::writer::IntakeWriter;
 use crate::store::{Store, deliveries, jobs};
-use crate::worker::delivery::DeliveryHandler;
+use crate::worker::delivery::{DeliveryHandler, EventHandler};
 use crate::worker::{JobHandler, WorkerPool, WorkerSettings};
 
 /// How often open runs are compared with the queue and with GitHub.
@@ -83,12 +84,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     let mut worker_tasks = Vec::new();
     if options.role.runs_workers() {
         let engine = build_engine(&config, store.clone(), github.clone(), jobs_ready.clone());
-        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
-        handlers.insert(
-            server::webhook::DELIVERY_JOB.to_owned(),
-            Arc::new(DeliveryHandler::with_engine(store.clone(), engine.clone())),
-        );
-        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        let handlers = job_handlers(&store, &engine);
         tokio::spawn(
             engine
                 .clone()
@@ -190,6 +186,20 @@ pub(crate) fn build_engine(
         recheck_after: MAYBE_APPLIED_RECHECK,
     };
     Engine::new(store, github, settings, ready)
+}
+
+/// The job handlers of a worker process: deliveries (the engine acting on
+/// their events) and run steps. `closer serve` and the story tests wire
+/// their workers with this one function.
+pub fn job_handlers(store: &Store, engine: &Arc<Engine>) -> HashMap<JobKind, Arc<dyn JobHandler>> {
+    let events: Arc<dyn EventHandler> = engine.clone();
+    HashMap::from([
+        (
+            JobKind::Delivery,
+            Arc::new(DeliveryHandler::with_events(store.clone(), events)) as Arc<dyn JobHandler>,
+        ),
+        (JobKind::Run, engine.run_handler()),
+    ])
 }
 
 /// Checks the App credentials once at start and says whom they belong to; a

@@ -11,8 +11,8 @@ use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, usage_line};
 use super::verification::{self, Detail};
 use super::view::{UsageView, VerificationView};
-use crate::engine::task_type::TaskType;
 use crate::github::types::IssueNumber;
+use crate::model::TaskType;
 
 /// Commits or files listed before the rest are counted.
 const LIST_MAX: usize = 100;

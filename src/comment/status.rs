@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use super::markdown;
 use super::verification::{self, Detail, ITEM_MAX};
 use super::view::{NextStep, QuestionView, StatusView, UsageView};
+use crate::model::Named;
 
 /// GitHub rejects comment bodies longer than this. We count bytes, which is
 /// never less than the character count, so a body within it always fits.
@@ -121,10 +122,10 @@ fn header(out: &mut String, view: &StatusView) {
     let _ = writeln!(
         out,
         "### {} closer: {}\n",
-        view.state.icon(),
+        super::view::state_icon(view.state),
         view.state.label()
     );
-    let mut facts = vec![format!("**Phase:** {}", view.phase.label())];
+    let mut facts = vec![format!("**Phase:** {}", view.phase.as_str())];
     if let Some(t) = view.task_type {
         facts.push(format!("**Task:** `{t}`"));
     }

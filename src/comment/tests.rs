@@ -3,8 +3,8 @@
 //! text.
 
 use super::*;
-use crate::engine::task_type::TaskType;
 use crate::github::types::{IssueNumber, Permission};
+use crate::model::TaskType;
 
 fn goal(name: &str, status: GoalStatus, required: bool, evidence: &str) -> GoalRow {
     GoalRow {

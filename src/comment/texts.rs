@@ -12,6 +12,7 @@ use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, next_step, thousands, usage_line, user};
 use super::view::{Stage, StatusView, UsageView};
 use crate::github::types::Permission;
+use crate::model::Named;
 
 /// Bytes of one quoted question or evidence excerpt.
 const QUOTE_MAX: usize = 8_000;
@@ -248,7 +249,7 @@ pub fn status_answer(view: Option<&StatusView>, status_comment_url: Option<&str>
     let mut out = format!(
         "closer is **{}** (phase {}, iteration {} of {}, stage {}). Next: {}.",
         v.state.label(),
-        v.phase.label(),
+        v.phase.as_str(),
         v.iteration,
         v.max_iterations,
         v.stage.number(),

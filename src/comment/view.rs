@@ -3,94 +3,21 @@
 //! nothing here does I/O. Every `String` in these structs is treated as
 //! untrusted by the renderers (escaped, quoted or fenced).
 
-use crate::engine::task_type::TaskType;
 use crate::github::types::IssueNumber;
+use crate::model::TaskType;
 
-/// The state of a run, as a maintainer reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    Queued,
-    Running,
-    AwaitingResponse,
-    Verifying,
-    Done,
-    Failed,
-    Stopped,
-}
+pub use crate::model::{Phase, RunState, Stage};
 
-impl RunState {
-    pub fn label(self) -> &'static str {
-        match self {
-            RunState::Queued => "queued",
-            RunState::Running => "running",
-            RunState::AwaitingResponse => "awaiting response",
-            RunState::Verifying => "verifying",
-            RunState::Done => "done",
-            RunState::Failed => "failed",
-            RunState::Stopped => "stopped",
-        }
-    }
-
-    /// A small sign in front of the state, readable without colour.
-    pub fn icon(self) -> &'static str {
-        match self {
-            RunState::Queued => "⏳",
-            RunState::Running => "🔄",
-            RunState::AwaitingResponse => "❓",
-            RunState::Verifying => "🔍",
-            RunState::Done => "✅",
-            RunState::Failed => "❌",
-            RunState::Stopped => "⏹️",
-        }
-    }
-}
-
-/// The phase of a run (mirrored by the `phase:*` labels).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Preparation,
-    Processing,
-    Review,
-    Complete,
-}
-
-impl Phase {
-    pub fn label(self) -> &'static str {
-        match self {
-            Phase::Preparation => "preparation",
-            Phase::Processing => "processing",
-            Phase::Review => "review",
-            Phase::Complete => "complete",
-        }
-    }
-}
-
-/// The convergence controller's stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// Stage 1: normal iterations.
-    Normal,
-    /// Stage 2: the same failures repeated; minimal-fix mode.
-    MinimalFix,
-    /// Stage 3: still repeating; the run stops.
-    Stopped,
-}
-
-impl Stage {
-    pub fn number(self) -> u8 {
-        match self {
-            Stage::Normal => 1,
-            Stage::MinimalFix => 2,
-            Stage::Stopped => 3,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Stage::Normal => "normal",
-            Stage::MinimalFix => "minimal-fix",
-            Stage::Stopped => "stopped",
-        }
+/// A small sign in front of a run's state, readable without colour.
+pub fn state_icon(state: RunState) -> &'static str {
+    match state {
+        RunState::Queued => "⏳",
+        RunState::Running => "🔄",
+        RunState::AwaitingResponse => "❓",
+        RunState::Verifying => "🔍",
+        RunState::Done => "✅",
+        RunState::Failed => "❌",
+        RunState::Stopped => "⏹️",
     }
 }
 

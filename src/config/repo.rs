@@ -17,7 +17,8 @@ use crate::config::repo_goal::RawGoal;
 use crate::config::repo_parse::{
     at_least_one, at_least_one_u64, positive_f64, unit_interval, valid_globs,
 };
-use crate::engine::task_type::TaskType;
+pub use crate::model::CompletionType;
+use crate::model::TaskType;
 
 /// The whole validated `.github/closer.yml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,36 +91,6 @@ impl Default for CompletionConfig {
             confidence_threshold: 0.8,
             keyword: "TASK_COMPLETE".to_owned(),
             handler: None,
-        }
-    }
-}
-
-/// The completion handler (seed 002).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum CompletionType {
-    /// Verified completion: the Closer's checklist and the goals (DESIGN §3).
-    #[default]
-    Issue,
-    /// Phases preparation → processing → review → complete.
-    Project,
-    /// Stop after `max_iterations`.
-    Iterate,
-    /// The agent's output contains `keyword` and the goals pass.
-    Manual,
-    /// The repository's `handler` executable decides.
-    Custom,
-}
-
-impl CompletionType {
-    /// The name used in the config file and in prompt paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompletionType::Issue => "issue",
-            CompletionType::Project => "project",
-            CompletionType::Iterate => "iterate",
-            CompletionType::Manual => "manual",
-            CompletionType::Custom => "custom",
         }
     }
 }

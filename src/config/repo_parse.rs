@@ -8,6 +8,7 @@
 //! what the bot posts and what `closer check-config` prints. This module must
 //! never panic on any input, and never echo more of the file than a key name.
 
+use crate::model::Named;
 use std::fmt;
 use std::path::Path;
 

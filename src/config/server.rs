@@ -158,6 +158,17 @@ pub struct ServerConfig {
 pub const DEFAULT_BIND: &str = "127.0.0.1:3000";
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://closer.db";
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
+/// Where mirrors, worktrees and prompt files live, relative to the directory
+/// closer was started in (made absolute at load).
+pub const DEFAULT_DATA_DIR: &str = "closer-data";
+
+/// A path from the configuration made absolute against the directory closer
+/// was started in, once, at load: git and the agents run in other working
+/// directories, where a relative path would name another place.
+fn absolute(key: &str, path: PathBuf) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(&path)
+        .map_err(|e| ConfigError::Invalid(format!("{key} {}: {e}", path.display())))
+}
 
 impl ServerConfig {
     /// Resolves flags and environment (already merged by clap) over the file.
@@ -283,11 +294,13 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
         retention: Duration::from_secs(
             86_400 * s.retention_days.or(file.retention_days).unwrap_or(14),
         ),
-        data_dir: s
-            .data_dir
-            .clone()
-            .or(file.data_dir)
-            .unwrap_or_else(|| PathBuf::from("closer-data")),
+        data_dir: absolute(
+            "data_dir",
+            s.data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+        )?,
         limits: file.limits,
     })
 }
@@ -360,6 +373,19 @@ mod tests {
         assert_eq!(config.github.api_url, DEFAULT_API_URL);
         assert!(config.llm.is_none());
         assert!(config.require_webhook_secret().is_err());
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(config.data_dir, cwd.join(DEFAULT_DATA_DIR));
+    }
+
+    #[test]
+    fn a_relative_data_dir_is_made_absolute_against_the_start_directory() {
+        let file = parse(r#"data_dir = "var/closer""#);
+        let config = resolve(&settings(), file).unwrap();
+        assert!(config.data_dir.is_absolute(), "{:?}", config.data_dir);
+        assert!(config.data_dir.ends_with("var/closer"));
+        let file = parse(r#"data_dir = "/srv/closer""#);
+        let config = resolve(&settings(), file).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/srv/closer"));
     }
 
     #[test]

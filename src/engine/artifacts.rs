@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::diff::{AddedLine, parse_added};
-use super::task_type::TaskType;
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
+use crate::model::TaskType;
 
 /// Untracked files larger than this are listed but not read.
 const MAX_UNTRACKED_READ: u64 = 1024 * 1024;

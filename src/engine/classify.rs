@@ -3,14 +3,15 @@
 //! prompt, never instructions; an answer outside the seven types is an error,
 //! not a guess.
 
+use crate::model::Named;
 use std::sync::{Arc, LazyLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::engine::task_type::TaskType;
 use crate::llm::{LlmClient, LlmRequest, Usage};
+use crate::model::TaskType;
 use crate::prompts::{PromptId, PromptResolver};
 
 impl JsonSchema for TaskType {

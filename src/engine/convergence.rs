@@ -5,7 +5,7 @@
 //! `stagnation_threshold` iterations; stage 3 — the run stops as FAILED with
 //! a diagnosis — when it still repeats in stage 2.
 //!
-//! Every check yields a [`Decision`] with a fresh `check_id`, so a stale
+//! Every check yields a [`Verdict`] with a fresh `check_id`, so a stale
 //! decision can never be taken for the current one. The state is plain data
 //! (serialisable) so it survives restarts; no clock or I/O in here.
 
@@ -16,30 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::fingerprint::{Failure, set_hash};
 use crate::config::repo::ConvergenceConfig;
 
-/// The strategy stage.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    /// Stage 1: normal iterations.
-    #[default]
-    Normal,
-    /// Stage 2: minimal-fix mode (allowed paths and diff budget enforced).
-    MinimalFix,
-    /// Stage 3: stopped as FAILED.
-    Stopped,
-}
-
-impl Stage {
-    pub fn number(self) -> u8 {
-        match self {
-            Stage::Normal => 1,
-            Stage::MinimalFix => 2,
-            Stage::Stopped => 3,
-        }
-    }
-}
+pub use crate::model::Stage;
 
 /// A decision's identity: fresh per check.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,7 +33,7 @@ impl CheckId {
 /// The verdict kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DecisionKind {
+pub enum VerdictKind {
     /// Objective verification passed (the Closer's checklist is judged elsewhere).
     Complete,
     Incomplete,
@@ -119,8 +96,8 @@ pub struct Diagnosis {
 
 /// The structured decision `{decision, check_id, reasons[], fingerprints[]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    pub decision: DecisionKind,
+pub struct Verdict {
+    pub decision: VerdictKind,
     pub check_id: CheckId,
     pub reasons: Vec<String>,
     pub fingerprints: Vec<String>,
@@ -134,7 +111,7 @@ pub struct Decision {
 
 /// One iteration as the controller remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IterationRecord {
+pub struct HistoryEntry {
     pub iteration: u32,
     pub fingerprints: Vec<String>,
     pub failure_set: String,
@@ -163,7 +140,7 @@ pub struct ConvergenceState {
     pub repeats: u32,
     /// Repeats since the current stage began.
     pub repeats_in_stage: u32,
-    pub history: Vec<IterationRecord>,
+    pub history: Vec<HistoryEntry>,
     pub stage_changes: Vec<StageChange>,
     /// Summaries of every fingerprint seen.
     pub summaries: BTreeMap<String, String>,
@@ -176,7 +153,7 @@ impl ConvergenceState {
         obs: Observation,
         config: &ConvergenceConfig,
         check_id: CheckId,
-    ) -> Decision {
+    ) -> Verdict {
         let mut fingerprints: Vec<String> =
             obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
         fingerprints.sort();
@@ -188,15 +165,15 @@ impl ConvergenceState {
         }
         let failure_set = set_hash(fingerprints.iter().map(String::as_str));
         let previous = self.history.last().cloned();
-        self.history.push(IterationRecord {
+        self.history.push(HistoryEntry {
             iteration: obs.iteration,
             fingerprints: fingerprints.clone(),
             failure_set: failure_set.clone(),
             diff_hash: obs.diff_hash.clone(),
             stage: self.stage,
         });
-        let mut decision = Decision {
-            decision: DecisionKind::Incomplete,
+        let mut decision = Verdict {
+            decision: VerdictKind::Incomplete,
             check_id,
             reasons: obs.reasons.clone(),
             fingerprints: fingerprints.clone(),
@@ -206,14 +183,14 @@ impl ConvergenceState {
             diagnosis: None,
         };
         if self.stage == Stage::Stopped {
-            decision.decision = DecisionKind::Failed;
+            decision.decision = VerdictKind::Failed;
             decision.diagnosis = Some(self.diagnosis(&obs.evidence));
             return decision;
         }
         if obs.reasons.is_empty() && fingerprints.is_empty() {
             self.repeats = 0;
             self.repeats_in_stage = 0;
-            decision.decision = DecisionKind::Complete;
+            decision.decision = VerdictKind::Complete;
             return decision;
         }
         let repeated =
@@ -266,7 +243,7 @@ impl ConvergenceState {
                 });
             }
             Stage::Stopped => {
-                decision.decision = DecisionKind::Failed;
+                decision.decision = VerdictKind::Failed;
                 decision.diagnosis = Some(self.diagnosis(&obs.evidence));
             }
         }
@@ -314,7 +291,7 @@ impl ConvergenceState {
     }
 }
 
-fn previous_diff_same(history: &[IterationRecord]) -> bool {
+fn previous_diff_same(history: &[HistoryEntry]) -> bool {
     match history {
         [.., a, b] => a.diff_hash == b.diff_hash,
         _ => false,
@@ -350,12 +327,12 @@ mod tests {
         let d1 = state.observe(obs(1, &["a"], "d1"), &config, id(1));
         assert_eq!(
             (d1.decision, d1.stage),
-            (DecisionKind::Incomplete, Stage::Normal)
+            (VerdictKind::Incomplete, Stage::Normal)
         );
         let d2 = state.observe(obs(2, &["a"], "d2"), &config, id(2));
         assert_eq!(
             (d2.decision, d2.stage),
-            (DecisionKind::Incomplete, Stage::MinimalFix)
+            (VerdictKind::Incomplete, Stage::MinimalFix)
         );
         let fix = d2.minimal_fix.expect("stage 2 states minimal-fix mode");
         assert!(
@@ -366,7 +343,7 @@ mod tests {
         let d3 = state.observe(obs(3, &["a"], "d3"), &config, id(3));
         assert_eq!(
             (d3.decision, d3.stage),
-            (DecisionKind::Failed, Stage::Stopped)
+            (VerdictKind::Failed, Stage::Stopped)
         );
         let diagnosis = d3.diagnosis.expect("stage 3 has a diagnosis");
         assert_eq!(diagnosis.repeated.len(), 1);
@@ -385,7 +362,7 @@ mod tests {
         assert_eq!(d.stage, Stage::Normal);
         assert_eq!(state.repeats, 1);
         let d = state.observe(obs(3, &[], "d3"), &config, id(3));
-        assert_eq!(d.decision, DecisionKind::Complete);
+        assert_eq!(d.decision, VerdictKind::Complete);
         assert!(d.fingerprints.is_empty() && d.reasons.is_empty());
     }
 

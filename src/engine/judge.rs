@@ -5,6 +5,7 @@
 //! `GoalOutcome`s inside the summary; this module never runs a goal, and
 //! nothing here turns an error into "complete".
 
+use crate::model::Named;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -14,9 +15,9 @@ use crate::engine::closer::{Closer, CloserContext, CloserInput, CloserResult};
 use crate::engine::goal_outcome::failed_required;
 use crate::engine::handlers::{CompletionHandler, HandlerVerdict, IssueContext, IterationSummary};
 use crate::engine::question::{AnswerStatus, QuestionVerdict, detect};
-use crate::engine::task_type::TaskType;
 use crate::engine::tasklist::parse_task_list;
 use crate::llm::Usage;
+use crate::model::TaskType;
 
 /// What stays the same for every iteration of a run.
 #[derive(Debug, Clone)]
@@ -38,19 +39,8 @@ pub struct JudgeInput {
     pub summary: IterationSummary,
 }
 
-/// The decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Verified complete: finish the run.
-    Complete,
-    /// The agent asks the maintainer: post the question and pause.
-    AwaitingResponse,
-    /// Not done: iterate again with the pending actions.
-    Incomplete,
-    /// The iteration or its judgment failed.
-    Error,
-}
+/// The decision (the model's one definition).
+pub use crate::model::Decision;
 
 /// The answer to the one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,5 @@ pub mod question;
 pub mod run;
 pub mod scope;
 pub mod secrets;
-pub mod task_type;
 pub mod tasklist;
 pub mod verify;

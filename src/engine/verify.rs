@@ -10,14 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use super::artifacts::{self, ArtifactKind, Artifacts};
 use super::baseline::Baseline;
-use super::convergence::{CheckId, ConvergenceState, Decision, Observation};
+use super::convergence::{CheckId, ConvergenceState, Observation, Verdict};
 use super::fingerprint::Failure;
 use super::goals::{self, GoalContext, GoalResult, GoalSettings};
 use super::scope::{self, ScopeVerdict};
-use super::task_type::TaskType;
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
 use crate::config::repo::{GoalSpec, RepoConfig};
+use crate::model::TaskType;
 
 /// What one iteration is checked against.
 #[derive(Debug, Clone, Copy)]
@@ -44,14 +44,14 @@ pub struct IterationVerification {
     /// Failures of required goals that the baseline did not have.
     pub new_failures: Vec<Failure>,
     pub scope: ScopeVerdict,
-    pub decision: Decision,
+    pub decision: Verdict,
 }
 
 impl IterationVerification {
     /// Objectively complete: the decision says so (no missing artifact, no
     /// blocking goal, no new failure, no scope violation).
     pub fn complete(&self) -> bool {
-        self.decision.decision == super::convergence::DecisionKind::Complete
+        self.decision.decision == super::convergence::VerdictKind::Complete
     }
 }
 

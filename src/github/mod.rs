@@ -32,6 +32,6 @@ pub use models::{
     LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit, PullRequest,
     PullState, Reaction, Repository, StateReason,
 };
-pub use projects::{DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
+pub use projects::{Board, DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
 pub use retry::RetrySettings;
 pub use token::REFRESH_MARGIN;

@@ -12,7 +12,6 @@ use super::error::GitHubError;
 use super::models::{ProjectBoard, ProjectField, ProjectOption};
 use super::types::{IssueNumber, RepoName};
 use super::wire::{WireAddItem, WireProjectOwner, WireUpdateItem};
-use crate::config::repo::ProjectConfig;
 
 /// The item id a dry-run `add_to_project` answers (nothing was added).
 pub const DRY_RUN_ITEM_ID: &str = "dry-run-item";
@@ -170,6 +169,17 @@ impl InstallationClient {
     }
 }
 
+/// A project board and the single-select field that follows the phases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Board {
+    /// The user or organisation that owns the board.
+    pub owner: String,
+    /// The board's number.
+    pub number: u64,
+    /// The single-select field's name.
+    pub status_field: String,
+}
+
 /// Puts the issue on the configured board and sets its status field to the
 /// option for `phase` (`preparation`, `processing`, `review`, `complete`;
 /// see [`status_option`]). The field and option are checked before anything
@@ -177,7 +187,7 @@ impl InstallationClient {
 /// `GitHub(MaybeApplied)` calling it again is safe.
 pub async fn sync_project_status(
     client: &InstallationClient,
-    board: &ProjectConfig,
+    board: &Board,
     repo: &RepoName,
     issue: IssueNumber,
     phase: &str,

@@ -61,7 +61,7 @@ pub enum Outcome<'a> {
 
 /// The policy's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum RetryDecision {
     /// The answer is final: success, or an error that repeating cannot fix.
     Final,
     /// Wait this long, then send again.
@@ -83,7 +83,7 @@ pub fn decide(
     now: Millis,
     jitter: f64,
     settings: &RetrySettings,
-) -> Decision {
+) -> RetryDecision {
     decide_with(
         is_idempotent(method),
         outcome,
@@ -103,16 +103,16 @@ pub fn decide_with(
     now: Millis,
     jitter: f64,
     settings: &RetrySettings,
-) -> Decision {
+) -> RetryDecision {
     let more_allowed = attempt < settings.max_attempts;
     match outcome {
         Outcome::NoAnswer { maybe_sent } => {
             if maybe_sent && !repeatable {
-                Decision::MaybeApplied
+                RetryDecision::MaybeApplied
             } else if more_allowed {
-                Decision::Retry(backoff(attempt, jitter, settings))
+                RetryDecision::Retry(backoff(attempt, jitter, settings))
             } else {
-                Decision::Exhausted
+                RetryDecision::Exhausted
             }
         }
         Outcome::Answered {
@@ -120,19 +120,19 @@ pub fn decide_with(
             headers,
             rate_limit_hint,
         } => match status {
-            200..=399 => Decision::Final,
+            200..=399 => RetryDecision::Final,
             403 | 429 => match rate_limit_wait(status, headers, rate_limit_hint, now, settings) {
-                None => Decision::Final,
+                None => RetryDecision::Final,
                 Some(wait) if wait > settings.max_wait || !more_allowed => {
-                    Decision::RateLimitedUntil(now.saturating_add(wait.as_millis() as Millis))
+                    RetryDecision::RateLimitedUntil(now.saturating_add(wait.as_millis() as Millis))
                 }
-                Some(wait) => Decision::Retry(wait),
+                Some(wait) => RetryDecision::Retry(wait),
             },
-            500..=599 if !repeatable => Decision::MaybeApplied,
-            500..=599 if more_allowed => Decision::Retry(backoff(attempt, jitter, settings)),
-            500..=599 => Decision::Exhausted,
+            500..=599 if !repeatable => RetryDecision::MaybeApplied,
+            500..=599 if more_allowed => RetryDecision::Retry(backoff(attempt, jitter, settings)),
+            500..=599 => RetryDecision::Exhausted,
             // 400, 401, 404, 422 and every other 4xx: repeating cannot help.
-            _ => Decision::Final,
+            _ => RetryDecision::Final,
         },
     }
 }
@@ -200,7 +200,13 @@ mod tests {
         map
     }
 
-    fn answered(method: Method, status: u16, h: &HeaderMap, hint: bool, attempt: u32) -> Decision {
+    fn answered(
+        method: Method,
+        status: u16,
+        h: &HeaderMap,
+        hint: bool,
+        attempt: u32,
+    ) -> RetryDecision {
         let outcome = Outcome::Answered {
             status,
             headers: h,
@@ -212,8 +218,14 @@ mod tests {
     #[test]
     fn success_and_not_modified_are_final() {
         let h = HeaderMap::new();
-        assert_eq!(answered(Method::GET, 200, &h, false, 1), Decision::Final);
-        assert_eq!(answered(Method::GET, 304, &h, false, 1), Decision::Final);
+        assert_eq!(
+            answered(Method::GET, 200, &h, false, 1),
+            RetryDecision::Final
+        );
+        assert_eq!(
+            answered(Method::GET, 304, &h, false, 1),
+            RetryDecision::Final
+        );
     }
 
     #[test]
@@ -223,7 +235,7 @@ mod tests {
             for method in [Method::GET, Method::POST, Method::PATCH] {
                 assert_eq!(
                     answered(method.clone(), status, &h, false, 1),
-                    Decision::Final,
+                    RetryDecision::Final,
                     "{method} {status}"
                 );
             }
@@ -236,15 +248,15 @@ mod tests {
         // jitter 0 → half of the raw backoff.
         assert_eq!(
             answered(Method::GET, 502, &h, false, 1),
-            Decision::Retry(Duration::from_millis(250))
+            RetryDecision::Retry(Duration::from_millis(250))
         );
         assert_eq!(
             answered(Method::PATCH, 500, &h, false, 2),
-            Decision::Retry(Duration::from_millis(500))
+            RetryDecision::Retry(Duration::from_millis(500))
         );
         assert_eq!(
             answered(Method::GET, 503, &h, false, 3),
-            Decision::Retry(Duration::from_millis(1000))
+            RetryDecision::Retry(Duration::from_millis(1000))
         );
         let outcome = Outcome::Answered {
             status: 502,
@@ -253,7 +265,7 @@ mod tests {
         };
         assert_eq!(
             decide_with(true, outcome, 1, NOW, 0.0, &settings()),
-            Decision::Retry(Duration::from_millis(250)),
+            RetryDecision::Retry(Duration::from_millis(250)),
             "a POST that is known to be repeatable"
         );
     }
@@ -264,7 +276,7 @@ mod tests {
         for status in [500, 502, 503, 504] {
             assert_eq!(
                 answered(Method::POST, status, &h, false, 1),
-                Decision::MaybeApplied,
+                RetryDecision::MaybeApplied,
                 "{status}"
             );
         }
@@ -284,12 +296,12 @@ mod tests {
         let h = HeaderMap::new();
         assert_eq!(
             answered(Method::GET, 500, &h, false, 5),
-            Decision::Exhausted
+            RetryDecision::Exhausted
         );
         let none = Outcome::NoAnswer { maybe_sent: false };
         assert_eq!(
             decide(&Method::GET, none, 5, NOW, 0.0, &settings()),
-            Decision::Exhausted
+            RetryDecision::Exhausted
         );
     }
 
@@ -298,11 +310,11 @@ mod tests {
         let h = headers(&[("retry-after", "7")]);
         assert_eq!(
             answered(Method::POST, 403, &h, true, 1),
-            Decision::Retry(Duration::from_secs(7))
+            RetryDecision::Retry(Duration::from_secs(7))
         );
         assert_eq!(
             answered(Method::GET, 429, &h, false, 1),
-            Decision::Retry(Duration::from_secs(7))
+            RetryDecision::Retry(Duration::from_secs(7))
         );
     }
 
@@ -315,21 +327,21 @@ mod tests {
         ]);
         assert_eq!(
             answered(Method::GET, 403, &h, false, 1),
-            Decision::Retry(Duration::from_secs(42))
+            RetryDecision::Retry(Duration::from_secs(42))
         );
         // A reset already in the past: go again at once.
         let past = (NOW / 1000 - 5).to_string();
         let h = headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &past)]);
         assert_eq!(
             answered(Method::GET, 403, &h, false, 1),
-            Decision::Retry(Duration::ZERO)
+            RetryDecision::Retry(Duration::ZERO)
         );
     }
 
     #[test]
     fn secondary_limit_without_a_time_waits_at_least_a_minute() {
         let h = headers(&[("x-ratelimit-remaining", "12")]);
-        let minute = Decision::Retry(Duration::from_secs(60));
+        let minute = RetryDecision::Retry(Duration::from_secs(60));
         assert_eq!(answered(Method::GET, 429, &h, false, 1), minute);
         // A 403 whose body says "secondary rate limit" but gives no time.
         assert_eq!(answered(Method::POST, 403, &h, true, 1), minute);
@@ -338,7 +350,10 @@ mod tests {
     #[test]
     fn plain_permission_403_is_final() {
         let h = headers(&[("x-ratelimit-remaining", "4000")]);
-        assert_eq!(answered(Method::GET, 403, &h, false, 1), Decision::Final);
+        assert_eq!(
+            answered(Method::GET, 403, &h, false, 1),
+            RetryDecision::Final
+        );
     }
 
     #[test]
@@ -346,13 +361,13 @@ mod tests {
         let h = headers(&[("retry-after", "3600")]);
         assert_eq!(
             answered(Method::GET, 429, &h, false, 1),
-            Decision::RateLimitedUntil(NOW + 3_600_000)
+            RetryDecision::RateLimitedUntil(NOW + 3_600_000)
         );
         // And the last attempt never sleeps on a rate limit.
         let h = headers(&[("retry-after", "1")]);
         assert_eq!(
             answered(Method::GET, 429, &h, false, 5),
-            Decision::RateLimitedUntil(NOW + 1_000)
+            RetryDecision::RateLimitedUntil(NOW + 1_000)
         );
     }
 
@@ -362,29 +377,29 @@ mod tests {
         let s = settings();
         assert_eq!(
             decide(&Method::POST, sent, 1, NOW, 0.0, &s),
-            Decision::MaybeApplied
+            RetryDecision::MaybeApplied
         );
         assert_eq!(
             decide(&Method::PATCH, sent, 1, NOW, 0.0, &s),
-            Decision::Retry(Duration::from_millis(250))
+            RetryDecision::Retry(Duration::from_millis(250))
         );
         assert_eq!(
             decide(&Method::GET, sent, 1, NOW, 0.0, &s),
-            Decision::Retry(Duration::from_millis(250))
+            RetryDecision::Retry(Duration::from_millis(250))
         );
         // A POST known to only read (a GraphQL query) may be repeated.
         assert_eq!(
             decide_with(true, sent, 1, NOW, 0.0, &s),
-            Decision::Retry(Duration::from_millis(250))
+            RetryDecision::Retry(Duration::from_millis(250))
         );
         assert_eq!(
             decide_with(false, sent, 1, NOW, 0.0, &s),
-            Decision::MaybeApplied
+            RetryDecision::MaybeApplied
         );
         let refused = Outcome::NoAnswer { maybe_sent: false };
         assert_eq!(
             decide(&Method::POST, refused, 1, NOW, 0.0, &s),
-            Decision::Retry(Duration::from_millis(250))
+            RetryDecision::Retry(Duration::from_millis(250))
         );
     }
 }

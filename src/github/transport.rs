@@ -11,7 +11,7 @@ use http::{HeaderMap, Method};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::error::GitHubError;
-use super::retry::{Decision, Outcome, RetrySettings, decide_with, is_idempotent};
+use super::retry::{Outcome, RetryDecision, RetrySettings, decide_with, is_idempotent};
 use super::wire::WireError;
 use crate::clock::SharedClock;
 
@@ -202,7 +202,7 @@ impl Transport {
                 }
             };
             match (decision, answer) {
-                (Decision::Retry(wait), answer) => {
+                (RetryDecision::Retry(wait), answer) => {
                     let what = match &answer {
                         Ok(resp) => resp.status.to_string(),
                         Err(e) => e.message.clone(),
@@ -211,10 +211,10 @@ impl Transport {
                         wait_ms = wait.as_millis() as u64, answer = %what, "retrying GitHub call");
                     tokio::time::sleep(wait).await;
                 }
-                (Decision::RateLimitedUntil(until), _) => {
+                (RetryDecision::RateLimitedUntil(until), _) => {
                     return Err(GitHubError::RateLimited { until });
                 }
-                (Decision::MaybeApplied, answer) => {
+                (RetryDecision::MaybeApplied, answer) => {
                     return Err(GitHubError::MaybeApplied {
                         method: req.method.to_string(),
                         path: req.path.clone(),

@@ -10,6 +10,7 @@ use axum::response::IntoResponse;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::AppState;
+use crate::model::{JobState, Named};
 use crate::store::jobs;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -40,12 +41,12 @@ pub fn handle() -> PrometheusHandle {
 pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     match jobs::depth_by_state(state.store.pool()).await {
         Ok(depths) => {
-            for state_name in [jobs::QUEUED, jobs::LEASED, jobs::DONE, jobs::DEAD] {
+            for &job_state in JobState::ALL {
                 let n = depths
                     .iter()
-                    .find(|(s, _)| s == state_name)
+                    .find(|(s, _)| *s == job_state)
                     .map_or(0, |(_, n)| *n);
-                metrics::gauge!("closer_jobs", "state" => state_name).set(n as f64);
+                metrics::gauge!("closer_jobs", "state" => job_state.as_str()).set(n as f64);
             }
         }
         Err(e) => tracing::warn!(error = %e, "queue depth unavailable for /metrics"),

@@ -18,15 +18,13 @@ use hmac::Mac;
 use super::AppState;
 use crate::events::EventKind;
 use crate::events::envelope::Envelope;
+use crate::model::{DeliveryStatus, JobKind};
 use crate::store::deliveries::{self, NewDelivery};
 use crate::store::jobs::NewJob;
 use crate::store::writer::WriteOutcome;
 
 /// GitHub caps webhook payloads at 25 MB.
 pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
-
-/// The job kind that processes a stored delivery.
-pub const DELIVERY_JOB: &str = "delivery";
 
 /// Why a request was refused before anything was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +159,7 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
     };
     let kind = EventKind::from_header(&delivery.event);
     let job = kind.map(|kind| NewJob {
-        kind: DELIVERY_JOB.to_owned(),
+        kind: JobKind::Delivery,
         key: envelope.job_key(kind, &delivery.delivery_id),
         payload: serde_json::json!({ "delivery_id": delivery.delivery_id }).to_string(),
         max_attempts: state.max_attempts,
@@ -178,9 +176,9 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
         encoding,
         received_at: state.store.now_ms(),
         status: if job.is_some() {
-            deliveries::RECEIVED
+            DeliveryStatus::Received
         } else {
-            deliveries::IGNORED
+            DeliveryStatus::Ignored
         },
         job,
     };

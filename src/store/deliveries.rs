@@ -8,12 +8,7 @@ use sqlx::{AnyPool, Row};
 
 use super::StoreError;
 use crate::clock::Millis;
-
-/// Delivery statuses as stored.
-pub const RECEIVED: &str = "received";
-pub const PROCESSED: &str = "processed";
-pub const IGNORED: &str = "ignored";
-pub const FAILED: &str = "failed";
+use crate::model::{DeliveryStatus, Named};
 
 /// A verified delivery, ready to be written.
 #[derive(Debug, Clone)]
@@ -28,7 +23,7 @@ pub struct NewDelivery {
     pub encoding: PayloadEncoding,
     pub received_at: Millis,
     /// `received` (a job processes it) or `ignored` (an event we do not handle).
-    pub status: &'static str,
+    pub status: DeliveryStatus,
     /// The job that processes it, when there is one.
     pub job: Option<super::jobs::NewJob>,
 }
@@ -94,7 +89,7 @@ pub struct StoredDelivery {
     pub repository: Option<String>,
     pub payload: Vec<u8>,
     pub received_at: Millis,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub outcome: Option<String>,
 }
 
@@ -116,7 +111,7 @@ pub async fn get(pool: &AnyPool, delivery_id: &str) -> Result<Option<StoredDeliv
         repository: row.try_get("repository")?,
         payload: decode_payload(row.try_get("payload")?, encoding)?,
         received_at: row.try_get("received_at")?,
-        status: row.try_get("status")?,
+        status: DeliveryStatus::read("deliveries.status", &row.try_get::<String, _>("status")?)?,
         outcome: row.try_get("outcome")?,
     }))
 }
@@ -125,14 +120,14 @@ pub async fn get(pool: &AnyPool, delivery_id: &str) -> Result<Option<StoredDeliv
 pub async fn mark(
     pool: &AnyPool,
     delivery_id: &str,
-    status: &str,
+    status: DeliveryStatus,
     outcome: &str,
     now: Millis,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE deliveries SET status = $1, outcome = $2, processed_at = $3 WHERE delivery_id = $4",
     )
-    .bind(status)
+    .bind(status.as_str())
     .bind(outcome)
     .bind(now)
     .bind(delivery_id)

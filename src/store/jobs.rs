@@ -15,18 +15,13 @@ use sqlx::{Any, AnyPool, Executor, Row};
 
 use super::{Backend, StoreError};
 use crate::clock::Millis;
-
-/// Job states as stored.
-pub const QUEUED: &str = "queued";
-pub const LEASED: &str = "leased";
-pub const DONE: &str = "done";
-pub const DEAD: &str = "dead";
+use crate::model::{JobKind, JobState, Named};
 
 /// A job to enqueue.
 #[derive(Debug, Clone)]
 pub struct NewJob {
-    /// Which handler runs it (`delivery`, …).
-    pub kind: String,
+    /// Which handler runs it.
+    pub kind: JobKind,
     /// At most one job per key is leased at a time (e.g. the run it belongs to).
     pub key: String,
     /// JSON the handler reads.
@@ -101,7 +96,7 @@ where
         "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
          created_at, updated_at) VALUES ($1, $2, $3, 'queued', 0, $4, $5, $6, $6) RETURNING id",
     )
-    .bind(&job.kind)
+    .bind(job.kind.as_str())
     .bind(&job.key)
     .bind(&job.payload)
     .bind(job.max_attempts)
@@ -255,9 +250,9 @@ pub async fn fail(
     let (state, run_at, outcome) = match retry_after {
         Some(delay) if job.attempts < job.max_attempts => {
             let run_at = now + delay.as_millis() as Millis;
-            (QUEUED, run_at, FailOutcome::Retrying { run_at })
+            (JobState::Queued, run_at, FailOutcome::Retrying { run_at })
         }
-        _ => (DEAD, now, FailOutcome::Dead),
+        _ => (JobState::Dead, now, FailOutcome::Dead),
     };
     let done = sqlx::query(
         "UPDATE jobs SET state = $1, run_at = $2, last_error = $3, lease_owner = NULL, \
@@ -265,7 +260,7 @@ pub async fn fail(
          finished_at = CASE WHEN $1 = 'dead' THEN $4 ELSE NULL END \
          WHERE id = $5 AND state = 'leased' AND lease_owner = $6",
     )
-    .bind(state)
+    .bind(state.as_str())
     .bind(run_at)
     .bind(error)
     .bind(now)
@@ -307,7 +302,7 @@ pub struct JobRow {
     pub kind: String,
     pub key: String,
     pub payload: String,
-    pub state: String,
+    pub state: JobState,
     pub attempts: i64,
     pub max_attempts: i64,
     pub run_at: Millis,
@@ -329,7 +324,7 @@ pub async fn get(pool: &AnyPool, id: i64) -> Result<Option<JobRow>, StoreError> 
             kind: row.try_get("kind")?,
             key: row.try_get("job_key")?,
             payload: row.try_get("payload")?,
-            state: row.try_get("state")?,
+            state: JobState::read("jobs.state", &row.try_get::<String, _>("state")?)?,
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             run_at: row.try_get("run_at")?,
@@ -353,12 +348,15 @@ pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError>
 }
 
 /// Number of jobs per state (for `/metrics`).
-pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(String, i64)>, StoreError> {
+pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(JobState, i64)>, StoreError> {
     let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state")
         .fetch_all(pool)
         .await?;
     rows.iter()
-        .map(|row| Ok((row.try_get("state")?, row.try_get("n")?)))
+        .map(|row| {
+            let state = JobState::read("jobs.state", &row.try_get::<String, _>("state")?)?;
+            Ok((state, row.try_get("n")?))
+        })
         .collect()
 }
 

@@ -82,6 +82,10 @@ pub enum StoreError {
     NewerSchema(i64),
     #[error("stored payload could not be decoded: {0}")]
     Payload(String),
+    /// A stored value closer does not know (written by a newer version, or
+    /// by hand): an error naming the column and the value, never a default.
+    #[error("database holds {0}")]
+    Unknown(#[from] crate::model::UnknownValue),
 }
 
 /// Connection settings.

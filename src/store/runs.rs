@@ -10,35 +10,10 @@ use sqlx::{AnyPool, Row};
 
 use super::StoreError;
 use crate::clock::Millis;
-
-/// A run as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRow {
-    pub id: String,
-    pub installation_id: i64,
-    pub repository: String,
-    pub issue_number: i64,
-    pub state: String,
-    pub phase: String,
-    pub completion_type: String,
-    pub task_type: Option<String>,
-    pub stage: i64,
-    pub iteration: i64,
-    pub max_iterations: i64,
-    pub branch: String,
-    pub base_commit: Option<String>,
-    pub clone_url: Option<String>,
-    pub default_branch: Option<String>,
-    pub pull_request: Option<i64>,
-    pub status_comment_id: Option<i64>,
-    pub tokens_used: i64,
-    pub cost_usd: f64,
-    pub outcome: Option<String>,
-    /// JSON the engine owns (config snapshot, labels, notes).
-    pub data: String,
-    pub created_at: Millis,
-    pub updated_at: Millis,
-}
+use crate::model::{
+    CompletionType, InstallationId, IssueNumber, IterationEnd, Named, Outcome, Phase, RepoName,
+    Run, RunId, RunState, Stage, TaskType, UnknownValue,
+};
 
 type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments>;
 
@@ -47,37 +22,79 @@ const COLUMNS: &str = "id, installation_id, repository, issue_number, state, pha
     clone_url, default_branch, pull_request, status_comment_id, tokens_used, cost_usd, \
     outcome, data, created_at, updated_at";
 
-fn from_row(row: &AnyRow) -> Result<RunRow, sqlx::Error> {
-    Ok(RunRow {
-        id: row.try_get("id")?,
-        installation_id: row.try_get("installation_id")?,
-        repository: row.try_get("repository")?,
-        issue_number: row.try_get("issue_number")?,
-        state: row.try_get("state")?,
-        phase: row.try_get("phase")?,
-        completion_type: row.try_get("completion_type")?,
-        task_type: row.try_get("task_type")?,
-        stage: row.try_get("stage")?,
-        iteration: row.try_get("iteration")?,
-        max_iterations: row.try_get("max_iterations")?,
+/// A row read as a [`Run`]; every text column that holds a name is read
+/// strictly (an unknown one is [`StoreError::Unknown`]).
+fn from_row(row: &AnyRow) -> Result<Run, StoreError> {
+    let repository: String = row.try_get("repository")?;
+    let task_type: Option<String> = row.try_get("task_type")?;
+    let outcome: Option<String> = row.try_get("outcome")?;
+    let stage: i64 = row.try_get("stage")?;
+    Ok(Run {
+        id: RunId::from_stored(row.try_get::<String, _>("id")?),
+        installation_id: InstallationId(row.try_get("installation_id")?),
+        repository: RepoName::parse(&repository)
+            .ok_or_else(|| unknown("runs.repository", &repository))?,
+        issue_number: IssueNumber(unsigned("runs.issue_number", row.try_get("issue_number")?)?),
+        state: RunState::read("runs.state", &row.try_get::<String, _>("state")?)?,
+        phase: Phase::read("runs.phase", &row.try_get::<String, _>("phase")?)?,
+        completion_type: CompletionType::read(
+            "runs.completion_type",
+            &row.try_get::<String, _>("completion_type")?,
+        )?,
+        task_type: task_type
+            .map(|t| TaskType::read("runs.task_type", &t))
+            .transpose()?,
+        stage: Stage::from_number(stage)
+            .ok_or_else(|| unknown("runs.stage", &stage.to_string()))?,
+        iteration: small("runs.iteration", row.try_get("iteration")?)?,
+        max_iterations: small("runs.max_iterations", row.try_get("max_iterations")?)?,
         branch: row.try_get("branch")?,
         base_commit: row.try_get("base_commit")?,
         clone_url: row.try_get("clone_url")?,
         default_branch: row.try_get("default_branch")?,
-        pull_request: row.try_get("pull_request")?,
-        status_comment_id: row.try_get("status_comment_id")?,
-        tokens_used: row.try_get("tokens_used")?,
+        pull_request: row
+            .try_get::<Option<i64>, _>("pull_request")?
+            .map(|n| unsigned("runs.pull_request", n).map(IssueNumber))
+            .transpose()?,
+        status_comment_id: row
+            .try_get::<Option<i64>, _>("status_comment_id")?
+            .map(|n| unsigned("runs.status_comment_id", n))
+            .transpose()?,
+        tokens_used: unsigned("runs.tokens_used", row.try_get("tokens_used")?)?,
         cost_usd: row.try_get("cost_usd")?,
-        outcome: row.try_get("outcome")?,
+        outcome: outcome
+            .map(|o| Outcome::parse(&o).ok_or_else(|| unknown("runs.outcome", &o)))
+            .transpose()?,
         data: row.try_get("data")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
 }
 
+fn unknown(column: &'static str, value: &str) -> StoreError {
+    StoreError::Unknown(UnknownValue {
+        column,
+        value: value.to_owned(),
+    })
+}
+
+fn unsigned(column: &'static str, n: i64) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| unknown(column, &n.to_string()))
+}
+
+fn small(column: &'static str, n: i64) -> Result<u32, StoreError> {
+    u32::try_from(n).map_err(|_| unknown(column, &n.to_string()))
+}
+
+/// A count or id as the database stores it (`BIGINT`); values past
+/// `i64::MAX` are saturated, never wrapped.
+fn db_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// Inserts a run unless the issue already has one; returns the issue's run
 /// and whether it was created now.
-pub async fn insert_or_get(pool: &AnyPool, run: &RunRow) -> Result<(RunRow, bool), StoreError> {
+pub async fn insert_or_get(pool: &AnyPool, run: &Run) -> Result<(Run, bool), StoreError> {
     // Mutable columns first, in the order `bind_mutable` binds them ($1-$19).
     let query = sqlx::query(
         "INSERT INTO runs (state, phase, completion_type, task_type, stage, iteration, \
@@ -88,9 +105,9 @@ pub async fn insert_or_get(pool: &AnyPool, run: &RunRow) -> Result<(RunRow, bool
          ON CONFLICT (repository, issue_number) DO NOTHING",
     );
     let inserted = bind_mutable(query, run)
-        .bind(&run.id)
-        .bind(&run.repository)
-        .bind(run.issue_number)
+        .bind(run.id.as_str())
+        .bind(run.repository.to_string())
+        .bind(db_int(run.issue_number.0))
         .bind(run.created_at)
         .execute(pool)
         .await?
@@ -102,36 +119,36 @@ pub async fn insert_or_get(pool: &AnyPool, run: &RunRow) -> Result<(RunRow, bool
     Ok((stored, inserted))
 }
 
-pub async fn get(pool: &AnyPool, id: &str) -> Result<Option<RunRow>, StoreError> {
+pub async fn get(pool: &AnyPool, id: &RunId) -> Result<Option<Run>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM runs WHERE id = $1");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(pool)
         .await?;
-    Ok(row.map(|r| from_row(&r)).transpose()?)
+    row.map(|r| from_row(&r)).transpose()
 }
 
 pub async fn by_issue(
     pool: &AnyPool,
-    repository: &str,
-    issue_number: i64,
-) -> Result<Option<RunRow>, StoreError> {
+    repository: &RepoName,
+    issue_number: IssueNumber,
+) -> Result<Option<Run>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM runs WHERE repository = $1 AND issue_number = $2");
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(repository)
-        .bind(issue_number)
+        .bind(repository.to_string())
+        .bind(db_int(issue_number.0))
         .fetch_optional(pool)
         .await?;
-    Ok(row.map(|r| from_row(&r)).transpose()?)
+    row.map(|r| from_row(&r)).transpose()
 }
 
 /// Runs in any of `states`, oldest first.
-pub async fn in_states(pool: &AnyPool, states: &[&str]) -> Result<Vec<RunRow>, StoreError> {
+pub async fn in_states(pool: &AnyPool, states: &[RunState]) -> Result<Vec<Run>, StoreError> {
     let mut out = Vec::new();
     for state in states {
         let sql = format!("SELECT {COLUMNS} FROM runs WHERE state = $1 ORDER BY created_at");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(*state)
+            .bind(state.as_str())
             .fetch_all(pool)
             .await?;
         for row in rows {
@@ -156,7 +173,7 @@ macro_rules! update_run_sql {
 }
 
 /// Writes every mutable column of a run.
-pub async fn save(pool: &AnyPool, run: &RunRow) -> Result<(), StoreError> {
+pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
     update(pool, run, update_run_sql!("")).await?;
     Ok(())
 }
@@ -164,8 +181,8 @@ pub async fn save(pool: &AnyPool, run: &RunRow) -> Result<(), StoreError> {
 /// Like [`save`], but only while the stored run is not `stopped` (a person
 /// closed the issue or said `/closer stop` meanwhile); writing `stopped`
 /// always goes through. `false` when nothing was written.
-pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, StoreError> {
-    let sql = if run.state == "stopped" {
+pub async fn save_unless_stopped(pool: &AnyPool, run: &Run) -> Result<bool, StoreError> {
+    let sql = if run.state == RunState::Stopped {
         update_run_sql!("")
     } else {
         update_run_sql!(" AND state <> 'stopped'")
@@ -180,17 +197,17 @@ pub async fn save_unless_stopped(pool: &AnyPool, run: &RunRow) -> Result<bool, S
 /// already stopped): nothing is written.
 pub async fn mark_stopped(
     pool: &AnyPool,
-    id: &str,
-    outcome: &str,
+    id: &RunId,
+    outcome: &Outcome,
     now: Millis,
 ) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 \
          WHERE id = $3 AND state NOT IN ('done', 'failed', 'stopped')",
     )
-    .bind(outcome)
+    .bind(outcome.to_string())
     .bind(now)
-    .bind(id)
+    .bind(id.as_str())
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -198,55 +215,63 @@ pub async fn mark_stopped(
 
 /// The stored state of a run (`None` when there is no such run): the cheap
 /// read the stop watch makes every few seconds.
-pub async fn state_of(pool: &AnyPool, id: &str) -> Result<Option<String>, StoreError> {
+pub async fn state_of(pool: &AnyPool, id: &RunId) -> Result<Option<RunState>, StoreError> {
     let row = sqlx::query("SELECT state FROM runs WHERE id = $1")
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(pool)
         .await?;
-    Ok(row.map(|r| r.try_get("state")).transpose()?)
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(RunState::read(
+        "runs.state",
+        &row.try_get::<String, _>("state")?,
+    )?))
 }
 
-async fn update(pool: &AnyPool, run: &RunRow, sql: &'static str) -> Result<u64, StoreError> {
+async fn update(pool: &AnyPool, run: &Run, sql: &'static str) -> Result<u64, StoreError> {
     let done = bind_mutable(sqlx::query(sql), run)
-        .bind(&run.id)
+        .bind(run.id.as_str())
         .execute(pool)
         .await?;
     Ok(done.rows_affected())
 }
 
 /// Binds the columns a run changes over its life, as `$1`–`$19`.
-fn bind_mutable<'q>(query: AnyQuery<'q>, run: &'q RunRow) -> AnyQuery<'q> {
+fn bind_mutable<'q>(query: AnyQuery<'q>, run: &'q Run) -> AnyQuery<'q> {
     query
-        .bind(&run.state)
-        .bind(&run.phase)
-        .bind(&run.completion_type)
-        .bind(run.task_type.as_deref())
-        .bind(run.stage)
-        .bind(run.iteration)
-        .bind(run.max_iterations)
+        .bind(run.state.as_str())
+        .bind(run.phase.as_str())
+        .bind(run.completion_type.as_str())
+        .bind(run.task_type.map(TaskType::as_str))
+        .bind(i64::from(run.stage.number()))
+        .bind(i64::from(run.iteration))
+        .bind(i64::from(run.max_iterations))
         .bind(&run.branch)
         .bind(run.base_commit.as_deref())
         .bind(run.clone_url.as_deref())
         .bind(run.default_branch.as_deref())
-        .bind(run.pull_request)
-        .bind(run.status_comment_id)
-        .bind(run.tokens_used)
+        .bind(run.pull_request.map(|n| db_int(n.0)))
+        .bind(run.status_comment_id.map(db_int))
+        .bind(db_int(run.tokens_used))
         .bind(run.cost_usd)
-        .bind(run.outcome.as_deref())
+        .bind(run.outcome.as_ref().map(Outcome::to_string))
         .bind(&run.data)
         .bind(run.updated_at)
-        .bind(run.installation_id)
+        .bind(run.installation_id.0)
 }
 
 /// One iteration as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IterationRow {
-    pub run_id: String,
-    pub number: i64,
+    pub run_id: RunId,
+    pub number: u32,
     pub prompt: String,
+    /// The agent's result (JSON the engine owns).
     pub agent: Option<String>,
+    /// The engine's record of the iteration (JSON the engine owns).
     pub judgment: Option<String>,
-    pub decision: Option<String>,
+    pub decision: Option<IterationEnd>,
     pub started_at: Millis,
     pub finished_at: Option<Millis>,
 }
@@ -255,8 +280,8 @@ pub struct IterationRow {
 /// the prompt is replaced and the result cleared).
 pub async fn start_iteration(
     pool: &AnyPool,
-    run_id: &str,
-    number: i64,
+    run_id: &RunId,
+    number: u32,
     prompt: &str,
     now: Millis,
 ) -> Result<(), StoreError> {
@@ -266,8 +291,8 @@ pub async fn start_iteration(
          started_at = excluded.started_at, agent = NULL, judgment = NULL, decision = NULL, \
          finished_at = NULL",
     )
-    .bind(run_id)
-    .bind(number)
+    .bind(run_id.as_str())
+    .bind(i64::from(number))
     .bind(prompt)
     .bind(now)
     .execute(pool)
@@ -278,11 +303,11 @@ pub async fn start_iteration(
 /// Records an iteration's result.
 pub async fn finish_iteration(
     pool: &AnyPool,
-    run_id: &str,
-    number: i64,
+    run_id: &RunId,
+    number: u32,
     agent: &str,
     judgment: &str,
-    decision: &str,
+    decision: IterationEnd,
     now: Millis,
 ) -> Result<(), StoreError> {
     sqlx::query(
@@ -291,32 +316,35 @@ pub async fn finish_iteration(
     )
     .bind(agent)
     .bind(judgment)
-    .bind(decision)
+    .bind(decision.as_str())
     .bind(now)
-    .bind(run_id)
-    .bind(number)
+    .bind(run_id.as_str())
+    .bind(i64::from(number))
     .execute(pool)
     .await?;
     Ok(())
 }
 
-pub async fn iterations(pool: &AnyPool, run_id: &str) -> Result<Vec<IterationRow>, StoreError> {
+pub async fn iterations(pool: &AnyPool, run_id: &RunId) -> Result<Vec<IterationRow>, StoreError> {
     let rows = sqlx::query(
         "SELECT run_id, number, prompt, agent, judgment, decision, started_at, finished_at \
          FROM iterations WHERE run_id = $1 ORDER BY number",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .fetch_all(pool)
     .await?;
     rows.iter()
         .map(|r| {
+            let decision: Option<String> = r.try_get("decision")?;
             Ok(IterationRow {
-                run_id: r.try_get("run_id")?,
-                number: r.try_get("number")?,
+                run_id: RunId::from_stored(r.try_get::<String, _>("run_id")?),
+                number: small("iterations.number", r.try_get("number")?)?,
                 prompt: r.try_get("prompt")?,
                 agent: r.try_get("agent")?,
                 judgment: r.try_get("judgment")?,
-                decision: r.try_get("decision")?,
+                decision: decision
+                    .map(|d| IterationEnd::read("iterations.decision", &d))
+                    .transpose()?,
                 started_at: r.try_get("started_at")?,
                 finished_at: r.try_get("finished_at")?,
             })
@@ -330,13 +358,14 @@ pub struct MessageRow {
     pub comment_id: i64,
     pub author: String,
     pub body: String,
-    pub used_in: Option<i64>,
+    /// The iteration whose prompt carried it.
+    pub used_in: Option<u32>,
 }
 
 /// Stores a reply once per comment; `true` when it is new.
 pub async fn add_message(
     pool: &AnyPool,
-    run_id: &str,
+    run_id: &RunId,
     comment_id: i64,
     author: &str,
     body: &str,
@@ -346,7 +375,7 @@ pub async fn add_message(
         "INSERT INTO messages (run_id, comment_id, author, body, created_at) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, comment_id) DO NOTHING",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .bind(comment_id)
     .bind(author)
     .bind(body)
@@ -357,11 +386,11 @@ pub async fn add_message(
 }
 
 /// Every reply of a run, oldest first.
-pub async fn messages(pool: &AnyPool, run_id: &str) -> Result<Vec<MessageRow>, StoreError> {
+pub async fn messages(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>, StoreError> {
     let rows = sqlx::query(
         "SELECT comment_id, author, body, used_in FROM messages WHERE run_id = $1 ORDER BY id",
     )
-    .bind(run_id)
+    .bind(run_id.as_str())
     .fetch_all(pool)
     .await?;
     rows.iter()
@@ -370,7 +399,10 @@ pub async fn messages(pool: &AnyPool, run_id: &str) -> Result<Vec<MessageRow>, S
                 comment_id: r.try_get("comment_id")?,
                 author: r.try_get("author")?,
                 body: r.try_get("body")?,
-                used_in: r.try_get("used_in")?,
+                used_in: r
+                    .try_get::<Option<i64>, _>("used_in")?
+                    .map(|n| small("messages.used_in", n))
+                    .transpose()?,
             })
         })
         .collect()
@@ -380,17 +412,17 @@ pub async fn messages(pool: &AnyPool, run_id: &str) -> Result<Vec<MessageRow>, S
 /// `iteration`; a reply stored meanwhile stays unused for the next prompt.
 pub async fn mark_messages_used_by_id(
     pool: &AnyPool,
-    run_id: &str,
+    run_id: &RunId,
     comment_ids: &[i64],
-    iteration: i64,
+    iteration: u32,
 ) -> Result<(), StoreError> {
     for comment_id in comment_ids {
         sqlx::query(
             "UPDATE messages SET used_in = $1 \
              WHERE run_id = $2 AND comment_id = $3 AND used_in IS NULL",
         )
-        .bind(iteration)
-        .bind(run_id)
+        .bind(i64::from(iteration))
+        .bind(run_id.as_str())
         .bind(*comment_id)
         .execute(pool)
         .await?;

@@ -14,7 +14,7 @@ use super::StoreError;
 use crate::clock::Millis;
 use crate::engine::artifacts::{ArtifactKind, Artifacts};
 use crate::engine::baseline::Baseline;
-use crate::engine::convergence::{ConvergenceState, Decision};
+use crate::engine::convergence::{ConvergenceState, Verdict};
 use crate::engine::fingerprint::{Failure, Runner};
 use crate::engine::goals::{GoalLevel, GoalResult};
 use crate::engine::verify::IterationVerification;
@@ -367,7 +367,7 @@ pub async fn decision(
     pool: &AnyPool,
     run_id: &str,
     iteration: i64,
-) -> Result<Option<Decision>, StoreError> {
+) -> Result<Option<Verdict>, StoreError> {
     let row =
         sqlx::query("SELECT data FROM convergence_decisions WHERE run_id = $1 AND iteration = $2")
             .bind(run_id)
@@ -379,7 +379,7 @@ pub async fn decision(
 }
 
 /// The run's newest decision: the only one that is current.
-pub async fn latest_decision(pool: &AnyPool, run_id: &str) -> Result<Option<Decision>, StoreError> {
+pub async fn latest_decision(pool: &AnyPool, run_id: &str) -> Result<Option<Verdict>, StoreError> {
     let row = sqlx::query(
         "SELECT data FROM convergence_decisions WHERE run_id = $1 ORDER BY iteration DESC LIMIT 1",
     )
@@ -422,7 +422,7 @@ pub async fn diagnostic(
         }
         let mut reasons = Vec::new();
         for row in rows {
-            let d: Decision = from_json(&row.try_get::<String, _>("data")?)?;
+            let d: Verdict = from_json(&row.try_get::<String, _>("data")?)?;
             reasons.push(serde_json::json!({
                 "iteration": d.iteration,
                 "check_id": d.check_id,

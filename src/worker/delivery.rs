@@ -4,17 +4,29 @@
 //! A payload that cannot be typed is marked `failed` with the reason and not
 //! retried (the same bytes will not parse better next time); a database error
 //! is retried. Installation bookkeeping happens here; issue, comment and pull
-//! request events are where the engine takes over.
+//! request events go to the [`EventHandler`] it was given (the engine, wired
+//! in `service.rs`), which it knows by that interface only.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::{JobError, JobFuture, JobHandler};
-use crate::engine::run::Engine;
 use crate::events::{Event, EventKind, InstallationAction, RepositoriesAction, parse_event};
+use crate::model::{DeliveryStatus, Named};
 use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError, deliveries, installations};
+
+/// What acts on issue, comment and pull request events: returns a short
+/// description of what was done, or the job error to settle with.
+pub trait EventHandler: Send + Sync {
+    fn on_event<'a>(
+        &'a self,
+        event: &'a Event,
+    ) -> Pin<Box<dyn Future<Output = Result<String, JobError>> + Send + 'a>>;
+}
 
 #[derive(Deserialize)]
 struct DeliveryJob {
@@ -24,7 +36,7 @@ struct DeliveryJob {
 /// Handles `delivery` jobs.
 pub struct DeliveryHandler {
     store: Store,
-    engine: Option<Arc<Engine>>,
+    events: Option<Arc<dyn EventHandler>>,
 }
 
 impl DeliveryHandler {
@@ -33,15 +45,15 @@ impl DeliveryHandler {
     pub fn new(store: Store) -> Self {
         Self {
             store,
-            engine: None,
+            events: None,
         }
     }
 
-    /// Hands issue, comment and pull request events to the engine.
-    pub fn with_engine(store: Store, engine: Arc<Engine>) -> Self {
+    /// Hands issue, comment and pull request events to `events`.
+    pub fn with_events(store: Store, events: Arc<dyn EventHandler>) -> Self {
         Self {
             store,
-            engine: Some(engine),
+            events: Some(events),
         }
     }
 
@@ -55,7 +67,7 @@ impl DeliveryHandler {
             .ok_or_else(|| {
                 JobError::Permanent(format!("delivery {} not found", payload.delivery_id))
             })?;
-        if delivery.status != deliveries::RECEIVED {
+        if delivery.status != DeliveryStatus::Received {
             // Processed by an earlier attempt whose completion was lost.
             return Ok(());
         }
@@ -64,7 +76,7 @@ impl DeliveryHandler {
             deliveries::mark(
                 pool,
                 &delivery.delivery_id,
-                deliveries::IGNORED,
+                DeliveryStatus::Ignored,
                 "event not handled",
                 now,
             )
@@ -75,7 +87,7 @@ impl DeliveryHandler {
         let (status, outcome) = match parse_event(kind, &delivery.payload) {
             Ok(event) => {
                 let mut outcome = self.apply(&event).await.map_err(retry)?;
-                if let Some(engine) = &self.engine
+                if let Some(events) = &self.events
                     && matches!(
                         event,
                         Event::Issues { .. }
@@ -83,17 +95,14 @@ impl DeliveryHandler {
                             | Event::PullRequest { .. }
                     )
                 {
-                    let done = engine
-                        .on_event(&event)
-                        .await
-                        .map_err(|e| engine.job_error(e))?;
+                    let done = events.on_event(&event).await?;
                     outcome = format!("{outcome}: {done}");
                 }
-                (deliveries::PROCESSED, outcome)
+                (DeliveryStatus::Processed, outcome)
             }
             Err(e) => {
                 tracing::warn!(delivery = %delivery.delivery_id, error = %e, "delivery payload not understood");
-                (deliveries::FAILED, e.to_string())
+                (DeliveryStatus::Failed, e.to_string())
             }
         };
         deliveries::mark(
@@ -105,7 +114,7 @@ impl DeliveryHandler {
         )
         .await
         .map_err(retry)?;
-        tracing::info!(delivery = %delivery.delivery_id, event = %delivery.event, status, %outcome, "delivery handled");
+        tracing::info!(delivery = %delivery.delivery_id, event = %delivery.event, status = status.as_str(), %outcome, "delivery handled");
         Ok(())
     }
 

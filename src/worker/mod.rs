@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, broadcast, watch};
 
+use crate::model::{JobKind, Named};
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
 
@@ -76,7 +77,7 @@ pub struct JobSettled {
 #[derive(Clone)]
 pub struct WorkerPool {
     store: Store,
-    handlers: Arc<HashMap<String, Arc<dyn JobHandler>>>,
+    handlers: Arc<HashMap<JobKind, Arc<dyn JobHandler>>>,
     settings: WorkerSettings,
     ready: Arc<Notify>,
     settled: broadcast::Sender<JobSettled>,
@@ -85,7 +86,7 @@ pub struct WorkerPool {
 impl WorkerPool {
     pub fn new(
         store: Store,
-        handlers: HashMap<String, Arc<dyn JobHandler>>,
+        handlers: HashMap<JobKind, Arc<dyn JobHandler>>,
         settings: WorkerSettings,
         ready: Arc<Notify>,
     ) -> Self {
@@ -163,7 +164,8 @@ impl WorkerPool {
         let waited = (now - job.run_at).max(0) as f64 / 1000.0;
         metrics::histogram!("closer_job_wait_seconds", "kind" => job.kind.clone()).record(waited);
         let started = Instant::now();
-        let result = match self.handlers.get(&job.kind) {
+        let handler = JobKind::parse(&job.kind).and_then(|kind| self.handlers.get(&kind));
+        let result = match handler {
             Some(handler) => {
                 self.supervise(handler.as_ref(), &job, owner, shutdown)
                     .await

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use closer::clock::{ManualClock, SharedClock};
-use closer::config::repo::ProjectConfig;
+use closer::github::Board;
 use closer::github::types::{InstallationId, IssueNumber, RepoName};
 use closer::github::{
     DRY_RUN_ITEM_ID, GitHubApp, GitHubError, GitHubSettings, InstallationClient, MemoryRecorder,
@@ -79,8 +79,8 @@ async fn world() -> World {
     world_with(|_, _| {}, None).await
 }
 
-fn board_cfg(owner: &str, number: u64) -> ProjectConfig {
-    ProjectConfig {
+fn board_cfg(owner: &str, number: u64) -> Board {
+    Board {
         owner: owner.to_owned(),
         number,
         status_field: "Status".to_owned(),
@@ -88,7 +88,7 @@ fn board_cfg(owner: &str, number: u64) -> ProjectConfig {
 }
 
 impl World {
-    async fn sync(&self, cfg: &ProjectConfig, phase: &str) -> Result<(), ProjectSyncError> {
+    async fn sync(&self, cfg: &Board, phase: &str) -> Result<(), ProjectSyncError> {
         sync_project_status(&self.gh, cfg, &self.repo, self.issue, phase).await
     }
 
@@ -262,7 +262,7 @@ async fn an_option_named_like_the_phase_wins_over_common_spellings() {
         4,
         &[("Stage", &["Done", "Complete"])],
     );
-    let cfg = ProjectConfig {
+    let cfg = Board {
         status_field: "stage".to_owned(),
         ..board_cfg("acme", 4)
     };

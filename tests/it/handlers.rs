@@ -231,11 +231,10 @@ async fn prompts_carry_the_issue_criteria_last_three_summaries_pending_actions_a
             "{kind:?}"
         );
         assert!(p.text.contains(&h.criteria().detailed), "{kind:?}");
-        assert!(
-            p.origin
-                .to_string()
-                .starts_with(&format!("steps/initial/{}/", kind.as_str()))
-        );
+        assert!(p.origin.to_string().starts_with(&format!(
+            "steps/initial/{}/",
+            closer::model::Named::as_str(kind)
+        )));
     }
     let h = build_handler(&config(CompletionType::Iterate), &env(dir.path())).unwrap();
     let history: Vec<_> = (1..=4)

@@ -1,6 +1,7 @@
 //! Webhook intake stories: what is accepted, what is refused, and that a
 //! delivery is stored exactly once.
 
+use closer::model::DeliveryStatus;
 use closer::store::{Backend, deliveries, installations};
 use reqwest::StatusCode;
 
@@ -34,7 +35,7 @@ async fn a_signed_delivery_is_stored_with_its_job_then_processed() {
         stored.payload, body,
         "the payload round-trips through compression"
     );
-    assert_eq!(stored.status, deliveries::PROCESSED);
+    assert_eq!(stored.status, DeliveryStatus::Processed);
     assert_eq!(app.count("jobs").await, 1);
     app.stop().await;
 }
@@ -267,7 +268,7 @@ async fn unsubscribed_events_are_recorded_as_ignored_without_a_job() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.status, deliveries::IGNORED);
+    assert_eq!(stored.status, DeliveryStatus::Ignored);
     assert_eq!(app.count("jobs").await, 0);
     app.stop().await;
 }
@@ -282,7 +283,7 @@ async fn ping_is_answered_and_recorded() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.status, deliveries::PROCESSED);
+    assert_eq!(stored.status, DeliveryStatus::Processed);
     assert!(stored.outcome.unwrap().starts_with("ping"));
     app.stop().await;
 }
@@ -397,7 +398,7 @@ async fn a_malformed_but_signed_payload_is_kept_as_failed_not_retried() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.status, deliveries::FAILED);
+    assert_eq!(stored.status, DeliveryStatus::Failed);
     assert!(stored.outcome.unwrap().contains("missing `repository`"));
     app.stop().await;
 }

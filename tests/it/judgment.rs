@@ -11,11 +11,11 @@ use closer::engine::closer::{Closer, CloserContext, CloserInput};
 use closer::engine::goal_outcome::GoalOutcome;
 use closer::engine::handlers::{HandlerEnv, IssueContext, IterationSummary, build_handler};
 use closer::engine::judge::{Decision, JudgeContext, JudgeInput, judge};
-use closer::engine::task_type::TaskType;
 use closer::engine::tasklist::TaskListItem;
 use closer::llm::{
     LlmClient, LlmError, LlmRequest, LlmSettings, Provider, RetryPolicy, build_client,
 };
+use closer::model::TaskType;
 use closer::prompts::PromptResolver;
 use secrecy::SecretString;
 use serde_json::json;

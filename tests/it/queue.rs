@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use closer::model::{JobKind, JobState};
 use closer::store::jobs::{self, FailOutcome, NewJob};
 use closer::store::{Backend, Store};
 
@@ -12,7 +13,7 @@ const T0: i64 = 1_700_000_000_000;
 
 fn job(key: &str, max_attempts: i64) -> NewJob {
     NewJob {
-        kind: "test".to_owned(),
+        kind: JobKind::Run,
         key: key.to_owned(),
         payload: "{}".to_owned(),
         max_attempts,
@@ -68,7 +69,7 @@ async fn claim_heartbeat_complete() {
             .unwrap()
     );
     let row = jobs::get(store.pool(), id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::DONE);
+    assert_eq!(row.state, JobState::Done);
     assert!(claim(&store, "w2").await.is_none());
 }
 
@@ -136,7 +137,7 @@ async fn a_failed_job_is_retried_after_its_backoff_then_dead_lettered() {
     .unwrap();
     assert_eq!(outcome, FailOutcome::Dead, "out of attempts");
     let row = jobs::get(store.pool(), id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::DEAD);
+    assert_eq!(row.state, JobState::Dead);
     assert_eq!(row.last_error.as_deref(), Some("boom 2"));
     clock.advance(Duration::from_secs(3600));
     assert!(claim(&store, "w").await.is_none(), "dead jobs stay dead");
@@ -165,7 +166,7 @@ async fn a_lease_that_expires_on_the_last_attempt_is_dead_lettered() {
     clock.advance(LEASE * 2);
     assert!(claim(&store, "w").await.is_none());
     let row = jobs::get(store.pool(), id).await.unwrap().unwrap();
-    assert_eq!(row.state, jobs::DEAD);
+    assert_eq!(row.state, JobState::Dead);
     assert!(row.last_error.unwrap().contains("lease expired"));
 }
 

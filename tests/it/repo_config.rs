@@ -3,7 +3,7 @@
 
 use closer::config::repo::{CloseOn, CompletionType, GoalKind, RepoConfig};
 use closer::config::{check_config_file, parse_repo_config};
-use closer::engine::task_type::TaskType;
+use closer::model::TaskType;
 
 const AGENTS: &[&str] = &["default", "codex"];
 const FILE: &str = ".github/closer.yml";

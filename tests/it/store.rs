@@ -1,9 +1,13 @@
 //! The store's housekeeping: migrations replay cleanly, a newer schema is
 //! refused, and pruning keeps what is still needed.
 
+use closer::model::{
+    CompletionType, DeliveryStatus, InstallationId, IssueNumber, JobKind, Outcome, Phase, RepoName,
+    Run, RunId, RunState, Stage, TaskType,
+};
 use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
 use closer::store::jobs::{self, NewJob};
-use closer::store::runs::{self, RunRow};
+use closer::store::runs;
 use closer::store::writer::{IntakeWriter, WriteOutcome};
 use closer::store::{Store, StoreError, StoreOptions, migrate};
 
@@ -49,9 +53,9 @@ fn delivery(id: &str, received_at: i64) -> NewDelivery {
         payload: b"{}".to_vec(),
         encoding: PayloadEncoding::Identity,
         received_at,
-        status: deliveries::RECEIVED,
+        status: DeliveryStatus::Received,
         job: Some(NewJob {
-            kind: "delivery".to_owned(),
+            kind: JobKind::Delivery,
             key: format!("delivery:{id}"),
             payload: "{}".to_owned(),
             max_attempts: 3,
@@ -97,16 +101,63 @@ async fn the_intake_writer_refuses_to_start_on_a_database_without_the_schema() {
 async fn stopping_a_run_keeps_what_a_step_just_wrote() {
     let db = TestDb::new("stop-keeps").await;
     let store = db.store().await;
-    let loaded = RunRow {
-        id: "run-1".into(),
-        installation_id: 1,
-        repository: "octo/calc".into(),
-        issue_number: 7,
-        state: "running".into(),
-        phase: "in-progress".into(),
-        completion_type: "issue".into(),
+    let loaded = a_run("run-1");
+    let (stored, created) = runs::insert_or_get(store.pool(), &loaded).await.unwrap();
+    assert!(created);
+    // A step writes iteration 2 after the stop loaded its copy.
+    let mut step = stored.clone();
+    step.iteration = 2;
+    step.tokens_used = 250;
+    step.task_type = Some(TaskType::Bug);
+    assert!(
+        runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap()
+    );
+
+    let id = RunId::from_stored("run-1");
+    let outcome = Outcome::Stopped("/closer stop".into());
+    runs::mark_stopped(store.pool(), &id, &outcome, 9)
+        .await
+        .unwrap();
+    let after = runs::get(store.pool(), &id).await.unwrap().unwrap();
+    assert_eq!(after.state, RunState::Stopped);
+    assert_eq!(after.outcome, Some(outcome));
+    assert_eq!(after.updated_at, 9);
+    assert_eq!(
+        (after.iteration, after.tokens_used, after.task_type),
+        (2, 250, Some(TaskType::Bug)),
+        "the step's write is kept"
+    );
+    step.iteration = 3;
+    assert!(
+        !runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap(),
+        "the step's next write is refused"
+    );
+    assert_eq!(
+        runs::get(store.pool(), &id)
+            .await
+            .unwrap()
+            .unwrap()
+            .iteration,
+        2
+    );
+}
+
+/// A run as a step would write it: running, iteration 1.
+fn a_run(id: &str) -> Run {
+    Run {
+        id: RunId::from_stored(id),
+        installation_id: InstallationId(1),
+        repository: RepoName::new("octo", "calc"),
+        issue_number: IssueNumber(7),
+        state: RunState::Running,
+        phase: Phase::Processing,
+        completion_type: CompletionType::Issue,
         task_type: None,
-        stage: 1,
+        stage: Stage::Normal,
         iteration: 1,
         max_iterations: 10,
         branch: "closer/issue-7".into(),
@@ -121,51 +172,35 @@ async fn stopping_a_run_keeps_what_a_step_just_wrote() {
         data: "{}".into(),
         created_at: 1,
         updated_at: 1,
-    };
-    let (stored, created) = runs::insert_or_get(store.pool(), &loaded).await.unwrap();
-    assert!(created);
-    // A step writes iteration 2 after the stop loaded its copy.
-    let mut step = stored.clone();
-    step.iteration = 2;
-    step.tokens_used = 250;
-    step.task_type = Some("bug".into());
-    assert!(
-        runs::save_unless_stopped(store.pool(), &step)
-            .await
-            .unwrap()
-    );
+    }
+}
 
-    runs::mark_stopped(store.pool(), "run-1", "stopped: /closer stop", 9)
+/// A row written by hand (or by a newer closer) with a state this one does
+/// not know is an error that names the column and the value, never a
+/// default state.
+#[tokio::test]
+async fn a_run_with_an_unknown_state_is_an_error_naming_it() {
+    let db = TestDb::new("unknown-state").await;
+    let store = db.store().await;
+    let run = a_run("run-odd");
+    runs::insert_or_get(store.pool(), &run).await.unwrap();
+    sqlx::query("UPDATE runs SET state = 'paused' WHERE id = 'run-odd'")
+        .execute(store.pool())
         .await
         .unwrap();
-    let after = runs::get(store.pool(), "run-1").await.unwrap().unwrap();
-    assert_eq!(after.state, "stopped");
-    assert_eq!(after.outcome.as_deref(), Some("stopped: /closer stop"));
-    assert_eq!(after.updated_at, 9);
-    assert_eq!(
-        (
-            after.iteration,
-            after.tokens_used,
-            after.task_type.as_deref()
-        ),
-        (2, 250, Some("bug")),
-        "the step's write is kept"
-    );
-    step.iteration = 3;
-    assert!(
-        !runs::save_unless_stopped(store.pool(), &step)
-            .await
-            .unwrap(),
-        "the step's next write is refused"
-    );
-    assert_eq!(
-        runs::get(store.pool(), "run-1")
-            .await
-            .unwrap()
-            .unwrap()
-            .iteration,
-        2
-    );
+    let err = runs::get(store.pool(), &run.id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("runs.state"), "{text}");
+    assert!(text.contains("\"paused\""), "{text}");
+    let by_issue = runs::by_issue(store.pool(), &run.repository, run.issue_number).await;
+    assert!(by_issue.is_err(), "every read is strict: {by_issue:?}");
+    // The control: the same row with a known state reads.
+    sqlx::query("UPDATE runs SET state = 'queued' WHERE id = 'run-odd'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let back = runs::get(store.pool(), &run.id).await.unwrap().unwrap();
+    assert_eq!(back.state, RunState::Queued);
 }
 
 #[tokio::test]
@@ -182,7 +217,7 @@ async fn pruning_removes_old_handled_deliveries_and_finished_jobs_only() {
         assert_eq!(outcome, WriteOutcome::Stored);
     }
     for id in ["old-done", "new-done"] {
-        deliveries::mark(store.pool(), id, deliveries::PROCESSED, "ok", 0)
+        deliveries::mark(store.pool(), id, DeliveryStatus::Processed, "ok", 0)
             .await
             .unwrap();
     }

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use closer::github::types::IssueNumber;
+use closer::model::{IterationEnd, RunState, TaskType};
 use closer::store::runs;
 use serde_json::json;
 
@@ -93,9 +94,9 @@ async fn story_1_a_bug_is_fixed_in_two_iterations_verified_and_closed() {
     s.idle().await;
 
     let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.state, RunState::Done, "{run:#?}");
     assert_eq!(run.iteration, 2);
-    assert_eq!(run.task_type.as_deref(), Some("bug"));
+    assert_eq!(run.task_type, Some(TaskType::Bug));
     let issue = s.github.issue(&s.repo, n);
     assert_eq!(issue.state, "closed");
     assert_eq!(issue.state_reason.as_deref(), Some("completed"));
@@ -248,7 +249,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     s.idle().await;
 
     let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, "awaiting_response");
+    assert_eq!(run.state, RunState::AwaitingResponse);
     assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
     let question = question_comments(&s, n);
     assert_eq!(question.len(), 1);
@@ -260,7 +261,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     s.comment_as(n, FakeUser::user("mallory"), "yes do it")
         .await;
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, "awaiting_response");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
     assert!(s.labels(n).iter().any(|l| l == "awaiting-response"));
     assert_eq!(s.comments(n).len(), before + 1, "no answer to mallory");
 
@@ -269,7 +270,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
         .await;
     s.idle().await;
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.state, RunState::Done, "{run:#?}");
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
     assert!(
         s.prompt(2).contains("Yes, negatives too."),
@@ -295,7 +296,12 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
     s.idle().await;
 
     let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, "awaiting_response", "{}", s.journal().await);
+    assert_eq!(
+        run.state,
+        RunState::AwaitingResponse,
+        "{}",
+        s.journal().await
+    );
     assert_eq!(run.iteration, 1, "the agent was not run again");
     assert_eq!(question_comments(&s, n).len(), 1, "{:#?}", s.comments(n));
     assert_eq!(
@@ -350,7 +356,7 @@ async fn story_3_a_confident_closer_does_not_override_a_failing_required_test() 
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.state, RunState::Failed, "{run:#?}");
     let issue = s.github.issue(&s.repo, n);
     assert_eq!(issue.state, "open", "not closed");
     assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
@@ -390,13 +396,18 @@ async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
     s.close_as(n, MAINTAINER).await;
-    s.until(|run| run.is_some_and(|r| r.state == "stopped"), n)
+    s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), n)
         .await;
     std::fs::write(&go, "").unwrap();
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "stopped", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(
+        run.state,
+        RunState::Stopped,
+        "{run:#?}\n{}",
+        s.journal().await
+    );
     assert!(run.iteration <= 1);
     assert!(
         !s.path("prompt-2.txt").exists(),
@@ -456,10 +467,15 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
     assert!(!alive(child), "the agent's child {child} survived the stop");
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "stopped", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(
+        run.state,
+        RunState::Stopped,
+        "{run:#?}\n{}",
+        s.journal().await
+    );
     let iterations = runs::iterations(s.store.pool(), &run.id).await.unwrap();
     assert_eq!(iterations.len(), 1);
-    assert_eq!(iterations[0].decision.as_deref(), Some("stopped"));
+    assert_eq!(iterations[0].decision, Some(IterationEnd::Stopped));
     assert!(s.llm.requests().is_empty(), "nothing judged");
     assert!(s.github.pulls(&s.repo).is_empty());
     let status = s.status_comment(n);
@@ -482,8 +498,11 @@ async fn story_4_the_same_failure_repeating_goes_to_minimal_fix_then_fails() {
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "failed", "{run:#?}");
-    assert_eq!(run.outcome.as_deref(), Some("failed: convergence stage 3"));
+    assert_eq!(run.state, RunState::Failed, "{run:#?}");
+    assert_eq!(
+        run.outcome.as_ref().map(ToString::to_string).as_deref(),
+        Some("failed: convergence stage 3")
+    );
     assert!(run.iteration < 10, "stopped by convergence, not the limit");
     let minimal: Vec<u32> = (1..=run.iteration as u32)
         .filter(|i| s.prompt(*i).contains("Minimal-fix mode"))
@@ -524,7 +543,7 @@ async fn story_5_retry_by_a_maintainer_resumes_a_failed_run_a_reader_is_refused(
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
     let status_before = s.status_comment(n);
 
     // A reader: one polite refusal, nothing else.
@@ -532,7 +551,7 @@ async fn story_5_retry_by_a_maintainer_resumes_a_failed_run_a_reader_is_refused(
     s.comment_as(n, FakeUser::user("rita"), "/closer retry")
         .await;
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, "failed");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
     let bot = s.bot_comments(n);
     assert_eq!(bot.len(), bot_before + 1);
     assert!(bot.last().unwrap().body.contains("@rita, sorry"));
@@ -543,7 +562,7 @@ async fn story_5_retry_by_a_maintainer_resumes_a_failed_run_a_reader_is_refused(
         .await;
     s.idle().await;
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}");
+    assert_eq!(run.state, RunState::Done, "{run:#?}");
     assert_eq!(run.iteration, 2);
     assert_eq!(s.status_comment(n).id, status_before.id);
     assert!(!s.labels(n).iter().any(|l| l == "closer:failed"));
@@ -581,7 +600,7 @@ async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
 
     assert_eq!(s.run_count().await, 1);
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done");
+    assert_eq!(run.state, RunState::Done);
     assert_eq!(run.iteration, 1);
     s.status_comment(n);
     assert_eq!(s.comments(n).len(), 1);
@@ -608,8 +627,8 @@ async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_reques
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}");
-    assert_eq!(run.task_type.as_deref(), Some("read_info"));
+    assert_eq!(run.state, RunState::Done, "{run:#?}");
+    assert_eq!(run.task_type, Some(TaskType::ReadInfo));
     let issue = s.github.issue(&s.repo, n);
     assert_eq!(issue.state, "closed");
     assert_eq!(issue.state_reason.as_deref(), Some("completed"));
@@ -643,7 +662,7 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     assert!(s.labels(n).iter().any(|l| l == "phase:review"));
     let pulls = s.github.pulls(&s.repo);
     assert_eq!(pulls.len(), 1);
-    assert_eq!(s.run(n).await.unwrap().state, "verifying");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Verifying);
 
     s.github.merge_pull(&s.repo, IssueNumber(pulls[0].number));
     s.merged(IssueNumber(pulls[0].number), "closer/issue-1")
@@ -655,7 +674,7 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     let labels = s.labels(n);
     assert!(labels.iter().any(|l| l == "phase:complete"));
     assert!(!labels.iter().any(|l| l == "phase:review"));
-    assert_eq!(s.run(n).await.unwrap().state, "done");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
     s.stop().await;
 }
 
@@ -677,7 +696,7 @@ async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.state, RunState::Failed, "{run:#?}");
     assert_eq!(run.tokens_used, 240);
     assert_eq!(run.iteration, 1);
     assert!(
@@ -720,7 +739,7 @@ async fn a_run_over_its_cost_budget_stops_with_a_clear_comment() {
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "failed", "{run:#?}");
+    assert_eq!(run.state, RunState::Failed, "{run:#?}");
     assert_eq!(run.iteration, 1);
     assert!((run.cost_usd - 0.75).abs() < 1e-9, "{}", run.cost_usd);
     // The LLM's 240 tokens and the agent's 1500.
@@ -760,7 +779,7 @@ async fn story_14_the_project_board_status_follows_the_phases() {
         .await;
     s.idle().await;
 
-    assert_eq!(s.run(n).await.unwrap().state, "done");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
     let node = s.github.issue_node_id(&s.repo, n);
     assert_eq!(
         s.github.project_item_status("octo", 7, &node).as_deref(),
@@ -793,7 +812,7 @@ async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on()
         .await;
     s.idle().await;
 
-    assert_eq!(s.run(n).await.unwrap().state, "done");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
     let status = s.status_comment(n);
     assert!(status.body.contains("is not updated"), "{}", status.body);
     let board_reads = s.github.requests_to("POST", "/graphql").len();
@@ -837,7 +856,7 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     // The faults were met (and answered by retries).
     assert_eq!(s.github.requests_to("POST", &comments).len(), 1);
     assert!(s.github.requests_to("PATCH", &edits).len() >= 4);
@@ -917,7 +936,7 @@ while [ ! -f '{go}' ]; do sleep 0.05; done
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     assert_eq!(run.iteration, 2, "the reply started no extra iteration");
     assert!(!s.prompt(1).contains("POSIX"), "{}", s.prompt(1));
     let second = s.prompt(2);
@@ -965,7 +984,7 @@ async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
     std::fs::write(&go, "").unwrap();
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     assert_eq!(
         run.iteration, 1,
         "the interrupted iteration ran again as itself"
@@ -990,8 +1009,8 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
     s.idle().await;
     let run_a = s.run(a).await.unwrap();
     let run_b = s.run(b).await.unwrap();
-    assert_eq!(run_a.state, "awaiting_response");
-    assert_eq!(run_b.state, "awaiting_response");
+    assert_eq!(run_a.state, RunState::AwaitingResponse);
+    assert_eq!(run_b.state, RunState::AwaitingResponse);
     let engine = s.engine.clone().unwrap();
     assert_eq!(
         engine.reconcile().await.unwrap(),
@@ -1002,7 +1021,7 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
     // Run a: resumed in the database but its step was lost (a crash between
     // the two writes). Issue b: closed on GitHub, the webhook missed.
     sqlx::query("UPDATE runs SET state = 'running' WHERE id = $1")
-        .bind(&run_a.id)
+        .bind(run_a.id.as_str())
         .execute(s.store.pool())
         .await
         .unwrap();
@@ -1015,8 +1034,8 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
     assert_eq!(done.requeued, vec![run_a.id.clone()]);
     assert_eq!(done.stopped, vec![run_b.id.clone()]);
     s.idle().await;
-    assert_eq!(s.run(a).await.unwrap().state, "done");
-    assert_eq!(s.run(b).await.unwrap().state, "stopped");
+    assert_eq!(s.run(a).await.unwrap().state, RunState::Done);
+    assert_eq!(s.run(b).await.unwrap().state, RunState::Stopped);
     s.stop().await;
 }
 
@@ -1031,7 +1050,7 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
         .await;
     s.idle().await;
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "awaiting_response");
+    assert_eq!(run.state, RunState::AwaitingResponse);
     let engine = s.engine.clone().unwrap();
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
 
@@ -1041,7 +1060,7 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
     data["question_posted"] = serde_json::Value::Null;
     sqlx::query("UPDATE runs SET data = $1 WHERE id = $2")
         .bind(data.to_string())
-        .bind(&run.id)
+        .bind(run.id.as_str())
         .execute(s.store.pool())
         .await
         .unwrap();
@@ -1050,7 +1069,7 @@ async fn reconciliation_resumes_a_question_that_was_never_posted() {
     s.idle().await;
 
     let after = s.run(n).await.unwrap();
-    assert_eq!(after.state, "awaiting_response");
+    assert_eq!(after.state, RunState::AwaitingResponse);
     assert_eq!(after.iteration, 1, "the agent was not run again");
     let data: serde_json::Value = serde_json::from_str(&after.data).unwrap();
     assert_eq!(data["question_posted"], json!(1));
@@ -1098,7 +1117,7 @@ async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, "done", "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     assert_eq!(run.iteration, 2);
     assert!(s.prompt(2).contains("Yes, negatives too."));
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));

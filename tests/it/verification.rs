@@ -14,10 +14,10 @@ use closer::config::agents::{AdapterKind, AgentConfig};
 use closer::config::repo::{GoalKind, GoalSpec, RepoConfig};
 use closer::engine::artifacts::ArtifactKind;
 use closer::engine::baseline::{self, Baseline, BaselineError};
-use closer::engine::convergence::{CheckId, ConvergenceState, DecisionKind, Stage};
+use closer::engine::convergence::{CheckId, ConvergenceState, Stage, VerdictKind};
 use closer::engine::goals::GoalSettings;
-use closer::engine::task_type::TaskType;
 use closer::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
+use closer::model::TaskType;
 use closer::store::verification as stored;
 use secrecy::SecretString;
 use tempfile::TempDir;
@@ -285,7 +285,7 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
         .map(|f| (f.path.as_str(), f.added, f.deleted))
         .collect();
     assert_eq!(changed, [("calc.py", 1, 1)]);
-    assert_eq!(v.decision.decision, DecisionKind::Complete);
+    assert_eq!(v.decision.decision, VerdictKind::Complete);
     assert_eq!(v.decision.check_id, CheckId("check-1".into()));
     assert!(v.complete());
 }
@@ -314,7 +314,7 @@ async fn breaking_a_test_that_passed_at_baseline_is_a_new_failure() {
         .filter_map(|f| f.test.as_deref())
         .collect();
     assert_eq!(new, ["test_calc.CalcTest.test_mul"]);
-    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    assert_eq!(v.decision.decision, VerdictKind::Incomplete);
     assert!(
         v.decision
             .reasons
@@ -351,7 +351,7 @@ async fn a_test_already_failing_at_baseline_does_not_block() {
     assert!(v.new_failures.is_empty(), "{:#?}", v.new_failures);
     assert_eq!(
         v.decision.decision,
-        DecisionKind::Complete,
+        VerdictKind::Complete,
         "{:?}",
         v.decision.reasons
     );
@@ -383,7 +383,7 @@ async fn touching_a_file_outside_allowed_paths_is_a_scope_violation() {
     assert!(v.goals.iter().all(|g| g.passed));
     assert_eq!(v.scope.out_of_scope, ["README.md"]);
     assert!(v.scope.violation());
-    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    assert_eq!(v.decision.decision, VerdictKind::Incomplete);
     assert!(
         v.decision
             .reasons
@@ -439,9 +439,9 @@ async fn an_agent_that_changes_nothing_goes_to_stage_two_then_fails_with_a_diagn
     assert_eq!(
         stages,
         [
-            (DecisionKind::Incomplete, Stage::Normal),
-            (DecisionKind::Incomplete, Stage::MinimalFix),
-            (DecisionKind::Failed, Stage::Stopped),
+            (VerdictKind::Incomplete, Stage::Normal),
+            (VerdictKind::Incomplete, Stage::MinimalFix),
+            (VerdictKind::Failed, Stage::Stopped),
         ]
     );
     assert!(decisions[1].minimal_fix.is_some());
@@ -1094,7 +1094,7 @@ async fn every_goal_type_reports_evidence() {
     );
     assert!(got[3].2.starts_with("exit 4"), "{}", got[3].2);
     assert!(v.goals.iter().all(|g| !g.evidence.contains("ghp_")));
-    assert_eq!(v.decision.decision, DecisionKind::Incomplete);
+    assert_eq!(v.decision.decision, VerdictKind::Incomplete);
     // What the goals started is stopped.
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),

@@ -103,7 +103,13 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    pub fn new(options: SandboxOptions) -> Sandbox {
+    /// A relative `root` is made absolute against the current directory:
+    /// git runs the worktree commands inside the mirror, where a relative
+    /// path would name a place under the mirror.
+    pub fn new(mut options: SandboxOptions) -> Sandbox {
+        if let Ok(root) = std::path::absolute(&options.root) {
+            options.root = root;
+        }
         let git = GitRunner::new(options.base_env.clone(), options.git_timeout);
         Sandbox { options, git }
     }

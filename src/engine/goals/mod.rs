@@ -19,7 +19,7 @@ use super::diff::AddedLine;
 use super::fingerprint::Failure;
 use crate::agent::process::BaseEnv;
 use crate::config::repo::{GoalKind, GoalSpec, RepoConfig};
-use crate::engine::task_type::TaskType;
+use crate::model::TaskType;
 
 /// Which level a goal comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

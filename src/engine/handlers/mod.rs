@@ -12,6 +12,7 @@ pub mod manual;
 pub mod project;
 pub mod subprocess;
 
+use crate::model::Named;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +23,8 @@ use serde_json::{Map, Value, json};
 use crate::config::repo::{CompletionConfig, CompletionType};
 use crate::engine::closer::CloserResult;
 use crate::engine::goal_outcome::{GoalOutcome, failed_required};
-use crate::engine::task_type::TaskType;
 use crate::llm::BoxFuture;
+use crate::model::TaskType;
 use crate::prompts::{PromptError, PromptId, PromptResolver, RenderedPrompt};
 
 /// The completion criteria: short for logs, detailed for the prompt.

@@ -1,7 +1,9 @@
 //! The engine's own JSON in `runs.data` and `iterations.judgment`: what a run
 //! needs between steps (the config text, the issue as the trigger saw it,
 //! the baseline, the convergence state, which labels and one-off comments are
-//! already on GitHub). Unreadable JSON reads as the default, never a panic.
+//! already on GitHub). JSON that does not parse is an error, never a panic
+//! and never a silent default; a field added later reads as its default in
+//! data written before it.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +13,7 @@ use crate::engine::convergence::ConvergenceState;
 use crate::engine::handlers::IterationSummary;
 use crate::engine::judge::Judgment;
 use crate::engine::verify::IterationVerification;
+use crate::model::Phase;
 
 /// What a run carries between steps.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -27,14 +30,16 @@ pub struct RunData {
     pub baseline: Option<Baseline>,
     pub convergence: ConvergenceState,
     pub worktree: Option<Worktree>,
-    /// The `phase:*` label closer put on the issue.
-    pub phase_label: Option<String>,
+    /// The phase whose `phase:*` label closer put on the issue.
+    #[serde(with = "phase_label")]
+    pub phase_label: Option<Phase>,
     pub awaiting_label: bool,
     pub failed_label: bool,
     /// The iteration whose question was posted.
-    pub question_posted: Option<i64>,
+    pub question_posted: Option<u32>,
     /// Why the run failed, for the diagnosis (set before it is posted).
-    pub failure: Option<String>,
+    #[serde(deserialize_with = "failure_compat")]
+    pub failure: Option<super::failure::RunFailure>,
     pub diagnosis_posted: bool,
     pub deliverable_posted: bool,
     /// Verified, pull request open, closing when it merges (`close_on: merged`).
@@ -46,16 +51,64 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// Reads `runs.data`; bad JSON gives the default (and a warning).
-    pub fn from_json(text: &str) -> RunData {
-        serde_json::from_str(text).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "run data unreadable; starting from defaults");
-            RunData::default()
+    /// The data of `run`; unreadable data is the run's corruption.
+    pub fn of(run: &crate::model::Run) -> Result<RunData, super::EngineError> {
+        RunData::from_json(&run.data).map_err(|e| super::EngineError::CorruptRun {
+            run: run.id.clone(),
+            message: e.to_string(),
         })
     }
 
+    /// Reads `runs.data`.
+    pub fn from_json(text: &str) -> Result<RunData, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
     pub fn to_json(&self) -> String {
+        // Plain data (strings, numbers, maps with string keys): cannot fail.
         serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+}
+
+/// The phase label as stored: `"phase:processing"`, the label itself, so
+/// that data written before phases were typed reads the same.
+mod phase_label {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::model::{Named, Phase};
+
+    pub fn serialize<S: Serializer>(phase: &Option<Phase>, s: S) -> Result<S::Ok, S::Error> {
+        match phase {
+            Some(p) => s.serialize_some(&p.issue_label()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Phase>, D::Error> {
+        let Some(label) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        label
+            .strip_prefix("phase:")
+            .and_then(Phase::parse)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown phase label {label:?}")))
+    }
+}
+
+/// Reads the failure as an object, or as the JSON text earlier versions
+/// stored it as.
+fn failure_compat<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<super::failure::RunFailure>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(serde_json::Value::String(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
     }
 }
 
@@ -70,8 +123,8 @@ pub struct IterationRecord {
 }
 
 impl IterationRecord {
-    pub fn from_json(text: &str) -> Option<IterationRecord> {
-        serde_json::from_str(text).ok()
+    pub fn from_json(text: &str) -> Result<IterationRecord, serde_json::Error> {
+        serde_json::from_str(text)
     }
 }
 
@@ -80,19 +133,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unreadable_or_partial_run_data_reads_as_defaults() {
-        let d = RunData::from_json("not json");
-        assert!(d.config_text.is_none() && !d.failed_label);
-        let d = RunData::from_json(r#"{"issue_author": "maria", "unknown": 1}"#);
+    fn unreadable_run_data_is_an_error_and_partial_data_reads_with_defaults() {
+        assert!(RunData::from_json("not json").is_err());
+        assert!(RunData::from_json(r#"{"issue_author": 7}"#).is_err());
+        let d = RunData::from_json(r#"{"issue_author": "maria", "unknown": 1}"#).unwrap();
         assert_eq!(d.issue_author, "maria");
         assert!(!d.awaiting_merge);
-        let back = RunData::from_json(&d.to_json());
+        let back = RunData::from_json(&d.to_json()).unwrap();
         assert_eq!(back.issue_author, "maria");
     }
 
     #[test]
-    fn an_iteration_record_that_is_not_ours_is_skipped() {
-        assert!(IterationRecord::from_json("{}").is_none());
-        assert!(IterationRecord::from_json("").is_none());
+    fn the_phase_label_is_stored_as_the_label() {
+        let d = RunData {
+            phase_label: Some(Phase::Review),
+            ..RunData::default()
+        };
+        assert!(d.to_json().contains(r#""phase_label":"phase:review""#));
+        let back = RunData::from_json(&d.to_json()).unwrap();
+        assert_eq!(back.phase_label, Some(Phase::Review));
+        assert!(RunData::from_json(r#"{"phase_label": "phase:dreaming"}"#).is_err());
+    }
+
+    #[test]
+    fn a_failure_stored_as_text_by_an_earlier_version_still_reads() {
+        let old = r#"{"failure": "{\"kind\":\"iteration_limit\",\"max\":3}"}"#;
+        let d = RunData::from_json(old).unwrap();
+        assert_eq!(
+            d.failure,
+            Some(super::super::failure::RunFailure::IterationLimit { max: 3 })
+        );
+    }
+
+    #[test]
+    fn an_iteration_record_that_is_not_ours_is_an_error() {
+        assert!(IterationRecord::from_json("{}").is_err());
+        assert!(IterationRecord::from_json("").is_err());
     }
 }

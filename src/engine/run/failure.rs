@@ -9,16 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::data::RunData;
-use super::{Engine, EngineError, state};
+use super::context::RunContext;
+use super::{Engine, EngineError};
 use crate::comment::{
-    self, BudgetExceeded, DiagnosisView, FailureReason, FingerprintRow, Stage as ViewStage,
-    StageAttempt,
+    self, BudgetExceeded, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,
 };
-use crate::engine::convergence::Stage;
-use crate::github::InstallationClient;
-use crate::github::types::IssueNumber;
-use crate::store::runs::{self, RunRow};
+use crate::model::{Outcome, Run, RunState, Stage};
+use crate::store::runs;
 
 /// Why a run failed, as stored in the run data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,20 +70,18 @@ impl RunFailure {
         }
     }
 
-    /// One line for `runs.outcome`.
-    pub fn outcome(&self) -> String {
-        match self {
-            RunFailure::IterationLimit { max } => format!("failed: iteration limit {max}"),
-            RunFailure::ConvergenceStopped => "failed: convergence stage 3".to_owned(),
-            RunFailure::BaselineBroken { detail } => format!("failed: baseline broken: {detail}"),
-            RunFailure::TokenBudget { used, max } => {
-                format!("failed: token budget ({used} of {max})")
-            }
+    /// The run's outcome.
+    pub fn outcome(&self) -> Outcome {
+        Outcome::Failed(match self {
+            RunFailure::IterationLimit { max } => format!("iteration limit {max}"),
+            RunFailure::ConvergenceStopped => "convergence stage 3".to_owned(),
+            RunFailure::BaselineBroken { detail } => format!("baseline broken: {detail}"),
+            RunFailure::TokenBudget { used, max } => format!("token budget ({used} of {max})"),
             RunFailure::CostBudget { used_usd, max_usd } => {
-                format!("failed: cost budget (${used_usd:.2} of ${max_usd:.2})")
+                format!("cost budget (${used_usd:.2} of ${max_usd:.2})")
             }
-            RunFailure::Error { message } => format!("failed: {message}"),
-        }
+            RunFailure::Error { message } => message.clone(),
+        })
     }
 }
 
@@ -94,119 +89,89 @@ impl Engine {
     /// Ends the run as FAILED and reports it.
     pub(super) async fn fail(
         &self,
-        client: &InstallationClient,
-        mut run: RunRow,
-        mut data: RunData,
+        ctx: &mut RunContext,
         failure: RunFailure,
     ) -> Result<(), EngineError> {
-        tracing::warn!(run = %run.id, outcome = %failure.outcome(), "run failed");
-        run.state = state::FAILED.to_owned();
-        run.outcome = Some(failure.outcome());
-        data.failure = Some(serde_json::to_string(&failure).unwrap_or_default());
-        data.diagnosis_posted = false;
-        self.save(&mut run, &data).await?;
-        self.report_failure(client, run, data).await
+        let outcome = failure.outcome();
+        tracing::warn!(run = %ctx.run.id, %outcome, "run failed");
+        ctx.run.state = RunState::Failed;
+        ctx.run.outcome = Some(outcome);
+        ctx.data.failure = Some(failure);
+        ctx.data.diagnosis_posted = false;
+        self.runs.save(ctx).await?;
+        self.report_failure(ctx).await
     }
 
     /// The label, the diagnosis and the status of a failed run; each once.
-    pub(super) async fn report_failure(
-        &self,
-        client: &InstallationClient,
-        mut run: RunRow,
-        mut data: RunData,
-    ) -> Result<(), EngineError> {
-        let repo = Self::repo_name(&run)?;
-        let number = IssueNumber(run.issue_number as u64);
-        if !data.failed_label {
-            client
-                .add_labels(&repo, number, &[comment::labels::FAILED])
+    pub(super) async fn report_failure(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        self.status.set_failed_label(ctx, true).await?;
+        self.status.set_awaiting_label(ctx, false).await?;
+        if !ctx.data.diagnosis_posted {
+            let failure = ctx.data.failure.clone().unwrap_or(RunFailure::Error {
+                message: "unknown".to_owned(),
+            });
+            let body = comment::diagnosis_comment(&diagnosis(ctx, &failure));
+            self.status
+                .post_once_for_run(ctx, "diagnosis", &body)
                 .await?;
-            data.failed_label = true;
-            self.save(&mut run, &data).await?;
+            ctx.data.diagnosis_posted = true;
+            self.runs.save(ctx).await?;
         }
-        if data.awaiting_label {
-            client
-                .remove_label(&repo, number, comment::labels::AWAITING_RESPONSE)
-                .await?;
-            data.awaiting_label = false;
-            self.save(&mut run, &data).await?;
-        }
-        if !data.diagnosis_posted {
-            let failure = data
-                .failure
-                .as_deref()
-                .and_then(|f| serde_json::from_str::<RunFailure>(f).ok())
-                .unwrap_or(RunFailure::Error {
-                    message: "unknown".to_owned(),
-                });
-            let body = comment::diagnosis_comment(&self.diagnosis(&run, &data, &failure));
-            self.post_once_for_run(client, &run, "diagnosis", &body)
-                .await?;
-            data.diagnosis_posted = true;
-            self.save(&mut run, &data).await?;
-        }
-        self.publish_status(client, &mut run, &mut data).await
-    }
-
-    fn diagnosis(&self, run: &RunRow, data: &RunData, failure: &RunFailure) -> DiagnosisView {
-        let d = data.convergence.diagnosis(&[]);
-        let stages = [Stage::Normal, Stage::MinimalFix]
-            .into_iter()
-            .filter_map(|stage| {
-                let iterations: Vec<u32> = data
-                    .convergence
-                    .history
-                    .iter()
-                    .filter(|h| h.stage == stage)
-                    .map(|h| h.iteration)
-                    .collect();
-                (!iterations.is_empty()).then(|| StageAttempt {
-                    stage: match stage {
-                        Stage::Normal => ViewStage::Normal,
-                        _ => ViewStage::MinimalFix,
-                    },
-                    iterations,
-                    tried: String::new(),
-                })
-            })
-            .collect();
-        DiagnosisView {
-            reason: failure.reason(),
-            iterations: run.iteration.max(0) as u32,
-            fingerprints: d
-                .repeated
-                .iter()
-                .map(|r| FingerprintRow {
-                    description: r.summary.clone(),
-                    hash: r.fingerprint.clone(),
-                    occurrences: r.count,
-                })
-                .collect(),
-            stages,
-            last_evidence: (!d.last_evidence.is_empty()).then(|| d.last_evidence.join("\n")),
-            dashboard_url: None,
-        }
+        self.status.publish(ctx).await
     }
 
     /// Ends the run as STOPPED (the issue was closed, or `/closer stop`).
-    pub(super) async fn stop(&self, run: RunRow, why: &str) -> Result<(), EngineError> {
-        let outcome = format!("stopped: {why}");
-        let now = self.store.now_ms();
-        if !runs::mark_stopped(self.store.pool(), &run.id, &outcome, now).await? {
+    pub(super) async fn stop(&self, run: &Run, why: &str) -> Result<(), EngineError> {
+        let outcome = Outcome::Stopped(why.to_owned());
+        let store = self.runs.store();
+        if !runs::mark_stopped(store.pool(), &run.id, &outcome, store.now_ms()).await? {
             // It ended (done, failed) since `run` was loaded: nothing to stop.
             return Ok(());
         }
         // Read again: a step in flight may have written since `run` was
         // loaded. From here on only this path writes the run.
-        let Some(mut run) = self.load(&run.id).await? else {
+        let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
-        let mut data = RunData::from_json(&run.data);
-        let client = self.client(run.installation_id).await?;
-        let repo = Self::repo_name(&run)?;
-        self.set_awaiting_label(&client, &repo, &mut run, &mut data, false)
-            .await?;
-        self.publish_status(&client, &mut run, &mut data).await
+        self.status.set_awaiting_label(&mut ctx, false).await?;
+        self.status.publish(&mut ctx).await
+    }
+}
+
+fn diagnosis(ctx: &RunContext, failure: &RunFailure) -> DiagnosisView {
+    let convergence = &ctx.data.convergence;
+    let d = convergence.diagnosis(&[]);
+    let stages = [Stage::Normal, Stage::MinimalFix]
+        .into_iter()
+        .filter_map(|stage| {
+            let iterations: Vec<u32> = convergence
+                .history
+                .iter()
+                .filter(|h| h.stage == stage)
+                .map(|h| h.iteration)
+                .collect();
+            (!iterations.is_empty()).then(|| StageAttempt {
+                stage,
+                iterations,
+                tried: String::new(),
+            })
+        })
+        .collect();
+    DiagnosisView {
+        reason: failure.reason(),
+        iterations: ctx.run.iteration,
+        fingerprints: d
+            .repeated
+            .iter()
+            .map(|r| FingerprintRow {
+                description: r.summary.clone(),
+                hash: r.fingerprint.clone(),
+                occurrences: r.count,
+            })
+            .collect(),
+        stages,
+        last_evidence: (!d.last_evidence.is_empty()).then(|| d.last_evidence.join("\n")),
+        dashboard_url: None,
     }
 }
 
@@ -238,7 +203,7 @@ mod tests {
             let json = serde_json::to_string(&failure).unwrap();
             let back: RunFailure = serde_json::from_str(&json).unwrap();
             assert_eq!(back, failure);
-            assert!(failure.outcome().starts_with("failed: "));
+            assert!(failure.outcome().to_string().starts_with("failed: "));
         }
         assert_eq!(
             RunFailure::TokenBudget {

@@ -6,106 +6,76 @@
 //! The pull request is found again by its head branch, so a repeated step
 //! never opens a second one.
 
-use super::data::{IterationRecord, RunData};
-use super::triggers::parse_config;
-use super::{Engine, EngineError, state};
+use super::context::RunContext;
+use super::data::IterationRecord;
+use super::{Engine, EngineError};
 use crate::comment::{self, CommitRow, FileRow, PullRequestView, VerificationView};
 use crate::config::repo::CloseOn;
-use crate::engine::task_type::TaskType;
-use crate::github::types::IssueNumber;
-use crate::github::{InstallationClient, NewPullRequest, PullEdit, PullState};
-use crate::store::runs::RunRow;
-
-fn other(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Other(e.to_string())
-}
+use crate::github::{NewPullRequest, PullEdit, PullState, StateReason};
+use crate::model::{IssueNumber, Outcome, Phase, RunState, TaskType};
 
 impl Engine {
-    pub(super) async fn finish(
-        &self,
-        mut run: RunRow,
-        mut data: RunData,
-    ) -> Result<(), EngineError> {
-        if data.awaiting_merge {
+    pub(super) async fn finish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if ctx.data.awaiting_merge {
             return Ok(());
         }
-        let client = self.client(run.installation_id).await?;
-        let config =
-            parse_config(data.config_text.as_deref(), &self.agent_names()).unwrap_or_default();
-        let task = run
-            .task_type
-            .as_deref()
-            .and_then(TaskType::parse)
-            .unwrap_or(TaskType::Feature);
-        let last = self.last_record(&run.id).await?;
+        let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
+        let last = self.runs.last_record(&ctx.run.id).await?;
         if !task.changes_code() {
-            if !data.deliverable_posted {
-                let answer = last
-                    .as_ref()
-                    .map(|r| r.summary.output_text.clone())
-                    .unwrap_or_default();
-                let footer = crate::comment::DeliverableFooter {
-                    iterations: run.iteration as u32,
-                    usage: self.status_view(&run, &data).await?.usage,
-                    dashboard_url: None,
-                    closing: true,
-                };
-                let body = crate::comment::deliverable_comment(&answer, &footer);
-                self.post_once_for_run(&client, &run, "answer", &body)
-                    .await?;
-                data.deliverable_posted = true;
-                self.save(&mut run, &data).await?;
-            }
-            return self.complete(&client, run).await;
+            self.post_deliverable(ctx, last.as_ref()).await?;
+            return self.complete(ctx).await;
         }
-        let source = self.source(&client, &run).await?;
-        let worktree = match data.worktree.clone() {
-            Some(w) if w.path.exists() => w,
-            _ => self
-                .sandbox
-                .prepare(&source, run.issue_number as u64, &run.id)
-                .await
-                .map_err(other)?,
+        let worktree = self.workspace.existing_or_prepare(ctx).await?;
+        self.workspace.push(ctx, &worktree).await?;
+        let number = self.open_pull_request(ctx, task, last.as_ref()).await?;
+        ctx.run.pull_request = Some(number);
+        self.runs.save(ctx).await?;
+        self.status.set_phase(ctx, Phase::Review).await?;
+        if ctx.config.close_on == CloseOn::Merged {
+            ctx.data.awaiting_merge = true;
+            self.runs.save(ctx).await?;
+            return self.status.publish(ctx).await;
+        }
+        self.complete(ctx).await
+    }
+
+    /// The answer of a `read_info`/`report` run, posted once.
+    async fn post_deliverable(
+        &self,
+        ctx: &mut RunContext,
+        last: Option<&IterationRecord>,
+    ) -> Result<(), EngineError> {
+        if ctx.data.deliverable_posted {
+            return Ok(());
+        }
+        let answer = last
+            .map(|r| r.summary.output_text.clone())
+            .unwrap_or_default();
+        let footer = comment::DeliverableFooter {
+            iterations: ctx.run.iteration,
+            usage: self.status.view(ctx).await?.usage,
+            dashboard_url: None,
+            closing: true,
         };
-        self.sandbox.push(&worktree, &source).await.map_err(other)?;
-        let number = self
-            .open_pull_request(&client, &run, &data, task, last.as_ref())
-            .await?;
-        run.pull_request = Some(number as i64);
-        self.save(&mut run, &data).await?;
-        self.set_phase(&client, &mut run, &mut data, "review")
-            .await?;
-        if config.close_on == CloseOn::Merged {
-            data.awaiting_merge = true;
-            self.save(&mut run, &data).await?;
-            return self.publish_status(&client, &mut run, &mut data).await;
-        }
-        self.complete(&client, run).await
+        let body = comment::deliverable_comment(&answer, &footer);
+        self.status.post_once_for_run(ctx, "answer", &body).await?;
+        ctx.data.deliverable_posted = true;
+        self.runs.save(ctx).await
     }
 
     /// Closes the issue as completed: `phase:complete`, state `done`.
-    pub(super) async fn complete(
-        &self,
-        client: &InstallationClient,
-        mut run: RunRow,
-    ) -> Result<(), EngineError> {
-        let mut data = RunData::from_json(&run.data);
-        let repo = Self::repo_name(&run)?;
-        let number = IssueNumber(run.issue_number as u64);
-        client
-            .close_issue(&repo, number, crate::github::StateReason::Completed)
+    pub(super) async fn complete(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        ctx.client
+            .close_issue(ctx.repo(), ctx.issue(), StateReason::Completed)
             .await?;
-        self.set_phase(client, &mut run, &mut data, "complete")
-            .await?;
-        run.state = state::DONE.to_owned();
-        run.outcome = Some("completed".to_owned());
-        data.awaiting_merge = false;
-        self.save(&mut run, &data).await?;
-        self.publish_status(client, &mut run, &mut data).await?;
-        if let Some(w) = data.worktree.as_ref()
-            && let Err(e) = self.sandbox.remove(w, &run.id).await
-        {
-            tracing::warn!(run = %run.id, error = %e, "worktree not removed");
+        self.status.set_phase(ctx, Phase::Complete).await?;
+        ctx.run.state = RunState::Done;
+        ctx.run.outcome = Some(Outcome::Completed);
+        ctx.data.awaiting_merge = false;
+        self.runs.save(ctx).await?;
+        self.status.publish(ctx).await?;
+        if let Some(w) = ctx.data.worktree.as_ref() {
+            self.workspace.remove(w, &ctx.run.id).await;
         }
         Ok(())
     }
@@ -113,58 +83,15 @@ impl Engine {
     /// Opens the pull request for the run's branch, or updates the open one.
     async fn open_pull_request(
         &self,
-        client: &InstallationClient,
-        run: &RunRow,
-        data: &RunData,
+        ctx: &RunContext,
         task: TaskType,
         last: Option<&IterationRecord>,
-    ) -> Result<u64, EngineError> {
-        let repo = Self::repo_name(run)?;
-        let number = IssueNumber(run.issue_number as u64);
-        let status = self.status_view(run, data).await?;
-        let verification = last.and_then(|r| r.verification.as_ref());
-        let view = PullRequestView {
-            issue: number,
-            issue_title: data.issue_title.clone(),
-            task_type: task,
-            summary: last
-                .and_then(|r| r.judgment.closer.as_ref())
-                .map(|c| c.output.summary.clone())
-                .unwrap_or_default(),
-            commits: verification
-                .map(|v| {
-                    v.artifacts
-                        .commits
-                        .iter()
-                        .map(|c| CommitRow {
-                            sha: c.sha.clone(),
-                            subject: c.message.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            files: verification
-                .map(|v| {
-                    v.artifacts
-                        .all_files()
-                        .map(|f| FileRow {
-                            path: f.path.clone(),
-                            added: f.added,
-                            deleted: f.deleted,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            verification: status
-                .verification
-                .unwrap_or_else(VerificationView::default),
-            iterations: run.iteration.max(0) as u32,
-            usage: status.usage,
-            dashboard_url: status.dashboard_url,
-        };
-        let title = comment::pull_request_title(number, &data.issue_title, task);
+    ) -> Result<IssueNumber, EngineError> {
+        let view = self.pull_request_view(ctx, task, last).await?;
+        let title = comment::pull_request_title(ctx.issue(), &ctx.data.issue_title, task);
         let body = comment::pull_request_body(&view);
-        if let Some(existing) = client.find_pull_by_head(&repo, &run.branch).await?
+        let repo = ctx.repo();
+        if let Some(existing) = ctx.client.find_pull_by_head(repo, &ctx.run.branch).await?
             && existing.state == PullState::Open
         {
             let edit = PullEdit {
@@ -172,19 +99,68 @@ impl Engine {
                 body: Some(body),
                 state: None,
             };
-            client.update_pull(&repo, existing.number, &edit).await?;
-            return Ok(existing.number.0);
+            ctx.client.update_pull(repo, existing.number, &edit).await?;
+            return Ok(existing.number);
         }
-        let base = match &run.default_branch {
+        let base = match &ctx.run.default_branch {
             Some(b) => b.clone(),
-            None => client.get_repository(&repo).await?.default_branch,
+            None => ctx.client.get_repository(repo).await?.default_branch,
         };
         let pull = NewPullRequest {
             title,
             body,
-            head: run.branch.clone(),
+            head: ctx.run.branch.clone(),
             base,
         };
-        Ok(client.create_pull(&repo, &pull).await?.number.0)
+        Ok(ctx.client.create_pull(repo, &pull).await?.number)
+    }
+
+    /// The pull request body's content: summary, commits, files, the
+    /// verification table.
+    async fn pull_request_view(
+        &self,
+        ctx: &RunContext,
+        task: TaskType,
+        last: Option<&IterationRecord>,
+    ) -> Result<PullRequestView, EngineError> {
+        let status = self.status.view(ctx).await?;
+        let verification = last.and_then(|r| r.verification.as_ref());
+        let commits = verification.map(|v| {
+            v.artifacts
+                .commits
+                .iter()
+                .map(|c| CommitRow {
+                    sha: c.sha.clone(),
+                    subject: c.message.clone(),
+                })
+                .collect()
+        });
+        let files = verification.map(|v| {
+            v.artifacts
+                .all_files()
+                .map(|f| FileRow {
+                    path: f.path.clone(),
+                    added: f.added,
+                    deleted: f.deleted,
+                })
+                .collect()
+        });
+        Ok(PullRequestView {
+            issue: ctx.issue(),
+            issue_title: ctx.data.issue_title.clone(),
+            task_type: task,
+            summary: last
+                .and_then(|r| r.judgment.closer.as_ref())
+                .map(|c| c.output.summary.clone())
+                .unwrap_or_default(),
+            commits: commits.unwrap_or_default(),
+            files: files.unwrap_or_default(),
+            verification: status
+                .verification
+                .unwrap_or_else(VerificationView::default),
+            iterations: ctx.run.iteration,
+            usage: status.usage,
+            dashboard_url: status.dashboard_url,
+        })
     }
 }

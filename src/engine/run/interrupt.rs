@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 
-use super::{Engine, state};
+use super::Engine;
+use crate::model::{RunId, RunState};
 use crate::store::runs;
 
 /// How often a working agent's run is checked for a stop: the longest an
@@ -22,17 +23,17 @@ pub(super) const STOP_POLL: Duration = Duration::from_secs(2);
 impl Engine {
     /// Resolves once the stored run is no longer `running`; never while it
     /// is (a failed read is logged and the watch goes on).
-    pub(super) async fn stopped_meanwhile(&self, run_id: &str) {
+    pub(super) async fn stopped_meanwhile(&self, run_id: &RunId) {
         let mut tick = tokio::time::interval(STOP_POLL);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick.tick().await; // the first tick is immediate
         loop {
             tick.tick().await;
-            match runs::state_of(self.store.pool(), run_id).await {
-                Ok(Some(state)) if state != state::RUNNING => return,
+            match runs::state_of(self.runs.store().pool(), run_id).await {
+                Ok(Some(state)) if state != RunState::Running => return,
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(run = run_id, error = %e, "could not check whether the run was stopped");
+                    tracing::warn!(run = %run_id, error = %e, "could not check whether the run was stopped");
                 }
             }
         }

@@ -1,69 +1,62 @@
 //! The engine proper: turns webhook events into runs and drives each run
 //! through its steps (`start` → `iterate`… → `finish`) as jobs on the durable
-//! queue, keyed `run:<id>` so one run never has two steps at once.
+//! queue, keyed by the run, so one run never has two steps at once.
 //!
-//! Every transition is written to the `runs` row before its side effects on
-//! GitHub, and every side effect is safe to repeat after a crash (the status
-//! comment is found by its marker, labels are idempotent, the pull request is
-//! found by its head branch). This module must never run untrusted text, and
-//! never react to the App's own comments or any bot.
+//! Each step loads its [`RunContext`] once (the run, its data, the
+//! repository config, the installation client) and hands it to the step's
+//! function; the collaborators below do the work, each behind a narrow
+//! interface. Every transition is written to the `runs` row before its side
+//! effects on GitHub, and every side effect is safe to repeat after a crash
+//! (the status comment is found by its marker, labels are idempotent, the
+//! pull request is found by its head branch). This module must never run
+//! untrusted text, and never react to the App's own comments or any bot.
 
+mod agents;
 mod ask;
+mod budget;
+mod checks;
+mod commands;
+mod context;
 mod data;
+mod decide;
 mod failure;
 mod finish;
+mod github;
 mod interrupt;
+mod iterate;
+mod labels;
+mod prompt;
 mod reconcile;
-mod report;
-mod steps;
+mod runs;
+mod start;
+mod status;
+mod status_view;
 mod throttle;
 mod triggers;
 mod usage;
+mod workspace;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-pub use data::RunData;
+pub use context::RunContext;
+pub use data::{IterationRecord, RunData};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::{AgentUsage, LlmPrices, agent_usage};
 
-use crate::agent::adapter::resolve_pass_env;
 use crate::agent::process::BaseEnv;
-use crate::agent::sandbox::{Sandbox, SandboxOptions};
 use crate::config::agents::Agents;
-use crate::engine::goals::GoalSettings;
-use crate::github::types::{InstallationId, RepoName};
-use crate::github::{AppInfo, GitHubApp, GitHubError, InstallationClient};
+use crate::github::{GitHubApp, GitHubError};
 use crate::llm::LlmClient;
-use crate::store::jobs::{self, LeasedJob, NewJob};
-use crate::store::runs::{self, RunRow};
+use crate::model::{RunId, RunState};
+use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError};
+use crate::worker::delivery::EventHandler;
 use crate::worker::{JobError, JobFuture, JobHandler};
-
-/// The job kind of run steps.
-pub const RUN_JOB: &str = "run";
-
-/// Run states as stored.
-pub mod state {
-    pub const QUEUED: &str = "queued";
-    pub const RUNNING: &str = "running";
-    pub const AWAITING_RESPONSE: &str = "awaiting_response";
-    pub const VERIFYING: &str = "verifying";
-    pub const DONE: &str = "done";
-    pub const FAILED: &str = "failed";
-    pub const STOPPED: &str = "stopped";
-
-    /// Whether a run in `state` has ended.
-    pub fn is_final(state: &str) -> bool {
-        matches!(state, DONE | FAILED | STOPPED)
-    }
-}
 
 /// The step a `run` job carries out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,9 +74,10 @@ pub enum Step {
     Resume,
 }
 
+/// The payload of a `run` job.
 #[derive(Debug, Serialize, Deserialize)]
 struct RunJob {
-    run_id: String,
+    run_id: RunId,
     step: Step,
 }
 
@@ -91,11 +85,12 @@ struct RunJob {
 pub struct EngineSettings {
     /// The operator's agents; a repository picks one by name.
     pub agents: Agents,
-    /// The LLM for classification and the Closer; `None` makes every run
-    /// fail at start with a clear comment (the operator must configure one).
+    /// The LLM for classification and the completion check; `None` makes
+    /// every run fail at start with a clear comment (the operator must
+    /// configure one).
     pub llm: Option<Arc<dyn LlmClient>>,
     /// Holds the sandbox's mirrors and worktrees and the prompt files.
-    pub data_dir: PathBuf,
+    pub data_dir: std::path::PathBuf,
     /// The environment agents and goals start from.
     pub base_env: BaseEnv,
     /// Attempts per run job before it is dead-lettered.
@@ -119,7 +114,7 @@ pub struct EngineSettings {
 /// The wait before re-checking a write that may have been applied.
 pub const MAYBE_APPLIED_RECHECK: Duration = Duration::from_secs(30);
 
-/// Why an engine action did not complete; all of these are worth a retry.
+/// Why an engine action did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(transparent)]
@@ -128,15 +123,19 @@ pub enum EngineError {
     GitHub(#[from] GitHubError),
     #[error("{0}")]
     Other(String),
+    /// The run's stored data does not parse: retrying reads the same bytes.
+    #[error("the data of run {run} is unreadable: {message}")]
+    CorruptRun { run: RunId, message: String },
     /// The run was stopped while this step ran; the step ends quietly.
     #[error("the run was stopped meanwhile")]
     Stopped,
 }
 
 impl EngineError {
-    /// The job error for the queue (always worth another attempt): after a
-    /// rate limit not before it lifts, after a write that may have been
-    /// applied not before `recheck_after`.
+    /// The job error for the queue: after a rate limit not before it lifts,
+    /// after a write that may have been applied not before `recheck_after`;
+    /// unreadable stored data is permanent; anything else is worth another
+    /// attempt.
     pub fn into_job_error(self, now: crate::clock::Millis, recheck_after: Duration) -> JobError {
         match &self {
             EngineError::GitHub(GitHubError::RateLimited { until }) => {
@@ -146,33 +145,35 @@ impl EngineError {
             EngineError::GitHub(GitHubError::MaybeApplied { .. }) => {
                 JobError::RetryAfter(self.to_string(), recheck_after)
             }
+            EngineError::CorruptRun { .. } | EngineError::Store(StoreError::Unknown(_)) => {
+                JobError::Permanent(self.to_string())
+            }
             _ => JobError::Retry(self.to_string()),
         }
     }
 }
 
+pub(super) fn other(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Other(e.to_string())
+}
+
 /// The engine: one per process, shared by the delivery and run handlers.
+/// Each field is a collaborator with one concern.
 pub struct Engine {
-    store: Store,
-    github: Arc<GitHubApp>,
-    agents: Agents,
-    /// Per agent, the operator's `pass_env` values, read once at start.
-    passed_env: BTreeMap<String, BTreeMap<String, String>>,
-    llm: Option<Arc<dyn LlmClient>>,
-    sandbox: Sandbox,
-    goals: GoalSettings,
-    base_env: BaseEnv,
-    scratch: PathBuf,
-    max_attempts: i64,
-    dashboard_url: Option<String>,
-    max_tokens_per_run: Option<u64>,
-    max_cost_usd_per_run: Option<f64>,
-    llm_prices: LlmPrices,
-    ready: Arc<Notify>,
-    app: Mutex<Option<AppInfo>>,
-    /// Spaces out status-comment writes per installation.
-    status_edits: EditThrottle,
-    recheck_after: Duration,
+    /// Runs, iterations and replies in the store; queueing steps.
+    runs: runs::Runs,
+    /// The App, its identity and its installation clients.
+    github: github::GitHubAccess,
+    /// The status comment, one-off comments, labels and the project board.
+    status: status::StatusPublisher,
+    /// Mirrors, worktrees and where a run's repository comes from.
+    workspace: workspace::Workspace,
+    /// The operator's agents and what they are given.
+    agents: agents::AgentRunner,
+    /// The LLM, the goals and the prompts: what judges an iteration.
+    checks: checks::Checks,
+    /// The operator's ceilings and prices.
+    budget: budget::Budget,
 }
 
 impl Engine {
@@ -183,48 +184,30 @@ impl Engine {
         settings: EngineSettings,
         ready: Arc<Notify>,
     ) -> Arc<Engine> {
-        let passed_env = settings
-            .agents
-            .iter()
-            .map(|(name, config)| {
-                (
-                    name.clone(),
-                    resolve_pass_env(config, |k| std::env::var(k).ok()),
-                )
-            })
-            .collect();
-        let sandbox = Sandbox::new(SandboxOptions {
-            root: settings.data_dir.join("sandbox"),
-            base_env: settings.base_env.clone(),
-            git_timeout: Duration::from_secs(600),
-            committer_name: "closer".to_owned(),
-            committer_email: "closer@users.noreply.github.com".to_owned(),
-        });
+        let runs = runs::Runs::new(store, ready, settings.max_attempts, settings.recheck_after);
+        let github = github::GitHubAccess::new(github);
         Arc::new(Engine {
-            store,
+            status: status::StatusPublisher::new(
+                runs.clone(),
+                github.clone(),
+                settings.dashboard_url,
+            ),
+            runs,
             github,
-            agents: settings.agents,
-            passed_env,
-            llm: settings.llm,
-            sandbox,
-            goals: GoalSettings::new(settings.base_env.clone()),
-            base_env: settings.base_env,
-            scratch: settings.data_dir.join("scratch"),
-            max_attempts: settings.max_attempts.max(1),
-            dashboard_url: settings.dashboard_url,
-            max_tokens_per_run: settings.max_tokens_per_run,
-            max_cost_usd_per_run: settings.max_cost_usd_per_run,
-            llm_prices: settings.llm_prices,
-            ready,
-            app: Mutex::new(None),
-            status_edits: EditThrottle::new(STATUS_EDIT_GAP),
-            recheck_after: settings.recheck_after,
+            workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),
+            checks: checks::Checks::new(settings.llm, &settings.base_env),
+            agents: agents::AgentRunner::new(settings.agents, settings.base_env),
+            budget: budget::Budget {
+                max_tokens_per_run: settings.max_tokens_per_run,
+                max_cost_usd_per_run: settings.max_cost_usd_per_run,
+                llm_prices: settings.llm_prices,
+            },
         })
     }
 
     /// What the queue makes of a failed engine action.
     pub fn job_error(&self, e: EngineError) -> JobError {
-        e.into_job_error(self.store.now_ms(), self.recheck_after)
+        self.runs.job_error(e)
     }
 
     /// The handler of `run` jobs.
@@ -232,72 +215,66 @@ impl Engine {
         Arc::new(RunHandler(self.clone()))
     }
 
-    /// The App's identity (id and slug), asked of GitHub once.
-    async fn app_info(&self) -> Result<AppInfo, EngineError> {
-        if let Ok(guard) = self.app.lock()
-            && let Some(app) = guard.as_ref()
-        {
-            return Ok(app.clone());
-        }
-        let app = self.github.app_info().await?;
-        if let Ok(mut guard) = self.app.lock() {
-            *guard = Some(app.clone());
-        }
-        Ok(app)
-    }
-
-    async fn client(&self, installation: i64) -> Result<Arc<InstallationClient>, EngineError> {
-        Ok(self
-            .github
-            .installation(InstallationId(installation))
-            .await?)
-    }
-
-    /// Queues a step of a run.
-    async fn enqueue(&self, run_id: &str, step: Step) -> Result<(), EngineError> {
-        let payload = serde_json::to_string(&RunJob {
-            run_id: run_id.to_owned(),
-            step,
-        })
-        .map_err(|e| EngineError::Other(e.to_string()))?;
-        let now = self.store.now_ms();
-        let job = NewJob {
-            kind: RUN_JOB.to_owned(),
-            key: format!("run:{run_id}"),
-            payload,
-            max_attempts: self.max_attempts,
-            run_at: now,
+    /// The run's context outside its steps (a stop, a reply, reconciliation,
+    /// `/closer status`): a config that no longer parses reads as the
+    /// defaults here (the run's next step fails the run with it).
+    async fn context(&self, run_id: &RunId) -> Result<Option<RunContext>, EngineError> {
+        let Some(run) = self.runs.load(run_id).await? else {
+            return Ok(None);
         };
-        jobs::enqueue(self.store.pool(), &job, now).await?;
-        self.ready.notify_one();
-        Ok(())
+        let client = self.github.client(run.installation_id).await?;
+        RunContext::load_lenient(run, client, &self.agents.names()).map(Some)
     }
 
-    async fn load(&self, run_id: &str) -> Result<Option<RunRow>, EngineError> {
-        Ok(runs::get(self.store.pool(), run_id).await?)
-    }
-
-    /// Writes the run (with its data) and stamps `updated_at`.
-    async fn save(&self, run: &mut RunRow, data: &RunData) -> Result<(), EngineError> {
-        run.data = data.to_json();
-        run.updated_at = self.store.now_ms();
-        match runs::save_unless_stopped(self.store.pool(), run).await? {
-            true => Ok(()),
-            false => Err(EngineError::Stopped),
+    /// Runs one step of a run: loads its context once and hands it on.
+    async fn step(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+        let Some(run) = self.runs.load(run_id).await? else {
+            return Ok(());
+        };
+        let client = self.github.client(run.installation_id).await?;
+        let mut ctx = match RunContext::load(run, client, &self.agents.names()) {
+            Ok(ctx) => ctx,
+            Err(context::LoadError::Config(mut ctx, message)) => {
+                return match ctx.run.state.is_final() {
+                    true => Ok(()),
+                    false => {
+                        self.fail(&mut ctx, failure::RunFailure::Error { message })
+                            .await
+                    }
+                };
+            }
+            Err(context::LoadError::Data(e)) => return Err(e),
+        };
+        if ctx.run.state == RunState::Failed && !ctx.data.diagnosis_posted {
+            return self.report_failure(&mut ctx).await;
+        }
+        if step == Step::Iterate
+            && ctx.run.state == RunState::AwaitingResponse
+            && ctx.data.question_posted != Some(ctx.run.iteration)
+        {
+            return self.resume_question(&mut ctx).await;
+        }
+        match (step, ctx.run.state) {
+            (Step::Start, RunState::Queued) => self.start(&mut ctx).await,
+            (Step::Iterate, RunState::Running) => self.iterate(&mut ctx).await,
+            (Step::Finish, RunState::Verifying) => self.finish(&mut ctx).await,
+            (Step::Resume, RunState::AwaitingResponse) => self.resume(&mut ctx).await,
+            _ => Ok(()),
         }
     }
+}
 
-    /// Writes the run whatever its stored state (a restart of a stopped run).
-    async fn save_restart(&self, run: &mut RunRow, data: &RunData) -> Result<(), EngineError> {
-        run.data = data.to_json();
-        run.updated_at = self.store.now_ms();
-        runs::save(self.store.pool(), run).await?;
-        Ok(())
-    }
-
-    fn repo_name(run: &RunRow) -> Result<RepoName, EngineError> {
-        RepoName::parse(&run.repository)
-            .ok_or_else(|| EngineError::Other(format!("bad repository name {}", run.repository)))
+impl EventHandler for Engine {
+    fn on_event<'a>(
+        &'a self,
+        event: &'a crate::events::Event,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, JobError>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            Engine::on_event(self, event)
+                .await
+                .map_err(|e| self.job_error(e))
+        })
     }
 }
 
@@ -309,12 +286,11 @@ impl RunHandler {
             .map_err(|e| JobError::Permanent(format!("bad run job payload: {e}")))?;
         match self.0.step(&payload.run_id, payload.step).await {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),
-            Err(e) => Err(e),
-        }
-        .map_err(|e| {
+            Err(e) => {
                 tracing::warn!(run = %payload.run_id, step = ?payload.step, error = %e, "run step failed");
-                self.0.job_error(e)
-            })
+                Err(self.0.job_error(e))
+            }
+        }
     }
 }
 
@@ -344,6 +320,18 @@ mod tests {
         assert!(matches!(
             other.into_job_error(0, recheck),
             JobError::Retry(_)
+        ));
+    }
+
+    #[test]
+    fn unreadable_run_data_is_not_retried() {
+        let corrupt = EngineError::CorruptRun {
+            run: RunId::from_stored("r1"),
+            message: "expected value".into(),
+        };
+        assert!(matches!(
+            corrupt.into_job_error(0, Duration::ZERO),
+            JobError::Permanent(_)
         ));
     }
 }

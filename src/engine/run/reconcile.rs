@@ -11,40 +11,29 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::data::RunData;
-use super::triggers::parse_config;
-use super::{Engine, EngineError, Step, state};
-use crate::github::types::IssueNumber;
+use super::context::RunContext;
+use super::{Engine, EngineError, Step};
 use crate::github::{GitHubError, IssueState};
-use crate::store::jobs;
-use crate::store::runs::{self, RunRow};
+use crate::model::{RunId, RunState};
+use crate::store::runs;
 
 /// What one reconciliation pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Reconciled {
     /// Runs whose next step was queued again.
-    pub requeued: Vec<String>,
+    pub requeued: Vec<RunId>,
     /// Runs stopped because GitHub says so.
-    pub stopped: Vec<String>,
+    pub stopped: Vec<RunId>,
 }
 
 impl Engine {
     /// One pass over the open runs.
     pub async fn reconcile(&self) -> Result<Reconciled, EngineError> {
-        let open = runs::in_states(
-            self.store.pool(),
-            &[
-                state::QUEUED,
-                state::RUNNING,
-                state::AWAITING_RESPONSE,
-                state::VERIFYING,
-            ],
-        )
-        .await?;
+        let open = runs::in_states(self.runs.store().pool(), &RunState::OPEN).await?;
         let mut done = Reconciled::default();
         for run in open {
             let id = run.id.clone();
-            match self.reconcile_run(run).await {
+            match self.reconcile_run(&id).await {
                 Ok(Some(Action::Requeued)) => done.requeued.push(id),
                 Ok(Some(Action::Stopped)) => done.stopped.push(id),
                 Ok(None) => {}
@@ -54,56 +43,47 @@ impl Engine {
         Ok(done)
     }
 
-    async fn reconcile_run(&self, run: RunRow) -> Result<Option<Action>, EngineError> {
-        let data = RunData::from_json(&run.data);
-        if let Some(why) = self.gone_on_github(&run, &data).await? {
-            self.stop(run, why).await?;
+    async fn reconcile_run(&self, id: &RunId) -> Result<Option<Action>, EngineError> {
+        let Some(ctx) = self.context(id).await? else {
+            return Ok(None);
+        };
+        if let Some(why) = self.gone_on_github(&ctx).await? {
+            self.stop(&ctx.run, why).await?;
             return Ok(Some(Action::Stopped));
         }
-        let step = match run.state.as_str() {
-            state::QUEUED => Step::Start,
-            state::RUNNING => Step::Iterate,
-            state::VERIFYING if !data.awaiting_merge => Step::Finish,
+        let (run, data) = (&ctx.run, &ctx.data);
+        let step = match run.state {
+            RunState::Queued => Step::Start,
+            RunState::Running => Step::Iterate,
+            RunState::Verifying if !data.awaiting_merge => Step::Finish,
             // Its question was never posted (the step's job gave up):
             // the Iterate step resumes it (`ask.rs`).
-            state::AWAITING_RESPONSE if data.question_posted != Some(run.iteration) => {
+            RunState::AwaitingResponse if data.question_posted != Some(run.iteration) => {
                 Step::Iterate
             }
             // A reply is stored but its `resume` step was lost.
-            state::AWAITING_RESPONSE if self.reply_waiting(&run.id).await? => Step::Resume,
+            RunState::AwaitingResponse if self.runs.reply_waiting(&run.id).await? => Step::Resume,
             _ => return Ok(None),
         };
-        if jobs::has_live_job(self.store.pool(), &format!("run:{}", run.id)).await? {
+        if self.runs.has_live_step(&run.id).await? {
             return Ok(None);
         }
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
-        self.enqueue(&run.id, step).await?;
+        self.runs.enqueue(&run.id, step).await?;
         Ok(Some(Action::Requeued))
     }
 
     /// Why the run should stop according to GitHub, if it should.
-    async fn gone_on_github(
-        &self,
-        run: &RunRow,
-        data: &RunData,
-    ) -> Result<Option<&'static str>, EngineError> {
-        let client = self.client(run.installation_id).await?;
-        let repo = Self::repo_name(run)?;
-        let issue = match client
-            .get_issue(&repo, IssueNumber(run.issue_number as u64))
-            .await
-        {
+    async fn gone_on_github(&self, ctx: &RunContext) -> Result<Option<&'static str>, EngineError> {
+        let issue = match ctx.client.get_issue(ctx.repo(), ctx.issue()).await {
             Ok(issue) => issue,
             Err(GitHubError::NotFound) => return Ok(Some("the issue is gone")),
             Err(e) => return Err(e.into()),
         };
-        if issue.state == IssueState::Closed && !data.awaiting_merge {
+        if issue.state == IssueState::Closed && !ctx.data.awaiting_merge {
             return Ok(Some("the issue was closed"));
         }
-        let trigger = parse_config(data.config_text.as_deref(), &self.agent_names())
-            .map(|c| c.trigger_label)
-            .unwrap_or_else(|_| "closer".to_owned());
-        if data.by_label && !issue.labels.contains(&trigger) {
+        if ctx.data.by_label && !issue.labels.contains(&ctx.config.trigger_label) {
             return Ok(Some("the trigger label was removed"));
         }
         Ok(None)

@@ -5,6 +5,8 @@
 use std::collections::HashSet;
 
 use sqlx::{Any, Row, Transaction};
+
+use crate::model::Named;
 use tokio::sync::mpsc;
 
 use super::{MAX_BATCH, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written};
@@ -104,7 +106,7 @@ async fn insert_deliveries(
             .bind(d.payload.as_slice())
             .bind(d.encoding.as_str())
             .bind(d.received_at)
-            .bind(d.status);
+            .bind(d.status.as_str());
     }
     let rows = query.fetch_all(&mut **tx).await?;
     rows.iter()

@@ -19,6 +19,7 @@ use super::{
     MAX_BATCH, Outcomes, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written,
 };
 use crate::clock::SharedClock;
+use crate::model::Named;
 use crate::store::{Store, StoreError, sqlite_pragmas};
 
 const INSERT_DELIVERY: &str = "INSERT INTO deliveries (delivery_id, event, action, \
@@ -113,11 +114,11 @@ impl SqliteWriter {
                 d.payload,
                 d.encoding.as_str(),
                 d.received_at,
-                d.status,
+                d.status.as_str(),
             ])? == 1;
             if inserted && let Some(job) = &d.job {
                 statements.job.execute(params![
-                    job.kind,
+                    job.kind.as_str(),
                     job.key,
                     job.payload,
                     job.max_attempts,

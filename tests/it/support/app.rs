@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use closer::model::JobKind;
 use closer::server::{self, AppState};
 use closer::store::Store;
 use closer::store::writer::IntakeWriter;
@@ -38,9 +39,9 @@ impl TestApp {
         let ready = Arc::new(Notify::new());
         let (writer, _writer_task) =
             IntakeWriter::spawn(store.clone(), 1024).expect("intake writer");
-        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
+        let mut handlers: HashMap<JobKind, Arc<dyn JobHandler>> = HashMap::new();
         handlers.insert(
-            server::webhook::DELIVERY_JOB.to_owned(),
+            JobKind::Delivery,
             Arc::new(DeliveryHandler::new(store.clone())),
         );
         let settings = WorkerSettings {

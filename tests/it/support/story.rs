@@ -4,23 +4,22 @@
 //! running shell scripts, one per iteration). Webhooks are posted signed,
 //! as GitHub would; tests wait on the workers' settled signals, never sleep.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use closer::agent::process::BaseEnv;
 use closer::config::agents::{AdapterKind, AgentConfig};
-use closer::engine::run::{Engine, EngineSettings, LlmPrices, RUN_JOB};
+use closer::engine::run::{Engine, EngineSettings, LlmPrices};
 use closer::github::types::{IssueNumber, RepoName};
 use closer::github::{GitHubApp, GitHubSettings};
 use closer::llm::{LlmSettings, Provider, build_client};
+use closer::model::Run;
 use closer::server::{self, AppState};
 use closer::store::Store;
-use closer::store::runs::{self, RunRow};
+use closer::store::runs;
 use closer::store::writer::IntakeWriter;
-use closer::worker::delivery::DeliveryHandler;
-use closer::worker::{JobHandler, JobSettled, WorkerPool, WorkerSettings};
+use closer::worker::{JobSettled, WorkerPool, WorkerSettings};
 use reqwest::StatusCode;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -195,15 +194,8 @@ impl Story {
             },
             self.ready.clone(),
         );
-        let mut handlers: HashMap<String, Arc<dyn JobHandler>> = HashMap::new();
-        handlers.insert(
-            server::webhook::DELIVERY_JOB.to_owned(),
-            Arc::new(DeliveryHandler::with_engine(
-                self.store.clone(),
-                engine.clone(),
-            )),
-        );
-        handlers.insert(RUN_JOB.to_owned(), engine.run_handler());
+        // The same wiring as `closer serve`.
+        let handlers = closer::service::job_handlers(&self.store, &engine);
         let settings = WorkerSettings {
             lease: Duration::from_secs(2),
             poll_interval: Duration::from_millis(50),
@@ -372,7 +364,7 @@ impl Story {
 
     /// Waits until `done` holds for the issue's run (checked after every
     /// settled job).
-    pub async fn until(&mut self, done: impl Fn(Option<&RunRow>) -> bool, number: IssueNumber) {
+    pub async fn until(&mut self, done: impl Fn(Option<&Run>) -> bool, number: IssueNumber) {
         loop {
             if done(self.run(number).await.as_ref()) {
                 return;
@@ -437,8 +429,8 @@ impl Story {
     }
 
     /// The issue's run.
-    pub async fn run(&self, number: IssueNumber) -> Option<RunRow> {
-        runs::by_issue(self.store.pool(), REPO, number.0 as i64)
+    pub async fn run(&self, number: IssueNumber) -> Option<Run> {
+        runs::by_issue(self.store.pool(), &self.repo, number)
             .await
             .unwrap()
     }

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Named;
+
 /// A task type (label `type:*`, else classified by the LLM).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -16,8 +18,8 @@ pub enum TaskType {
     Test,
 }
 
-impl TaskType {
-    pub const ALL: [TaskType; 7] = [
+impl Named for TaskType {
+    const ALL: &'static [TaskType] = &[
         TaskType::ReadInfo,
         TaskType::Report,
         TaskType::Feature,
@@ -28,7 +30,7 @@ impl TaskType {
     ];
 
     /// The name used in labels, config keys and prompts.
-    pub fn as_str(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             TaskType::ReadInfo => "read_info",
             TaskType::Report => "report",
@@ -39,14 +41,12 @@ impl TaskType {
             TaskType::Test => "test",
         }
     }
+}
 
+impl TaskType {
     /// `read_info` and `report` answer; the others change code.
     pub fn changes_code(self) -> bool {
         !matches!(self, TaskType::ReadInfo | TaskType::Report)
-    }
-
-    pub fn parse(s: &str) -> Option<TaskType> {
-        TaskType::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 

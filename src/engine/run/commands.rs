@@ -1,0 +1,209 @@
+//! Comments on an issue: `/closer` commands from authorised users (others
+//! get one short refusal), and replies — by the issue's author or an
+//! authorised user — while a run is open, stored for the next prompt (and
+//! resuming a run that awaits one).
+//!
+//! Replies to a command are keyed by the comment and a digest of its text,
+//! so a retried job does not answer twice and an edit's new commands get
+//! new answers.
+
+use std::sync::Arc;
+
+use super::context::RunContext;
+use super::triggers::{Thread, digest};
+use super::{Engine, EngineError, Step};
+use crate::comment;
+use crate::engine::command::{Command, CommandError, new_commands};
+use crate::events::CommentRef;
+use crate::github::{CommentId, InstallationClient, Reaction};
+use crate::model::{IssueNumber, Permission, RepoName, RunState};
+use crate::store::runs;
+
+impl Engine {
+    pub(super) async fn on_comment(
+        &self,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+        previous: Option<&str>,
+        created: bool,
+    ) -> Result<String, EngineError> {
+        let app = self.github.app_info().await?;
+        let commands = new_commands(previous, &comment.body, &app.slug);
+        let client = self.github.client(thread.installation).await?;
+        if commands.is_empty() {
+            return match created {
+                true => self.on_reply(&client, thread, comment).await,
+                false => Ok("edited comment without new commands".to_owned()),
+            };
+        }
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let config = self.read_config(&client, thread.repo).await?;
+        let minimum = config.min_permission();
+        let reply = reply_key(comment);
+        let login = &comment.author.login;
+        if !self.permitted(&client, repo, login, minimum).await {
+            let refusal = comment::refusal_comment(login, minimum);
+            self.status
+                .post_once_marked(&client, repo, number, &reply, &refusal)
+                .await?;
+            return Ok(format!("command by {login} refused"));
+        }
+        let eyes = CommentId(comment.id.max(0) as u64);
+        if let Err(e) = client
+            .add_comment_reaction(repo, eyes, Reaction::Eyes)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot react to a command");
+        }
+        let mut config = Some(config);
+        let mut done = Vec::new();
+        for (i, command) in commands.into_iter().enumerate() {
+            let key = format!("{reply}:{i}");
+            let outcome = match command {
+                Ok(Command::Run) | Ok(Command::Retry) => match config.take() {
+                    Some(c) => self.trigger(&client, thread, c, true).await?,
+                    None => "already handled".to_owned(),
+                },
+                Ok(Command::Stop) => self.stop_command(repo, number).await?,
+                Ok(Command::Status) => {
+                    self.answer_status(&client, repo, number, &key).await?;
+                    "status answered".to_owned()
+                }
+                Err(e) => self.unknown_command(&client, thread, &key, e).await?,
+            };
+            done.push(outcome);
+        }
+        Ok(done.join("; "))
+    }
+
+    async fn stop_command(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+    ) -> Result<String, EngineError> {
+        match runs::by_issue(self.runs.store().pool(), repo, number).await? {
+            Some(run) if !run.state.is_final() => {
+                self.stop(&run, "stopped by a maintainer").await?;
+                Ok("stopped".to_owned())
+            }
+            _ => Ok("stop: no active run".to_owned()),
+        }
+    }
+
+    async fn unknown_command(
+        &self,
+        client: &InstallationClient,
+        thread: &Thread<'_>,
+        key: &str,
+        error: CommandError,
+    ) -> Result<String, EngineError> {
+        let (text, outcome) = match error {
+            CommandError::Unknown { word, suggestion } => (
+                comment::unknown_command_comment(&word, suggestion.map(|s| s.as_str())),
+                format!("unknown command {word:?}"),
+            ),
+            CommandError::Missing => (
+                comment::unknown_command_comment("", None),
+                "command word missing".to_owned(),
+            ),
+        };
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        self.status
+            .post_once_marked(client, repo, number, key, &text)
+            .await?;
+        Ok(outcome)
+    }
+
+    /// A comment by the issue author or an authorised user while the run is
+    /// open: stored as a message for the next prompt. While the run awaits
+    /// an answer it also resumes it; while it is queued or running, the
+    /// next iteration picks it up.
+    async fn on_reply(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+    ) -> Result<String, EngineError> {
+        let store = self.runs.store();
+        let repo = &thread.repo.name;
+        let Some(run) = runs::by_issue(store.pool(), repo, thread.issue.number).await? else {
+            return Ok("comment: no run".to_owned());
+        };
+        let awaiting = run.state == RunState::AwaitingResponse;
+        if !awaiting && run.state != RunState::Running && run.state != RunState::Queued {
+            return Ok(format!("comment: the run is {}", run.state));
+        }
+        let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
+        let login = &comment.author.login;
+        let is_author = *login == ctx.data.issue_author || *login == thread.issue.author.login;
+        let minimum = ctx.config.commands.min_permission;
+        if !is_author && !self.permitted(client, repo, login, minimum).await {
+            return Ok(format!(
+                "comment by {login}: not the author, not authorised"
+            ));
+        }
+        let run_id = &ctx.run.id;
+        runs::add_message(
+            store.pool(),
+            run_id,
+            comment.id,
+            login,
+            &comment.body,
+            store.now_ms(),
+        )
+        .await?;
+        if !awaiting {
+            return Ok(format!("reply by {login}: stored for the next prompt"));
+        }
+        // The run's own job resumes it: the step that asked may still be
+        // writing the run, and runs only change state in their own steps.
+        self.runs.enqueue(run_id, Step::Resume).await?;
+        Ok(format!("reply by {login}: run resumed"))
+    }
+
+    /// Answers `/closer status` with a short comment, once per `key`.
+    async fn answer_status(
+        &self,
+        client: &Arc<InstallationClient>,
+        repo: &RepoName,
+        number: IssueNumber,
+        key: &str,
+    ) -> Result<(), EngineError> {
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let view = match run {
+            Some(run) => {
+                let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
+                Some(self.status.view(&ctx).await?)
+            }
+            None => None,
+        };
+        let body = comment::status_answer(view.as_ref(), None);
+        self.status
+            .post_once_marked(client, repo, number, key, &body)
+            .await
+    }
+
+    /// Whether `login` has at least `minimum` on the repository; a failed
+    /// lookup denies.
+    async fn permitted(
+        &self,
+        client: &InstallationClient,
+        repo: &RepoName,
+        login: &str,
+        minimum: Permission,
+    ) -> bool {
+        match client.collaborator_permission(repo, login).await {
+            Ok(p) => p >= minimum,
+            Err(e) => {
+                tracing::warn!(%repo, user = %login, error = %e, "permission lookup failed; denied");
+                false
+            }
+        }
+    }
+}
+
+/// The key of closer's replies to a comment's commands: the comment and a
+/// digest of its text (an edit is a new text).
+fn reply_key(comment: &CommentRef) -> String {
+    format!("reply:{}:{}", comment.id, digest(&comment.body))
+}

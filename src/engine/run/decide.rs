@@ -1,0 +1,42 @@
+//! What follows a judged iteration: ask, finish, fail, or iterate again.
+
+use super::context::RunContext;
+use super::data::IterationRecord;
+use super::failure::RunFailure;
+use super::{Engine, EngineError, Step};
+use crate::engine::convergence::VerdictKind;
+use crate::engine::verify::IterationVerification;
+use crate::model::{Decision, RunState, Stage};
+
+impl Engine {
+    pub(super) async fn decide(
+        &self,
+        ctx: &mut RunContext,
+        record: IterationRecord,
+        verification: &IterationVerification,
+    ) -> Result<(), EngineError> {
+        if record.judgment.decision == Decision::AwaitingResponse {
+            ctx.run.state = RunState::AwaitingResponse;
+            self.runs.save(ctx).await?;
+            return self.ask(ctx, &record.judgment.questions).await;
+        }
+        if record.complete {
+            ctx.run.state = RunState::Verifying;
+            self.runs.save(ctx).await?;
+            self.runs.enqueue(&ctx.run.id, Step::Finish).await?;
+            return self.status.publish(ctx).await;
+        }
+        if verification.decision.decision == VerdictKind::Failed
+            || ctx.data.convergence.stage == Stage::Stopped
+        {
+            return self.fail(ctx, RunFailure::ConvergenceStopped).await;
+        }
+        if ctx.run.iteration >= ctx.run.max_iterations {
+            let max = ctx.run.max_iterations;
+            return self.fail(ctx, RunFailure::IterationLimit { max }).await;
+        }
+        self.runs.save(ctx).await?;
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        self.status.publish(ctx).await
+    }
+}

@@ -1,0 +1,302 @@
+//! The `iterate` step, as a sequence of small steps: the limits, the
+//! iteration's setup (worktree, completion handler, prompt), the agent, the
+//! verification, the judgment, and the decision (`decide.rs`).
+//!
+//! An iteration a crash interrupted (started, never finished) runs again
+//! under its own number; a stop that lands while the agent works kills the
+//! agent and records the iteration as stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::agents::agent_error;
+use super::context::RunContext;
+use super::data::IterationRecord;
+use super::failure::RunFailure;
+use super::usage::agent_usage;
+use super::{Engine, EngineError, other};
+use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
+use crate::agent::sandbox::Worktree;
+use crate::config::agents::AgentConfig;
+use crate::engine::baseline::Baseline;
+use crate::engine::closer::Closer;
+use crate::engine::convergence::CheckId;
+use crate::engine::goal_outcome::GoalOutcome;
+use crate::engine::handlers::{
+    CompletionHandler, HandlerEnv, IssueContext, IterationSummary, build_handler,
+};
+use crate::engine::judge::{JudgeContext, JudgeInput, judge};
+use crate::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
+use crate::llm::LlmClient;
+use crate::model::{IterationEnd, Phase, RunState, TaskType};
+use crate::prompts::PromptResolver;
+use crate::store::runs;
+use crate::store::verification as evidence;
+
+/// What one iteration works with, set up before its agent starts.
+pub(super) struct Iteration {
+    /// Its number (1, 2, …).
+    pub n: u32,
+    pub task: TaskType,
+    pub issue: IssueContext,
+    pub handler: Arc<dyn CompletionHandler>,
+    pub prompts: PromptResolver,
+    pub worktree: Worktree,
+    pub llm: Arc<dyn LlmClient>,
+}
+
+impl Engine {
+    pub(super) async fn iterate(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        self.status.set_phase(ctx, Phase::Processing).await?;
+        if let Some(failure) = self.limits(ctx).await? {
+            return self.fail(ctx, failure).await;
+        }
+        let agent_name = ctx.config.agent.clone();
+        let (Some(llm), Some(agent)) = (self.checks.llm(), self.agents.get(&agent_name)) else {
+            let message = format!("the agent `{agent_name}` or the LLM is not configured");
+            return self.fail(ctx, RunFailure::Error { message }).await;
+        };
+        let iteration = self.set_up(ctx, llm, agent).await?;
+        let prompt = self.begin(ctx, &iteration).await?;
+        let result = self
+            .work(ctx, &iteration, (&agent_name, agent), prompt)
+            .await;
+        self.budget
+            .add_agent(&mut ctx.run, &agent_usage(&result.structured));
+        if self.stopped_since_start(ctx, &iteration, &result).await? {
+            return Ok(());
+        }
+        let verification = self.verify(ctx, &iteration).await?;
+        let record = self.judge(ctx, &iteration, &result, &verification).await;
+        self.record(ctx, &iteration, &result, &record).await?;
+        self.decide(ctx, record, &verification).await
+    }
+
+    /// Why no further iteration may start, if none may.
+    async fn limits(&self, ctx: &RunContext) -> Result<Option<RunFailure>, EngineError> {
+        let run = &ctx.run;
+        if run.iteration >= run.max_iterations && !self.runs.interrupted(run).await? {
+            let max = run.max_iterations;
+            return Ok(Some(RunFailure::IterationLimit { max }));
+        }
+        Ok(self.budget.exhausted(ctx))
+    }
+
+    /// The worktree, the completion handler, the prompts and the number.
+    async fn set_up(
+        &self,
+        ctx: &RunContext,
+        llm: Arc<dyn LlmClient>,
+        agent: &AgentConfig,
+    ) -> Result<Iteration, EngineError> {
+        let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
+        let worktree = self.workspace.prepare(ctx).await?;
+        let handler_env = HandlerEnv {
+            worktree: worktree.path.clone(),
+            env: self.agents.base_env().vars().into_iter().collect(),
+            timeout: Duration::from_secs(agent.timeout_secs),
+        };
+        let handler = build_handler(&ctx.config.completion, &handler_env).map_err(other)?;
+        let issue = IssueContext {
+            issue_ref: format!("{}#{}", ctx.repo(), ctx.issue()),
+            title: ctx.data.issue_title.clone(),
+            body: ctx.data.issue_body.clone(),
+            task_type: Some(task),
+        };
+        let n = match self.runs.interrupted(&ctx.run).await? {
+            true => ctx.run.iteration,
+            false => ctx.run.iteration + 1,
+        };
+        Ok(Iteration {
+            n,
+            task,
+            issue,
+            handler,
+            prompts: self.checks.prompts(ctx),
+            worktree,
+            llm,
+        })
+    }
+
+    /// Writes the prompt and the iteration's start, and marks the replies
+    /// the prompt carries (one stored since waits for the next prompt);
+    /// returns the prompt.
+    async fn begin(
+        &self,
+        ctx: &mut RunContext,
+        iteration: &Iteration,
+    ) -> Result<String, EngineError> {
+        let prompt = self.prompt(ctx, iteration).await?;
+        let pool = self.runs.store().pool();
+        let now = self.runs.store().now_ms();
+        let n = iteration.n;
+        runs::start_iteration(pool, &ctx.run.id, n, &prompt.text, now).await?;
+        runs::mark_messages_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
+        ctx.run.iteration = n;
+        // No status edit here: the edit that ended the previous step
+        // already says this iteration is being worked on.
+        self.runs.save(ctx).await?;
+        Ok(prompt.text)
+    }
+
+    /// Runs the agent; a stop of the run meanwhile kills it (and its process
+    /// group) at once.
+    async fn work(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        (name, agent): (&str, &AgentConfig),
+        prompt: String,
+    ) -> AgentResult {
+        let request = AgentRequest {
+            run_id: ctx.run.id.to_string(),
+            iteration: iteration.n,
+            issue: iteration.issue.issue_ref.clone(),
+            prompt,
+            worktree: iteration.worktree.path.clone(),
+            scratch_dir: self.workspace.scratch(&ctx.run.id),
+        };
+        tokio::select! {
+            result = self.agents.run(name, agent, &request) => result,
+            () = self.stopped_meanwhile(&ctx.run.id) => {
+                agent_error("the run was stopped; the agent's processes were killed".to_owned())
+            }
+        }
+    }
+
+    /// Records the iteration as stopped when the run was stopped while the
+    /// agent worked; `true` then.
+    async fn stopped_since_start(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        result: &AgentResult,
+    ) -> Result<bool, EngineError> {
+        let Some(fresh) = self.runs.load(&ctx.run.id).await? else {
+            return Ok(true);
+        };
+        if fresh.state == RunState::Running {
+            return Ok(false);
+        }
+        let agent_json = serde_json::to_string(result).map_err(other)?;
+        let now = self.runs.store().now_ms();
+        let pool = self.runs.store().pool();
+        let end = IterationEnd::Stopped;
+        runs::finish_iteration(pool, &ctx.run.id, iteration.n, &agent_json, "{}", end, now).await?;
+        Ok(true)
+    }
+
+    /// The goals, the baseline, the scope and the convergence controller;
+    /// the evidence is stored.
+    async fn verify(
+        &self,
+        ctx: &mut RunContext,
+        iteration: &Iteration,
+    ) -> Result<IterationVerification, EngineError> {
+        let baseline = ctx
+            .data
+            .baseline
+            .clone()
+            .unwrap_or_else(|| Baseline::empty(&iteration.worktree.base_commit));
+        let verify = VerifyContext {
+            git: self.workspace.sandbox().git(),
+            worktree: &iteration.worktree,
+            repo: &ctx.config,
+            task: iteration.task,
+            acceptance: &[],
+            baseline: &baseline,
+            settings: self.checks.goals(),
+        };
+        let check = CheckId::generate(&mut fastrand::Rng::new());
+        let verification = verify_iteration(verify, &mut ctx.data.convergence, iteration.n, check)
+            .await
+            .map_err(other)?;
+        let store = self.runs.store();
+        let run_id = ctx.run.id.as_str();
+        let convergence = &ctx.data.convergence;
+        evidence::save_iteration(
+            store.pool(),
+            run_id,
+            &verification,
+            convergence,
+            store.now_ms(),
+        )
+        .await?;
+        ctx.run.stage = ctx.data.convergence.stage;
+        Ok(verification)
+    }
+
+    /// The completion check on the agent's report and the goal results.
+    async fn judge(
+        &self,
+        ctx: &mut RunContext,
+        iteration: &Iteration,
+        result: &AgentResult,
+        verification: &IterationVerification,
+    ) -> IterationRecord {
+        let summary = IterationSummary {
+            iteration: iteration.n,
+            output_text: result.message.clone(),
+            structured_output: result.structured.clone(),
+            goals: verification.goals.iter().map(goal_outcome).collect(),
+            failed: result.status == AgentStatus::Error,
+        };
+        let threshold = ctx.config.completion.confidence_threshold;
+        let judge_ctx = JudgeContext {
+            closer: Closer::new(iteration.llm.clone(), iteration.prompts.clone(), threshold),
+            handler: iteration.handler.clone(),
+            task_type: iteration.task,
+            issue: iteration.issue.clone(),
+        };
+        let input = JudgeInput {
+            summary: summary.clone(),
+        };
+        let judgment = judge(&judge_ctx, input).await;
+        self.budget.add_llm(&mut ctx.run, judgment.usage);
+        let complete =
+            judgment.decision == crate::model::Decision::Complete && verification.complete();
+        IterationRecord {
+            summary,
+            judgment,
+            verification: Some(verification.clone()),
+            complete,
+        }
+    }
+
+    /// Writes the iteration's result on its row.
+    async fn record(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        result: &AgentResult,
+        record: &IterationRecord,
+    ) -> Result<(), EngineError> {
+        let agent_json = serde_json::to_string(result).map_err(other)?;
+        let record_json = serde_json::to_string(record).map_err(other)?;
+        let end = IterationEnd::judged(record.judgment.decision, record.complete);
+        let store = self.runs.store();
+        let (run_id, n) = (&ctx.run.id, iteration.n);
+        runs::finish_iteration(
+            store.pool(),
+            run_id,
+            n,
+            &agent_json,
+            &record_json,
+            end,
+            store.now_ms(),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// A goal's result as the completion check sees it: a failure the baseline
+/// already had counts as passed here (the goals decide separately).
+fn goal_outcome(g: &crate::engine::goals::GoalResult) -> GoalOutcome {
+    GoalOutcome {
+        name: g.name(),
+        passed: g.passed || g.baseline_only,
+        required: g.required,
+        evidence: g.evidence.clone(),
+    }
+}

@@ -1,0 +1,147 @@
+//! The labels a run keeps on its issue — exactly one `phase:*`,
+//! `awaiting-response` while it waits, `closer:failed` when it failed —
+//! each touched only when it changes (the run data remembers what is on),
+//! and the project board's Status that follows the phase.
+
+use super::EngineError;
+use super::context::RunContext;
+use super::status::StatusPublisher;
+use crate::comment::{self, labels};
+use crate::github::{
+    Board, InstallationClient, LabelCreated, ProjectSyncError, sync_project_status,
+};
+use crate::model::{Named, Phase, RepoName};
+
+impl StatusPublisher {
+    /// Creates the bot's labels the repository lacks (fixed colours).
+    pub async fn ensure_labels(
+        &self,
+        client: &InstallationClient,
+        repo: &RepoName,
+        trigger: &str,
+    ) -> Result<(), EngineError> {
+        let existing: Vec<String> = client
+            .list_repo_labels(repo)
+            .await?
+            .into_iter()
+            .map(|l| l.name.to_lowercase())
+            .collect();
+        let mut wanted: Vec<crate::github::Label> =
+            comment::LABELS.iter().map(|l| l.to_label()).collect();
+        wanted.push(comment::trigger_label_def(trigger));
+        for label in wanted {
+            if existing.contains(&label.name.to_lowercase()) {
+                continue;
+            }
+            match client.create_label(repo, &label).await? {
+                LabelCreated::Created(_) | LabelCreated::AlreadyExists => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the run to `phase`: the row first, then the one `phase:*`
+    /// label, then the board.
+    pub async fn set_phase(&self, ctx: &mut RunContext, phase: Phase) -> Result<(), EngineError> {
+        ctx.run.phase = phase;
+        self.runs().save(ctx).await?;
+        if ctx.data.phase_label == Some(phase) {
+            return Ok(());
+        }
+        let (repo, number) = (ctx.repo().clone(), ctx.issue());
+        ctx.client
+            .add_labels(&repo, number, &[&phase.issue_label()])
+            .await?;
+        if let Some(old) = ctx.data.phase_label.replace(phase) {
+            ctx.client
+                .remove_label(&repo, number, &old.issue_label())
+                .await?;
+        }
+        self.runs().save(ctx).await?;
+        self.sync_board(ctx, phase).await
+    }
+
+    /// Sets the project board's Status to the phase, when the config names
+    /// a board. A problem with the board or its fields is reported once in
+    /// the status comment and not retried; a GitHub failure is.
+    async fn sync_board(&self, ctx: &mut RunContext, phase: Phase) -> Result<(), EngineError> {
+        let Some(project) = &ctx.config.project else {
+            return Ok(());
+        };
+        if ctx.data.board_problem.is_some() {
+            return Ok(());
+        }
+        let board = Board {
+            owner: project.owner.clone(),
+            number: project.number,
+            status_field: project.status_field.clone(),
+        };
+        let synced =
+            sync_project_status(&ctx.client, &board, ctx.repo(), ctx.issue(), phase.as_str()).await;
+        match synced {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_config_problem() => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "project board not updated");
+                ctx.data.board_problem = Some(format!(
+                    "The project board {}/{} is not updated: {e}.",
+                    board.owner, board.number
+                ));
+                self.runs().save(ctx).await
+            }
+            Err(ProjectSyncError::GitHub(e)) => Err(e.into()),
+            Err(e) => Err(EngineError::Other(e.to_string())),
+        }
+    }
+
+    /// Puts on or takes off `awaiting-response`, if it changes.
+    pub async fn set_awaiting_label(
+        &self,
+        ctx: &mut RunContext,
+        on: bool,
+    ) -> Result<(), EngineError> {
+        if ctx.data.awaiting_label == on {
+            return Ok(());
+        }
+        let (repo, number) = (ctx.repo().clone(), ctx.issue());
+        match on {
+            true => {
+                ctx.client
+                    .add_labels(&repo, number, &[labels::AWAITING_RESPONSE])
+                    .await?
+            }
+            false => {
+                ctx.client
+                    .remove_label(&repo, number, labels::AWAITING_RESPONSE)
+                    .await?
+            }
+        }
+        ctx.data.awaiting_label = on;
+        self.runs().save(ctx).await
+    }
+
+    /// Puts on or takes off `closer:failed`, if it changes.
+    pub async fn set_failed_label(
+        &self,
+        ctx: &mut RunContext,
+        on: bool,
+    ) -> Result<(), EngineError> {
+        if ctx.data.failed_label == on {
+            return Ok(());
+        }
+        let (repo, number) = (ctx.repo().clone(), ctx.issue());
+        match on {
+            true => {
+                ctx.client
+                    .add_labels(&repo, number, &[labels::FAILED])
+                    .await?
+            }
+            false => {
+                ctx.client
+                    .remove_label(&repo, number, labels::FAILED)
+                    .await?
+            }
+        }
+        ctx.data.failed_label = on;
+        self.runs().save(ctx).await
+    }
+}

@@ -1,0 +1,77 @@
+//! The prompt of an iteration: the initial one, or the continuation with
+//! the history, the pending actions, the maintainer's replies and, in
+//! stage 2, the minimal-fix rules.
+
+use super::context::RunContext;
+use super::iterate::Iteration;
+use super::{Engine, EngineError, other};
+use crate::engine::handlers::{Continuation, IterationSummary};
+use crate::model::Stage;
+
+/// A prompt and the comment ids of the replies it carries.
+pub(super) struct Prompt {
+    pub text: String,
+    pub carried: Vec<i64>,
+}
+
+impl Engine {
+    pub(super) async fn prompt(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+    ) -> Result<Prompt, EngineError> {
+        let records = self.runs.records(&ctx.run.id).await?;
+        let n = iteration.n;
+        let carried: Vec<_> = self
+            .runs
+            .messages(&ctx.run.id)
+            .await?
+            .into_iter()
+            .filter(|m| m.used_in.is_none() || m.used_in == Some(n))
+            .collect();
+        let replies: Vec<String> = carried
+            .iter()
+            .map(|m| format!("@{}: {}", m.author, m.body))
+            .collect();
+        let carried = carried.iter().map(|m| m.comment_id).collect();
+        let (handler, prompts, issue) = (&iteration.handler, &iteration.prompts, &iteration.issue);
+        let mut text = if records.is_empty() && replies.is_empty() {
+            handler
+                .initial_prompt(prompts, issue)
+                .await
+                .map_err(other)?
+                .text
+        } else {
+            let history: Vec<IterationSummary> =
+                records.iter().map(|r| r.summary.clone()).collect();
+            let mut pending = records
+                .last()
+                .map(|r| r.judgment.pending_actions.clone())
+                .unwrap_or_default();
+            if let Some(v) = records.last().and_then(|r| r.verification.as_ref()) {
+                pending.extend(v.decision.reasons.iter().map(|r| format!("Fix: {r}")));
+            }
+            let next = Continuation {
+                iteration: n,
+                history: &history,
+                pending_actions: &pending,
+                maintainer_replies: &replies,
+            };
+            handler
+                .continuation_prompt(prompts, issue, next)
+                .await
+                .map_err(other)?
+                .text
+        };
+        if ctx.data.convergence.stage == Stage::MinimalFix
+            && let Some(fix) = records
+                .last()
+                .and_then(|r| r.verification.as_ref())
+                .and_then(|v| v.decision.minimal_fix.as_ref())
+        {
+            text.push_str("\n\n");
+            text.push_str(&fix.instructions());
+        }
+        Ok(Prompt { text, carried })
+    }
+}

@@ -1,0 +1,164 @@
+//! The engine's access to its runs in the store: reading and writing a run
+//! (never over a stop), its iterations and replies, and queueing its steps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::context::RunContext;
+use super::data::IterationRecord;
+use super::{EngineError, RunJob, Step};
+use crate::model::{JobKind, Run, RunId, run_job_key};
+use crate::store::Store;
+use crate::store::jobs::{self, NewJob};
+use crate::store::runs::{self, MessageRow};
+use crate::worker::JobError;
+
+/// Runs in the store, and the queue of their steps.
+#[derive(Clone)]
+pub struct Runs {
+    store: Store,
+    /// Wakes the workers when a step is queued.
+    ready: Arc<Notify>,
+    max_attempts: i64,
+    recheck_after: Duration,
+}
+
+impl Runs {
+    pub fn new(
+        store: Store,
+        ready: Arc<Notify>,
+        max_attempts: i64,
+        recheck_after: Duration,
+    ) -> Runs {
+        Runs {
+            store,
+            ready,
+            max_attempts: max_attempts.max(1),
+            recheck_after,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// What the queue makes of a failed engine action.
+    pub fn job_error(&self, e: EngineError) -> JobError {
+        e.into_job_error(self.store.now_ms(), self.recheck_after)
+    }
+
+    pub async fn load(&self, id: &RunId) -> Result<Option<Run>, EngineError> {
+        Ok(runs::get(self.store.pool(), id).await?)
+    }
+
+    /// Writes the run with its data and stamps `updated_at`; refused (as
+    /// [`EngineError::Stopped`]) once the stored run was stopped.
+    pub async fn save(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        ctx.run.data = ctx.data.to_json();
+        ctx.run.updated_at = self.store.now_ms();
+        match runs::save_unless_stopped(self.store.pool(), &ctx.run).await? {
+            true => Ok(()),
+            false => Err(EngineError::Stopped),
+        }
+    }
+
+    /// Writes the run whatever its stored state (a restart of a stopped run).
+    pub async fn save_restart(&self, run: &mut Run) -> Result<(), EngineError> {
+        run.updated_at = self.store.now_ms();
+        runs::save(self.store.pool(), run).await?;
+        Ok(())
+    }
+
+    /// Queues a step of a run.
+    pub async fn enqueue(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+        let payload = serde_json::to_string(&RunJob {
+            run_id: run_id.clone(),
+            step,
+        })
+        .map_err(super::other)?;
+        let now = self.store.now_ms();
+        let job = NewJob {
+            kind: JobKind::Run,
+            key: run_job_key(run_id),
+            payload,
+            max_attempts: self.max_attempts,
+            run_at: now,
+        };
+        jobs::enqueue(self.store.pool(), &job, now).await?;
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Whether a step of the run is queued or running.
+    pub async fn has_live_step(&self, run_id: &RunId) -> Result<bool, EngineError> {
+        Ok(jobs::has_live_job(self.store.pool(), &run_job_key(run_id)).await?)
+    }
+
+    /// Every judged iteration of the run, oldest first; a record that does
+    /// not parse is an error.
+    pub async fn records(&self, run_id: &RunId) -> Result<Vec<IterationRecord>, EngineError> {
+        runs::iterations(self.store.pool(), run_id)
+            .await?
+            .iter()
+            .filter_map(|i| i.judgment.as_deref().map(|j| (i.number, j)))
+            .map(|(n, j)| {
+                IterationRecord::from_json(j).map_err(|e| EngineError::CorruptRun {
+                    run: run_id.clone(),
+                    message: format!("iteration {n}: {e}"),
+                })
+            })
+            .collect()
+    }
+
+    /// The last judged iteration of the run.
+    pub async fn last_record(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<IterationRecord>, EngineError> {
+        Ok(self.records(run_id).await?.pop())
+    }
+
+    /// The judged record of iteration `n`, if it was judged.
+    pub async fn record_of(
+        &self,
+        run_id: &RunId,
+        n: u32,
+    ) -> Result<Option<IterationRecord>, EngineError> {
+        let row = runs::iterations(self.store.pool(), run_id)
+            .await?
+            .into_iter()
+            .rfind(|i| i.number == n);
+        row.and_then(|i| i.judgment)
+            .map(|j| {
+                IterationRecord::from_json(&j).map_err(|e| EngineError::CorruptRun {
+                    run: run_id.clone(),
+                    message: format!("iteration {n}: {e}"),
+                })
+            })
+            .transpose()
+    }
+
+    /// Whether the run's current iteration started and never finished.
+    pub async fn interrupted(&self, run: &Run) -> Result<bool, EngineError> {
+        Ok(runs::iterations(self.store.pool(), &run.id)
+            .await?
+            .last()
+            .is_some_and(|i| i.number == run.iteration && i.finished_at.is_none()))
+    }
+
+    /// The replies of a run, oldest first.
+    pub async fn messages(&self, run_id: &RunId) -> Result<Vec<MessageRow>, EngineError> {
+        Ok(runs::messages(self.store.pool(), run_id).await?)
+    }
+
+    /// Whether a reply is stored that no prompt has carried yet.
+    pub async fn reply_waiting(&self, run_id: &RunId) -> Result<bool, EngineError> {
+        Ok(self
+            .messages(run_id)
+            .await?
+            .iter()
+            .any(|m| m.used_in.is_none()))
+    }
+}

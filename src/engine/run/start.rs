@@ -1,0 +1,95 @@
+//! The `start` step: labels, the phase, a retry's cleanup, the task type,
+//! the worktree and the baseline; then the first iteration is queued.
+
+use super::context::RunContext;
+use super::failure::RunFailure;
+use super::{Engine, EngineError, Step, other};
+use crate::agent::sandbox::Worktree;
+use crate::engine::baseline::{self, Baseline};
+use crate::engine::classify::classify;
+use crate::model::{Phase, RunState};
+use crate::store::verification as evidence;
+
+/// What the operator must set for runs to be judged at all.
+const NO_LLM: &str = "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
+     CLOSER_LLM_BASE_URL and CLOSER_LLM_MODEL";
+
+impl Engine {
+    pub(super) async fn start(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let trigger = ctx.config.trigger_label.clone();
+        self.status
+            .ensure_labels(&ctx.client, ctx.repo(), &trigger)
+            .await?;
+        self.status.set_phase(ctx, Phase::Preparation).await?;
+        // A retry: the run is no longer failed.
+        self.status.set_failed_label(ctx, false).await?;
+        if self.checks.llm().is_none() {
+            tracing::error!(run = %ctx.run.id, "no LLM configured (CLOSER_LLM_*): runs cannot be judged");
+            let message = NO_LLM.to_owned();
+            return self.fail(ctx, RunFailure::Error { message }).await;
+        }
+        self.classify(ctx).await?;
+        let worktree = self.workspace.prepare(ctx).await?;
+        match self.baseline(ctx, &worktree).await? {
+            Ok(b) => {
+                let now = self.runs.store().now_ms();
+                evidence::save_baseline(self.runs.store().pool(), ctx.run.id.as_str(), &b, now)
+                    .await?;
+                ctx.data.baseline = Some(b);
+            }
+            Err(detail) => return self.fail(ctx, RunFailure::BaselineBroken { detail }).await,
+        }
+        ctx.run.base_commit = Some(worktree.base_commit.clone());
+        ctx.data.worktree = Some(worktree);
+        ctx.run.state = RunState::Running;
+        self.runs.save(ctx).await?;
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        // The step's one status edit: iteration 1 is being worked on.
+        self.status.publish(ctx).await
+    }
+
+    /// The task type, once: the `type:*` label, else the LLM.
+    async fn classify(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let Some(llm) = self.checks.llm() else {
+            return Ok(());
+        };
+        if ctx.run.task_type.is_some() {
+            return Ok(());
+        }
+        let prompts = self.checks.prompts(ctx);
+        let data = &ctx.data;
+        let c = classify(
+            &data.issue_labels,
+            &data.issue_title,
+            &data.issue_body,
+            &llm,
+            &prompts,
+        )
+        .await
+        .map_err(|e| other(format!("classifying the issue failed: {e}")))?;
+        ctx.run.task_type = Some(c.task_type);
+        self.budget.add_llm(&mut ctx.run, c.usage);
+        self.runs.save(ctx).await
+    }
+
+    /// The baseline on a clean worktree of the base commit; `Err` with the
+    /// reason when the baseline itself cannot be taken.
+    async fn baseline(
+        &self,
+        ctx: &RunContext,
+        worktree: &Worktree,
+    ) -> Result<Result<Baseline, String>, EngineError> {
+        let sandbox = self.workspace.sandbox();
+        let run_id = ctx.run.id.as_str();
+        let clean = sandbox
+            .baseline_worktree(worktree, run_id)
+            .await
+            .map_err(other)?;
+        let taken =
+            baseline::take(sandbox.git(), &clean, &ctx.config.dod, self.checks.goals()).await;
+        if let Err(e) = sandbox.remove(&clean, run_id).await {
+            tracing::warn!(run = %run_id, error = %e, "baseline worktree not removed");
+        }
+        Ok(taken.map_err(|e| e.to_string()))
+    }
+}

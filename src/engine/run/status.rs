@@ -1,0 +1,149 @@
+//! What a run shows on GitHub: the status comment (one per run, found again
+//! by its marker, edited at most once per step and only when its text
+//! changed) and one-off comments (question, diagnosis, answer, command
+//! replies), each posted at most once. Labels are in `labels.rs`.
+//!
+//! It must never trust a marker in a comment that our App did not write.
+
+use super::EngineError;
+use super::context::RunContext;
+use super::github::{GitHubAccess, is_ours};
+use super::runs::Runs;
+use super::status_view::status_view;
+use super::throttle::{EditThrottle, STATUS_EDIT_GAP};
+use crate::comment::{self, StatusView};
+use crate::github::{CommentId, InstallationClient};
+use crate::model::{IssueNumber, RepoName, RunState};
+
+/// Writes the run's texts on GitHub.
+pub struct StatusPublisher {
+    runs: Runs,
+    github: GitHubAccess,
+    /// Spaces out status-comment writes per installation.
+    throttle: EditThrottle,
+    dashboard_url: Option<String>,
+}
+
+impl StatusPublisher {
+    pub fn new(runs: Runs, github: GitHubAccess, dashboard_url: Option<String>) -> StatusPublisher {
+        StatusPublisher {
+            runs,
+            github,
+            throttle: EditThrottle::new(STATUS_EDIT_GAP),
+            dashboard_url,
+        }
+    }
+
+    pub(super) fn runs(&self) -> &Runs {
+        &self.runs
+    }
+
+    /// Everything the status comment shows now.
+    pub async fn view(&self, ctx: &RunContext) -> Result<StatusView, EngineError> {
+        let last = self.runs.last_record(&ctx.run.id).await?;
+        Ok(status_view(
+            ctx,
+            last.as_ref(),
+            self.dashboard_url.as_deref(),
+        ))
+    }
+
+    /// Writes the status comment if its text changed: edits the known one,
+    /// else finds ours by marker, else creates it (and remembers its id).
+    /// Writes of one installation are at least a second apart; each step
+    /// calls this at most once.
+    pub async fn publish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if ctx.run.state != RunState::Stopped
+            && let Some(stored) = self.runs.load(&ctx.run.id).await?
+            && stored.state == RunState::Stopped
+        {
+            return Err(EngineError::Stopped);
+        }
+        let body = comment::status_comment(&self.view(ctx).await?);
+        if ctx.data.last_status.as_deref() == Some(body.as_str())
+            && ctx.run.status_comment_id.is_some()
+        {
+            return Ok(());
+        }
+        self.throttle.wait(ctx.run.installation_id).await;
+        let repo = ctx.repo().clone();
+        match ctx.run.status_comment_id {
+            Some(id) => {
+                ctx.client.edit_comment(&repo, CommentId(id), &body).await?;
+            }
+            None => {
+                let id = match self.find_status_comment(ctx).await? {
+                    Some(id) => {
+                        ctx.client.edit_comment(&repo, id, &body).await?;
+                        id
+                    }
+                    None => {
+                        ctx.client
+                            .create_comment(&repo, ctx.issue(), &body)
+                            .await?
+                            .id
+                    }
+                };
+                ctx.run.status_comment_id = Some(id.0);
+            }
+        }
+        ctx.data.last_status = Some(body);
+        self.runs.save(ctx).await
+    }
+
+    /// Posts a one-off comment of a run (question, diagnosis, answer) at
+    /// most once; see [`Self::post_once_marked`].
+    pub async fn post_once_for_run(
+        &self,
+        ctx: &RunContext,
+        key: &str,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        let key = format!("{}:{key}", ctx.run.id);
+        self.post_once_marked(&ctx.client, ctx.repo(), ctx.issue(), &key, body)
+            .await
+    }
+
+    /// Posts a comment at most once, even across a crash or a `MaybeApplied`
+    /// between posting it and recording that it was posted: the body carries
+    /// a hidden `<!-- closer:once=<key> -->` marker, and a comment of ours
+    /// already carrying it is not posted again when the step is retried.
+    pub async fn post_once_marked(
+        &self,
+        client: &InstallationClient,
+        repo: &RepoName,
+        number: IssueNumber,
+        key: &str,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        let marker = format!("<!-- closer:once={key} -->");
+        let app = self.github.app_info().await?;
+        let posted = client
+            .list_comments(repo, number)
+            .await?
+            .iter()
+            .any(|c| is_ours(&app, c) && c.body.contains(&marker));
+        if !posted {
+            client
+                .create_comment(repo, number, &format!("{body}\n{marker}"))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Our status comment of this run, by its marker.
+    async fn find_status_comment(
+        &self,
+        ctx: &RunContext,
+    ) -> Result<Option<CommentId>, EngineError> {
+        let app = self.github.app_info().await?;
+        let comments = ctx.client.list_comments(ctx.repo(), ctx.issue()).await?;
+        let run_id = ctx.run.id.as_str();
+        Ok(comments
+            .iter()
+            .find(|c| {
+                is_ours(&app, c) && comment::parse_run_marker(&c.body).as_deref() == Some(run_id)
+            })
+            .map(|c| c.id))
+    }
+}

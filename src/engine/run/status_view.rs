@@ -1,0 +1,152 @@
+//! The status comment's view of a run: its state, phase, stage, the last
+//! iteration's checklist, pending actions and verification table, the
+//! budget. Rendering lives in `crate::comment`; this only maps.
+
+use super::context::RunContext;
+use super::data::IterationRecord;
+use crate::comment::{
+    BaselineRow, ChecklistRow, GoalRow, GoalStatus, NextStep, QuestionView, RunState, ScopeRow,
+    SignalRow, StatusView, UsageView, VerificationView,
+};
+use crate::config::repo::CloseOn;
+
+/// Everything the status comment shows, from the run and its last record.
+pub fn status_view(
+    ctx: &RunContext,
+    last: Option<&IterationRecord>,
+    dashboard_url: Option<&str>,
+) -> StatusView {
+    let run = &ctx.run;
+    let mut view = StatusView {
+        run_id: run.id.to_string(),
+        state: run.state,
+        phase: run.phase,
+        task_type: run.task_type,
+        iteration: run.iteration,
+        max_iterations: run.max_iterations,
+        stage: ctx.data.convergence.stage,
+        summary: None,
+        checklist: Vec::new(),
+        pending_actions: Vec::new(),
+        verification: None,
+        question: None,
+        usage: UsageView {
+            tokens: run.tokens_used,
+            cost_usd: run.cost_usd,
+            max_tokens: ctx.config.budget.max_tokens,
+            max_cost_usd: ctx.config.budget.max_cost_usd,
+        },
+        dashboard_url: dashboard_url
+            .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id)),
+        next: next_step(ctx, last),
+        notices: ctx.data.board_problem.iter().cloned().collect(),
+    };
+    if let Some(last) = last {
+        fill_from_record(&mut view, last);
+    }
+    view
+}
+
+/// The line that says what happens next.
+fn next_step(ctx: &RunContext, last: Option<&IterationRecord>) -> NextStep {
+    let run = &ctx.run;
+    match run.state {
+        RunState::Queued => NextStep::Queued,
+        RunState::Running if run.iteration == 0 => NextStep::Working { iteration: 1 },
+        RunState::Running => {
+            // Shown by the edit that ends a step: the iteration that runs
+            // next (or runs again after a crash).
+            let judged = last.is_some_and(|r| r.summary.iteration == run.iteration);
+            NextStep::Working {
+                iteration: run.iteration + u32::from(judged),
+            }
+        }
+        RunState::Verifying => match run.pull_request {
+            Some(number) => NextStep::PullRequestOpen {
+                number,
+                close_on_merge: ctx.config.close_on == CloseOn::Merged,
+            },
+            None => NextStep::Verifying {
+                iteration: run.iteration,
+            },
+        },
+        RunState::AwaitingResponse => NextStep::WaitingFor {
+            author: ctx.data.issue_author.clone(),
+        },
+        RunState::Done => NextStep::Closed,
+        RunState::Failed => NextStep::Failed,
+        RunState::Stopped => NextStep::Stopped,
+    }
+}
+
+fn fill_from_record(view: &mut StatusView, last: &IterationRecord) {
+    let judgment = &last.judgment;
+    if let Some(closer) = &judgment.closer {
+        view.summary = Some(closer.output.summary.clone()).filter(|s| !s.is_empty());
+        view.checklist = closer
+            .output
+            .checklist
+            .iter()
+            .map(|i| ChecklistRow {
+                description: i.description.clone(),
+                completed: i.completed,
+                evidence: i.evidence.clone(),
+            })
+            .collect();
+    }
+    if !last.complete {
+        view.pending_actions = judgment.pending_actions.clone();
+        if let Some(v) = &last.verification {
+            for reason in &v.decision.reasons {
+                let action = format!("Fix: {reason}");
+                if !view.pending_actions.contains(&action) && !v.complete() {
+                    view.pending_actions.push(action);
+                }
+            }
+        }
+    }
+    if let Some(v) = &last.verification {
+        view.verification = Some(VerificationView {
+            goals: v
+                .goals
+                .iter()
+                .map(|g| GoalRow {
+                    name: g.name(),
+                    status: if g.passed {
+                        GoalStatus::Passed
+                    } else {
+                        GoalStatus::Failed
+                    },
+                    required: g.required,
+                    evidence: g.evidence.clone(),
+                })
+                .collect(),
+            baseline: Some(BaselineRow {
+                new_failures: v.new_failures.iter().map(|f| f.summary()).collect(),
+                already_failing: v.failures.len().saturating_sub(v.new_failures.len()),
+            }),
+            scope: Some(if v.scope.out_of_scope.is_empty() {
+                ScopeRow::Ok
+            } else {
+                ScopeRow::OutOfScope(v.scope.out_of_scope.clone())
+            }),
+        });
+    }
+    if view.state == RunState::AwaitingResponse {
+        view.question = Some(QuestionView {
+            score: judgment.question.score,
+            threshold: crate::engine::question::THRESHOLD,
+            signals: judgment
+                .question
+                .signals
+                .iter()
+                .map(|s| SignalRow {
+                    kind: format!("{:?}", s.kind),
+                    weight: s.weight,
+                    excerpt: s.excerpt.clone(),
+                })
+                .collect(),
+            stated_by_agent: !judgment.questions.is_empty() && judgment.question.signals.is_empty(),
+        });
+    }
+}

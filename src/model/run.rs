@@ -1,0 +1,60 @@
+//! A run as the store keeps it: one per (repository, issue), every column
+//! typed. The engine's working data between steps (`data`) is its own JSON,
+//! opaque here and read once per step by the engine.
+
+use super::{
+    CompletionType, InstallationId, IssueNumber, Outcome, Phase, RepoName, RunId, RunState, Stage,
+    TaskType,
+};
+use crate::clock::Millis;
+
+/// A run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: RunId,
+    pub installation_id: InstallationId,
+    pub repository: RepoName,
+    pub issue_number: IssueNumber,
+    pub state: RunState,
+    pub phase: Phase,
+    pub completion_type: CompletionType,
+    /// Classified at the start step.
+    pub task_type: Option<TaskType>,
+    pub stage: Stage,
+    /// The iteration last started (0 before the first).
+    pub iteration: u32,
+    pub max_iterations: u32,
+    /// `closer/issue-<n>`.
+    pub branch: String,
+    pub base_commit: Option<String>,
+    pub clone_url: Option<String>,
+    pub default_branch: Option<String>,
+    pub pull_request: Option<IssueNumber>,
+    pub status_comment_id: Option<u64>,
+    pub tokens_used: u64,
+    pub cost_usd: f64,
+    pub outcome: Option<Outcome>,
+    /// The engine's JSON (its `RunData`).
+    pub data: String,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// The branch closer works an issue on.
+pub fn issue_branch(issue: IssueNumber) -> String {
+    format!("{BRANCH_PREFIX}{issue}")
+}
+
+/// The issue a branch name of ours is for, if it is one of ours.
+pub fn branch_issue(branch: &str) -> Option<IssueNumber> {
+    branch
+        .strip_prefix(BRANCH_PREFIX)
+        .and_then(|n| n.parse().ok())
+        .map(IssueNumber)
+}
+
+/// The prefix of the branches closer pushes.
+pub const BRANCH_PREFIX: &str = "closer/issue-";
+
+/// The label that starts a run when the repository names no other.
+pub const DEFAULT_TRIGGER_LABEL: &str = "closer";
