@@ -20,8 +20,8 @@ use crate::server::{self, AppState};
 use crate::store::dry_run::DbRecorder;
 use crate::store::writer::IntakeWriter;
 use crate::store::{Store, deliveries, jobs};
-use crate::worker::delivery::{DeliveryHandler, EventHandler};
-use crate::worker::{JobHandler, WorkerPool, WorkerSettings};
+use crate::worker::delivery::{DeliveryRunner, EventReactor};
+use crate::worker::{JobRunner, WorkerPool, WorkerSettings};
 
 /// How often open runs are compared with the queue and with GitHub.
 const RECONCILE_EVERY: Duration = Duration::from_secs(600);
@@ -84,7 +84,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     let mut worker_tasks = Vec::new();
     if options.role.runs_workers() {
         let engine = build_engine(&config, store.clone(), github.clone(), jobs_ready.clone());
-        let handlers = job_handlers(&store, &engine);
+        let runners = job_runners(&store, &engine);
         tokio::spawn(
             engine
                 .clone()
@@ -94,7 +94,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
             lease: config.queue.lease,
             ..WorkerSettings::default()
         };
-        let pool = WorkerPool::new(store.clone(), handlers, settings, jobs_ready.clone());
+        let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
         worker_tasks = pool.spawn(config.queue.workers, &process_name(), shutdown_rx.clone());
         tracing::info!(count = config.queue.workers, "workers started");
     }
@@ -188,17 +188,17 @@ pub(crate) fn build_engine(
     Engine::new(store, github, settings, ready)
 }
 
-/// The job handlers of a worker process: deliveries (the engine acting on
+/// The job runners of a worker process: deliveries (the engine acting on
 /// their events) and run steps. `closer serve` and the story tests wire
 /// their workers with this one function.
-pub fn job_handlers(store: &Store, engine: &Arc<Engine>) -> HashMap<JobKind, Arc<dyn JobHandler>> {
-    let events: Arc<dyn EventHandler> = engine.clone();
+pub fn job_runners(store: &Store, engine: &Arc<Engine>) -> HashMap<JobKind, Arc<dyn JobRunner>> {
+    let events: Arc<dyn EventReactor> = engine.clone();
     HashMap::from([
         (
             JobKind::Delivery,
-            Arc::new(DeliveryHandler::with_events(store.clone(), events)) as Arc<dyn JobHandler>,
+            Arc::new(DeliveryRunner::with_events(store.clone(), events)) as Arc<dyn JobRunner>,
         ),
-        (JobKind::Run, engine.run_handler()),
+        (JobKind::Run, engine.run_step_runner()),
     ])
 }
 

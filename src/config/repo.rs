@@ -74,7 +74,7 @@ pub struct CompletionConfig {
     /// The most iterations a run may take (default 10, at least 1).
     #[serde(deserialize_with = "at_least_one")]
     pub max_iterations: u32,
-    /// The Closer's minimum confidence, 0 to 1 (default 0.8).
+    /// The completion check's minimum confidence, 0 to 1 (default 0.8).
     #[serde(deserialize_with = "unit_interval")]
     pub confidence_threshold: f64,
     /// `manual`: the keyword the agent's output must contain.

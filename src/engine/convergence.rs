@@ -34,7 +34,7 @@ impl CheckId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
-    /// Objective verification passed (the Closer's checklist is judged elsewhere).
+    /// Objective verification passed (the completion check's checklist is judged elsewhere).
     Complete,
     Incomplete,
     /// Stage 3: stop, with a diagnosis.

@@ -1,6 +1,6 @@
 //! The one call the engine makes after each iteration: "is it complete, and
 //! if not what is pending, and is the agent asking the maintainer
-//! something?" It combines question detection (seed 001), the Closer
+//! something?" It combines question detection (seed 001), the completion check
 //! (seed 000) and the completion handler (seed 002). Goal results arrive as
 //! `GoalOutcome`s inside the summary; this module never runs a goal, and
 //! nothing here turns an error into "complete".
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::closer::{Closer, CloserContext, CloserInput, CloserResult};
+use crate::engine::completion_check::{CheckContext, CheckInput, CheckResult, CompletionCheck};
 use crate::engine::goal_outcome::failed_required;
 use crate::engine::handlers::{CompletionHandler, HandlerVerdict, IssueContext, IterationSummary};
 use crate::engine::question::{AnswerStatus, QuestionVerdict, detect};
@@ -22,8 +22,8 @@ use crate::model::TaskType;
 /// What stays the same for every iteration of a run.
 #[derive(Debug, Clone)]
 pub struct JudgeContext {
-    /// The Closer, with the repository's threshold.
-    pub closer: Closer,
+    /// The completion check, with the repository's threshold.
+    pub check: CompletionCheck,
     /// The repository's completion handler.
     pub handler: Arc<dyn CompletionHandler>,
     /// The issue's task type.
@@ -51,8 +51,9 @@ pub struct Judgment {
     pub question: QuestionVerdict,
     /// What to ask the maintainer when awaiting a response.
     pub questions: Vec<String>,
-    /// The Closer's check, when it ran.
-    pub closer: Option<CloserResult>,
+    /// The completion check's answer, when it ran.
+    #[serde(alias = "closer")]
+    pub check: Option<CheckResult>,
     /// The completion handler's verdict, when it ran.
     pub handler: Option<HandlerVerdict>,
     /// What is left, for the status comment and the next prompt.
@@ -77,7 +78,7 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         decision: Decision::Incomplete,
         question: question.clone(),
         questions: Vec::new(),
-        closer: None,
+        check: None,
         handler: None,
         pending_actions: Vec::new(),
         reasons: Vec::new(),
@@ -114,18 +115,18 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         AnswerStatus::Complete => {}
     }
 
-    let closer = ctx.closer.check(&closer_input(ctx, &summary)).await;
-    judgment.usage = closer.usage;
-    let verdict = ctx.handler.is_complete(&summary, Some(&closer)).await;
+    let check = ctx.check.check(&check_input(ctx, &summary)).await;
+    judgment.usage = check.usage;
+    let verdict = ctx.handler.is_complete(&summary, Some(&check)).await;
 
-    judgment.pending_actions = closer.output.pending_actions.clone();
+    judgment.pending_actions = check.output.pending_actions.clone();
     for goal in failed_required(&summary.goals) {
         let action = format!("Make the goal `{}` pass", goal.name);
         if !judgment.pending_actions.contains(&action) {
             judgment.pending_actions.push(action);
         }
     }
-    if let Some(e) = &closer.error {
+    if let Some(e) = &check.error {
         judgment
             .reasons
             .push(format!("completion check failed: {e}"));
@@ -138,19 +139,19 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     } else {
         Decision::Incomplete
     };
-    judgment.closer = Some(closer);
+    judgment.check = Some(check);
     judgment.handler = Some(verdict);
     judgment
 }
 
-fn closer_input(ctx: &JudgeContext, summary: &IterationSummary) -> CloserInput {
+fn check_input(ctx: &JudgeContext, summary: &IterationSummary) -> CheckInput {
     let task = ctx.task_type.as_str();
-    CloserInput {
+    CheckInput {
         structured_output: summary.structured_output.clone(),
         step_id: format!("complete.{task}"),
         c2: "complete".to_owned(),
         c3: task.to_owned(),
-        context: CloserContext {
+        context: CheckContext {
             issue_ref: ctx.issue.issue_ref.clone(),
             issue_title: ctx.issue.title.clone(),
             task_list: parse_task_list(&ctx.issue.body),

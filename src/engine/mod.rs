@@ -4,8 +4,8 @@
 pub mod artifacts;
 pub mod baseline;
 pub mod classify;
-pub mod closer;
 pub mod command;
+pub mod completion_check;
 pub mod convergence;
 pub mod diff;
 pub mod fingerprint;

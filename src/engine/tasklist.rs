@@ -1,5 +1,5 @@
 //! The issue's own task list: the `- [ ]` / `- [x]` lines of its body. They
-//! are acceptance criteria the Closer's checklist must cover, one item each.
+//! are acceptance criteria the completion check's checklist must cover, one item each.
 //! Lines inside fenced code blocks are examples, not tasks, and are skipped.
 
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! baseline, the scope verdict and the convergence decision.
 //!
 //! This is the objective half of "verified complete" (DESIGN §3); the
-//! Closer's AI checklist is judged elsewhere and both must agree.
+//! the completion check's AI checklist is judged elsewhere and both must agree.
 
 use serde::{Deserialize, Serialize};
 

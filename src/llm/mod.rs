@@ -6,7 +6,7 @@
 //!
 //! Backends retry only what is transient (timeouts, connection errors, 5xx,
 //! 429); an answer that is JSON but does not fit the schema is returned as it
-//! is, because deciding what to do with it (the Closer's retry prompt) is the
+//! is, because deciding what to do with it (the completion check's retry prompt) is the
 //! caller's business. The API key is a `SecretString` and must never reach a
 //! log line, an error text or a `Debug` output.
 

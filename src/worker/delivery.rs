@@ -4,7 +4,7 @@
 //! A payload that cannot be typed is marked `failed` with the reason and not
 //! retried (the same bytes will not parse better next time); a database error
 //! is retried. Installation bookkeeping happens here; issue, comment and pull
-//! request events go to the [`EventHandler`] it was given (the engine, wired
+//! request events go to the [`EventReactor`] it was given (the engine, wired
 //! in `service.rs`), which it knows by that interface only.
 
 use std::future::Future;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{JobError, JobFuture, JobHandler};
+use super::{JobError, JobFuture, JobRunner};
 use crate::events::{Event, EventKind, InstallationAction, RepositoriesAction, parse_event};
 use crate::model::{DeliveryStatus, Named};
 use crate::store::jobs::LeasedJob;
@@ -21,7 +21,7 @@ use crate::store::{Store, StoreError, deliveries, installations};
 
 /// What acts on issue, comment and pull request events: returns a short
 /// description of what was done, or the job error to settle with.
-pub trait EventHandler: Send + Sync {
+pub trait EventReactor: Send + Sync {
     fn on_event<'a>(
         &'a self,
         event: &'a Event,
@@ -34,12 +34,12 @@ struct DeliveryJob {
 }
 
 /// Handles `delivery` jobs.
-pub struct DeliveryHandler {
+pub struct DeliveryRunner {
     store: Store,
-    events: Option<Arc<dyn EventHandler>>,
+    events: Option<Arc<dyn EventReactor>>,
 }
 
-impl DeliveryHandler {
+impl DeliveryRunner {
     /// Installation bookkeeping only: issue, comment and pull request events
     /// are recorded, not acted on.
     pub fn new(store: Store) -> Self {
@@ -50,7 +50,7 @@ impl DeliveryHandler {
     }
 
     /// Hands issue, comment and pull request events to `events`.
-    pub fn with_events(store: Store, events: Arc<dyn EventHandler>) -> Self {
+    pub fn with_events(store: Store, events: Arc<dyn EventReactor>) -> Self {
         Self {
             store,
             events: Some(events),
@@ -214,8 +214,8 @@ fn retry(e: StoreError) -> JobError {
     JobError::Retry(e.to_string())
 }
 
-impl JobHandler for DeliveryHandler {
-    fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
+impl JobRunner for DeliveryRunner {
+    fn run<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
         Box::pin(self.process(job))
     }
 }

@@ -1,10 +1,10 @@
-//! Workers: claim a job, run its handler while a heartbeat keeps the lease,
+//! Workers: claim a job, run its runner while a heartbeat keeps the lease,
 //! then complete it or record the failure (retry with backoff, dead after the
 //! last attempt). Any number of workers, in any number of processes, share
 //! one queue; the database decides who holds what.
 //!
 //! A worker never holds a job it lost: when a heartbeat finds the lease gone
-//! (it expired and another worker took it), the handler is abandoned.
+//! (it expired and another worker took it), the runner is abandoned.
 
 pub mod delivery;
 
@@ -20,7 +20,7 @@ use crate::model::{JobKind, Named};
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
 
-/// How a handler failed.
+/// How a runner failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobError {
     /// Worth another attempt, after the usual backoff.
@@ -31,12 +31,12 @@ pub enum JobError {
     Permanent(String),
 }
 
-/// The future a handler returns.
+/// The future a runner returns.
 pub type JobFuture<'a> = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'a>>;
 
 /// Runs jobs of one kind.
-pub trait JobHandler: Send + Sync {
-    fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a>;
+pub trait JobRunner: Send + Sync {
+    fn run<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a>;
 }
 
 /// Settings shared by a process's workers.
@@ -73,11 +73,11 @@ pub struct JobSettled {
     pub outcome: &'static str,
 }
 
-/// A process's workers and their handlers.
+/// A process's workers and their job runners.
 #[derive(Clone)]
 pub struct WorkerPool {
     store: Store,
-    handlers: Arc<HashMap<JobKind, Arc<dyn JobHandler>>>,
+    runners: Arc<HashMap<JobKind, Arc<dyn JobRunner>>>,
     settings: WorkerSettings,
     ready: Arc<Notify>,
     settled: broadcast::Sender<JobSettled>,
@@ -86,13 +86,13 @@ pub struct WorkerPool {
 impl WorkerPool {
     pub fn new(
         store: Store,
-        handlers: HashMap<JobKind, Arc<dyn JobHandler>>,
+        runners: HashMap<JobKind, Arc<dyn JobRunner>>,
         settings: WorkerSettings,
         ready: Arc<Notify>,
     ) -> Self {
         Self {
             store,
-            handlers: Arc::new(handlers),
+            runners: Arc::new(runners),
             settings,
             ready,
             settled: broadcast::channel(1024).0,
@@ -164,14 +164,11 @@ impl WorkerPool {
         let waited = (now - job.run_at).max(0) as f64 / 1000.0;
         metrics::histogram!("closer_job_wait_seconds", "kind" => job.kind.clone()).record(waited);
         let started = Instant::now();
-        let handler = JobKind::parse(&job.kind).and_then(|kind| self.handlers.get(&kind));
-        let result = match handler {
-            Some(handler) => {
-                self.supervise(handler.as_ref(), &job, owner, shutdown)
-                    .await
-            }
+        let runner = JobKind::parse(&job.kind).and_then(|kind| self.runners.get(&kind));
+        let result = match runner {
+            Some(runner) => self.supervise(runner.as_ref(), &job, owner, shutdown).await,
             None => Some(Err(JobError::Permanent(format!(
-                "no handler for job kind {:?}",
+                "no runner for job kind {:?}",
                 job.kind
             )))),
         };
@@ -190,16 +187,16 @@ impl WorkerPool {
         Ok(true)
     }
 
-    /// Runs the handler while heartbeating. `None` when the job was given up
+    /// Runs the runner while heartbeating. `None` when the job was given up
     /// (lease lost, or shutdown outlasted the grace period).
     async fn supervise(
         &self,
-        handler: &dyn JobHandler,
+        runner: &dyn JobRunner,
         job: &LeasedJob,
         owner: &str,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<Result<(), JobError>> {
-        let work = handler.handle(job);
+        let work = runner.run(job);
         tokio::pin!(work);
         let beat = self.settings.lease / 3;
         let mut next_beat = tokio::time::Instant::now() + beat;

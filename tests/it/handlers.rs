@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use closer::config::repo::{CompletionConfig, CompletionType};
-use closer::engine::closer::{CloserOutput, CloserResult};
+use closer::engine::completion_check::{CheckOutput, CheckResult};
 use closer::engine::goal_outcome::GoalOutcome;
 use closer::engine::handlers::project::Phase;
 use closer::engine::handlers::subprocess::minimal_env;
@@ -54,14 +54,14 @@ fn it(n: u32, text: &str, structured: Value, goals_pass: bool) -> IterationSumma
     }
 }
 
-fn checked(all_complete: bool, confidence: f64) -> CloserResult {
-    CloserResult {
+fn checked(all_complete: bool, confidence: f64) -> CheckResult {
+    CheckResult {
         complete: all_complete && confidence >= 0.8,
-        output: CloserOutput {
+        output: CheckOutput {
             all_complete,
             confidence,
             summary: "s".into(),
-            ..CloserOutput::default()
+            ..CheckOutput::default()
         },
         prompt_used: None,
         error: None,

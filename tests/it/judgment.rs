@@ -1,5 +1,5 @@
 //! The judgment core through real HTTP: both LLM backends against the fake
-//! LLM, the Closer's retry rules, the confidence threshold, provider errors,
+//! LLM, the completion check's retry rules, the confidence threshold, provider errors,
 //! and the one `judge` call.
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use closer::config::repo::CompletionConfig;
 use closer::engine::classify::{ClassifiedBy, classify};
-use closer::engine::closer::{Closer, CloserContext, CloserInput};
+use closer::engine::completion_check::{CheckContext, CheckInput, CompletionCheck};
 use closer::engine::goal_outcome::GoalOutcome;
 use closer::engine::handlers::{HandlerEnv, IssueContext, IterationSummary, build_handler};
 use closer::engine::judge::{Decision, JudgeContext, JudgeInput, judge};
@@ -40,17 +40,17 @@ fn client(fake: &FakeLlm, provider: Provider) -> Arc<dyn LlmClient> {
     build_client(s).unwrap()
 }
 
-fn closer(llm: Arc<dyn LlmClient>) -> Closer {
-    Closer::new(llm, PromptResolver::builtin_only(), 0.8)
+fn closer(llm: Arc<dyn LlmClient>) -> CompletionCheck {
+    CompletionCheck::new(llm, PromptResolver::builtin_only(), 0.8)
 }
 
-fn input(task_list: &[&str]) -> CloserInput {
-    CloserInput {
+fn input(task_list: &[&str]) -> CheckInput {
+    CheckInput {
         structured_output: json!({"summary": "implemented the parser", "changes": ["src/parse.rs"]}),
         step_id: "complete.feature".into(),
         c2: "complete".into(),
         c3: "feature".into(),
-        context: CloserContext {
+        context: CheckContext {
             issue_ref: "o/r#7".into(),
             issue_title: "Add a parser".into(),
             task_list: task_list
@@ -392,7 +392,7 @@ fn judge_ctx(llm: Arc<dyn LlmClient>, body: &str) -> JudgeContext {
         timeout: Duration::from_secs(5),
     };
     JudgeContext {
-        closer: closer(llm),
+        check: closer(llm),
         handler: build_handler(&CompletionConfig::default(), &env).unwrap(),
         task_type: TaskType::Feature,
         issue: issue(body),
@@ -461,7 +461,7 @@ async fn judge_answers_complete_pending_or_asking_in_one_call() {
             j.reasons
         );
 
-        // Pending actions from the Closer.
+        // Pending actions from the completion check.
         fake.push([Reply::closer(false, 0.9, &["handle empty input"])]);
         let j = judge(&ctx, summary("Implemented most of it.", true)).await;
         assert_eq!(j.decision, Decision::Incomplete);

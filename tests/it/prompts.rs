@@ -1,11 +1,11 @@
 //! Prompt overrides end to end: the example in `docs/prompts.md` renders, a
-//! repository override is what the Closer sends to the LLM, and overrides are
+//! repository override is what the completion check sends to the LLM, and overrides are
 //! read from the fake GitHub through the production client, cached by ETag.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use closer::engine::closer::{Closer, CloserContext, CloserInput};
+use closer::engine::completion_check::{CheckContext, CheckInput, CompletionCheck};
 use closer::llm::{LlmSettings, Provider, build_client};
 use closer::prompts::{EtagCache, InMemorySource, PromptId, PromptOrigin, PromptResolver};
 use secrecy::SecretString;
@@ -62,14 +62,14 @@ async fn the_documented_override_is_used_by_the_closer() {
         "m",
     ))
     .unwrap();
-    let closer = Closer::new(llm, prompts, 0.8);
+    let closer = CompletionCheck::new(llm, prompts, 0.8);
     let result = closer
-        .check(&CloserInput {
+        .check(&CheckInput {
             structured_output: json!({"summary": "fixed"}),
             step_id: "complete.bug".into(),
             c2: "complete".into(),
             c3: "bug".into(),
-            context: CloserContext {
+            context: CheckContext {
                 issue_ref: "o/r#3".into(),
                 issue_title: "t".into(),
                 task_list: vec![closer::engine::tasklist::TaskListItem {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::CompletionType;
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::handlers::subprocess::{ProcessOutput, run_process};
 use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerEnv, HandlerVerdict, IterationSummary,
@@ -75,7 +75,7 @@ impl CustomHandler {
     async fn decide(
         &self,
         summary: &IterationSummary,
-        closer: Option<&CloserResult>,
+        closer: Option<&CheckResult>,
     ) -> HandlerVerdict {
         let program = match self.program() {
             Ok(p) => p,
@@ -186,7 +186,7 @@ impl CompletionHandler for CustomHandler {
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        closer: Option<&'a CloserResult>,
+        closer: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
         Box::pin(self.decide(summary, closer))
     }

@@ -1,4 +1,4 @@
-//! `issue`: verified completion (DESIGN §3). Complete only when the Closer's
+//! `issue`: verified completion (DESIGN §3). Complete only when the completion check's
 //! checklist is complete with enough confidence AND every required goal
 //! passed AND the agent run did not fail. The agent's own claim never
 //! suffices.
@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::config::repo::CompletionType;
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerVerdict, IterationSummary, goals_block,
 };
@@ -39,17 +39,14 @@ impl CompletionHandler for IssueHandler {
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        closer: Option<&'a CloserResult>,
+        closer: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
         Box::pin(async move { verified(summary, closer) })
     }
 }
 
 /// The verified-completion rule, shared with `manual` and `project`.
-pub(crate) fn verified(
-    summary: &IterationSummary,
-    closer: Option<&CloserResult>,
-) -> HandlerVerdict {
+pub(crate) fn verified(summary: &IterationSummary, closer: Option<&CheckResult>) -> HandlerVerdict {
     if summary.failed {
         return HandlerVerdict::done(false, "the agent run failed");
     }

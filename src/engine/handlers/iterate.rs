@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::CompletionType;
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerVerdict, IterationSummary,
 };
@@ -52,7 +52,7 @@ impl CompletionHandler for IterateHandler {
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        _: Option<&'a CloserResult>,
+        _: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
         let done = summary.iteration >= self.max_iterations;
         let text = format!(

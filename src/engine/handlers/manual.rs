@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::CompletionType;
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerVerdict, IterationSummary, goals_block,
 };
@@ -59,7 +59,7 @@ impl CompletionHandler for ManualHandler {
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        _: Option<&'a CloserResult>,
+        _: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
         let verdict = if summary.failed {
             HandlerVerdict::done(false, "the agent run failed")

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::{CompletionConfig, CompletionType};
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::goal_outcome::{GoalOutcome, failed_required};
 use crate::llm::BoxFuture;
 use crate::model::TaskType;
@@ -125,7 +125,7 @@ pub struct Continuation<'a> {
     pub iteration: u32,
     /// Every earlier iteration, oldest first; the last 3 go in the prompt.
     pub history: &'a [IterationSummary],
-    /// The Closer's pending actions from the last check.
+    /// The completion check's pending actions from the last check.
     pub pending_actions: &'a [String],
     /// Maintainer replies since the last iteration.
     pub maintainer_replies: &'a [String],
@@ -142,11 +142,11 @@ pub trait CompletionHandler: Send + Sync + std::fmt::Debug {
     /// Extra prompt parameters of this type (e.g. `keyword`, `phase`).
     fn extra_params(&self, history: &[IterationSummary], iteration: u32) -> Map<String, Value>;
 
-    /// Decides on the latest iteration; `closer` is the Closer's check of it, if run.
+    /// Decides on the latest iteration; `closer` is the completion check's check of it, if run.
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        closer: Option<&'a CloserResult>,
+        closer: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict>;
 
     /// The first prompt: `steps/initial/<type>/f_default.md`.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::CompletionType;
-use crate::engine::closer::CloserResult;
+use crate::engine::completion_check::CheckResult;
 use crate::engine::handlers::issue::verified;
 use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerVerdict, IterationSummary,
@@ -80,7 +80,7 @@ impl CompletionHandler for ProjectHandler {
     fn is_complete<'a>(
         &'a self,
         summary: &'a IterationSummary,
-        closer: Option<&'a CloserResult>,
+        closer: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
         let verdict = match Phase::reported(&summary.structured_output) {
             Some(Phase::Complete) => {

@@ -150,7 +150,7 @@ impl Engine {
             issue_title: ctx.data.issue_title.clone(),
             task_type: task,
             summary: last
-                .and_then(|r| r.judgment.closer.as_ref())
+                .and_then(|r| r.judgment.check.as_ref())
                 .map(|c| c.output.summary.clone())
                 .unwrap_or_default(),
             commits: commits.unwrap_or_default(),

@@ -19,7 +19,7 @@ use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
 use crate::agent::sandbox::Worktree;
 use crate::config::agents::AgentConfig;
 use crate::engine::baseline::Baseline;
-use crate::engine::closer::Closer;
+use crate::engine::completion_check::CompletionCheck;
 use crate::engine::convergence::CheckId;
 use crate::engine::goal_outcome::GoalOutcome;
 use crate::engine::handlers::{
@@ -243,7 +243,11 @@ impl Engine {
         };
         let threshold = ctx.config.completion.confidence_threshold;
         let judge_ctx = JudgeContext {
-            closer: Closer::new(iteration.llm.clone(), iteration.prompts.clone(), threshold),
+            check: CompletionCheck::new(
+                iteration.llm.clone(),
+                iteration.prompts.clone(),
+                threshold,
+            ),
             handler: iteration.handler.clone(),
             task_type: iteration.task,
             issue: iteration.issue.clone(),

@@ -55,8 +55,8 @@ use crate::llm::LlmClient;
 use crate::model::{RunId, RunState};
 use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError};
-use crate::worker::delivery::EventHandler;
-use crate::worker::{JobError, JobFuture, JobHandler};
+use crate::worker::delivery::EventReactor;
+use crate::worker::{JobError, JobFuture, JobRunner};
 
 /// The step a `run` job carries out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ pub(super) fn other(e: impl std::fmt::Display) -> EngineError {
     EngineError::Other(e.to_string())
 }
 
-/// The engine: one per process, shared by the delivery and run handlers.
+/// The engine: one per process, shared by the delivery and run-step runners.
 /// Each field is a collaborator with one concern.
 pub struct Engine {
     /// Runs, iterations and replies in the store; queueing steps.
@@ -211,8 +211,8 @@ impl Engine {
     }
 
     /// The handler of `run` jobs.
-    pub fn run_handler(self: &Arc<Self>) -> Arc<dyn JobHandler> {
-        Arc::new(RunHandler(self.clone()))
+    pub fn run_step_runner(self: &Arc<Self>) -> Arc<dyn JobRunner> {
+        Arc::new(RunStepRunner(self.clone()))
     }
 
     /// The run's context outside its steps (a stop, a reply, reconciliation,
@@ -264,7 +264,7 @@ impl Engine {
     }
 }
 
-impl EventHandler for Engine {
+impl EventReactor for Engine {
     fn on_event<'a>(
         &'a self,
         event: &'a crate::events::Event,
@@ -278,9 +278,9 @@ impl EventHandler for Engine {
     }
 }
 
-struct RunHandler(Arc<Engine>);
+struct RunStepRunner(Arc<Engine>);
 
-impl RunHandler {
+impl RunStepRunner {
     async fn handle_job(&self, job: &LeasedJob) -> Result<(), JobError> {
         let payload: RunJob = serde_json::from_str(&job.payload)
             .map_err(|e| JobError::Permanent(format!("bad run job payload: {e}")))?;
@@ -294,8 +294,8 @@ impl RunHandler {
     }
 }
 
-impl JobHandler for RunHandler {
-    fn handle<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
+impl JobRunner for RunStepRunner {
+    fn run<'a>(&'a self, job: &'a LeasedJob) -> JobFuture<'a> {
         Box::pin(self.handle_job(job))
     }
 }

@@ -81,9 +81,9 @@ fn next_step(ctx: &RunContext, last: Option<&IterationRecord>) -> NextStep {
 
 fn fill_from_record(view: &mut StatusView, last: &IterationRecord) {
     let judgment = &last.judgment;
-    if let Some(closer) = &judgment.closer {
-        view.summary = Some(closer.output.summary.clone()).filter(|s| !s.is_empty());
-        view.checklist = closer
+    if let Some(check) = &judgment.check {
+        view.summary = Some(check.output.summary.clone()).filter(|s| !s.is_empty());
+        view.checklist = check
             .output
             .checklist
             .iter()

@@ -10,8 +10,8 @@ use closer::model::JobKind;
 use closer::server::{self, AppState};
 use closer::store::Store;
 use closer::store::writer::IntakeWriter;
-use closer::worker::delivery::DeliveryHandler;
-use closer::worker::{JobHandler, JobSettled, WorkerPool, WorkerSettings};
+use closer::worker::delivery::DeliveryRunner;
+use closer::worker::{JobRunner, JobSettled, WorkerPool, WorkerSettings};
 use reqwest::StatusCode;
 use secrecy::SecretString;
 use tokio::sync::{Notify, broadcast, watch};
@@ -39,16 +39,16 @@ impl TestApp {
         let ready = Arc::new(Notify::new());
         let (writer, _writer_task) =
             IntakeWriter::spawn(store.clone(), 1024).expect("intake writer");
-        let mut handlers: HashMap<JobKind, Arc<dyn JobHandler>> = HashMap::new();
-        handlers.insert(
+        let mut runners: HashMap<JobKind, Arc<dyn JobRunner>> = HashMap::new();
+        runners.insert(
             JobKind::Delivery,
-            Arc::new(DeliveryHandler::new(store.clone())),
+            Arc::new(DeliveryRunner::new(store.clone())),
         );
         let settings = WorkerSettings {
             poll_interval: Duration::from_millis(50),
             ..WorkerSettings::default()
         };
-        let pool = WorkerPool::new(store.clone(), handlers, settings, ready.clone());
+        let pool = WorkerPool::new(store.clone(), runners, settings, ready.clone());
         let settled = pool.subscribe();
         pool.spawn(2, "test", shutdown_rx.clone());
         let state = Arc::new(AppState::new(

@@ -44,7 +44,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// A Closer answer.
+    /// A completion-check answer.
     pub fn closer(all_complete: bool, confidence: f64, pending: &[&str]) -> Reply {
         Reply::Answer(json!({
             "checklist": [{"id": "impl", "description": "implemented", "completed": all_complete, "evidence": "diff"}],

@@ -195,7 +195,7 @@ impl Story {
             self.ready.clone(),
         );
         // The same wiring as `closer serve`.
-        let handlers = closer::service::job_handlers(&self.store, &engine);
+        let runners = closer::service::job_runners(&self.store, &engine);
         let settings = WorkerSettings {
             lease: Duration::from_secs(2),
             poll_interval: Duration::from_millis(50),
@@ -205,7 +205,7 @@ impl Story {
             },
             ..WorkerSettings::default()
         };
-        let pool = WorkerPool::new(self.store.clone(), handlers, settings, self.ready.clone());
+        let pool = WorkerPool::new(self.store.clone(), runners, settings, self.ready.clone());
         self.settled = pool.subscribe();
         let (stop, stop_rx) = watch::channel(false);
         self.worker_stop = stop;

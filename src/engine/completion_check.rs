@@ -1,13 +1,13 @@
-//! The Closer (seed 000): after an iteration, an LLM turns the agent's
+//! The completion check (seed 000): after an iteration, an LLM turns the agent's
 //! structured output, the goal results and the issue's task list into a
 //! completion checklist. `complete = allComplete && confidence >= threshold`.
 //!
-//! The output schema is generated from [`CloserOutput`] and sent with the
+//! The output schema is generated from [`CheckOutput`] and sent with the
 //! query; the answer is validated against it with a JSON Schema validator
 //! plus two rules a schema cannot say (one item per task-list line;
 //! `allComplete` only when every item is completed). An invalid answer gets
 //! one retry with the `default_retry` prompt carrying the errors; a second
-//! failure is a result with `error` set and `complete = false`. The Closer
+//! failure is a result with `error` set and `complete = false`. The completion check
 //! never runs commands or looks at the repository itself, and an error is
 //! never turned into "complete".
 
@@ -31,7 +31,7 @@ const MAX_OUTPUT_CHARS: usize = 24_000;
 /// The answer the LLM must give (seed 000's `CloserStructuredOutput`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CloserOutput {
+pub struct CheckOutput {
     /// The tasks completion needs.
     pub checklist: Vec<ChecklistItem>,
     /// Whether every task is complete.
@@ -61,16 +61,16 @@ pub struct ChecklistItem {
     pub evidence: String,
 }
 
-static SCHEMA: LazyLock<Value> = LazyLock::new(|| schemars::schema_for!(CloserOutput).to_value());
+static SCHEMA: LazyLock<Value> = LazyLock::new(|| schemars::schema_for!(CheckOutput).to_value());
 
-/// The JSON schema of [`CloserOutput`], as sent to the LLM.
-pub fn closer_schema() -> &'static Value {
+/// The JSON schema of [`CheckOutput`], as sent to the LLM.
+pub fn check_schema() -> &'static Value {
     &SCHEMA
 }
 
-/// What the Closer looks at (seed 000's `CloserInput`).
+/// What the completion check looks at (seed 000's `CheckInput`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CloserInput {
+pub struct CheckInput {
     /// The agent's structured output for the iteration.
     pub structured_output: Value,
     /// E.g. `complete.bug`.
@@ -80,12 +80,12 @@ pub struct CloserInput {
     /// C3L `c3` (normally the task type).
     pub c3: String,
     /// The issue and the goal results.
-    pub context: CloserContext,
+    pub context: CheckContext,
 }
 
 /// The context of a check.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct CloserContext {
+pub struct CheckContext {
     /// `owner/repo#n`.
     pub issue_ref: String,
     /// The issue title.
@@ -96,13 +96,13 @@ pub struct CloserContext {
     pub goal_results: Vec<GoalOutcome>,
 }
 
-/// The outcome of a check (seed 000's `CloserResult`).
+/// The outcome of a check (seed 000's `CheckResult`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CloserResult {
+pub struct CheckResult {
     /// `allComplete && confidence >= threshold`, and no error.
     pub complete: bool,
     /// The validated answer (empty when `error` is set).
-    pub output: CloserOutput,
+    pub output: CheckOutput,
     /// The prompt file of the last query, when one was sent.
     pub prompt_used: Option<String>,
     /// Why there is no valid answer.
@@ -115,28 +115,28 @@ pub struct CloserResult {
 
 /// Checks completion with an LLM.
 #[derive(Clone)]
-pub struct Closer {
+pub struct CompletionCheck {
     llm: Arc<dyn LlmClient>,
     prompts: PromptResolver,
     threshold: f64,
 }
 
-impl std::fmt::Debug for Closer {
+impl std::fmt::Debug for CompletionCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Closer")
+        f.debug_struct("CompletionCheck")
             .field("threshold", &self.threshold)
             .finish()
     }
 }
 
 enum Attempt {
-    Valid(CloserOutput),
+    Valid(CheckOutput),
     Invalid(Vec<String>),
     Failed(String),
 }
 
-impl Closer {
-    /// A Closer with the repository's threshold (`completion.confidence_threshold`).
+impl CompletionCheck {
+    /// A completion check with the repository's threshold (`completion.confidence_threshold`).
     pub fn new(llm: Arc<dyn LlmClient>, prompts: PromptResolver, threshold: f64) -> Self {
         Self {
             llm,
@@ -146,10 +146,10 @@ impl Closer {
     }
 
     /// Runs the check; never fails, an error is inside the result.
-    pub async fn check(&self, input: &CloserInput) -> CloserResult {
-        let mut result = CloserResult {
+    pub async fn check(&self, input: &CheckInput) -> CheckResult {
+        let mut result = CheckResult {
             complete: false,
-            output: CloserOutput::default(),
+            output: CheckOutput::default(),
             prompt_used: None,
             error: None,
             usage: Usage::default(),
@@ -162,7 +162,7 @@ impl Closer {
             Attempt::Failed(e) => return fail(result, e),
             Attempt::Invalid(errors) => errors,
         };
-        tracing::info!(step = %input.step_id, ?errors, "Closer answer invalid, retrying once");
+        tracing::info!(step = %input.step_id, ?errors, "completion check answer invalid, retrying once");
         params["validation_errors"] = json!(errors);
         let retry = first.with_edition("default_retry");
         match self.attempt(&retry, &params, input, &mut result).await {
@@ -182,8 +182,8 @@ impl Closer {
         &self,
         id: &PromptId,
         params: &Value,
-        input: &CloserInput,
-        result: &mut CloserResult,
+        input: &CheckInput,
+        result: &mut CheckResult,
     ) -> Attempt {
         let prompt = match self.prompts.render(id, params).await {
             Ok(p) => p,
@@ -198,7 +198,7 @@ impl Closer {
             ),
             prompt: prompt.text,
             schema_name: "closer_checklist".to_owned(),
-            schema: closer_schema().clone(),
+            schema: check_schema().clone(),
         };
         match self.llm.query(&request).await {
             Ok(answer) => {
@@ -215,23 +215,26 @@ impl Closer {
         }
     }
 
-    fn finish(&self, mut result: CloserResult, output: CloserOutput) -> CloserResult {
+    fn finish(&self, mut result: CheckResult, output: CheckOutput) -> CheckResult {
         result.complete = output.all_complete && output.confidence >= self.threshold;
         result.output = output;
         result
     }
 }
 
-fn fail(mut result: CloserResult, error: String) -> CloserResult {
+fn fail(mut result: CheckResult, error: String) -> CheckResult {
     result.complete = false;
     result.error = Some(error);
     result
 }
 
 /// Checks an answer against the schema and the rules the schema cannot say.
-pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CloserOutput, Vec<String>> {
-    let validator = jsonschema::validator_for(closer_schema())
-        .map_err(|e| vec![format!("the Closer schema itself is invalid: {e}")])?;
+pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CheckOutput, Vec<String>> {
+    let validator = jsonschema::validator_for(check_schema()).map_err(|e| {
+        vec![format!(
+            "the completion check schema itself is invalid: {e}"
+        )]
+    })?;
     let errors: Vec<String> = validator
         .iter_errors(value)
         .take(10)
@@ -247,7 +250,7 @@ pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CloserOutpu
     if !errors.is_empty() {
         return Err(errors);
     }
-    let output: CloserOutput =
+    let output: CheckOutput =
         serde_json::from_value(value.clone()).map_err(|e| vec![e.to_string()])?;
     let mut rules = Vec::new();
     for n in 1..=task_list.len() {
@@ -268,7 +271,7 @@ pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CloserOutpu
     }
 }
 
-fn prompt_params(input: &CloserInput) -> Value {
+fn prompt_params(input: &CheckInput) -> Value {
     let c = &input.context;
     let mut output =
         serde_json::to_string_pretty(&input.structured_output).unwrap_or_else(|_| "{}".to_owned());
@@ -296,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_schema_requires_the_seed_fields() {
-        let s = closer_schema();
+        let s = check_schema();
         let required: Vec<&str> = s["required"]
             .as_array()
             .unwrap()
