@@ -50,7 +50,7 @@ pub struct RepoConfig {
 impl Default for RepoConfig {
     fn default() -> Self {
         Self {
-            trigger_label: "closer".to_owned(),
+            trigger_label: crate::model::DEFAULT_TRIGGER_LABEL.to_owned(),
             agent: "default".to_owned(),
             completion: CompletionConfig::default(),
             dod: Vec::new(),

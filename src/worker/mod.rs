@@ -69,8 +69,35 @@ pub struct JobSettled {
     pub id: i64,
     pub kind: String,
     pub key: String,
-    /// `done`, `retry`, `dead`, `lease_lost` or `abandoned`.
-    pub outcome: &'static str,
+    pub outcome: Settled,
+}
+
+/// How a worker let go of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Completed.
+    Done,
+    /// Failed; queued again after its backoff.
+    Retry,
+    /// Failed for the last time (or permanently).
+    Dead,
+    /// Another worker holds it now (our lease expired).
+    LeaseLost,
+    /// Given back unfinished at shutdown.
+    Abandoned,
+}
+
+impl Settled {
+    /// The metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Done => "done",
+            Settled::Retry => "retry",
+            Settled::Dead => "dead",
+            Settled::LeaseLost => "lease_lost",
+            Settled::Abandoned => "abandoned",
+        }
+    }
 }
 
 /// A process's workers and their job runners.
@@ -174,9 +201,9 @@ impl WorkerPool {
         };
         let outcome = match result {
             Some(result) => self.settle(&job, owner, result).await?,
-            None => "abandoned",
+            None => Settled::Abandoned,
         };
-        metrics::histogram!("closer_job_duration_seconds", "kind" => job.kind.clone(), "outcome" => outcome)
+        metrics::histogram!("closer_job_duration_seconds", "kind" => job.kind.clone(), "outcome" => outcome.as_str())
             .record(started.elapsed().as_secs_f64());
         let _ = self.settled.send(JobSettled {
             id: job.id,
@@ -236,7 +263,7 @@ impl WorkerPool {
         job: &LeasedJob,
         owner: &str,
         result: Result<(), JobError>,
-    ) -> Result<&'static str, StoreError> {
+    ) -> Result<Settled, StoreError> {
         let pool = self.store.pool();
         let now = self.store.now_ms();
         let (message, retry_after) = match result {
@@ -244,7 +271,7 @@ impl WorkerPool {
                 if !jobs::complete(pool, job.id, owner, now).await? {
                     tracing::warn!(job = job.id, "completed after the lease was lost");
                 }
-                return Ok("done");
+                return Ok(Settled::Done);
             }
             Err(JobError::Retry(m)) => {
                 let delay = self.settings.backoff.delay(job.attempts, fastrand::f64());
@@ -257,13 +284,13 @@ impl WorkerPool {
         match outcome {
             FailOutcome::Retrying { run_at } => {
                 tracing::warn!(job = job.id, kind = %job.kind, attempt = job.attempts, error = %message, retry_in_ms = run_at - now, "job failed; will retry");
-                Ok("retry")
+                Ok(Settled::Retry)
             }
             FailOutcome::Dead => {
                 tracing::error!(job = job.id, kind = %job.kind, attempt = job.attempts, error = %message, "job dead-lettered");
-                Ok("dead")
+                Ok(Settled::Dead)
             }
-            FailOutcome::LeaseLost => Ok("lease_lost"),
+            FailOutcome::LeaseLost => Ok(Settled::LeaseLost),
         }
     }
 }

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use closer::config::repo::{CompletionConfig, CompletionType};
 use closer::engine::completion_check::{CheckOutput, CheckResult};
 use closer::engine::goal_outcome::GoalOutcome;
-use closer::engine::handlers::project::Phase;
+use closer::engine::handlers::project::current_phase;
 use closer::engine::handlers::subprocess::minimal_env;
 use closer::engine::handlers::{
     Continuation, HandlerEnv, IssueContext, IterationSummary, build_handler,
 };
 use closer::llm::Usage;
+use closer::model::Phase;
 use closer::prompts::PromptResolver;
 use serde_json::{Value, json};
 
@@ -156,10 +157,10 @@ async fn project_follows_the_reported_phase_not_free_text() {
         it(3, "x", json!({"phase": "preparation"}), true),
         it(4, "x", json!({"phase": "nonsense"}), true),
     ];
-    assert_eq!(Phase::current(&[]), Phase::Preparation);
-    assert_eq!(Phase::current(&history[..1]), Phase::Processing);
+    assert_eq!(current_phase(&[]), Phase::Preparation);
+    assert_eq!(current_phase(&history[..1]), Phase::Processing);
     assert_eq!(
-        Phase::current(&history),
+        current_phase(&history),
         Phase::Review,
         "phases only move forward"
     );

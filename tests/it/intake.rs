@@ -3,6 +3,7 @@
 
 use closer::model::DeliveryStatus;
 use closer::store::{Backend, deliveries, installations};
+use closer::worker::Settled;
 use reqwest::StatusCode;
 
 use crate::support::app::{SECRET, TestApp};
@@ -20,7 +21,7 @@ async fn a_signed_delivery_is_stored_with_its_job_then_processed() {
     let status = app.deliver("issues", "d-signed", &body).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let settled = app.settled(1).await;
-    assert_eq!(settled[0].outcome, "done");
+    assert_eq!(settled[0].outcome, Settled::Done);
     assert_eq!(settled[0].key, "thread:Codertocat/Hello-World#1");
 
     let stored = deliveries::get(app.store.pool(), "d-signed")
@@ -365,7 +366,10 @@ async fn every_fixture_is_accepted_and_processed() {
         assert_eq!(status, StatusCode::ACCEPTED, "{name}");
     }
     let settled = app.settled(names.len()).await;
-    assert!(settled.iter().all(|s| s.outcome == "done"), "{settled:?}");
+    assert!(
+        settled.iter().all(|s| s.outcome == Settled::Done),
+        "{settled:?}"
+    );
     use sqlx::Row;
     let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM deliveries GROUP BY status")
         .fetch_all(app.store.pool())
@@ -393,7 +397,7 @@ async fn a_malformed_but_signed_payload_is_kept_as_failed_not_retried() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let settled = app.settled(1).await;
-    assert_eq!(settled[0].outcome, "done");
+    assert_eq!(settled[0].outcome, Settled::Done);
     let stored = deliveries::get(app.store.pool(), "d-noissue")
         .await
         .unwrap()

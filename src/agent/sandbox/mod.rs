@@ -129,7 +129,7 @@ impl Sandbox {
     ) -> Result<Worktree, SandboxError> {
         let mirror = self.mirror_path(&source.url);
         let path = self.options.root.join("worktrees").join(safe_name(run_id));
-        let branch = format!("closer/issue-{issue}");
+        let branch = crate::model::issue_branch(crate::model::IssueNumber(issue));
         let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
         if path.join(".git").exists()

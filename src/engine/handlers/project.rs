@@ -3,7 +3,6 @@
 //! guessing at free text; it only moves forward. Reaching `complete` finishes
 //! the run once verified completion (checklist and goals) holds too.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::repo::CompletionType;
@@ -13,42 +12,21 @@ use crate::engine::handlers::{
     CompletionCriteria, CompletionHandler, HandlerVerdict, IterationSummary,
 };
 use crate::llm::BoxFuture;
+use crate::model::{Named, Phase};
 
-/// A project phase, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Preparation,
-    Processing,
-    Review,
-    Complete,
+/// The phase one structured output reports, if it reports a valid one.
+pub fn reported_phase(structured_output: &Value) -> Option<Phase> {
+    serde_json::from_value(structured_output.get("phase")?.clone()).ok()
 }
 
-impl Phase {
-    /// The name, as in labels (`phase:<name>`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Preparation => "preparation",
-            Phase::Processing => "processing",
-            Phase::Review => "review",
-            Phase::Complete => "complete",
-        }
-    }
-
-    /// The phase one structured output reports, if it reports a valid one.
-    pub fn reported(structured_output: &Value) -> Option<Phase> {
-        serde_json::from_value(structured_output.get("phase")?.clone()).ok()
-    }
-
-    /// The phase after these iterations: the furthest valid phase reported
-    /// (a later, lower report does not move it back).
-    pub fn current(history: &[IterationSummary]) -> Phase {
-        history
-            .iter()
-            .filter_map(|s| Phase::reported(&s.structured_output))
-            .max()
-            .unwrap_or(Phase::Preparation)
-    }
+/// The phase after these iterations: the furthest valid phase reported (a
+/// later, lower report does not move it back).
+pub fn current_phase(history: &[IterationSummary]) -> Phase {
+    history
+        .iter()
+        .filter_map(|s| reported_phase(&s.structured_output))
+        .max()
+        .unwrap_or(Phase::Preparation)
 }
 
 /// The phased handler.
@@ -73,7 +51,7 @@ impl CompletionHandler for ProjectHandler {
 
     fn extra_params(&self, history: &[IterationSummary], _: u32) -> Map<String, Value> {
         let mut m = Map::new();
-        m.insert("phase".into(), json!(Phase::current(history).as_str()));
+        m.insert("phase".into(), json!(current_phase(history).as_str()));
         m
     }
 
@@ -82,7 +60,7 @@ impl CompletionHandler for ProjectHandler {
         summary: &'a IterationSummary,
         closer: Option<&'a CheckResult>,
     ) -> BoxFuture<'a, HandlerVerdict> {
-        let verdict = match Phase::reported(&summary.structured_output) {
+        let verdict = match reported_phase(&summary.structured_output) {
             Some(Phase::Complete) => {
                 let v = verified(summary, closer);
                 if v.complete {

@@ -74,6 +74,34 @@ pub enum Step {
     Resume,
 }
 
+/// Which state each step acts in: a step whose run is in another state does
+/// nothing (it was queued twice, or the run moved on). Reconciliation reads
+/// the same table the other way round.
+const STEP_STATES: [(Step, RunState); 4] = [
+    (Step::Start, RunState::Queued),
+    (Step::Iterate, RunState::Running),
+    (Step::Finish, RunState::Verifying),
+    (Step::Resume, RunState::AwaitingResponse),
+];
+
+impl Step {
+    /// The state a run must be in for this step to act.
+    fn acts_in(self) -> RunState {
+        STEP_STATES
+            .iter()
+            .find(|(step, _)| *step == self)
+            .map_or(RunState::Queued, |(_, state)| *state)
+    }
+
+    /// The step that carries a run in `state` forward, if one does.
+    fn carrying(state: RunState) -> Option<Step> {
+        STEP_STATES
+            .iter()
+            .find(|(_, s)| *s == state)
+            .map(|(step, _)| *step)
+    }
+}
+
 /// The payload of a `run` job.
 #[derive(Debug, Serialize, Deserialize)]
 struct RunJob {
@@ -254,12 +282,14 @@ impl Engine {
         {
             return self.resume_question(&mut ctx).await;
         }
-        match (step, ctx.run.state) {
-            (Step::Start, RunState::Queued) => self.start(&mut ctx).await,
-            (Step::Iterate, RunState::Running) => self.iterate(&mut ctx).await,
-            (Step::Finish, RunState::Verifying) => self.finish(&mut ctx).await,
-            (Step::Resume, RunState::AwaitingResponse) => self.resume(&mut ctx).await,
-            _ => Ok(()),
+        if ctx.run.state != step.acts_in() {
+            return Ok(());
+        }
+        match step {
+            Step::Start => self.start(&mut ctx).await,
+            Step::Iterate => self.iterate(&mut ctx).await,
+            Step::Finish => self.finish(&mut ctx).await,
+            Step::Resume => self.resume(&mut ctx).await,
         }
     }
 }

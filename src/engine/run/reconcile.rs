@@ -53,17 +53,22 @@ impl Engine {
         }
         let (run, data) = (&ctx.run, &ctx.data);
         let step = match run.state {
-            RunState::Queued => Step::Start,
-            RunState::Running => Step::Iterate,
-            RunState::Verifying if !data.awaiting_merge => Step::Finish,
+            // Waiting for the merge: nothing to carry forward.
+            RunState::Verifying if data.awaiting_merge => return Ok(None),
             // Its question was never posted (the step's job gave up):
             // the Iterate step resumes it (`ask.rs`).
             RunState::AwaitingResponse if data.question_posted != Some(run.iteration) => {
                 Step::Iterate
             }
-            // A reply is stored but its `resume` step was lost.
-            RunState::AwaitingResponse if self.runs.reply_waiting(&run.id).await? => Step::Resume,
-            _ => return Ok(None),
+            // Waiting for a reply, and none is stored that a lost `resume`
+            // step should have carried.
+            RunState::AwaitingResponse if !self.runs.reply_waiting(&run.id).await? => {
+                return Ok(None);
+            }
+            state => match Step::carrying(state) {
+                Some(step) => step,
+                None => return Ok(None),
+            },
         };
         if self.runs.has_live_step(&run.id).await? {
             return Ok(None);

@@ -19,7 +19,7 @@ use closer::server::{self, AppState};
 use closer::store::Store;
 use closer::store::runs;
 use closer::store::writer::IntakeWriter;
-use closer::worker::{JobSettled, WorkerPool, WorkerSettings};
+use closer::worker::{JobSettled, Settled, WorkerPool, WorkerSettings};
 use reqwest::StatusCode;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -344,7 +344,7 @@ impl Story {
                 return;
             }
             match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
-                Ok(Ok(job)) if job.outcome == "dead" => {
+                Ok(Ok(job)) if job.outcome == Settled::Dead => {
                     let error: Option<String> =
                         sqlx::query("SELECT last_error FROM jobs WHERE id = $1")
                             .bind(job.id)
