@@ -65,6 +65,7 @@ fn verification() -> VerificationView {
         baseline: Some(BaselineRow {
             new_failures: vec!["cargo test: parser::tests::empty_input".to_owned()],
             already_failing: 3,
+            ..BaselineRow::default()
         }),
         scope: Some(ScopeRow::Ok),
     }
@@ -150,6 +151,7 @@ fn snapshot_status_review() {
     v.baseline = Some(BaselineRow {
         new_failures: vec![],
         already_failing: 3,
+        ..BaselineRow::default()
     });
     let view = StatusView {
         state: RunState::Done,
@@ -356,6 +358,7 @@ fn pr_view() -> PullRequestView {
     v.baseline = Some(BaselineRow {
         new_failures: vec![],
         already_failing: 3,
+        ..BaselineRow::default()
     });
     PullRequestView {
         issue: IssueNumber(12),
@@ -546,6 +549,7 @@ fn huge_inputs_stay_within_the_limit_and_keep_the_marker() {
     v.baseline = Some(BaselineRow {
         new_failures: vec![medium.clone(); 2_000],
         already_failing: 7,
+        ..BaselineRow::default()
     });
     v.scope = Some(ScopeRow::OutOfScope(vec![medium.clone(); 2_000]));
     view.verification = Some(v);

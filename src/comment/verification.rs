@@ -92,6 +92,7 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
             },
             baseline_text(baseline, detail, trimmed),
         );
+        baseline_rows(out, baseline, detail, trimmed);
     }
     if let Some(scope) = &v.scope {
         let (result, text) = match scope {
@@ -164,6 +165,32 @@ fn shows_evidence(goal: &GoalRow, detail: Detail) -> bool {
     let already_in_cell = !evidence.contains('\n') && evidence.len() <= CELL_MAX;
     let wanted = goal.status == GoalStatus::Failed && (goal.required || detail.optional_evidence);
     detail.evidence_max > 0 && wanted && !evidence.is_empty() && !already_in_cell
+}
+
+/// The failures present at the base commit: still failing (they block),
+/// tolerated (shown, never hidden), and fixed.
+fn baseline_rows(out: &mut String, b: &BaselineRow, detail: Detail, trimmed: &mut bool) {
+    if !b.failing_since_base.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Failing since base | ❌ failed | required | {} (they failed on the base commit too) |",
+            joined(&b.failing_since_base, detail, trimmed)
+        );
+    }
+    if !b.tolerated.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Tolerated failures | ⚠️ tolerated | optional | {} (failing since base; tolerated by `baseline.tolerate`) |",
+            joined(&b.tolerated, detail, trimmed)
+        );
+    }
+    if !b.fixed_since_base.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Fixed since base | ✅ passed | optional | {} |",
+            joined(&b.fixed_since_base, detail, trimmed)
+        );
+    }
 }
 
 /// e.g. "0 new (3 already failing at baseline)".

@@ -35,6 +35,9 @@ pub struct ChecklistRow {
 pub enum GoalStatus {
     Passed,
     Failed,
+    /// Failed only with failures the repository tolerates (they were there
+    /// at the base commit; `baseline.tolerate`).
+    Tolerated,
     /// Not run yet (or skipped because an earlier step failed).
     NotRun,
 }
@@ -44,6 +47,7 @@ impl GoalStatus {
         match self {
             GoalStatus::Passed => "✅ passed",
             GoalStatus::Failed => "❌ failed",
+            GoalStatus::Tolerated => "⚠️ tolerated",
             GoalStatus::NotRun => "⏸️ not run",
         }
     }
@@ -67,6 +71,13 @@ pub struct BaselineRow {
     pub new_failures: Vec<String>,
     /// How many failures were already there at baseline.
     pub already_failing: usize,
+    /// Failures of required checks that were there at the base commit too
+    /// and are not tolerated: they block.
+    pub failing_since_base: Vec<String>,
+    /// Failures there at the base commit that the repository tolerates.
+    pub tolerated: Vec<String>,
+    /// Tests that failed at the base commit and pass now.
+    pub fixed_since_base: Vec<String>,
 }
 
 /// The scope guard's verdict.

@@ -37,6 +37,17 @@ pub struct RepoConfig {
     pub task_types: BTreeMap<TaskType, TaskTypeRules>,
     /// The convergence controller's knobs.
     pub convergence: ConvergenceConfig,
+    /// Which failures already present at the base commit are tolerated
+    /// (default: none — a required goal passes only when it passes).
+    pub baseline: BaselineConfig,
+    /// Whether a `bug` must come with a test that fails at the base commit
+    /// and passes with the fix (default: required for bugs when a
+    /// `tests_pass` goal exists).
+    pub reproduction: Option<ReproductionMode>,
+    /// Globs that recognise test files (default: the common conventions of
+    /// Python, Go, JavaScript/TypeScript, Rust, Ruby, Java and shell).
+    #[serde(deserialize_with = "valid_globs")]
+    pub test_files: Vec<String>,
     /// When the issue is closed: once verified, or once the pull request merges.
     pub close_on: CloseOn,
     /// Per-run budget; the operator's ceiling wins.
@@ -56,6 +67,9 @@ impl Default for RepoConfig {
             dod: Vec::new(),
             task_types: BTreeMap::new(),
             convergence: ConvergenceConfig::default(),
+            baseline: BaselineConfig::default(),
+            reproduction: None,
+            test_files: Vec::new(),
             close_on: CloseOn::Verified,
             budget: BudgetConfig::default(),
             commands: CommandsConfig::default(),
@@ -184,16 +198,59 @@ pub struct ConvergenceConfig {
     /// Changed lines allowed in stage 2 (default 400, at least 1).
     #[serde(deserialize_with = "at_least_one")]
     pub diff_budget: u32,
+    /// `false` switches the controller off: no minimal-fix stage, no stop
+    /// for going round in circles (the iteration limit still holds).
+    pub enabled: bool,
 }
 
 impl Default for ConvergenceConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             stagnation_threshold: 2,
             allowed_paths: Vec::new(),
             diff_budget: 400,
         }
     }
+}
+
+/// `baseline:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct BaselineConfig {
+    /// Which failures present at the base commit do not block completion.
+    pub tolerate: Tolerate,
+    /// With `tolerate: listed`: the tolerated tests, as ids or globs over
+    /// ids (`test_calc.py::test_legacy`, `tests/legacy_*`).
+    #[serde(deserialize_with = "valid_globs")]
+    pub known_failures: Vec<String>,
+}
+
+/// `baseline.tolerate:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Tolerate {
+    /// Strict: a failure that was already there blocks like any other.
+    #[default]
+    None,
+    /// Only the failures named in `known_failures`.
+    Listed,
+    /// Every failure already present at the base commit (new failures only
+    /// block).
+    Preexisting,
+}
+
+/// `reproduction:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReproductionMode {
+    /// A bug is complete only with a test that fails at the base commit
+    /// and passes with the fix.
+    Required,
+    /// Shown in the verification table, never blocking.
+    Report,
+    /// Not computed.
+    Off,
 }
 
 /// `budget:`; `None` means no repository limit (the operator's ceiling still applies).

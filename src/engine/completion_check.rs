@@ -94,6 +94,10 @@ pub struct CheckContext {
     pub task_list: Vec<TaskListItem>,
     /// The goals closer ran.
     pub goal_results: Vec<GoalOutcome>,
+    /// Failures present at the base commit that the repository tolerates:
+    /// the checklist must judge, for each, whether it is within the issue's
+    /// scope (`tolerated-<n>`; one in scope keeps the checklist open).
+    pub tolerated_failures: Vec<String>,
 }
 
 /// The outcome of a check (seed 000's `CheckResult`).
@@ -203,7 +207,7 @@ impl CompletionCheck {
         match self.llm.query(&request).await {
             Ok(answer) => {
                 result.usage = result.usage + answer.usage;
-                match validate(&answer.value, &input.context.task_list) {
+                match validate(&answer.value, &input.context) {
                     Ok(output) => Attempt::Valid(output),
                     Err(errors) => Attempt::Invalid(errors),
                 }
@@ -229,7 +233,7 @@ fn fail(mut result: CheckResult, error: String) -> CheckResult {
 }
 
 /// Checks an answer against the schema and the rules the schema cannot say.
-pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CheckOutput, Vec<String>> {
+pub fn validate(value: &Value, context: &CheckContext) -> Result<CheckOutput, Vec<String>> {
     let validator = jsonschema::validator_for(check_schema()).map_err(|e| {
         vec![format!(
             "the completion check schema itself is invalid: {e}"
@@ -253,11 +257,19 @@ pub fn validate(value: &Value, task_list: &[TaskListItem]) -> Result<CheckOutput
     let output: CheckOutput =
         serde_json::from_value(value.clone()).map_err(|e| vec![e.to_string()])?;
     let mut rules = Vec::new();
-    for n in 1..=task_list.len() {
+    for n in 1..=context.task_list.len() {
         let id = format!("task-{n}");
         if !output.checklist.iter().any(|i| i.id == id) {
             rules.push(format!(
                 "the checklist has no item `{id}` for the issue's task-list line {n}"
+            ));
+        }
+    }
+    for (n, failure) in context.tolerated_failures.iter().enumerate() {
+        let id = format!("tolerated-{}", n + 1);
+        if !output.checklist.iter().any(|i| i.id == id) {
+            rules.push(format!(
+                "the checklist has no item `{id}` judging whether the tolerated failure `{failure}` is within the issue's scope"
             ));
         }
     }
@@ -286,6 +298,7 @@ fn prompt_params(input: &CheckInput) -> Value {
         "task_list": c.task_list.iter().map(|t| t.text.clone()).collect::<Vec<_>>(),
         "structured_output": output,
         "goal_results": c.goal_results,
+        "tolerated_failures": c.tolerated_failures,
     })
 }
 
@@ -313,11 +326,30 @@ mod tests {
     }
 
     #[test]
+    fn each_tolerated_failure_needs_a_scope_judgment() {
+        let ctx = CheckContext {
+            tolerated_failures: vec!["tests/legacy.sh".into()],
+            ..CheckContext::default()
+        };
+        let silent = json!({"checklist": [item("impl", true)], "allComplete": true, "summary": "s", "confidence": 0.9});
+        let errors = validate(&silent, &ctx).unwrap_err();
+        assert!(
+            errors[0].contains("`tolerated-1`") && errors[0].contains("tests/legacy.sh"),
+            "{errors:?}"
+        );
+        let judged = json!({"checklist": [item("impl", true), item("tolerated-1", true)], "allComplete": true, "summary": "s", "confidence": 0.9});
+        assert!(validate(&judged, &ctx).is_ok());
+    }
+
+    #[test]
     fn answers_are_validated_by_schema_and_rules() {
-        let tasks = vec![TaskListItem {
-            text: "a".into(),
-            checked: false,
-        }];
+        let tasks = CheckContext {
+            task_list: vec![TaskListItem {
+                text: "a".into(),
+                checked: false,
+            }],
+            ..CheckContext::default()
+        };
         let good = json!({"checklist": [item("task-1", true)], "allComplete": true, "summary": "s", "confidence": 0.9});
         assert!(validate(&good, &tasks).is_ok());
         let high = json!({"checklist": [item("task-1", true)], "allComplete": true, "summary": "s", "confidence": 1.5});
@@ -333,6 +365,6 @@ mod tests {
             vec!["`allComplete` is true but an item is not completed"]
         );
         let extra = json!({"checklist": [], "allComplete": false, "summary": "s", "confidence": 0.1, "mood": "ok"});
-        assert!(validate(&extra, &[]).is_err());
+        assert!(validate(&extra, &CheckContext::default()).is_err());
     }
 }

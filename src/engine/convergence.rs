@@ -1,9 +1,11 @@
-//! The convergence controller (seed 003). Per run it keeps the fingerprint
-//! history, how many iterations in a row the same failure set (or an
-//! unchanged diff) was seen, the diff hash per iteration and the stage:
-//! stage 1 normal; stage 2 minimal-fix mode once the same thing repeated
+//! The convergence controller. Per run it keeps the fingerprint history,
+//! how many iterations in a row the same failure set (or an unchanged diff)
+//! was seen, how long each single failure has persisted, the diff hash per
+//! iteration and the stage: stage 1 normal; stage 2 minimal-fix mode once
+//! the same set, the same diff or any one failure repeated
 //! `stagnation_threshold` iterations; stage 3 — the run stops as FAILED with
-//! a diagnosis — when it still repeats in stage 2.
+//! a diagnosis — when it still repeats in stage 2. `convergence.enabled:
+//! false` keeps every run in stage 1 (the iteration limit still holds).
 //!
 //! Every check yields a [`Verdict`] with a fresh `check_id`, so a stale
 //! decision can never be taken for the current one. The state is plain data
@@ -144,6 +146,14 @@ pub struct ConvergenceState {
     pub stage_changes: Vec<StageChange>,
     /// Summaries of every fingerprint seen.
     pub summaries: BTreeMap<String, String>,
+    /// Per blocking fingerprint, in how many consecutive iterations (up to
+    /// the last) it was there: one failure that persists while others
+    /// change moves the stage too.
+    #[serde(default)]
+    pub streaks: BTreeMap<String, u32>,
+    /// The same, counted since the current stage began.
+    #[serde(default)]
+    pub streaks_in_stage: BTreeMap<String, u32>,
 }
 
 impl ConvergenceState {
@@ -154,24 +164,7 @@ impl ConvergenceState {
         config: &ConvergenceConfig,
         check_id: CheckId,
     ) -> Verdict {
-        let mut fingerprints: Vec<String> =
-            obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
-        fingerprints.sort();
-        fingerprints.dedup();
-        for failure in &obs.blocking {
-            self.summaries
-                .entry(failure.fingerprint.clone())
-                .or_insert_with(|| failure.summary());
-        }
-        let failure_set = set_hash(fingerprints.iter().map(String::as_str));
-        let previous = self.history.last().cloned();
-        self.history.push(HistoryEntry {
-            iteration: obs.iteration,
-            fingerprints: fingerprints.clone(),
-            failure_set: failure_set.clone(),
-            diff_hash: obs.diff_hash.clone(),
-            stage: self.stage,
-        });
+        let fingerprints = self.remember(&obs);
         let mut decision = Verdict {
             decision: VerdictKind::Incomplete,
             check_id,
@@ -193,6 +186,44 @@ impl ConvergenceState {
             decision.decision = VerdictKind::Complete;
             return decision;
         }
+        if config.enabled {
+            self.advance(obs.iteration, config);
+        }
+        decision.stage = self.stage;
+        match self.stage {
+            Stage::Normal => {}
+            Stage::MinimalFix => {
+                decision.minimal_fix = Some(self.minimal_fix(&fingerprints, config))
+            }
+            Stage::Stopped => {
+                decision.decision = VerdictKind::Failed;
+                decision.diagnosis = Some(self.diagnosis(&obs.evidence));
+            }
+        }
+        decision
+    }
+
+    /// Adds the iteration to the history, the repeat counters and each
+    /// fingerprint's streak; returns its blocking fingerprints, sorted.
+    fn remember(&mut self, obs: &Observation) -> Vec<String> {
+        let mut fingerprints: Vec<String> =
+            obs.blocking.iter().map(|f| f.fingerprint.clone()).collect();
+        fingerprints.sort();
+        fingerprints.dedup();
+        for failure in &obs.blocking {
+            self.summaries
+                .entry(failure.fingerprint.clone())
+                .or_insert_with(|| failure.summary());
+        }
+        let failure_set = set_hash(fingerprints.iter().map(String::as_str));
+        let previous = self.history.last().cloned();
+        self.history.push(HistoryEntry {
+            iteration: obs.iteration,
+            fingerprints: fingerprints.clone(),
+            failure_set: failure_set.clone(),
+            diff_hash: obs.diff_hash.clone(),
+            stage: self.stage,
+        });
         let repeated =
             previous.is_some_and(|p| p.failure_set == failure_set || p.diff_hash == obs.diff_hash);
         if repeated {
@@ -202,52 +233,82 @@ impl ConvergenceState {
             self.repeats = 1;
             self.repeats_in_stage = 0;
         }
+        self.streaks.retain(|fp, _| fingerprints.contains(fp));
+        self.streaks_in_stage
+            .retain(|fp, _| fingerprints.contains(fp));
+        for fp in &fingerprints {
+            *self.streaks.entry(fp.clone()).or_default() += 1;
+            *self.streaks_in_stage.entry(fp.clone()).or_default() += 1;
+        }
+        fingerprints
+    }
+
+    /// Moves the stage when the failure set, the diff or any one
+    /// fingerprint repeated long enough.
+    fn advance(&mut self, iteration: u32, config: &ConvergenceConfig) {
         let threshold = config.stagnation_threshold.max(1);
-        let why = if repeated && previous_diff_same(&self.history) {
-            "no change to the diff"
-        } else {
-            "the same failure set"
-        };
+        let in_stage_threshold = threshold.saturating_sub(1).max(1);
+        let why = self.why_repeating();
         match self.stage {
-            Stage::Normal if self.repeats >= threshold => {
-                self.change_stage(obs.iteration, Stage::MinimalFix, format!(
+            Stage::Normal if self.repeats >= threshold || self.longest_streak().0 >= threshold => {
+                let reason = format!(
                     "{why} in {} consecutive iterations; minimal-fix mode with allowed_paths and a diff budget of {} lines",
-                    self.repeats, config.diff_budget
-                ));
+                    self.repeats.max(self.longest_streak().0),
+                    config.diff_budget
+                );
+                self.change_stage(iteration, Stage::MinimalFix, reason);
             }
             Stage::MinimalFix
-                if repeated && self.repeats_in_stage >= threshold.saturating_sub(1).max(1) =>
+                if self.repeats_in_stage >= in_stage_threshold
+                    || self.longest_streak_in_stage() >= in_stage_threshold =>
             {
-                self.change_stage(
-                    obs.iteration,
-                    Stage::Stopped,
-                    format!(
-                        "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
-                        self.repeats
-                    ),
+                let reason = format!(
+                    "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
+                    self.repeats.max(self.longest_streak().0)
                 );
+                self.change_stage(iteration, Stage::Stopped, reason);
             }
             _ => {}
         }
-        decision.stage = self.stage;
-        match self.stage {
-            Stage::Normal => {}
-            Stage::MinimalFix => {
-                decision.minimal_fix = Some(MinimalFix {
-                    allowed_paths: config.allowed_paths.clone(),
-                    diff_budget: config.diff_budget,
-                    repeating: fingerprints
-                        .iter()
-                        .filter_map(|f| self.summaries.get(f).cloned())
-                        .collect(),
-                });
-            }
-            Stage::Stopped => {
-                decision.decision = VerdictKind::Failed;
-                decision.diagnosis = Some(self.diagnosis(&obs.evidence));
-            }
+    }
+
+    /// What is repeating, in words.
+    fn why_repeating(&self) -> String {
+        if previous_diff_same(&self.history) {
+            return "no change to the diff".to_owned();
         }
-        decision
+        let (streak, fp) = self.longest_streak();
+        let set_repeats = self.repeats >= streak;
+        match (set_repeats, fp) {
+            (false, Some(fp)) => format!(
+                "the failure `{}` persisting",
+                self.summaries.get(&fp).cloned().unwrap_or(fp)
+            ),
+            _ => "the same failure set".to_owned(),
+        }
+    }
+
+    /// The longest current streak of one fingerprint, and which.
+    fn longest_streak(&self) -> (u32, Option<String>) {
+        self.streaks
+            .iter()
+            .max_by_key(|(fp, n)| (**n, std::cmp::Reverse((*fp).clone())))
+            .map_or((0, None), |(fp, n)| (*n, Some(fp.clone())))
+    }
+
+    fn longest_streak_in_stage(&self) -> u32 {
+        self.streaks_in_stage.values().copied().max().unwrap_or(0)
+    }
+
+    fn minimal_fix(&self, fingerprints: &[String], config: &ConvergenceConfig) -> MinimalFix {
+        MinimalFix {
+            allowed_paths: config.allowed_paths.clone(),
+            diff_budget: config.diff_budget,
+            repeating: fingerprints
+                .iter()
+                .filter_map(|f| self.summaries.get(f).cloned())
+                .collect(),
+        }
     }
 
     fn change_stage(&mut self, iteration: u32, to: Stage, reason: String) {
@@ -259,6 +320,7 @@ impl ConvergenceState {
         });
         self.stage = to;
         self.repeats_in_stage = 0;
+        self.streaks_in_stage.clear();
     }
 
     /// Which fingerprints repeated how often, what each stage tried, the last evidence.

@@ -156,6 +156,7 @@ fn check_input(ctx: &JudgeContext, summary: &IterationSummary) -> CheckInput {
             issue_title: ctx.issue.title.clone(),
             task_list: parse_task_list(&ctx.issue.body),
             goal_results: summary.goals.clone(),
+            tolerated_failures: summary.tolerated.clone(),
         },
     }
 }

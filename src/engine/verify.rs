@@ -1,19 +1,28 @@
-//! One iteration's verification, end to end: given the worktree, the base
-//! commit, the repo config, the task type, the baseline and the convergence
-//! state → artifacts, goal results with evidence, new failures against the
-//! baseline, the scope verdict and the convergence decision.
+//! One iteration's verification: given the worktree, the base commit, the
+//! repo config, the task type, the baseline and the convergence state →
+//! artifacts, goal results with evidence (the task type's built-in rule and
+//! the reproduction among them), failures sorted against the baseline (new,
+//! failing since base, tolerated, fixed), the scope verdict and the
+//! convergence decision. In two halves: [`evaluate`] runs the checks at
+//! head, [`conclude`] judges them; between the two the engine runs the
+//! reproduction on the base commit's code.
 //!
-//! This is the objective half of "verified complete" (DESIGN §3); the
-//! the completion check's AI checklist is judged elsewhere and both must agree.
+//! This is the objective half of "verified complete"; the completion
+//! check's AI checklist is judged elsewhere and both must agree. Strict: a
+//! required goal passes only when it passes.
 
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::{self, ArtifactKind, Artifacts};
 use super::baseline::Baseline;
 use super::convergence::{CheckId, ConvergenceState, Observation, Verdict};
+use super::file_kinds::FileKinds;
 use super::fingerprint::Failure;
 use super::goals::{self, GoalContext, GoalResult, GoalSettings};
+use super::reproduction::Reproduction;
 use super::scope::{self, ScopeVerdict};
+use super::task_rules;
+use super::tolerance::{Sorted, Tolerance, failure_id, fixed_since_base};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
 use crate::config::repo::{GoalSpec, RepoConfig};
@@ -43,16 +52,38 @@ pub struct IterationVerification {
     pub failures: Vec<Failure>,
     /// Failures of required goals that the baseline did not have.
     pub new_failures: Vec<Failure>,
+    /// Failures of required goals that were there at the base commit too
+    /// and are not tolerated: they block like new ones.
+    #[serde(default)]
+    pub since_base: Vec<Failure>,
+    /// Failures there at the base commit that the repository tolerates.
+    #[serde(default)]
+    pub tolerated: Vec<Failure>,
+    /// Named tests that failed at the base commit and pass now.
+    #[serde(default)]
+    pub fixed_since_base: Vec<Failure>,
+    /// The bug's fail-to-pass evidence, when the run needs one.
+    #[serde(default)]
+    pub reproduction: Option<Reproduction>,
     pub scope: ScopeVerdict,
     pub decision: Verdict,
 }
 
 impl IterationVerification {
     /// Objectively complete: the decision says so (no missing artifact, no
-    /// blocking goal, no new failure, no scope violation).
+    /// blocking goal, no untolerated failure, a reproduction where one is
+    /// required, no scope violation).
     pub fn complete(&self) -> bool {
         self.decision.decision == super::convergence::VerdictKind::Complete
     }
+}
+
+/// What the checks found at head, before it is judged.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    pub artifacts: Artifacts,
+    pub missing_artifacts: Vec<ArtifactKind>,
+    pub goals: Vec<GoalResult>,
 }
 
 /// Verification could not be carried out (not: the work failed it).
@@ -64,13 +95,9 @@ pub enum VerifyError {
     Config(#[from] super::paths::PatternError),
 }
 
-/// Runs the checks of one iteration and advances the convergence state.
-pub async fn verify_iteration(
-    ctx: VerifyContext<'_>,
-    state: &mut ConvergenceState,
-    iteration: u32,
-    check_id: CheckId,
-) -> Result<IterationVerification, VerifyError> {
+/// Runs the checks of one iteration at head: artifacts, the goals that
+/// apply and the task type's built-in rule.
+pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> {
     let collected = artifacts::collect(ctx.git, ctx.worktree).await?;
     let artifacts = collected.artifacts;
     let missing_artifacts = artifacts::missing(ctx.task, &artifacts, &ctx.worktree.branch);
@@ -81,79 +108,147 @@ pub async fn verify_iteration(
         settings: ctx.settings,
     };
     let applicable = goals::applicable(ctx.repo, ctx.task, ctx.acceptance);
-    let mut goal_results = goals::evaluate_all(goal_ctx, &applicable).await;
-    for goal in goal_results
+    let mut goals = goals::evaluate_all(goal_ctx, &applicable).await;
+    let kinds = FileKinds::new(&ctx.repo.test_files)?;
+    goals.extend(task_rules::builtin(ctx.repo, ctx.task, &kinds, &artifacts));
+    Ok(Evaluated {
+        artifacts,
+        missing_artifacts,
+        goals,
+    })
+}
+
+/// Judges what [`evaluate`] found (with the reproduction, when the run
+/// needs one) against the baseline and the scope, and advances the
+/// convergence state.
+pub fn conclude(
+    ctx: VerifyContext<'_>,
+    found: Evaluated,
+    reproduction: Option<Reproduction>,
+    state: &mut ConvergenceState,
+    iteration: u32,
+    check_id: CheckId,
+) -> Result<IterationVerification, VerifyError> {
+    let Evaluated {
+        artifacts,
+        missing_artifacts,
+        mut goals,
+    } = found;
+    let tolerance = Tolerance::new(&ctx.repo.baseline)?;
+    for goal in goals
         .iter_mut()
         .filter(|g| !g.passed && !g.failures.is_empty())
     {
-        goal.baseline_only = ctx.baseline.new_failures(goal.failures.iter()).is_empty();
+        goal.tolerated =
+            tolerance.sort(ctx.baseline, &goal.failures).tolerated.len() == goal.failures.len();
     }
-    let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
-
-    let failures: Vec<Failure> = goal_results
-        .iter()
-        .flat_map(|g| g.failures.iter().cloned())
-        .collect();
-    let new_failures = ctx.baseline.new_failures(
-        goal_results
+    goals.extend(reproduction.as_ref().map(Reproduction::as_goal));
+    let sorted = tolerance.sort(
+        ctx.baseline,
+        goals
             .iter()
             .filter(|g| g.required)
             .flat_map(|g| g.failures.iter()),
     );
+    let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
+    let (reasons, blocking) = blocking(&missing_artifacts, &goals, &sorted, &scope);
+    let evidence = goals
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| format!("{}: {}", g.name(), g.evidence))
+        .chain(scope.reasons())
+        .collect();
+    let observation = Observation {
+        iteration,
+        blocking,
+        reasons,
+        diff_hash: artifacts.diff_hash.clone(),
+        evidence,
+    };
+    let decision = state.observe(observation, &ctx.repo.convergence, check_id);
+    Ok(IterationVerification {
+        iteration,
+        fixed_since_base: fixed_since_base(ctx.baseline, &goals),
+        failures: goals
+            .iter()
+            .flat_map(|g| g.failures.iter().cloned())
+            .collect(),
+        artifacts,
+        missing_artifacts,
+        goals,
+        new_failures: sorted.new,
+        since_base: sorted.since_base,
+        tolerated: sorted.tolerated,
+        reproduction,
+        scope,
+        decision,
+    })
+}
 
+/// Everything that stands in the way of completion: readable reasons, and
+/// the same as fingerprinted failures for the convergence controller.
+fn blocking(
+    missing: &[ArtifactKind],
+    goals: &[GoalResult],
+    sorted: &Sorted,
+    scope: &ScopeVerdict,
+) -> (Vec<String>, Vec<Failure>) {
     let mut reasons = Vec::new();
     let mut blocking = Vec::new();
-    for kind in &missing_artifacts {
+    for kind in missing {
         reasons.push(format!("missing artifact: {}", kind.as_str()));
         blocking.push(Failure::closer(
             "artifacts",
             &format!("missing {}", kind.as_str()),
         ));
     }
-    for goal in goal_results.iter().filter(|g| g.blocks()) {
-        reasons.push(format!(
-            "goal {} `{}` failed: {}",
-            goal.goal_type, goal.target, goal.evidence
-        ));
+    for goal in goals.iter().filter(|g| g.blocks()) {
+        reasons.push(format!("{} failed: {}", goal.name(), goal.evidence));
         if goal.failures.is_empty() {
-            blocking.push(Failure::closer(&goal.goal_type, &goal.target));
+            // A check closer makes itself has no target: its evidence names it.
+            let detail = match goal.target.is_empty() {
+                true => &goal.evidence,
+                false => &goal.target,
+            };
+            blocking.push(Failure::closer(&goal.goal_type, detail));
         }
     }
-    if !new_failures.is_empty() {
+    if !sorted.new.is_empty() {
         reasons.push(format!(
             "{} new failure(s) against the baseline",
-            new_failures.len()
+            sorted.new.len()
         ));
-        blocking.extend(new_failures.iter().cloned());
+        blocking.extend(sorted.new.iter().cloned());
+    }
+    if !sorted.since_base.is_empty() {
+        reasons.push(since_base_reason(&sorted.since_base));
+        blocking.extend(sorted.since_base.iter().cloned());
     }
     reasons.extend(scope.reasons());
     blocking.extend(scope.failures());
+    (reasons, blocking)
+}
 
-    let evidence = goal_results
-        .iter()
-        .filter(|g| !g.passed)
-        .map(|g| format!("{} `{}`: {}", g.goal_type, g.target, g.evidence))
-        .chain(scope.reasons())
-        .collect();
-    let decision = state.observe(
-        Observation {
-            iteration,
-            blocking,
-            reasons,
-            diff_hash: artifacts.diff_hash.clone(),
-            evidence,
-        },
-        &ctx.repo.convergence,
-        check_id,
-    );
-    Ok(IterationVerification {
-        iteration,
-        artifacts,
-        missing_artifacts,
-        goals: goal_results,
-        failures,
-        new_failures,
-        scope,
-        decision,
-    })
+/// Why failures already there at base block, and how a maintainer tolerates
+/// them when they are unrelated to the issue.
+fn since_base_reason(failures: &[Failure]) -> String {
+    let ids: Vec<String> = failures.iter().map(failure_id).collect();
+    format!(
+        "failing since base: {} (they failed on the base commit too; if they are unrelated to \
+         this issue, tolerate them in .github/closer.yml with `baseline: {{ tolerate: preexisting }}` \
+         or list them under `baseline.known_failures` with `tolerate: listed`)",
+        ids.join(", ")
+    )
+}
+
+/// Both halves at once, with no reproduction (the engine adds one between
+/// them when the run needs it).
+pub async fn verify_iteration(
+    ctx: VerifyContext<'_>,
+    state: &mut ConvergenceState,
+    iteration: u32,
+    check_id: CheckId,
+) -> Result<IterationVerification, VerifyError> {
+    let found = evaluate(ctx).await?;
+    conclude(ctx, found, None, state, iteration, check_id)
 }

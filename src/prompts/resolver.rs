@@ -240,7 +240,8 @@ mod tests {
 
     fn closer_params() -> serde_json::Value {
         json!({"step_id": "complete.bug", "issue_ref": "o/r#1", "issue_title": "t", "task_list": ["a"],
-               "structured_output": "{}", "goal_results": [], "validation_errors": ["x"]})
+               "structured_output": "{}", "goal_results": [], "tolerated_failures": [],
+               "validation_errors": ["x"]})
     }
 
     #[tokio::test]

@@ -79,7 +79,7 @@ async fn insert_goal_results(
         .bind(i64::from(goal.passed))
         .bind(i64::from(goal.required))
         .bind(i64::from(goal.not_runnable))
-        .bind(i64::from(goal.baseline_only))
+        .bind(i64::from(goal.tolerated))
         .bind(i64::try_from(goal.duration_ms).unwrap_or(i64::MAX))
         .bind(&goal.evidence)
         .bind(now)
@@ -322,7 +322,7 @@ pub async fn goal_results(
                 passed: r.try_get::<i64, _>("passed")? != 0,
                 required: r.try_get::<i64, _>("required")? != 0,
                 not_runnable: r.try_get::<i64, _>("not_runnable")? != 0,
-                baseline_only: r.try_get::<i64, _>("baseline_only")? != 0,
+                tolerated: r.try_get::<i64, _>("baseline_only")? != 0,
                 duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
                 evidence: r.try_get("evidence")?,
                 failures: Vec::new(),

@@ -66,6 +66,7 @@ fn input(task_list: &[&str]) -> CheckInput {
                 required: true,
                 evidence: "exit 0".into(),
             }],
+            tolerated_failures: vec![],
         },
     }
 }
@@ -412,6 +413,7 @@ fn summary(text: &str, goals_pass: bool) -> JudgeInput {
                 evidence: String::new(),
             }],
             failed: false,
+            tolerated: Vec::new(),
         },
     }
 }

@@ -77,6 +77,7 @@ async fn the_documented_override_is_used_by_the_closer() {
                     checked: false,
                 }],
                 goal_results: vec![],
+                tolerated_failures: vec![],
             },
         })
         .await;
@@ -169,7 +170,7 @@ async fn overrides_come_from_github_at_the_default_branch_cached_by_etag() {
         .render(
             &PromptId::new("complete", "bug", "default"),
             &json!({"step_id": "s", "issue_ref": "r", "issue_title": "t",
-        "task_list": [], "structured_output": "{}", "goal_results": []}),
+        "task_list": [], "structured_output": "{}", "goal_results": [], "tolerated_failures": []}),
         )
         .await
         .unwrap();

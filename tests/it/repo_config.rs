@@ -136,7 +136,7 @@ fn check_config_file_prints_a_summary_or_the_errors() {
 const MALFORMED: &[(&str, &str)] = &[
     (
         "trigger_label: closer\ncolour: red\n",
-        ".github/closer.yml:2:1: unknown field `colour`, expected one of trigger_label, agent, completion, dod, task_types, convergence, close_on, budget, commands, project",
+        ".github/closer.yml:2:1: unknown field `colour`, expected one of trigger_label, agent, completion, dod, task_types, convergence, baseline, reproduction, test_files, close_on, budget, commands, project",
     ),
     (
         "completion:\n  type: sometimes\n",

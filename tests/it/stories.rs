@@ -29,10 +29,16 @@ T
     )
 }
 
-/// Iteration 2 of the bug story: the fix.
+/// The fix, with its regression test (written again if iteration 1 did):
+/// the test fails on the base commit's code and passes with the fix, which
+/// is the reproduction a bug needs.
 fn fix_add() -> String {
     format!(
-        r#"cat > calc.sh <<'T'
+        r#"cat > tests/add.sh <<'T'
+r=$(. ./calc.sh; add 2 3)
+[ "$r" = 5 ]
+T
+cat > calc.sh <<'T'
 add() {{ echo $(( $1 + $2 )); }}
 T
 {}echo '{{"summary": "Fixed add to add."}}'

@@ -11,7 +11,7 @@ use closer::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pas
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use closer::config::agents::{AdapterKind, AgentConfig};
-use closer::config::repo::{GoalKind, GoalSpec, RepoConfig};
+use closer::config::repo::{BaselineConfig, GoalKind, GoalSpec, RepoConfig, Tolerate};
 use closer::engine::artifacts::ArtifactKind;
 use closer::engine::baseline::{self, Baseline, BaselineError};
 use closer::engine::convergence::{CheckId, ConvergenceState, Stage, VerdictKind};
@@ -330,8 +330,12 @@ async fn breaking_a_test_that_passed_at_baseline_is_a_new_failure() {
     );
 }
 
+/// Strict by default: a test that fails at the base commit and still fails
+/// blocks completion (it is very often the bug itself), named as failing
+/// since base with how to tolerate it; with `baseline.tolerate:
+/// preexisting` it is tolerated — and still listed.
 #[tokio::test]
-async fn a_test_already_failing_at_baseline_does_not_block() {
+async fn a_test_already_failing_at_baseline_blocks_unless_the_repository_tolerates_it() {
     let fx = Fixture::new(true);
     let wt = fx.prepare("run-legacy").await;
     let config = repo_config();
@@ -347,8 +351,46 @@ async fn a_test_already_failing_at_baseline_does_not_block() {
         .await;
     assert_eq!(failing_tests(&v), ["test_calc.CalcTest.test_legacy"]);
     assert!(!v.goals[0].passed, "the command still fails");
-    assert!(v.goals[0].baseline_only && !v.goals[0].blocks());
+    assert!(!v.goals[0].tolerated && v.goals[0].blocks());
     assert!(v.new_failures.is_empty(), "{:#?}", v.new_failures);
+    assert_eq!(v.since_base.len(), 1, "{:#?}", v.since_base);
+    assert_eq!(v.decision.decision, VerdictKind::Incomplete);
+    let reason = v
+        .decision
+        .reasons
+        .iter()
+        .find(|r| r.starts_with("failing since base"))
+        .expect("a reason naming the failure");
+    assert!(
+        reason.contains("test_legacy") && reason.contains("tolerate: preexisting"),
+        "{reason}"
+    );
+    assert_eq!(
+        v.fixed_since_base
+            .iter()
+            .filter_map(|f| f.test.clone())
+            .collect::<Vec<_>>(),
+        ["test_calc.CalcTest.test_add"]
+    );
+
+    let tolerant = RepoConfig {
+        baseline: BaselineConfig {
+            tolerate: Tolerate::Preexisting,
+            known_failures: Vec::new(),
+        },
+        ..repo_config()
+    };
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(
+            &wt,
+            case(&tolerant, TaskType::Bug, &baseline),
+            &mut state,
+            2,
+        )
+        .await;
+    assert!(v.goals[0].tolerated && !v.goals[0].blocks());
+    assert_eq!(v.tolerated.len(), 1, "{:#?}", v.tolerated);
     assert_eq!(
         v.decision.decision,
         VerdictKind::Complete,
@@ -1143,7 +1185,7 @@ mod persistence {
             evidence: evidence.into(),
             failures: Vec::new(),
             not_runnable: false,
-            baseline_only: false,
+            tolerated: false,
         }
     }
 
@@ -1184,6 +1226,10 @@ mod persistence {
             goals: vec![goal(false, "exit 101; failing: tests::new, tests::old")],
             failures: vec![old, new.clone()],
             new_failures: vec![new],
+            since_base: Vec::new(),
+            tolerated: Vec::new(),
+            fixed_since_base: Vec::new(),
+            reproduction: None,
             scope: ScopeVerdict {
                 out_of_scope: Vec::new(),
                 changed_lines: 4,

@@ -13,6 +13,7 @@ mod go;
 mod jest;
 pub mod normalize;
 mod pytest;
+mod tap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -28,6 +29,7 @@ pub enum Runner {
     Unittest,
     Jest,
     Vitest,
+    Tap,
     Generic,
     /// Not a test output: a scope violation or a missing artifact, recorded
     /// as a failure so the convergence controller sees it repeat.
@@ -126,7 +128,7 @@ impl Failure {
 type Parser = (Runner, fn(&str) -> bool, fn(&str) -> Vec<RawFailure>);
 
 /// Tried in order; the first that detects its format and finds failures wins.
-const PARSERS: [Parser; 7] = [
+const PARSERS: [Parser; 8] = [
     (Runner::Nextest, cargo::is_nextest, cargo::parse_nextest),
     (Runner::Cargo, cargo::is_cargo, cargo::parse),
     (Runner::Go, go::detect, go::parse),
@@ -138,6 +140,7 @@ const PARSERS: [Parser; 7] = [
     ),
     (Runner::Vitest, jest::is_vitest, jest::parse_vitest),
     (Runner::Jest, jest::is_jest, jest::parse),
+    (Runner::Tap, tap::detect, tap::parse),
 ];
 
 /// The failures in a failed command's output. `root` (the worktree path) is

@@ -91,12 +91,37 @@ pub struct GoalResult {
     /// The goal could not be evaluated at all (command missing, timed out,
     /// bad pattern): a baseline with such a goal is refused.
     pub not_runnable: bool,
-    /// A failed command goal whose every failure was already in the
-    /// baseline: it does not block completion (set by the verification).
-    pub baseline_only: bool,
+    /// A failed command goal whose every failure was already there at the
+    /// base commit and is tolerated by the repository (`baseline.tolerate`):
+    /// it does not block completion (set by the verification).
+    #[serde(alias = "baseline_only")]
+    pub tolerated: bool,
 }
 
 impl GoalResult {
+    /// The result of a check closer makes itself (a built-in task-type rule,
+    /// the reproduction): no command, no failures of its own.
+    pub fn check(
+        level: GoalLevel,
+        goal_type: &str,
+        target: &str,
+        passed: bool,
+        evidence: String,
+    ) -> GoalResult {
+        GoalResult {
+            level,
+            goal_type: goal_type.to_owned(),
+            target: target.to_owned(),
+            passed,
+            required: true,
+            duration_ms: 0,
+            evidence,
+            failures: Vec::new(),
+            not_runnable: false,
+            tolerated: false,
+        }
+    }
+
     fn new(level: GoalLevel, spec: &GoalSpec, target: impl Into<String>) -> GoalResult {
         GoalResult {
             level,
@@ -108,18 +133,22 @@ impl GoalResult {
             evidence: String::new(),
             failures: Vec::new(),
             not_runnable: false,
-            baseline_only: false,
+            tolerated: false,
         }
     }
 
-    /// `type: target`, the goal's display name (e.g. `tests_pass: cargo test`).
+    /// `type: target`, the goal's display name (e.g. `tests_pass: cargo test`);
+    /// a check with no target is named by its type alone (`Reproduction`).
     pub fn name(&self) -> String {
-        format!("{}: {}", self.goal_type, self.target)
+        match self.target.is_empty() {
+            true => self.goal_type.clone(),
+            false => format!("{}: {}", self.goal_type, self.target),
+        }
     }
 
     /// Whether this result stands in the way of completion.
     pub fn blocks(&self) -> bool {
-        self.required && !self.passed && !self.baseline_only
+        self.required && !self.passed && !self.tolerated
     }
 }
 

@@ -49,6 +49,10 @@ pub struct IterationSummary {
     pub goals: Vec<GoalOutcome>,
     /// The agent run failed (non-zero exit, timeout).
     pub failed: bool,
+    /// Failures present at the base commit that the repository tolerates
+    /// (their ids), for the completion check to judge their scope.
+    #[serde(default)]
+    pub tolerated: Vec<String>,
 }
 
 impl IterationSummary {

@@ -26,7 +26,8 @@ use crate::engine::handlers::{
     CompletionHandler, HandlerEnv, IssueContext, IterationSummary, build_handler,
 };
 use crate::engine::judge::{JudgeContext, JudgeInput, judge};
-use crate::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
+use crate::engine::tolerance::failure_id;
+use crate::engine::verify::{self, IterationVerification, VerifyContext};
 use crate::llm::LlmClient;
 use crate::model::{IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
@@ -186,8 +187,8 @@ impl Engine {
         Ok(true)
     }
 
-    /// The goals, the baseline, the scope and the convergence controller;
-    /// the evidence is stored.
+    /// The goals at head, the reproduction (for a bug), the baseline, the
+    /// scope and the convergence controller; the evidence is stored.
     async fn verify(
         &self,
         ctx: &mut RunContext,
@@ -207,10 +208,12 @@ impl Engine {
             baseline: &baseline,
             settings: self.checks.goals(),
         };
+        let found = verify::evaluate(verify).await.map_err(other)?;
+        let reproduction = self.reproduce(ctx, iteration, &baseline, &found).await?;
         let check = CheckId::generate(&mut fastrand::Rng::new());
-        let verification = verify_iteration(verify, &mut ctx.data.convergence, iteration.n, check)
-            .await
-            .map_err(other)?;
+        let (state, n) = (&mut ctx.data.convergence, iteration.n);
+        let verification =
+            verify::conclude(verify, found, reproduction, state, n, check).map_err(other)?;
         let store = self.runs.store();
         let run_id = ctx.run.id.as_str();
         let convergence = &ctx.data.convergence;
@@ -240,6 +243,7 @@ impl Engine {
             structured_output: result.structured.clone(),
             goals: verification.goals.iter().map(goal_outcome).collect(),
             failed: result.status == AgentStatus::Error,
+            tolerated: verification.tolerated.iter().map(failure_id).collect(),
         };
         let threshold = ctx.config.completion.confidence_threshold;
         let judge_ctx = JudgeContext {
@@ -294,12 +298,13 @@ impl Engine {
     }
 }
 
-/// A goal's result as the completion check sees it: a failure the baseline
-/// already had counts as passed here (the goals decide separately).
+/// A goal's result as the completion check sees it: a goal whose failures
+/// the repository tolerates counts as passed here (the tolerated failures
+/// are put to the check separately, for it to judge their scope).
 fn goal_outcome(g: &crate::engine::goals::GoalResult) -> GoalOutcome {
     GoalOutcome {
         name: g.name(),
-        passed: g.passed || g.baseline_only,
+        passed: g.passed || g.tolerated,
         required: g.required,
         evidence: g.evidence.clone(),
     }

@@ -27,6 +27,7 @@ mod iterate;
 mod labels;
 mod prompt;
 mod reconcile;
+mod reproduce;
 mod runs;
 mod start;
 mod status;

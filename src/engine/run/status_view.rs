@@ -9,6 +9,10 @@ use crate::comment::{
     SignalRow, StatusView, UsageView, VerificationView,
 };
 use crate::config::repo::CloseOn;
+use crate::engine::fingerprint::Failure;
+use crate::engine::goals::GoalResult;
+use crate::engine::tolerance::failure_id;
+use crate::engine::verify::IterationVerification;
 
 /// Everything the status comment shows, from the run and its last record.
 pub fn status_view(
@@ -105,33 +109,7 @@ fn fill_from_record(view: &mut StatusView, last: &IterationRecord) {
             }
         }
     }
-    if let Some(v) = &last.verification {
-        view.verification = Some(VerificationView {
-            goals: v
-                .goals
-                .iter()
-                .map(|g| GoalRow {
-                    name: g.name(),
-                    status: if g.passed {
-                        GoalStatus::Passed
-                    } else {
-                        GoalStatus::Failed
-                    },
-                    required: g.required,
-                    evidence: g.evidence.clone(),
-                })
-                .collect(),
-            baseline: Some(BaselineRow {
-                new_failures: v.new_failures.iter().map(|f| f.summary()).collect(),
-                already_failing: v.failures.len().saturating_sub(v.new_failures.len()),
-            }),
-            scope: Some(if v.scope.out_of_scope.is_empty() {
-                ScopeRow::Ok
-            } else {
-                ScopeRow::OutOfScope(v.scope.out_of_scope.clone())
-            }),
-        });
-    }
+    view.verification = last.verification.as_ref().map(verification_view);
     if view.state == RunState::AwaitingResponse {
         view.question = Some(QuestionView {
             score: judgment.question.score,
@@ -148,5 +126,40 @@ fn fill_from_record(view: &mut StatusView, last: &IterationRecord) {
                 .collect(),
             stated_by_agent: !judgment.questions.is_empty() && judgment.question.signals.is_empty(),
         });
+    }
+}
+
+/// The verification table: every check, the failures sorted against the
+/// baseline, the scope.
+pub fn verification_view(v: &IterationVerification) -> VerificationView {
+    let ids = |failures: &[Failure]| failures.iter().map(failure_id).collect::<Vec<_>>();
+    VerificationView {
+        goals: v.goals.iter().map(goal_row).collect(),
+        baseline: Some(BaselineRow {
+            new_failures: v.new_failures.iter().map(|f| f.summary()).collect(),
+            already_failing: v.failures.len().saturating_sub(v.new_failures.len()),
+            failing_since_base: ids(&v.since_base),
+            tolerated: ids(&v.tolerated),
+            fixed_since_base: ids(&v.fixed_since_base),
+        }),
+        scope: Some(if v.scope.out_of_scope.is_empty() {
+            ScopeRow::Ok
+        } else {
+            ScopeRow::OutOfScope(v.scope.out_of_scope.clone())
+        }),
+    }
+}
+
+fn goal_row(g: &GoalResult) -> GoalRow {
+    let status = match (g.passed, g.tolerated) {
+        (true, _) => GoalStatus::Passed,
+        (false, true) => GoalStatus::Tolerated,
+        (false, false) => GoalStatus::Failed,
+    };
+    GoalRow {
+        name: g.name(),
+        status,
+        required: g.required,
+        evidence: g.evidence.clone(),
     }
 }

@@ -39,8 +39,9 @@ pub const REPO: &str = "octo/calc";
 /// The maintainer who opens issues (has `write`).
 pub const MAINTAINER: &str = "maria";
 
-/// A shell project: `sh run_tests.sh` runs every `tests/*.sh`.
-pub const RUN_TESTS: &str = "#!/bin/sh\nstatus=0\nfor t in tests/*.sh; do\n  if sh \"$t\"; then echo \"ok $t\"; else echo \"FAILED $t\"; status=1; fi\ndone\nexit $status\n";
+/// A shell project: `sh run_tests.sh` runs every `tests/*.sh` and reports
+/// in TAP (`ok 1 - tests/a.sh`, `not ok 2 - tests/b.sh`), as `prove` does.
+pub const RUN_TESTS: &str = "#!/bin/sh\nstatus=0\nn=0\nfor t in tests/*.sh; do\n  n=$((n+1))\n  if sh \"$t\"; then echo \"ok $n - $t\"; else echo \"not ok $n - $t\"; status=1; fi\ndone\necho \"1..$n\"\nexit $status\n";
 pub const CALC: &str = "add() { echo $(( $1 - $2 )); }\n";
 pub const TEST_EXISTING: &str = "echo existing test passes\n";
 

@@ -1,0 +1,176 @@
+//! Fail-to-pass evidence for bugs: the head's tests run against the base
+//! commit's code, and the tests that fail there and pass at head are the
+//! proof that the bug was reproduced and fixed. Shown as the `Reproduction`
+//! row of the verification table; required for `bug` tasks in a repository
+//! with a `tests_pass` goal unless it says `reproduction: report | off`.
+//!
+//! This module decides what to run and reads the results; running the
+//! tests on a worktree of the base commit is the engine's (it owns the
+//! sandbox).
+
+use serde::{Deserialize, Serialize};
+
+use super::artifacts::Artifacts;
+use super::file_kinds::FileKinds;
+use super::goals::{GoalLevel, GoalResult};
+use super::tolerance::failure_id;
+use crate::config::repo::{GoalKind, GoalSpec, RepoConfig, ReproductionMode};
+use crate::model::TaskType;
+
+/// The row's name in the verification table.
+pub const CHECK_NAME: &str = "Reproduction";
+
+/// What the reproduction found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reproduction {
+    /// Whether a missing reproduction blocks completion.
+    pub required: bool,
+    /// The tests that fail on the base commit's code and pass at head.
+    pub fail_to_pass: Vec<String>,
+    /// How it was found, or why there is none.
+    pub note: String,
+}
+
+impl Reproduction {
+    pub fn passed(&self) -> bool {
+        !self.fail_to_pass.is_empty()
+    }
+
+    pub fn blocks(&self) -> bool {
+        self.required && !self.passed()
+    }
+
+    /// The verification table's row.
+    pub fn as_goal(&self) -> GoalResult {
+        let evidence = match self.passed() {
+            true => format!("fail → pass: {}", self.fail_to_pass.join(", ")),
+            false => self.note.clone(),
+        };
+        let mut row =
+            GoalResult::check(GoalLevel::TaskType, CHECK_NAME, "", self.passed(), evidence);
+        row.required = self.required;
+        row
+    }
+}
+
+/// Whether the run needs a reproduction, and how strictly: `None` when
+/// it does not apply (not a bug, switched off, or no tests to run by
+/// default).
+pub fn mode(config: &RepoConfig, task: TaskType) -> Option<ReproductionMode> {
+    if task != TaskType::Bug {
+        return None;
+    }
+    match config.reproduction {
+        Some(ReproductionMode::Off) => None,
+        Some(mode) => Some(mode),
+        None => (!test_goals(config).is_empty()).then_some(ReproductionMode::Required),
+    }
+}
+
+/// The `tests_pass` goals a bug is verified with.
+pub fn test_goals(config: &RepoConfig) -> Vec<&GoalSpec> {
+    let rules = config.task_types.get(&TaskType::Bug);
+    config
+        .dod
+        .iter()
+        .chain(rules.into_iter().flat_map(|r| r.goals.iter()))
+        .filter(|g| matches!(g.kind, GoalKind::TestsPass { .. }))
+        .collect()
+}
+
+/// The test files the change added or modified (and that still exist):
+/// what is copied onto the base commit's code.
+pub fn changed_tests(
+    kinds: &FileKinds,
+    artifacts: &Artifacts,
+    head: &std::path::Path,
+) -> Vec<String> {
+    artifacts
+        .all_files()
+        .map(|f| f.path.clone())
+        .filter(|p| kinds.is_test(p) && is_regular_file(&head.join(p)))
+        .collect()
+}
+
+/// A regular file, not followed through a symlink (a link the agent made
+/// must not carry another file onto the base worktree).
+fn is_regular_file(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// The verdict from the test goals run on the base code with the head's
+/// tests (`at_base`) and the same goals at head: the named tests of a goal
+/// that fails at base and passes at head.
+pub fn conclude(required: bool, at_base: &[GoalResult], at_head: &[GoalResult]) -> Reproduction {
+    let passing_at_head = |base: &GoalResult| {
+        at_head
+            .iter()
+            .any(|g| g.goal_type == base.goal_type && g.target == base.target && g.passed)
+    };
+    let mut fail_to_pass: Vec<String> = at_base
+        .iter()
+        .filter(|g| g.goal_type == "tests_pass" && passing_at_head(g))
+        .flat_map(|g| g.failures.iter())
+        .filter(|f| f.test.is_some())
+        .map(failure_id)
+        .collect();
+    fail_to_pass.sort();
+    fail_to_pass.dedup();
+    let note = if !fail_to_pass.is_empty() {
+        "the head's tests fail on the base commit's code and pass with the change".to_owned()
+    } else if at_head
+        .iter()
+        .any(|g| g.goal_type == "tests_pass" && !g.passed)
+    {
+        "not yet: the tests do not pass at head".to_owned()
+    } else {
+        "no test reproduces the bug: every test also passes on the base commit's code; \
+         add a test that reproduces the bug (fails before the fix, passes after)"
+            .to_owned()
+    };
+    Reproduction {
+        required,
+        fail_to_pass,
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fingerprint::parse_failures;
+
+    fn goal(command: &str, output: Option<&str>) -> GoalResult {
+        let mut g = GoalResult::check(
+            GoalLevel::Dod,
+            "tests_pass",
+            command,
+            output.is_none(),
+            String::new(),
+        );
+        g.failures = output.map_or(Vec::new(), |o| parse_failures(command, o, None));
+        g
+    }
+
+    #[test]
+    fn a_test_failing_on_base_code_and_passing_at_head_is_the_reproduction() {
+        let cmd = "sh run_tests.sh";
+        let at_base = [goal(
+            cmd,
+            Some("ok 1 - tests/existing.sh\nnot ok 2 - tests/add.sh\n"),
+        )];
+        let r = conclude(true, &at_base, &[goal(cmd, None)]);
+        assert!(r.passed() && !r.blocks(), "{r:?}");
+        assert_eq!(r.fail_to_pass, vec!["tests/add.sh"]);
+        assert_eq!(r.as_goal().name(), "Reproduction");
+
+        let none = conclude(true, &[goal(cmd, None)], &[goal(cmd, None)]);
+        assert!(none.blocks());
+        assert!(none.note.contains("reproduce"), "{}", none.note);
+        assert!(!conclude(false, &[], &[goal(cmd, None)]).blocks());
+
+        let failing = goal(cmd, Some("not ok 1 - tests/add.sh\n"));
+        let not_yet = conclude(true, &at_base, &[failing]);
+        assert!(not_yet.blocks() && not_yet.note.contains("not yet"));
+    }
+}

@@ -1,0 +1,182 @@
+//! The baseline, strictly: a failure of a required goal blocks completion
+//! whether or not it was already there at the base commit, because a test
+//! that fails at base is very often the bug itself. The repository may
+//! tolerate failures present at base — all of them (`baseline.tolerate:
+//! preexisting`) or the ones it lists (`listed` with `known_failures`) —
+//! and every tolerated failure stays visible where reviewers read.
+//!
+//! This module only sorts failures; it never hides one.
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use super::baseline::Baseline;
+use super::fingerprint::Failure;
+use super::goals::GoalResult;
+use super::paths::PatternError;
+use crate::config::repo::{BaselineConfig, Tolerate};
+
+/// The failures of required goals, sorted against the baseline.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sorted {
+    /// Not there at the base commit.
+    pub new: Vec<Failure>,
+    /// There at the base commit and not tolerated: they block.
+    pub since_base: Vec<Failure>,
+    /// There at the base commit and tolerated by the repository's choice.
+    pub tolerated: Vec<Failure>,
+}
+
+/// The repository's tolerance.
+#[derive(Debug, Clone)]
+pub struct Tolerance {
+    mode: Tolerate,
+    known: GlobSet,
+}
+
+impl Tolerance {
+    pub fn new(config: &BaselineConfig) -> Result<Tolerance, PatternError> {
+        let mut known = GlobSetBuilder::new();
+        for pattern in &config.known_failures {
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(false)
+                .build()
+                .map_err(|e| PatternError {
+                    pattern: pattern.clone(),
+                    reason: e.kind().to_string(),
+                })?;
+            known.add(glob);
+        }
+        let known = known.build().map_err(|e| PatternError {
+            pattern: config.known_failures.join(", "),
+            reason: e.to_string(),
+        })?;
+        Ok(Tolerance {
+            mode: config.tolerate,
+            known,
+        })
+    }
+
+    /// Whether a failure that was there at base is tolerated.
+    fn tolerates(&self, failure: &Failure) -> bool {
+        match self.mode {
+            Tolerate::None => false,
+            Tolerate::Preexisting => true,
+            Tolerate::Listed => failure
+                .test
+                .as_deref()
+                .is_some_and(|id| self.known.is_match(id)),
+        }
+    }
+
+    /// Sorts `current` (the failures of required goals).
+    pub fn sort<'a>(
+        &self,
+        baseline: &Baseline,
+        current: impl IntoIterator<Item = &'a Failure>,
+    ) -> Sorted {
+        let mut sorted = Sorted::default();
+        for failure in current {
+            let bucket = match (
+                baseline.contains(&failure.fingerprint),
+                self.tolerates(failure),
+            ) {
+                (false, _) => &mut sorted.new,
+                (true, false) => &mut sorted.since_base,
+                (true, true) => &mut sorted.tolerated,
+            };
+            if !bucket.iter().any(|f| f.fingerprint == failure.fingerprint) {
+                bucket.push(failure.clone());
+            }
+        }
+        sorted
+    }
+}
+
+/// The named tests that failed at base and no longer fail: the same goal
+/// ran at head and the test is not among its failures. Unnamed failures (a
+/// build error) are never counted as fixed.
+pub fn fixed_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure> {
+    let mut fixed = Vec::new();
+    for base in &baseline.goals {
+        let Some(now) = head
+            .iter()
+            .find(|g| g.goal_type == base.goal_type && g.target == base.target && !g.not_runnable)
+        else {
+            continue;
+        };
+        fixed.extend(
+            base.failures
+                .iter()
+                .filter(|b| b.test.is_some())
+                .filter(|b| !now.failures.iter().any(|c| c.test == b.test))
+                .cloned(),
+        );
+    }
+    fixed
+}
+
+/// A failure's id as reviewers read it: the test, else its summary.
+pub fn failure_id(failure: &Failure) -> String {
+    failure.test.clone().unwrap_or_else(|| failure.summary())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failures(command: &str, output: &str) -> Vec<Failure> {
+        crate::engine::fingerprint::parse_failures(command, output, None)
+    }
+
+    fn goal(command: &str, output: &str) -> GoalResult {
+        use crate::engine::goals::GoalLevel;
+        let mut g = GoalResult::check(GoalLevel::Dod, "tests_pass", command, false, String::new());
+        g.failures = failures(command, output);
+        g
+    }
+
+    fn config(tolerate: Tolerate, known: &[&str]) -> BaselineConfig {
+        BaselineConfig {
+            tolerate,
+            known_failures: known.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn strict_by_default_a_failure_present_at_base_still_blocks() {
+        let out = "not ok 1 - tests/add.sh\nnot ok 2 - tests/legacy.sh\n";
+        let at_base = failures("sh run_tests.sh", out);
+        let baseline = Baseline {
+            base_commit: "b".into(),
+            failures: at_base.clone(),
+            goals: vec![goal("sh run_tests.sh", out)],
+        };
+        let now = failures(
+            "sh run_tests.sh",
+            "ok 1 - tests/add.sh\nnot ok 2 - tests/legacy.sh\n",
+        );
+        let strict = Tolerance::new(&config(Tolerate::None, &[])).unwrap();
+        let sorted = strict.sort(&baseline, &now);
+        assert_eq!(sorted.since_base.len(), 1, "{sorted:?}");
+        assert!(sorted.new.is_empty() && sorted.tolerated.is_empty());
+
+        let all = Tolerance::new(&config(Tolerate::Preexisting, &[])).unwrap();
+        assert_eq!(all.sort(&baseline, &now).tolerated.len(), 1);
+
+        let listed = Tolerance::new(&config(Tolerate::Listed, &["tests/legacy*"])).unwrap();
+        assert_eq!(listed.sort(&baseline, &now).tolerated.len(), 1);
+        let other = Tolerance::new(&config(Tolerate::Listed, &["tests/other.sh"])).unwrap();
+        assert_eq!(other.sort(&baseline, &now).since_base.len(), 1);
+
+        let head = [goal(
+            "sh run_tests.sh",
+            "ok 1 - tests/add.sh\nnot ok 2 - tests/legacy.sh\n",
+        )];
+        let fixed = fixed_since_base(&baseline, &head);
+        assert_eq!(
+            fixed.iter().map(failure_id).collect::<Vec<_>>(),
+            vec!["tests/add.sh"]
+        );
+        assert!(fixed_since_base(&baseline, &[goal("other", "")]).is_empty());
+    }
+}
