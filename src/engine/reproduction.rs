@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use super::artifacts::Artifacts;
 use super::file_kinds::FileKinds;
 use super::goals::{GoalLevel, GoalResult};
-use super::tolerance::failure_id;
 use crate::config::repo::{GoalKind, GoalSpec, RepoConfig, ReproductionMode};
 use crate::model::TaskType;
 
@@ -102,36 +101,46 @@ fn is_regular_file(path: &std::path::Path) -> bool {
 /// tests (`at_base`) and the same goals at head: the named tests of a goal
 /// that fails at base and passes at head.
 pub fn conclude(required: bool, at_base: &[GoalResult], at_head: &[GoalResult]) -> Reproduction {
-    let passing_at_head = |base: &GoalResult| {
+    let head_of = |base: &GoalResult| {
         at_head
             .iter()
-            .any(|g| g.goal_type == base.goal_type && g.target == base.target && g.passed)
+            .find(|g| g.goal_type == base.goal_type && g.target == base.target && g.passed)
     };
     let mut fail_to_pass: Vec<String> = at_base
         .iter()
-        .filter(|g| g.goal_type == "tests_pass" && passing_at_head(g))
-        .flat_map(|g| g.failures.iter())
-        .filter(|f| f.test.is_some())
-        .map(failure_id)
+        .filter(|g| g.goal_type == "tests_pass")
+        .filter_map(|g| head_of(g).map(|head| (g, head)))
+        .flat_map(|(base, head)| {
+            base.failures
+                .iter()
+                .filter_map(|f| f.test.clone())
+                .filter(|id| head.passed_tests.contains(id))
+        })
         .collect();
     fail_to_pass.sort();
     fail_to_pass.dedup();
-    let note = if !fail_to_pass.is_empty() {
+    Reproduction {
+        required,
+        note: note(&fail_to_pass, at_head),
+        fail_to_pass,
+    }
+}
+
+/// How the reproduction was found, or why there is none.
+fn note(fail_to_pass: &[String], at_head: &[GoalResult]) -> String {
+    let tests = || at_head.iter().filter(|g| g.goal_type == "tests_pass");
+    if !fail_to_pass.is_empty() {
         "the head's tests fail on the base commit's code and pass with the change".to_owned()
-    } else if at_head
-        .iter()
-        .any(|g| g.goal_type == "tests_pass" && !g.passed)
-    {
+    } else if tests().any(|g| !g.passed) {
         "not yet: the tests do not pass at head".to_owned()
+    } else if tests().all(|g| g.passed_tests.is_empty()) {
+        "the tests pass, but their output names no passing test, so no test can be shown to \
+         reproduce the bug; run them verbosely (pytest -v, python -m unittest -v, go test -v, TAP)"
+            .to_owned()
     } else {
         "no test reproduces the bug: every test also passes on the base commit's code; \
          add a test that reproduces the bug (fails before the fix, passes after)"
             .to_owned()
-    };
-    Reproduction {
-        required,
-        fail_to_pass,
-        note,
     }
 }
 
@@ -152,6 +161,12 @@ mod tests {
         g
     }
 
+    fn passing(command: &str, output: &str) -> GoalResult {
+        let mut g = goal(command, None);
+        g.passed_tests = crate::engine::fingerprint::passed_tests(output);
+        g
+    }
+
     #[test]
     fn a_test_failing_on_base_code_and_passing_at_head_is_the_reproduction() {
         let cmd = "sh run_tests.sh";
@@ -159,15 +174,27 @@ mod tests {
             cmd,
             Some("ok 1 - tests/existing.sh\nnot ok 2 - tests/add.sh\n"),
         )];
-        let r = conclude(true, &at_base, &[goal(cmd, None)]);
+        let head = passing(cmd, "ok 1 - tests/existing.sh\nok 2 - tests/add.sh\n");
+        let r = conclude(true, &at_base, std::slice::from_ref(&head));
         assert!(r.passed() && !r.blocks(), "{r:?}");
         assert_eq!(r.fail_to_pass, vec!["tests/add.sh"]);
         assert_eq!(r.as_goal().name(), "Reproduction");
 
-        let none = conclude(true, &[goal(cmd, None)], &[goal(cmd, None)]);
+        // The failing test was deleted (or skipped): the tests pass, but it
+        // did not run, so it reproduces nothing.
+        let deleted = passing(cmd, "ok 1 - tests/existing.sh\n");
+        assert!(conclude(true, &at_base, &[deleted]).blocks());
+        let silent = conclude(true, &at_base, &[goal(cmd, None)]);
+        assert!(
+            silent.blocks() && silent.note.contains("verbos"),
+            "{}",
+            silent.note
+        );
+
+        let none = conclude(true, &[goal(cmd, None)], std::slice::from_ref(&head));
         assert!(none.blocks());
         assert!(none.note.contains("reproduce"), "{}", none.note);
-        assert!(!conclude(false, &[], &[goal(cmd, None)]).blocks());
+        assert!(!conclude(false, &[], &[head]).blocks());
 
         let failing = goal(cmd, Some("not ok 1 - tests/add.sh\n"));
         let not_yet = conclude(true, &at_base, &[failing]);

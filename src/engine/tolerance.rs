@@ -92,11 +92,32 @@ impl Tolerance {
     }
 }
 
-/// The named tests that failed at base and no longer fail: the same goal
-/// ran at head and the test is not among its failures. Unnamed failures (a
-/// build error) are never counted as fixed.
+/// The named tests that failed at base and pass now: the same goal ran at
+/// head and names the test among its passes.
 pub fn fixed_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure> {
-    let mut fixed = Vec::new();
+    since_base_where(baseline, head, |now, id| {
+        now.passed_tests.iter().any(|p| p == id)
+    })
+}
+
+/// The named tests that failed at base and neither fail nor pass now: the
+/// same goal ran at head, but the test did not (deleted or skipped), or
+/// its output names no passes, so it cannot be shown fixed. They block.
+pub fn vanished_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure> {
+    since_base_where(baseline, head, |now, id| {
+        !now.passed_tests.iter().any(|p| p == id)
+            && !now.failures.iter().any(|c| c.test.as_deref() == Some(id))
+    })
+}
+
+/// The named failures of each baseline goal that `keep` selects against
+/// the same goal at head (goals that could not run at head are skipped).
+fn since_base_where(
+    baseline: &Baseline,
+    head: &[GoalResult],
+    keep: impl Fn(&GoalResult, &str) -> bool,
+) -> Vec<Failure> {
+    let mut found = Vec::new();
     for base in &baseline.goals {
         let Some(now) = head
             .iter()
@@ -104,15 +125,24 @@ pub fn fixed_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure
         else {
             continue;
         };
-        fixed.extend(
+        found.extend(
             base.failures
                 .iter()
-                .filter(|b| b.test.is_some())
-                .filter(|b| !now.failures.iter().any(|c| c.test == b.test))
+                .filter(|b| b.test.as_deref().is_some_and(|id| keep(now, id)))
                 .cloned(),
         );
     }
-    fixed
+    found
+}
+
+impl Tolerance {
+    /// The failures of `failures` this tolerance does not excuse.
+    pub fn untolerated(&self, failures: Vec<Failure>) -> Vec<Failure> {
+        failures
+            .into_iter()
+            .filter(|f| !self.tolerates(f))
+            .collect()
+    }
 }
 
 /// A failure's id as reviewers read it: the test, else its summary.
@@ -132,6 +162,7 @@ mod tests {
         use crate::engine::goals::GoalLevel;
         let mut g = GoalResult::check(GoalLevel::Dod, "tests_pass", command, false, String::new());
         g.failures = failures(command, output);
+        g.passed_tests = crate::engine::fingerprint::passed_tests(output);
         g
     }
 
@@ -178,5 +209,20 @@ mod tests {
             vec!["tests/add.sh"]
         );
         assert!(fixed_since_base(&baseline, &[goal("other", "")]).is_empty());
+        assert!(vanished_since_base(&baseline, &head).is_empty());
+
+        // tests/add.sh no longer runs at all: deleted, or skipped.
+        let gone = [goal(
+            "sh run_tests.sh",
+            "not ok 1 - tests/legacy.sh\nok 2 - tests/add.sh # SKIP\n",
+        )];
+        assert!(fixed_since_base(&baseline, &gone).is_empty());
+        assert_eq!(
+            vanished_since_base(&baseline, &gone)
+                .iter()
+                .map(failure_id)
+                .collect::<Vec<_>>(),
+            vec!["tests/add.sh"]
+        );
     }
 }

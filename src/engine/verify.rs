@@ -22,7 +22,7 @@ use super::goals::{self, GoalContext, GoalResult, GoalSettings};
 use super::reproduction::Reproduction;
 use super::scope::{self, ScopeVerdict};
 use super::task_rules;
-use super::tolerance::{Sorted, Tolerance, failure_id, fixed_since_base};
+use super::tolerance::{Sorted, Tolerance, failure_id, fixed_since_base, vanished_since_base};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
 use crate::config::repo::{GoalSpec, RepoConfig};
@@ -150,13 +150,19 @@ pub fn conclude(
             .filter(|g| g.required)
             .flat_map(|g| g.failures.iter()),
     );
+    let vanished = tolerance.untolerated(vanished_since_base(ctx.baseline, &goals));
     let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
-    let (reasons, blocking) = blocking(&missing_artifacts, &goals, &sorted, &scope);
+    let (mut reasons, mut blocking) = blocking(&missing_artifacts, &goals, &sorted, &scope);
+    if !vanished.is_empty() {
+        reasons.push(vanished_reason(&vanished));
+        blocking.extend(vanished.iter().cloned());
+    }
     let evidence = goals
         .iter()
         .filter(|g| !g.passed)
         .map(|g| format!("{}: {}", g.name(), g.evidence))
         .chain(scope.reasons())
+        .chain((!sorted.since_base.is_empty()).then(|| since_base_reason(&sorted.since_base)))
         .collect();
     let observation = Observation {
         iteration,
@@ -227,6 +233,16 @@ fn blocking(
     reasons.extend(scope.reasons());
     blocking.extend(scope.failures());
     (reasons, blocking)
+}
+
+/// Why tests that failed at base and no longer run block.
+fn vanished_reason(failures: &[Failure]) -> String {
+    let ids: Vec<String> = failures.iter().map(failure_id).collect();
+    format!(
+        "no longer run: {} (failed on the base commit and is neither failing nor passing now: \
+         deleted or skipped, or the test output names no passing tests)",
+        ids.join(", ")
+    )
 }
 
 /// Why failures already there at base block, and how a maintainer tolerates

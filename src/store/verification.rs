@@ -326,6 +326,7 @@ pub async fn goal_results(
                 duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
                 evidence: r.try_get("evidence")?,
                 failures: Vec::new(),
+                passed_tests: Vec::new(),
             })
         })
         .collect()

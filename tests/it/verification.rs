@@ -1184,6 +1184,7 @@ mod persistence {
             duration_ms: 42,
             evidence: evidence.into(),
             failures: Vec::new(),
+            passed_tests: Vec::new(),
             not_runnable: false,
             tolerated: false,
         }

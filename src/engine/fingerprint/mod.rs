@@ -12,9 +12,11 @@ mod generic;
 mod go;
 mod jest;
 pub mod normalize;
+mod passed;
 mod pytest;
 mod tap;
 
+pub use passed::passed_tests;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

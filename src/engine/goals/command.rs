@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{GoalContext, GoalLevel, GoalResult, list};
 use crate::agent::process::{self, ProcessSpec};
 use crate::config::repo::GoalSpec;
-use crate::engine::fingerprint::parse_failures;
+use crate::engine::fingerprint::{parse_failures, passed_tests};
 
 pub(super) async fn run(
     ctx: GoalContext<'_>,
@@ -29,6 +29,7 @@ pub(super) async fn run(
             return result;
         }
     };
+    result.passed_tests = passed_tests(&output.combined());
     if output.success() {
         result.passed = true;
         result.evidence = "exit 0".into();

@@ -88,6 +88,11 @@ pub struct GoalResult {
     pub evidence: String,
     /// Fingerprinted failures of a failed command goal.
     pub failures: Vec<Failure>,
+    /// The tests a command goal's output names as passed (see
+    /// `fingerprint::passed_tests`): what tells a fixed test from a deleted
+    /// or skipped one.
+    #[serde(default)]
+    pub passed_tests: Vec<String>,
     /// The goal could not be evaluated at all (command missing, timed out,
     /// bad pattern): a baseline with such a goal is refused.
     pub not_runnable: bool,
@@ -117,6 +122,7 @@ impl GoalResult {
             duration_ms: 0,
             evidence,
             failures: Vec::new(),
+            passed_tests: Vec::new(),
             not_runnable: false,
             tolerated: false,
         }
@@ -132,6 +138,7 @@ impl GoalResult {
             duration_ms: 0,
             evidence: String::new(),
             failures: Vec::new(),
+            passed_tests: Vec::new(),
             not_runnable: false,
             tolerated: false,
         }

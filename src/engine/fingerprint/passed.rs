@@ -1,0 +1,81 @@
+//! The tests a run reports as passed, by name, for the formats that name
+//! them: TAP, unittest (`-v`), pytest (`-v` or `-rA`), `cargo test`, and
+//! `go test -v`. Named passes are what tells a test that now passes from a
+//! test that was deleted or skipped: a failing test only counts as fixed,
+//! or as the reproduction of a bug, when it ran and passed.
+//!
+//! Names are given in the form the failure parsers give them, so the two
+//! can be compared.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::normalize::{re, strip_ansi};
+
+static TAP: LazyLock<Regex> = LazyLock::new(|| re(r"^ok \d+(?: -)? (.+?)\s*$"));
+static UNITTEST: LazyLock<Regex> = LazyLock::new(|| re(r"^(\w+) \(([\w.]+)\) \.\.\. ok$"));
+static PYTEST_VERBOSE: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+::\S+) PASSED"));
+static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| re(r"^PASSED (\S+)"));
+static CARGO: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\. ok$"));
+static GO: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- PASS: (\S+)"));
+
+/// The names of the tests `output` reports as passed (skipped and TODO
+/// tests are not passed).
+pub fn passed_tests(output: &str) -> Vec<String> {
+    let text = strip_ansi(output);
+    let mut names: Vec<String> = text
+        .lines()
+        .map(str::trim_end)
+        .filter_map(passed_name)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn passed_name(line: &str) -> Option<String> {
+    if let Some(c) = TAP.captures(line) {
+        let rest = &c[1];
+        if rest.contains("# SKIP") || rest.contains("# TODO") || rest.contains("# skip") {
+            return None;
+        }
+        return Some(rest.split(" # ").next().unwrap_or(rest).trim().to_owned());
+    }
+    if let Some(c) = UNITTEST.captures(line) {
+        let (method, id) = (&c[1], &c[2]);
+        return Some(match id.ends_with(method) {
+            true => id.to_owned(),
+            false => format!("{id}.{method}"),
+        });
+    }
+    [&*PYTEST_VERBOSE, &*PYTEST_SUMMARY, &*CARGO, &*GO]
+        .iter()
+        .find_map(|r| r.captures(line).map(|c| c[1].to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_are_named_as_the_failure_parsers_name_failures() {
+        let tap = "1..3\nok 1 - tests/add.sh\nnot ok 2 - tests/b.sh\nok 3 - tests/c.sh # SKIP not today\n";
+        assert_eq!(passed_tests(tap), ["tests/add.sh"]);
+        let unittest = "test_add (test_calc.CalcTest.test_add) ... ok\ntest_legacy (test_calc.CalcTest.test_legacy) ... FAIL\ntest_old (test_calc.CalcTest) ... ok\ntest_skip (test_calc.CalcTest.test_skip) ... skipped 'no'\n";
+        assert_eq!(
+            passed_tests(unittest),
+            ["test_calc.CalcTest.test_add", "test_calc.CalcTest.test_old"]
+        );
+        let pytest = "test_calc.py::test_add PASSED  [ 50%]\ntest_calc.py::test_neg FAILED [100%]\nPASSED test_calc.py::test_sub\n";
+        assert_eq!(
+            passed_tests(pytest),
+            ["test_calc.py::test_add", "test_calc.py::test_sub"]
+        );
+        let cargo = "test parser::tests::empty ... ok\ntest parser::tests::big ... FAILED\n";
+        assert_eq!(passed_tests(cargo), ["parser::tests::empty"]);
+        let go = "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\n--- FAIL: TestSub (0.00s)\n";
+        assert_eq!(passed_tests(go), ["TestAdd"]);
+        assert!(passed_tests("....\nOK\n").is_empty());
+    }
+}
