@@ -44,6 +44,8 @@ pub struct RunData {
     pub deliverable_posted: bool,
     /// Verified, pull request open, closing when it merges (`close_on: merged`).
     pub awaiting_merge: bool,
+    /// The issue of a done run was closed (the last write of a done run).
+    pub issue_closed: bool,
     /// A problem with the configured project board, reported once.
     pub board_problem: Option<String>,
     /// The last status comment body written, to skip no-op edits.

@@ -63,21 +63,44 @@ impl Engine {
         self.runs.save(ctx).await
     }
 
-    /// Closes the issue as completed: `phase:complete`, state `done`.
+    /// Ends the run as done, in the order a reader of the issue needs: the
+    /// `phase:complete` label and the final (✅) status comment first, then
+    /// the issue closed as completed — a closed issue never shows a status
+    /// that is still verifying. A close that fails after the state was saved
+    /// is finished by the run's next step ([`Self::close_done`]).
     pub(super) async fn complete(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        ctx.client
-            .close_issue(ctx.repo(), ctx.issue(), StateReason::Completed)
-            .await?;
         self.status.set_phase(ctx, Phase::Complete).await?;
         ctx.run.state = RunState::Done;
         ctx.run.outcome = Some(Outcome::Completed);
         ctx.data.awaiting_merge = false;
         self.runs.save(ctx).await?;
         self.status.publish(ctx).await?;
+        self.close_done(ctx).await?;
         if let Some(w) = ctx.data.worktree.as_ref() {
             self.workspace.remove(w, &ctx.run.id).await;
         }
         Ok(())
+    }
+
+    /// Closes the issue of a done run, once.
+    pub(super) async fn close_done(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if ctx.data.issue_closed {
+            return Ok(());
+        }
+        ctx.client
+            .close_issue(ctx.repo(), ctx.issue(), StateReason::Completed)
+            .await?;
+        ctx.data.issue_closed = true;
+        self.runs.save(ctx).await
+    }
+
+    /// The `merged` step: the run's pull request was merged while the run
+    /// waited for it (`close_on: merged`).
+    pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        match ctx.data.awaiting_merge {
+            true => self.complete(ctx).await,
+            false => Ok(()),
+        }
     }
 
     /// Opens the pull request for the run's branch, or updates the open one.

@@ -41,7 +41,9 @@ impl StatusPublisher {
     }
 
     /// Moves the run to `phase`: the row first, then the one `phase:*`
-    /// label, then the board.
+    /// label, then the board. Every other `phase:*` label the issue carries
+    /// is taken off, not only the one this run remembers, so the issue shows
+    /// exactly one phase even after two steps raced or a write half-failed.
     pub async fn set_phase(&self, ctx: &mut RunContext, phase: Phase) -> Result<(), EngineError> {
         ctx.run.phase = phase;
         self.runs().save(ctx).await?;
@@ -49,14 +51,14 @@ impl StatusPublisher {
             return Ok(());
         }
         let (repo, number) = (ctx.repo().clone(), ctx.issue());
-        ctx.client
-            .add_labels(&repo, number, &[&phase.issue_label()])
-            .await?;
-        if let Some(old) = ctx.data.phase_label.replace(phase) {
-            ctx.client
-                .remove_label(&repo, number, &old.issue_label())
-                .await?;
+        let label = phase.issue_label();
+        ctx.client.add_labels(&repo, number, &[&label]).await?;
+        let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
+        let others = Phase::ALL.iter().map(|p| p.issue_label()).filter(|l| *l != label);
+        for other in others.filter(|l| on_issue.contains(l)) {
+            ctx.client.remove_label(&repo, number, &other).await?;
         }
+        ctx.data.phase_label = Some(phase);
         self.runs().save(ctx).await?;
         self.sync_board(ctx, phase).await
     }

@@ -73,16 +73,21 @@ pub enum Step {
     /// `awaiting_response` and iterate. A step of the run's own (queued
     /// behind the step that asked), so the two never write the run at once.
     Resume,
+    /// The run's pull request was merged (`close_on: merged`): close the
+    /// issue. Queued by the delivery, run as the run's own step, so it never
+    /// races the `finish` step that opened the pull request.
+    Merged,
 }
 
 /// Which state each step acts in: a step whose run is in another state does
 /// nothing (it was queued twice, or the run moved on). Reconciliation reads
 /// the same table the other way round.
-const STEP_STATES: [(Step, RunState); 4] = [
+const STEP_STATES: [(Step, RunState); 5] = [
     (Step::Start, RunState::Queued),
     (Step::Iterate, RunState::Running),
     (Step::Finish, RunState::Verifying),
     (Step::Resume, RunState::AwaitingResponse),
+    (Step::Merged, RunState::Verifying),
 ];
 
 impl Step {
@@ -277,6 +282,9 @@ impl Engine {
         if ctx.run.state == RunState::Failed && !ctx.data.diagnosis_posted {
             return self.report_failure(&mut ctx).await;
         }
+        if ctx.run.state == RunState::Done && !ctx.data.issue_closed {
+            return self.close_done(&mut ctx).await;
+        }
         if step == Step::Iterate
             && ctx.run.state == RunState::AwaitingResponse
             && ctx.data.question_posted != Some(ctx.run.iteration)
@@ -291,6 +299,7 @@ impl Engine {
             Step::Iterate => self.iterate(&mut ctx).await,
             Step::Finish => self.finish(&mut ctx).await,
             Step::Resume => self.resume(&mut ctx).await,
+            Step::Merged => self.merged(&mut ctx).await,
         }
     }
 }

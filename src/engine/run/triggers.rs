@@ -109,14 +109,11 @@ impl Engine {
             }
             Event::PullRequest {
                 action: PullRequestAction::Closed,
-                installation: Some(installation),
+                installation: Some(_),
                 repo,
                 pull,
                 ..
-            } if pull.merged => {
-                self.on_merged(*installation, &repo.name, &pull.head_ref)
-                    .await
-            }
+            } if pull.merged => self.on_merged(&repo.name, &pull.head_ref).await,
             _ => Ok("not an engine event".to_owned()),
         }
     }
@@ -159,7 +156,6 @@ impl Engine {
 
     async fn on_merged(
         &self,
-        installation: InstallationId,
         repo: &RepoName,
         head: &str,
     ) -> Result<String, EngineError> {
@@ -172,10 +168,10 @@ impl Engine {
         if !self.awaiting_merge(&run)? {
             return Ok("merged pull request: the run does not wait for it".to_owned());
         }
-        let client = self.github.client(installation).await?;
-        let mut ctx = super::RunContext::load_lenient(run, client, &self.agents.names())?;
-        self.complete(&mut ctx).await?;
-        Ok("pull request merged: issue closed".to_owned())
+        // The run's own step closes it: the `finish` step may still be
+        // writing the run (it opened the pull request a moment ago).
+        self.runs.enqueue(&run.id, Step::Merged).await?;
+        Ok(format!("pull request merged: run {} closes the issue", run.id))
     }
 
     /// Starts a run for the issue, or restarts an ended one (`restart`: a
