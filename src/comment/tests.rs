@@ -139,6 +139,39 @@ fn snapshot_status_awaiting_response() {
     insta::assert_snapshot!(status_comment(&view));
 }
 
+/// The verification table with the baseline spelled out: a failure that
+/// was there at base and blocks, one the repository tolerates (its goal
+/// shown as tolerated, never as passed), the tests fixed since base, and
+/// the bug's reproduction.
+#[test]
+fn snapshot_status_with_the_baseline_spelled_out() {
+    let mut v = verification();
+    v.goals[1] = goal(
+        "tests_pass: python3 -m unittest -v",
+        GoalStatus::Tolerated,
+        true,
+        "exit 1; failing: test_calc.CalcTest.test_legacy",
+    );
+    v.goals.push(goal(
+        "Reproduction",
+        GoalStatus::Passed,
+        true,
+        "fail → pass: test_calc.CalcTest.test_add, test_calc.CalcTest.test_add_negative",
+    ));
+    v.baseline = Some(BaselineRow {
+        new_failures: vec![],
+        already_failing: 2,
+        failing_since_base: vec!["test_calc.CalcTest.test_add_negative".to_owned()],
+        tolerated: vec!["test_calc.CalcTest.test_legacy".to_owned()],
+        fixed_since_base: vec!["test_calc.CalcTest.test_add".to_owned()],
+    });
+    let view = StatusView {
+        verification: Some(v),
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
 #[test]
 fn snapshot_status_review() {
     let mut v = verification();
@@ -243,6 +276,7 @@ fn snapshot_diagnosis_convergence() {
             },
         ],
         last_evidence: Some(FAILING_TEST.to_owned()),
+        failing_since_base: vec!["test_calc.CalcTest.test_legacy".to_owned()],
         dashboard_url: Some("https://closer.example.com/runs/run-7f3a9c".to_owned()),
     };
     insta::assert_snapshot!(diagnosis_comment(&d));
@@ -272,6 +306,7 @@ fn snapshot_diagnosis_other_reasons() {
                 fingerprints: vec![],
                 stages: vec![],
                 last_evidence: None,
+                failing_since_base: vec![],
                 dashboard_url: None,
             })
         })
@@ -725,6 +760,7 @@ fn other_texts_stay_within_the_limit() {
             50
         ],
         last_evidence: Some(big.clone()),
+        failing_since_base: vec![medium.clone(); 1_000],
         dashboard_url: None,
     };
     let mut pr = pr_view();

@@ -96,6 +96,9 @@ pub struct DiagnosisView {
     pub stages: Vec<StageAttempt>,
     /// The last failing evidence (command output).
     pub last_evidence: Option<String>,
+    /// Tests that failed on the base commit too and still fail: the
+    /// maintainer may decide they are unrelated and tolerate them.
+    pub failing_since_base: Vec<String>,
     pub dashboard_url: Option<String>,
 }
 
@@ -136,6 +139,22 @@ pub fn diagnosis_comment(d: &DiagnosisView) -> String {
                 markdown::inline(&s.tried, 600)
             );
         }
+    }
+    if !d.failing_since_base.is_empty() {
+        let shown: Vec<String> = d
+            .failing_since_base
+            .iter()
+            .take(LIST_MAX)
+            .map(|t| markdown::inline(t, ITEM_MAX))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n**Failing since base:** {}. These failed on the base commit too, so closer does not \
+             count them as fixed. If they are unrelated to this issue, tolerate them in \
+             `.github/closer.yml` with `baseline: {{ tolerate: preexisting }}` (or list them under \
+             `baseline.known_failures` with `tolerate: listed`) and comment `/closer retry`.",
+            shown.join(", ")
+        );
     }
     if let Some(evidence) = d.last_evidence.as_deref().filter(|e| !e.trim().is_empty()) {
         let _ = write!(

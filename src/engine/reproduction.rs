@@ -98,13 +98,14 @@ fn is_regular_file(path: &std::path::Path) -> bool {
 }
 
 /// The verdict from the test goals run on the base code with the head's
-/// tests (`at_base`) and the same goals at head: the named tests of a goal
-/// that fails at base and passes at head.
+/// tests (`at_base`) and the same goals at head: the named tests that fail
+/// at base and that the same goal names as passed at head (a test that
+/// was deleted or skipped did not pass).
 pub fn conclude(required: bool, at_base: &[GoalResult], at_head: &[GoalResult]) -> Reproduction {
     let head_of = |base: &GoalResult| {
         at_head
             .iter()
-            .find(|g| g.goal_type == base.goal_type && g.target == base.target && g.passed)
+            .find(|g| g.goal_type == base.goal_type && g.target == base.target)
     };
     let mut fail_to_pass: Vec<String> = at_base
         .iter()

@@ -18,4 +18,5 @@ mod repo_config;
 mod security;
 mod store;
 mod stories;
+mod story_verified;
 mod verification;

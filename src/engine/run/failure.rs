@@ -10,10 +10,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::context::RunContext;
+use super::data::IterationRecord;
 use super::{Engine, EngineError};
 use crate::comment::{
     self, BudgetExceeded, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,
 };
+use crate::engine::tolerance::failure_id;
 use crate::model::{Outcome, Run, RunState, Stage};
 use crate::store::runs;
 
@@ -110,7 +112,8 @@ impl Engine {
             let failure = ctx.data.failure.clone().unwrap_or(RunFailure::Error {
                 message: "unknown".to_owned(),
             });
-            let body = comment::diagnosis_comment(&diagnosis(ctx, &failure));
+            let records = self.runs.records(&ctx.run.id).await?;
+            let body = comment::diagnosis_comment(&diagnosis(ctx, &failure, &records));
             self.status
                 .post_once_for_run(ctx, "diagnosis", &body)
                 .await?;
@@ -138,9 +141,11 @@ impl Engine {
     }
 }
 
-fn diagnosis(ctx: &RunContext, failure: &RunFailure) -> DiagnosisView {
+fn diagnosis(ctx: &RunContext, failure: &RunFailure, records: &[IterationRecord]) -> DiagnosisView {
     let convergence = &ctx.data.convergence;
-    let d = convergence.diagnosis(&[]);
+    let verification = records.last().and_then(|r| r.verification.as_ref());
+    let evidence: Vec<String> = verification.map_or(Vec::new(), |v| v.decision.reasons.clone());
+    let d = convergence.diagnosis(&evidence);
     let stages = [Stage::Normal, Stage::MinimalFix]
         .into_iter()
         .filter_map(|stage| {
@@ -150,10 +155,16 @@ fn diagnosis(ctx: &RunContext, failure: &RunFailure) -> DiagnosisView {
                 .filter(|h| h.stage == stage)
                 .map(|h| h.iteration)
                 .collect();
-            (!iterations.is_empty()).then(|| StageAttempt {
+            let tried = records
+                .iter()
+                .filter(|r| iterations.contains(&r.summary.iteration))
+                .map(|r| r.summary.brief())
+                .collect::<Vec<_>>()
+                .join("; ");
+            (!iterations.is_empty()).then_some(StageAttempt {
                 stage,
                 iterations,
-                tried: String::new(),
+                tried,
             })
         })
         .collect();
@@ -171,6 +182,9 @@ fn diagnosis(ctx: &RunContext, failure: &RunFailure) -> DiagnosisView {
             .collect(),
         stages,
         last_evidence: (!d.last_evidence.is_empty()).then(|| d.last_evidence.join("\n")),
+        failing_since_base: verification.map_or(Vec::new(), |v| {
+            v.since_base.iter().map(failure_id).collect()
+        }),
         dashboard_url: None,
     }
 }

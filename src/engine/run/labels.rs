@@ -54,7 +54,10 @@ impl StatusPublisher {
         let label = phase.issue_label();
         ctx.client.add_labels(&repo, number, &[&label]).await?;
         let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
-        let others = Phase::ALL.iter().map(|p| p.issue_label()).filter(|l| *l != label);
+        let others = Phase::ALL
+            .iter()
+            .map(|p| p.issue_label())
+            .filter(|l| *l != label);
         for other in others.filter(|l| on_issue.contains(l)) {
             ctx.client.remove_label(&repo, number, &other).await?;
         }

@@ -154,11 +154,7 @@ impl Engine {
         }
     }
 
-    async fn on_merged(
-        &self,
-        repo: &RepoName,
-        head: &str,
-    ) -> Result<String, EngineError> {
+    async fn on_merged(&self, repo: &RepoName, head: &str) -> Result<String, EngineError> {
         let Some(n) = branch_issue(head) else {
             return Ok("merged pull request: not closer's branch".to_owned());
         };
@@ -171,7 +167,10 @@ impl Engine {
         // The run's own step closes it: the `finish` step may still be
         // writing the run (it opened the pull request a moment ago).
         self.runs.enqueue(&run.id, Step::Merged).await?;
-        Ok(format!("pull request merged: run {} closes the issue", run.id))
+        Ok(format!(
+            "pull request merged: run {} closes the issue",
+            run.id
+        ))
     }
 
     /// Starts a run for the issue, or restarts an ended one (`restart`: a

@@ -48,6 +48,11 @@ pub const TEST_EXISTING: &str = "echo existing test passes\n";
 /// The default repository config of the stories.
 pub const CONFIG: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\n";
 
+/// How many closed issues the one-truth check looked at, over the whole
+/// test process (every story's `idle`).
+pub static FALSE_CLOSE_CHECKS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 pub struct Story {
     pub github: FakeGitHub,
     pub llm: FakeLlm,
@@ -72,16 +77,27 @@ impl Story {
     /// Everything running; the repository holds the shell project and
     /// `config` as `.github/closer.yml` (`None`: no file).
     pub async fn start(name: &str, config: Option<&str>) -> Story {
+        let files = [
+            ("run_tests.sh", RUN_TESTS),
+            ("calc.sh", CALC),
+            ("tests/existing.sh", TEST_EXISTING),
+        ];
+        Story::start_with_files(name, config, &files).await
+    }
+
+    /// Like [`Story::start`], with the repository holding `files` instead
+    /// of the shell project.
+    pub async fn start_with_files(
+        name: &str,
+        config: Option<&str>,
+        files: &[(&str, &str)],
+    ) -> Story {
         let db = TestDb::new(name).await;
         let store = db.store().await;
         let github = FakeGitHub::start().await;
         github.add_installation(INSTALLATION, "octo");
         let repo = github.add_repo(INSTALLATION, REPO);
-        let origin = Origin::with_files(&[
-            ("run_tests.sh", RUN_TESTS),
-            ("calc.sh", CALC),
-            ("tests/existing.sh", TEST_EXISTING),
-        ]);
+        let origin = Origin::with_files(files);
         github.set_clone_url(&repo, &origin.url);
         if let Some(text) = config {
             github.set_file(&repo, "main", ".github/closer.yml", text);
@@ -342,6 +358,7 @@ impl Story {
             .unwrap()
             .get("n");
             if pending == 0 {
+                self.assert_one_truth();
                 return;
             }
             match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
@@ -465,6 +482,51 @@ impl Story {
             .collect();
         assert_eq!(status.len(), 1, "exactly one status comment: {status:#?}");
         status.into_iter().next().unwrap()
+    }
+
+    /// The promise closer never breaks, checked whenever a story is idle:
+    /// an issue closed as completed under a status comment of closer's
+    /// shows that comment in its final state (done, no failed required
+    /// check, nothing left verifying) and exactly one phase label,
+    /// `phase:complete`. Counted in `FALSE_CLOSE_CHECKS` for the judgment
+    /// figures (docs/judgment.md).
+    pub fn assert_one_truth(&self) {
+        for issue in self.github.issues(&self.repo) {
+            if issue.state != "closed" || issue.state_reason.as_deref() != Some("completed") {
+                continue;
+            }
+            let number = IssueNumber(issue.number);
+            let Some(status) = self
+                .bot_comments(number)
+                .into_iter()
+                .find(|c| c.body.starts_with("<!-- closer:run="))
+            else {
+                continue;
+            };
+            FALSE_CLOSE_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let body = &status.body;
+            assert!(
+                body.contains("closer: done"),
+                "FALSE CLOSE: issue #{} closed under a status that is not done:\n{body}",
+                issue.number
+            );
+            assert!(
+                !body.contains("| ❌ failed | required |"),
+                "FALSE CLOSE: issue #{} closed with a failed required check:\n{body}",
+                issue.number
+            );
+            let phases: Vec<&String> = issue
+                .labels
+                .iter()
+                .filter(|l| l.starts_with("phase:"))
+                .collect();
+            assert_eq!(
+                phases,
+                ["phase:complete"],
+                "issue #{} closed with phase labels {phases:?}",
+                issue.number
+            );
+        }
     }
 
     pub fn labels(&self, number: IssueNumber) -> Vec<String> {

@@ -246,6 +246,17 @@ impl FakeGitHub {
         })
     }
 
+    /// Snapshots of every issue of a repository (pull requests included).
+    pub fn issues(&self, repo: &RepoName) -> Vec<FakeIssue> {
+        self.with(|st| {
+            st.repo(&repo.to_string())
+                .issues
+                .values()
+                .cloned()
+                .collect()
+        })
+    }
+
     /// A snapshot of an issue.
     pub fn issue(&self, repo: &RepoName, number: IssueNumber) -> FakeIssue {
         self.with(|st| st.repo(&repo.to_string()).issues[&number.0].clone())

@@ -1,0 +1,373 @@
+//! "Verified" means verified: stories that try to get an issue closed
+//! without the evidence — a partial fix of a bug whose test was already
+//! failing, an unrelated failure at base, a fix without a reproducing test,
+//! one failure that never goes away, and agents that lie — and the one
+//! story each ends in instead. Every story's `idle` also checks that no
+//! issue was closed under a status with a failed required check
+//! (`Story::assert_one_truth`).
+
+use closer::model::{RunState, Stage};
+use serde_json::{Value, json};
+
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, Story, commit};
+
+/// The issue's own example: `add` subtracts, and both of its tests fail on
+/// the default branch because of the bug.
+const CALC_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef legacy():\n    return 0\n";
+const TEST_CALC_PY: &str = "import unittest\n\nfrom calc import add\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_negative(self):\n        self.assertEqual(add(-1, 1), 0)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+/// The same, with a test of something else that fails at base too.
+const TEST_CALC_WITH_LEGACY_PY: &str = "import unittest\n\nfrom calc import add, legacy\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_negative(self):\n        self.assertEqual(add(-1, 1), 0)\n\n    def test_legacy(self):\n        self.assertEqual(legacy(), 1)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+const PY_CONFIG: &str = "dod:\n  - { type: tests_pass, command: \"python3 -m unittest -v\" }\n";
+const GITIGNORE: &str = "__pycache__/\n";
+
+async fn python_story(name: &str, config: &str, tests: &str) -> Story {
+    let files = [
+        ("calc.py", CALC_PY),
+        ("test_calc.py", tests),
+        (".gitignore", GITIGNORE),
+    ];
+    Story::start_with_files(name, Some(config), &files).await
+}
+
+/// An agent step that rewrites `add` and reports `summary`.
+fn write_add(body: &str, summary: &str) -> String {
+    format!(
+        "cat > calc.py <<'T'\ndef add(a, b):\n    return {body}\n\n\ndef legacy():\n    return 0\nT\n{}echo '{{\"summary\": \"{summary}\"}}'\n",
+        commit("fix add")
+    )
+}
+
+/// An iteration that changes nothing and says it is done.
+const CLAIMS_DONE: &str = "echo '{\"summary\": \"All tests pass. The issue is fixed.\"}'\n";
+
+fn done() -> Reply {
+    Reply::closer(true, 0.95, &[])
+}
+
+/// The bodies the status comment was edited to, in order.
+fn status_edits(s: &Story, n: closer::model::IssueNumber) -> Vec<String> {
+    let status = s.status_comment(n);
+    let path = format!("/repos/octo/calc/issues/comments/{}", status.id);
+    s.github
+        .requests_to("PATCH", &path)
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+        .filter_map(|b| b["body"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partial_fix_is_not_closed_and_the_full_fix_closes_with_its_reproduction() {
+    let mut s = python_story("verified-partial", PY_CONFIG, TEST_CALC_PY).await;
+    s.llm.push([done(), done()]);
+    s.agent_step(1, &write_add("a + b if a > 0 else a - b", "Fixed add."));
+    s.agent_step(
+        2,
+        &write_add("a + b", "Fixed add for negative numbers too."),
+    );
+    let n = s
+        .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "the partial fix did not close the issue");
+    let after_partial = status_edits(&s, n)
+        .into_iter()
+        .find(|b| b.contains("Iteration:** 1 of"))
+        .expect("the status after iteration 1");
+    assert!(
+        after_partial.contains("Failing since base")
+            && after_partial.contains("test_calc.CalcTest.test_add_negative"),
+        "{after_partial}"
+    );
+    assert!(!after_partial.contains("closer: done"), "{after_partial}");
+
+    let status = s.status_comment(n).body;
+    assert!(
+        status.contains("| Reproduction | ✅ passed | required |"),
+        "{status}"
+    );
+    assert!(
+        status.contains(
+            "fail → pass: test_calc.CalcTest.test_add, test_calc.CalcTest.test_add_negative"
+        ),
+        "{status}"
+    );
+    let pull = &s.github.pulls(&s.repo)[0];
+    let body = pull.body.clone().unwrap_or_default();
+    assert!(body.contains("| Reproduction | ✅ passed |"), "{body}");
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unrelated_failure_at_base_blocks_by_default_and_says_how_to_tolerate_it() {
+    let mut s = python_story(
+        "verified-legacy-strict",
+        PY_CONFIG,
+        TEST_CALC_WITH_LEGACY_PY,
+    )
+    .await;
+    s.llm.push([done(), done(), done(), done()]);
+    s.agent_step(1, &write_add("a + b", "Fixed add."));
+    s.agent_step(2, CLAIMS_DONE);
+    s.agent_step(3, CLAIMS_DONE);
+    let n = s
+        .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("closer:once=") && c.body.contains("diagnosis"))
+        .expect("a diagnosis comment");
+    assert!(
+        diagnosis.body.contains("test_calc.CalcTest.test_legacy")
+            && diagnosis.body.contains("tolerate: preexisting"),
+        "{}",
+        diagnosis.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_preexisting_failures_tolerated_the_run_closes_and_lists_them() {
+    let config = format!("{PY_CONFIG}baseline:\n  tolerate: preexisting\n");
+    let mut s = python_story(
+        "verified-legacy-tolerated",
+        &config,
+        TEST_CALC_WITH_LEGACY_PY,
+    )
+    .await;
+    let judged_out_of_scope = Reply::Answer(json!({
+        "checklist": [
+            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
+            {"id": "tolerated-1", "description": "test_legacy: about legacy(), not add",
+             "completed": true, "evidence": "outside the issue's scope"}
+        ],
+        "allComplete": true, "summary": "add fixed", "confidence": 0.95, "pendingActions": []
+    }));
+    s.llm.push([judged_out_of_scope]);
+    s.agent_step(1, &write_add("a + b", "Fixed add."));
+    let n = s
+        .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let check = s.llm.requests()[0].body.to_string();
+    assert!(
+        check.contains("tolerated-") && check.contains("test_legacy"),
+        "{check}"
+    );
+    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
+    assert!(
+        body.contains("| Tolerated failures | ⚠️ tolerated |")
+            && body.contains("test_calc.CalcTest.test_legacy"),
+        "{body}"
+    );
+    let status = s.status_comment(n).body;
+    assert!(status.contains("⚠️ tolerated"), "{status}");
+}
+
+/// A tolerated failure the completion check judges to be within the
+/// issue's scope keeps the checklist open: the run is not closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tolerated_failure_within_the_issues_scope_keeps_the_run_open() {
+    let config = format!(
+        "{PY_CONFIG}baseline:\n  tolerate: preexisting\ncompletion:\n  max_iterations: 1\n"
+    );
+    let mut s = python_story(
+        "verified-legacy-in-scope",
+        &config,
+        TEST_CALC_WITH_LEGACY_PY,
+    )
+    .await;
+    let in_scope = Reply::Answer(json!({
+        "checklist": [
+            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
+            {"id": "tolerated-1", "description": "test_legacy", "completed": false,
+             "evidence": "the issue asks for legacy() too"}
+        ],
+        "allComplete": false, "summary": "legacy still broken", "confidence": 0.9,
+        "pendingActions": ["Fix legacy()"]
+    }));
+    s.llm.push([in_scope]);
+    s.agent_step(1, &write_add("a + b", "Fixed add."));
+    let n = s
+        .open_issue(
+            "add() and legacy() are wrong",
+            "fix both",
+            &["closer", "type:bug"],
+        )
+        .await;
+    s.idle().await;
+    assert_ne!(s.run(n).await.unwrap().state, RunState::Done);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bug_fix_without_a_reproducing_test_is_asked_for_one_and_then_closes() {
+    let mut s = Story::start("verified-repro", Some(CONFIG)).await;
+    s.llm.push([done(), done()]);
+    let fix_only = format!(
+        "cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
+        commit("fix: add")
+    );
+    let the_test = format!(
+        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Added a test that reproduces the bug.\"}}'\n",
+        commit("test: add")
+    );
+    s.agent_step(1, &fix_only);
+    s.agent_step(2, &the_test);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "the fix alone did not close the issue");
+    assert!(
+        s.prompt(2).contains("reproduce"),
+        "the next prompt asks for a reproducing test:\n{}",
+        s.prompt(2)
+    );
+    let after_fix = status_edits(&s, n)
+        .into_iter()
+        .find(|b| b.contains("Iteration:** 1 of"))
+        .expect("the status after iteration 1");
+    assert!(
+        after_fix.contains("| Reproduction | ❌ failed | required |")
+            && after_fix.contains("reproduce"),
+        "{after_fix}"
+    );
+    let status = s.status_comment(n).body;
+    assert!(status.contains("fail → pass: tests/add.sh"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_persistent_failure_among_changing_others_escalates_then_fails_naming_it() {
+    let mut s = Story::start("verified-persist", Some(CONFIG)).await;
+    let not_done = || Reply::closer(false, 0.5, &["Make the tests pass"]);
+    s.llm.push([not_done(), not_done(), not_done(), not_done()]);
+    let step = |passing: &str, failing: &str| {
+        format!(
+            "echo 'exit 1' > tests/persist.sh\necho 'true' > tests/{passing}.sh\necho 'exit 1' > tests/{failing}.sh\necho '# {failing}' >> calc.sh\n{}echo '{{\"summary\": \"Working on it.\"}}'\n",
+            commit("wip")
+        )
+    };
+    s.agent_step(1, &step("z", "a"));
+    s.agent_step(2, &step("a", "b"));
+    s.agent_step(3, &step("b", "c"));
+    let n = s
+        .open_issue("a feature", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(run.iteration, 3);
+    assert_eq!(run.stage, Stage::Stopped);
+    assert!(
+        status_edits(&s, n).iter().any(|b| b.contains("Stage:** 2")),
+        "stage 2 came first"
+    );
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("closer:once=") && c.body.contains("diagnosis"))
+        .expect("a diagnosis comment");
+    assert!(
+        diagnosis.body.contains("tests/persist.sh"),
+        "{}",
+        diagnosis.body
+    );
+}
+
+/// How a lying agent's story ends: never closed.
+async fn never_closed(mut s: Story, steps: &[&str]) {
+    for _ in 0..4 {
+        s.llm.push([done()]);
+    }
+    for (i, step) in steps.iter().enumerate() {
+        s.agent_step(i as u32 + 1, step);
+    }
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_ne!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+}
+
+const LIMIT_2: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\ncompletion:\n  max_iterations: 2\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_claims_success_with_a_failing_goal_is_never_closed() {
+    let s = Story::start("liar-claims", Some(LIMIT_2)).await;
+    let failing_test = format!(
+        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
+        commit("test: add")
+    );
+    never_closed(s, &[&failing_test, CLAIMS_DONE]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_deletes_the_failing_test_is_never_closed() {
+    let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
+    let s = python_story("liar-deletes", &config, TEST_CALC_PY).await;
+    let delete = format!(
+        "cat > test_calc.py <<'T'\nimport unittest\n\n\nclass CalcTest(unittest.TestCase):\n    def test_nothing(self):\n        pass\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
+        commit("tests")
+    );
+    never_closed(s, &[&delete, CLAIMS_DONE]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
+    let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
+    let s = python_story("liar-skips", &config, TEST_CALC_PY).await;
+    let skip = format!(
+        "sed -i 's/    def test_add/    @unittest.skip(\"flaky\")\\n    def test_add/' test_calc.py\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
+        commit("tests")
+    );
+    never_closed(s, &[&skip, CLAIMS_DONE]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_edits_outside_the_allowed_paths_is_never_closed() {
+    let config = format!("{LIMIT_2}convergence:\n  allowed_paths: [\"calc.sh\", \"tests/**\"]\n");
+    let s = Story::start("liar-scope", Some(&config)).await;
+    let outside = format!(
+        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\necho '# reviewed' >> run_tests.sh\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
+        commit("fix")
+    );
+    never_closed(s, &[&outside, CLAIMS_DONE]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_whose_test_passes_at_base_too_is_never_closed() {
+    let s = Story::start("liar-no-repro", Some(LIMIT_2)).await;
+    let trivial = format!(
+        "echo 'true' > tests/add.sh\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add, with a test.\"}}'\n",
+        commit("fix")
+    );
+    never_closed(s, &[&trivial, CLAIMS_DONE]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_only_asks_questions_is_never_closed() {
+    let s = Story::start("liar-questions", Some(LIMIT_2)).await;
+    let asks =
+        "echo '{\"summary\": \"Done, I think.\", \"questions\": [\"Is this what you wanted?\"]}'\n";
+    never_closed(s, &[asks, asks]).await;
+}
