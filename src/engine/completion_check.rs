@@ -81,6 +81,18 @@ pub struct CheckInput {
     pub c3: String,
     /// The issue and the goal results.
     pub context: CheckContext,
+    /// The previous check, when it found the work incomplete: this check is
+    /// its retry (the `default_retry` edition, with the previous checklist
+    /// and what changed since).
+    pub previous: Option<PreviousCheck>,
+}
+
+/// An earlier check that found the work incomplete, and what changed since.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PreviousCheck {
+    pub checklist: Vec<ChecklistItem>,
+    /// Commits and files since that check, in a few lines.
+    pub changes_since: String,
 }
 
 /// The context of a check.
@@ -160,7 +172,11 @@ impl CompletionCheck {
             attempts: 0,
         };
         let mut params = prompt_params(input);
-        let first = PromptId::new(&input.c2, &input.c3, "default");
+        let default = PromptId::new(&input.c2, &input.c3, "default");
+        let first = match &input.previous {
+            Some(_) => default.with_edition("default_retry"),
+            None => default.clone(),
+        };
         let errors = match self.attempt(&first, &params, input, &mut result).await {
             Attempt::Valid(output) => return self.finish(result, output),
             Attempt::Failed(e) => return fail(result, e),
@@ -168,7 +184,7 @@ impl CompletionCheck {
         };
         tracing::info!(step = %input.step_id, ?errors, "completion check answer invalid, retrying once");
         params["validation_errors"] = json!(errors);
-        let retry = first.with_edition("default_retry");
+        let retry = default.with_edition("default_retry");
         match self.attempt(&retry, &params, input, &mut result).await {
             Attempt::Valid(output) => self.finish(result, output),
             Attempt::Failed(e) => fail(result, e),
@@ -299,6 +315,9 @@ fn prompt_params(input: &CheckInput) -> Value {
         "structured_output": output,
         "goal_results": c.goal_results,
         "tolerated_failures": c.tolerated_failures,
+        "validation_errors": [],
+        "previous_checklist": input.previous.as_ref().map_or(json!([]), |p| json!(p.checklist)),
+        "changes_since": input.previous.as_ref().map_or("", |p| p.changes_since.as_str()),
     })
 }
 

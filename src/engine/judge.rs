@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::completion_check::{CheckContext, CheckInput, CheckResult, CompletionCheck};
+use crate::engine::completion_check::{
+    CheckContext, CheckInput, CheckResult, CompletionCheck, PreviousCheck,
+};
 use crate::engine::goal_outcome::failed_required;
 use crate::engine::handlers::{CompletionHandler, HandlerVerdict, IssueContext, IterationSummary};
 use crate::engine::question::{AnswerStatus, QuestionVerdict, detect};
@@ -37,6 +39,8 @@ pub struct JudgeContext {
 pub struct JudgeInput {
     /// What the iteration produced, goal results included.
     pub summary: IterationSummary,
+    /// The previous check, when it found the work incomplete.
+    pub previous: Option<PreviousCheck>,
 }
 
 /// The decision (the model's one definition).
@@ -115,7 +119,10 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         AnswerStatus::Complete => {}
     }
 
-    let check = ctx.check.check(&check_input(ctx, &summary)).await;
+    let check = ctx
+        .check
+        .check(&check_input(ctx, &summary, input.previous))
+        .await;
     judgment.usage = check.usage;
     let verdict = ctx.handler.is_complete(&summary, Some(&check)).await;
 
@@ -144,7 +151,11 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     judgment
 }
 
-fn check_input(ctx: &JudgeContext, summary: &IterationSummary) -> CheckInput {
+fn check_input(
+    ctx: &JudgeContext,
+    summary: &IterationSummary,
+    previous: Option<PreviousCheck>,
+) -> CheckInput {
     let task = ctx.task_type.as_str();
     CheckInput {
         structured_output: summary.structured_output.clone(),
@@ -158,6 +169,7 @@ fn check_input(ctx: &JudgeContext, summary: &IterationSummary) -> CheckInput {
             goal_results: summary.goals.clone(),
             tolerated_failures: summary.tolerated.clone(),
         },
+        previous,
     }
 }
 

@@ -68,6 +68,7 @@ fn input(task_list: &[&str]) -> CheckInput {
             }],
             tolerated_failures: vec![],
         },
+        previous: None,
     }
 }
 
@@ -415,6 +416,7 @@ fn summary(text: &str, goals_pass: bool) -> JudgeInput {
             failed: false,
             tolerated: Vec::new(),
         },
+        previous: None,
     }
 }
 

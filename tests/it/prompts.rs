@@ -79,6 +79,7 @@ async fn the_documented_override_is_used_by_the_closer() {
                 goal_results: vec![],
                 tolerated_failures: vec![],
             },
+            previous: None,
         })
         .await;
     assert!(result.complete, "{result:?}");

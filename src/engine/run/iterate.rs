@@ -18,8 +18,9 @@ use super::{Engine, EngineError, other};
 use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
 use crate::agent::sandbox::Worktree;
 use crate::config::agents::AgentConfig;
+use crate::engine::artifacts::Artifacts;
 use crate::engine::baseline::Baseline;
-use crate::engine::completion_check::CompletionCheck;
+use crate::engine::completion_check::{CompletionCheck, PreviousCheck};
 use crate::engine::convergence::CheckId;
 use crate::engine::goal_outcome::GoalOutcome;
 use crate::engine::handlers::{
@@ -258,6 +259,7 @@ impl Engine {
         };
         let input = JudgeInput {
             summary: summary.clone(),
+            previous: self.previous_check(ctx, verification).await,
         };
         let judgment = judge(&judge_ctx, input).await;
         self.budget.add_llm(&mut ctx.run, judgment.usage);
@@ -269,6 +271,29 @@ impl Engine {
             verification: Some(verification.clone()),
             complete,
         }
+    }
+
+    /// The last check, when it found the work incomplete, with what changed
+    /// since: the completion check's retry starts from it. A record that
+    /// cannot be read counts as none (logged): the check then starts afresh.
+    async fn previous_check(
+        &self,
+        ctx: &RunContext,
+        now: &IterationVerification,
+    ) -> Option<PreviousCheck> {
+        let last = match self.runs.last_record(&ctx.run.id).await {
+            Ok(last) => last?,
+            Err(e) => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "previous check unreadable");
+                return None;
+            }
+        };
+        let check = last.judgment.check.as_ref().filter(|_| !last.complete)?;
+        let before = last.verification.as_ref().map(|v| &v.artifacts);
+        Some(PreviousCheck {
+            checklist: check.output.checklist.clone(),
+            changes_since: changes_since(before, &now.artifacts),
+        })
     }
 
     /// Writes the iteration's result on its row.
@@ -295,6 +320,34 @@ impl Engine {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// The commits and files of `now` that `before` did not have, in a few
+/// lines.
+fn changes_since(before: Option<&Artifacts>, now: &Artifacts) -> String {
+    let known = |sha: &str| before.is_some_and(|b| b.commits.iter().any(|c| c.sha == sha));
+    let commits: Vec<String> = now
+        .commits
+        .iter()
+        .filter(|c| !known(&c.sha))
+        .map(|c| format!("- commit {}: {}", &c.sha[..c.sha.len().min(10)], c.message))
+        .collect();
+    let was = |path: &str, added: u64, deleted: u64| {
+        before.is_some_and(|b| {
+            b.all_files()
+                .any(|f| f.path == path && f.added == added && f.deleted == deleted)
+        })
+    };
+    let files: Vec<String> = now
+        .all_files()
+        .filter(|f| !was(&f.path, f.added, f.deleted))
+        .take(20)
+        .map(|f| format!("- {} (+{} −{})", f.path, f.added, f.deleted))
+        .collect();
+    match (commits.is_empty(), files.is_empty()) {
+        (true, true) => "Nothing: the change is the same as at the previous check.".to_owned(),
+        _ => [commits, files].concat().join("\n"),
     }
 }
 
