@@ -139,6 +139,26 @@ const MALFORMED: &[(&str, &str)] = &[
         ".github/closer.yml:2:1: unknown field `colour`, expected one of trigger_label, agent, completion, dod, task_types, convergence, baseline, reproduction, test_files, close_on, budget, commands, project",
     ),
     (
+        "baseline:\n  tolerate: sometimes\n",
+        ".github/closer.yml:2:13: unknown variant `sometimes`, expected one of none, listed, preexisting",
+    ),
+    (
+        "baseline:\n  tolerate: listed\n  known_failures: [\"tests/[a\"]\n",
+        ".github/closer.yml:3:19: `tests/[a` is not a valid glob: unclosed character class; missing ']'",
+    ),
+    (
+        "baseline:\n  ignore: all\n",
+        ".github/closer.yml:2:3: unknown field `ignore`, expected one of tolerate, known_failures",
+    ),
+    (
+        "reproduction: maybe\n",
+        ".github/closer.yml:1:15: unknown variant `maybe`, expected one of required, report, off",
+    ),
+    (
+        "convergence:\n  enabled: sometimes\n",
+        ".github/closer.yml:2:12: invalid boolean",
+    ),
+    (
         "completion:\n  type: sometimes\n",
         ".github/closer.yml:2:9: unknown variant `sometimes`, expected one of issue, project, iterate, manual, custom",
     ),

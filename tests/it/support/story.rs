@@ -48,11 +48,6 @@ pub const TEST_EXISTING: &str = "echo existing test passes\n";
 /// The default repository config of the stories.
 pub const CONFIG: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\n";
 
-/// How many closed issues the one-truth check looked at, over the whole
-/// test process (every story's `idle`).
-pub static FALSE_CLOSE_CHECKS: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
-
 pub struct Story {
     pub github: FakeGitHub,
     pub llm: FakeLlm,
@@ -488,8 +483,7 @@ impl Story {
     /// an issue closed as completed under a status comment of closer's
     /// shows that comment in its final state (done, no failed required
     /// check, nothing left verifying) and exactly one phase label,
-    /// `phase:complete`. Counted in `FALSE_CLOSE_CHECKS` for the judgment
-    /// figures (docs/judgment.md).
+    /// `phase:complete` (the false-close figure of docs/judgment.md).
     pub fn assert_one_truth(&self) {
         for issue in self.github.issues(&self.repo) {
             if issue.state != "closed" || issue.state_reason.as_deref() != Some("completed") {
@@ -503,7 +497,6 @@ impl Story {
             else {
                 continue;
             };
-            FALSE_CLOSE_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let body = &status.body;
             assert!(
                 body.contains("closer: done"),
