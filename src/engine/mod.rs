@@ -8,6 +8,7 @@ pub mod command;
 pub mod completion_check;
 pub mod convergence;
 pub mod diff;
+pub mod evidence;
 pub mod file_kinds;
 pub mod fingerprint;
 pub mod goal_outcome;

@@ -15,10 +15,10 @@ use closer::config::repo::{BaselineConfig, GoalKind, GoalSpec, RepoConfig, Toler
 use closer::engine::artifacts::ArtifactKind;
 use closer::engine::baseline::{self, Baseline, BaselineError};
 use closer::engine::convergence::{CheckId, ConvergenceState, Stage, VerdictKind};
+use closer::engine::evidence as stored;
 use closer::engine::goals::GoalSettings;
 use closer::engine::verify::{IterationVerification, VerifyContext, verify_iteration};
 use closer::model::TaskType;
-use closer::store::verification as stored;
 use secrecy::SecretString;
 use tempfile::TempDir;
 
@@ -1157,11 +1157,12 @@ mod persistence {
     use closer::engine::artifacts::{ArtifactKind, Artifacts, ChangedFile, Commit};
     use closer::engine::baseline::Baseline;
     use closer::engine::convergence::{CheckId, ConvergenceState, Observation};
+    use closer::engine::evidence as stored;
     use closer::engine::fingerprint::Failure;
     use closer::engine::goals::{GoalLevel, GoalResult};
     use closer::engine::scope::ScopeVerdict;
     use closer::engine::verify::IterationVerification;
-    use closer::store::{Store, verification as stored};
+    use closer::store::Store;
 
     use crate::support::db::TestDb;
 

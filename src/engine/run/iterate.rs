@@ -22,6 +22,7 @@ use crate::engine::artifacts::Artifacts;
 use crate::engine::baseline::Baseline;
 use crate::engine::completion_check::{CompletionCheck, PreviousCheck};
 use crate::engine::convergence::CheckId;
+use crate::engine::evidence;
 use crate::engine::goal_outcome::GoalOutcome;
 use crate::engine::handlers::{
     CompletionHandler, HandlerEnv, IssueContext, IterationSummary, build_handler,
@@ -33,7 +34,6 @@ use crate::llm::LlmClient;
 use crate::model::{IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
 use crate::store::runs;
-use crate::store::verification as evidence;
 
 /// What one iteration works with, set up before its agent starts.
 pub(super) struct Iteration {

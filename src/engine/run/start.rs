@@ -7,8 +7,8 @@ use super::{Engine, EngineError, Step, other};
 use crate::agent::sandbox::Worktree;
 use crate::engine::baseline::{self, Baseline};
 use crate::engine::classify::classify;
+use crate::engine::evidence;
 use crate::model::{Phase, RunState};
-use crate::store::verification as evidence;
 
 /// What the operator must set for runs to be judged at all.
 const NO_LLM: &str = "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
