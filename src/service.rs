@@ -35,10 +35,9 @@ pub struct ServeOptions {
 
 /// Runs until a shutdown signal.
 pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Result<()> {
-    let secret = if options.role.runs_intake() {
-        Some(config.require_webhook_secret()?.clone())
-    } else {
-        None
+    let secret = match options.role.runs_intake() {
+        true => config.require_webhook_secret()?.clone(),
+        false => secrecy::SecretString::from(String::new()),
     };
     if !options.dry_run && (config.github.app_id.is_none() || config.github.private_key.is_none()) {
         anyhow::bail!(
@@ -50,29 +49,9 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         .await
         .context("cannot open the database")?;
     tracing::info!(backend = ?store.backend(), role = ?options.role, dry_run = options.dry_run, "database ready");
-
-    let (recorder, recorder_task) = DbRecorder::spawn(store.clone());
-    let github = Arc::new(
-        GitHubApp::new(
-            GitHubSettings {
-                api_url: config.github.api_url.clone(),
-                app_id: config.github.app_id,
-                private_key: config.github.private_key.clone(),
-                dry_run: options.dry_run,
-                ..GitHubSettings::default()
-            },
-            store.clock().clone(),
-            Some(Arc::new(recorder)),
-        )
-        .context("invalid GitHub App settings")?,
-    );
-    if config.github.app_id.is_some() {
-        tokio::spawn(announce_app(github.clone()));
-    }
-
+    let (github, recorder_task) = github_app(&config, &store, options.dry_run)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let jobs_ready = Arc::new(Notify::new());
-
     let (writer, writer_task) = match options.role.runs_intake() {
         true => {
             let (writer, task) = IntakeWriter::spawn(store.clone(), 8192)?;
@@ -80,47 +59,20 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         }
         false => (None, None),
     };
-
-    let mut worker_tasks = Vec::new();
-    if options.role.runs_workers() {
-        let engine = build_engine(&config, store.clone(), github.clone(), jobs_ready.clone());
-        let runners = job_runners(&store, &engine);
-        tokio::spawn(
-            engine
-                .clone()
-                .reconcile_forever(RECONCILE_EVERY, shutdown_rx.clone()),
-        );
-        let settings = WorkerSettings {
-            lease: config.queue.lease,
-            ..WorkerSettings::default()
-        };
-        let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
-        worker_tasks = pool.spawn(config.queue.workers, &process_name(), shutdown_rx.clone());
-        tracing::info!(count = config.queue.workers, "workers started");
-    }
-    let housekeeping = tokio::spawn(housekeeping(
-        store.clone(),
-        config.retention,
-        shutdown_rx.clone(),
-    ));
-
-    let secret = secret.unwrap_or_else(|| secrecy::SecretString::from(String::new()));
+    let worker_tasks = match options.role.runs_workers() {
+        true => start_workers(&config, &store, &github, &jobs_ready, &shutdown_rx),
+        false => Vec::new(),
+    };
+    let housekeeping = tokio::spawn(housekeeping(store.clone(), config.retention, shutdown_rx));
+    let max_attempts = config.queue.max_attempts;
     let state = Arc::new(AppState::new(
         store.clone(),
         writer,
         &secret,
         jobs_ready,
-        config.queue.max_attempts,
+        max_attempts,
     ));
-    let app = server::router(state, &config.webhook_path);
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.bind))?;
-    tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal(shutdown_tx))
-        .await
-        .context("HTTP server failed")?;
+    serve_http(&config, state, shutdown_tx).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");
     if let Some(task) = writer_task {
@@ -142,6 +94,69 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The GitHub App client (recording writes in the database under
+/// `--dry-run`), announced once credentials are set; with the recorder's
+/// task.
+fn github_app(
+    config: &ServerConfig,
+    store: &Store,
+    dry_run: bool,
+) -> anyhow::Result<(Arc<GitHubApp>, tokio::task::JoinHandle<()>)> {
+    let (recorder, recorder_task) = DbRecorder::spawn(store.clone());
+    let settings = GitHubSettings {
+        api_url: config.github.api_url.clone(),
+        app_id: config.github.app_id,
+        private_key: config.github.private_key.clone(),
+        dry_run,
+        ..GitHubSettings::default()
+    };
+    let github = GitHubApp::new(settings, store.clock().clone(), Some(Arc::new(recorder)))
+        .context("invalid GitHub App settings")?;
+    let github = Arc::new(github);
+    if config.github.app_id.is_some() {
+        tokio::spawn(announce_app(github.clone()));
+    }
+    Ok((github, recorder_task))
+}
+
+/// The engine, its reconciliation, and the worker pool.
+fn start_workers(
+    config: &ServerConfig,
+    store: &Store,
+    github: &Arc<GitHubApp>,
+    jobs_ready: &Arc<Notify>,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let engine = build_engine(config, store.clone(), github.clone(), jobs_ready.clone());
+    let runners = job_runners(store, &engine);
+    tokio::spawn(engine.reconcile_forever(RECONCILE_EVERY, shutdown.clone()));
+    let settings = WorkerSettings {
+        lease: config.queue.lease,
+        ..WorkerSettings::default()
+    };
+    let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
+    let tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
+    tracing::info!(count = config.queue.workers, "workers started");
+    tasks
+}
+
+/// Serves HTTP until the shutdown signal, then finishes in-flight requests.
+async fn serve_http(
+    config: &ServerConfig,
+    state: Arc<AppState>,
+    shutdown: watch::Sender<bool>,
+) -> anyhow::Result<()> {
+    let app = server::router(state, &config.webhook_path);
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal(shutdown))
+        .await
+        .context("HTTP server failed")
 }
 
 /// The engine from the operator's config. Without `[llm]` the engine still

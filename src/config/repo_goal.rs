@@ -132,6 +132,22 @@ impl TryFrom<RawGoal> for GoalSpec {
     type Error = String;
 
     fn try_from(raw: RawGoal) -> Result<Self, String> {
+        raw.check_fields()?;
+        let required = raw.required.unwrap_or(true);
+        let timeout_secs = raw.timeout_secs;
+        Ok(GoalSpec {
+            kind: raw.into_kind()?,
+            required,
+            timeout_secs,
+        })
+    }
+}
+
+impl RawGoal {
+    /// The fields the goal type takes, present and not empty, and the
+    /// values that can be checked on their own.
+    fn check_fields(&self) -> Result<(), String> {
+        let raw = self;
         let name = raw.kind.as_str();
         let (required, optional) = raw.kind.fields();
         let present = raw.present();
@@ -173,6 +189,12 @@ impl TryFrom<RawGoal> for GoalSpec {
         if raw.timeout_secs == Some(0) {
             return Err("`timeout_secs` must be at least 1".to_owned());
         }
+        Ok(())
+    }
+
+    /// The typed goal.
+    fn into_kind(self) -> Result<GoalKind, String> {
+        let raw = self;
         let s = |v: Option<String>| v.unwrap_or_default();
         let kind = match raw.kind {
             GoalType::LintPasses => GoalKind::LintPasses {
@@ -219,10 +241,6 @@ impl TryFrom<RawGoal> for GoalSpec {
                 }
             }
         };
-        Ok(GoalSpec {
-            kind,
-            required: raw.required.unwrap_or(true),
-            timeout_secs: raw.timeout_secs,
-        })
+        Ok(kind)
     }
 }

@@ -218,29 +218,7 @@ fn secret(value: &Option<String>) -> Option<SecretString> {
 }
 
 fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> {
-    let private_key = if let Some(key) = secret(&s.github_private_key) {
-        Some(key)
-    } else if let Some(path) = &s.github_private_key_path {
-        Some(read_key(path)?)
-    } else if let Some(key) = file.github.private_key {
-        Some(key)
-    } else if let Some(path) = &file.github.private_key_path {
-        Some(read_key(path)?)
-    } else {
-        None
-    };
-    let github = GitHubConfig {
-        app_id: s.github_app_id.or(file.github.app_id),
-        private_key,
-        webhook_secret: secret(&s.github_webhook_secret).or(file.github.webhook_secret),
-        api_url: s
-            .github_api_url
-            .clone()
-            .or(file.github.api_url)
-            .unwrap_or_else(|| DEFAULT_API_URL.to_owned())
-            .trim_end_matches('/')
-            .to_owned(),
-    };
+    let github = resolve_github(s, file.github)?;
     let llm = resolve_llm(s, file.llm)?;
     let webhook_path = s
         .webhook_path
@@ -302,6 +280,34 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
         )?,
         limits: file.limits,
+    })
+}
+
+/// `[github]` under the flags and environment; the key from its text or
+/// its file, flags first.
+fn resolve_github(s: &Settings, file: FileGitHub) -> Result<GitHubConfig, ConfigError> {
+    let private_key = if let Some(key) = secret(&s.github_private_key) {
+        Some(key)
+    } else if let Some(path) = &s.github_private_key_path {
+        Some(read_key(path)?)
+    } else if let Some(key) = file.private_key {
+        Some(key)
+    } else if let Some(path) = &file.private_key_path {
+        Some(read_key(path)?)
+    } else {
+        None
+    };
+    Ok(GitHubConfig {
+        app_id: s.github_app_id.or(file.app_id),
+        private_key,
+        webhook_secret: secret(&s.github_webhook_secret).or(file.webhook_secret),
+        api_url: s
+            .github_api_url
+            .clone()
+            .or(file.api_url)
+            .unwrap_or_else(|| DEFAULT_API_URL.to_owned())
+            .trim_end_matches('/')
+            .to_owned(),
     })
 }
 

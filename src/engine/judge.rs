@@ -88,35 +88,8 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         reasons: Vec::new(),
         usage: Usage::default(),
     };
-    match question.status {
-        AnswerStatus::Error => {
-            judgment.decision = Decision::Error;
-            judgment.reasons.push("the agent run failed".to_owned());
-            return judgment;
-        }
-        AnswerStatus::AwaitingResponse => {
-            judgment.decision = Decision::AwaitingResponse;
-            judgment.questions = if explicit.is_empty() {
-                question.signals.iter().map(|s| s.excerpt.clone()).collect()
-            } else {
-                explicit
-            };
-            judgment.reasons.push(format!(
-                "the agent asks the maintainer (score {:.2})",
-                question.score
-            ));
-            return judgment;
-        }
-        AnswerStatus::Incomplete => {
-            judgment
-                .reasons
-                .push("the agent produced no output".to_owned());
-            judgment
-                .pending_actions
-                .push("Produce the deliverable the issue asks for".to_owned());
-            return judgment;
-        }
-        AnswerStatus::Complete => {}
+    if settled_by_question(&mut judgment, explicit) {
+        return judgment;
     }
 
     let check = ctx
@@ -149,6 +122,41 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     judgment.check = Some(check);
     judgment.handler = Some(verdict);
     judgment
+}
+
+/// Decides the iteration from question detection alone where it can: a
+/// failed run, a question for the maintainer, no output. `true` when it did.
+fn settled_by_question(judgment: &mut Judgment, explicit: Vec<String>) -> bool {
+    let question = &judgment.question;
+    match question.status {
+        AnswerStatus::Error => {
+            judgment.decision = Decision::Error;
+            judgment.reasons.push("the agent run failed".to_owned());
+        }
+        AnswerStatus::AwaitingResponse => {
+            judgment.decision = Decision::AwaitingResponse;
+            let reason = format!(
+                "the agent asks the maintainer (score {:.2})",
+                question.score
+            );
+            judgment.questions = if explicit.is_empty() {
+                question.signals.iter().map(|s| s.excerpt.clone()).collect()
+            } else {
+                explicit
+            };
+            judgment.reasons.push(reason);
+        }
+        AnswerStatus::Incomplete => {
+            judgment
+                .reasons
+                .push("the agent produced no output".to_owned());
+            judgment
+                .pending_actions
+                .push("Produce the deliverable the issue asks for".to_owned());
+        }
+        AnswerStatus::Complete => return false,
+    }
+    true
 }
 
 fn check_input(

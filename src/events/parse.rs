@@ -164,17 +164,19 @@ struct RawPayload {
 pub fn parse_event(kind: EventKind, body: &[u8]) -> Result<Event, ParseError> {
     let event = kind.as_str();
     let err = |message: String| ParseError { event, message };
-    let raw: RawPayload = serde_json::from_slice(body).map_err(|e| err(e.to_string()))?;
-    let missing = |field: &str| err(format!("missing `{field}`"));
-    let action = raw.action.clone().unwrap_or_default();
+    let mut raw: RawPayload = serde_json::from_slice(body).map_err(|e| err(e.to_string()))?;
     if kind == EventKind::Ping {
         return Ok(Event::Ping {
             zen: raw.zen,
             hook_id: raw.hook_id,
         });
     }
-    let sender: Actor = raw.sender.ok_or_else(|| missing("sender"))?.into();
-    let installation_id = match &raw.installation {
+    let sender: Actor = raw
+        .sender
+        .take()
+        .ok_or_else(|| err("missing `sender`".to_owned()))?
+        .into();
+    let installation = match &raw.installation {
         Some(value) => Some(
             serde_json::from_value::<RawInstallationRef>(value.clone())
                 .map(|i| InstallationId(i.id))
@@ -182,65 +184,119 @@ pub fn parse_event(kind: EventKind, body: &[u8]) -> Result<Event, ParseError> {
         ),
         None => None,
     };
-    let names = |list: Vec<RawRepoName>| list.into_iter().map(|r| r.full_name).collect();
-    Ok(match kind {
-        EventKind::Ping => unreachable!("handled above"),
-        EventKind::Installation => {
-            let value = raw.installation.ok_or_else(|| missing("installation"))?;
-            let inst: RawInstallation =
-                serde_json::from_value(value).map_err(|e| err(format!("installation: {e}")))?;
-            Event::Installation {
-                action: InstallationAction::parse(&action),
-                installation: InstallationId(inst.id),
-                account_login: inst.account.login,
-                account_type: inst.account.kind,
-                repositories: names(raw.repositories),
-                sender,
-            }
+    let parts = Parts {
+        event,
+        action: raw.action.clone().unwrap_or_default(),
+        installation,
+        sender,
+    };
+    match kind {
+        EventKind::Installation | EventKind::InstallationRepositories | EventKind::Ping => {
+            installation_event(kind, raw, parts)
         }
-        EventKind::InstallationRepositories => Event::InstallationRepositories {
-            action: RepositoriesAction::parse(&action),
-            installation: installation_id.ok_or_else(|| missing("installation"))?,
+        _ => thread_event(kind, raw, parts),
+    }
+}
+
+/// What every event but `ping` has, parsed before its own fields.
+struct Parts {
+    event: &'static str,
+    action: String,
+    installation: Option<InstallationId>,
+    sender: Actor,
+}
+
+impl Parts {
+    fn err(&self, message: String) -> ParseError {
+        ParseError {
+            event: self.event,
+            message,
+        }
+    }
+
+    fn missing(&self, field: &str) -> ParseError {
+        self.err(format!("missing `{field}`"))
+    }
+}
+
+/// `installation` and `installation_repositories`.
+fn installation_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, ParseError> {
+    let names = |list: Vec<RawRepoName>| list.into_iter().map(|r| r.full_name).collect();
+    if kind != EventKind::Installation {
+        return Ok(Event::InstallationRepositories {
+            action: RepositoriesAction::parse(&p.action),
+            installation: p.installation.ok_or_else(|| p.missing("installation"))?,
             added: names(raw.repositories_added),
             removed: names(raw.repositories_removed),
-            sender,
-        },
+            sender: p.sender,
+        });
+    }
+    let value = raw.installation.ok_or_else(|| p.missing("installation"))?;
+    let inst: RawInstallation =
+        serde_json::from_value(value).map_err(|e| p.err(format!("installation: {e}")))?;
+    Ok(Event::Installation {
+        action: InstallationAction::parse(&p.action),
+        installation: InstallationId(inst.id),
+        account_login: inst.account.login,
+        account_type: inst.account.kind,
+        repositories: names(raw.repositories),
+        sender: p.sender,
+    })
+}
+
+/// The events about an issue or a pull request.
+fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, ParseError> {
+    let err = |message: String| p.err(message);
+    let RawPayload {
+        repository,
+        issue: raw_issue,
+        comment: raw_comment,
+        pull_request,
+        label,
+        changes,
+        ..
+    } = raw;
+    let repo = repo(repository, &err)?;
+    let (action, installation, sender) = (p.action.as_str(), p.installation, p.sender.clone());
+    let the_issue = |i: Option<RawIssue>| i.map(issue).ok_or_else(|| p.missing("issue"));
+    let the_pull = |r: Option<RawPull>| r.map(pull).ok_or_else(|| p.missing("pull_request"));
+    Ok(match kind {
         EventKind::Issues => Event::Issues {
-            action: IssuesAction::parse(&action),
-            installation: installation_id,
-            repo: repo(raw.repository, &err)?,
-            issue: issue(raw.issue.ok_or_else(|| missing("issue"))?),
-            label: raw.label.map(|l| l.name),
+            action: IssuesAction::parse(action),
+            installation,
+            repo,
+            issue: the_issue(raw_issue)?,
+            label: label.map(|l| l.name),
             sender,
         },
         EventKind::IssueComment => Event::IssueComment {
-            action: CommentAction::parse(&action),
-            installation: installation_id,
-            repo: repo(raw.repository, &err)?,
-            issue: issue(raw.issue.ok_or_else(|| missing("issue"))?),
-            comment: comment(raw.comment.ok_or_else(|| missing("comment"))?),
-            previous_body: raw.changes.and_then(|c| c.body).map(|b| b.from),
+            action: CommentAction::parse(action),
+            installation,
+            repo,
+            issue: the_issue(raw_issue)?,
+            comment: comment(raw_comment.ok_or_else(|| p.missing("comment"))?),
+            previous_body: changes.and_then(|c| c.body).map(|b| b.from),
             sender,
         },
         EventKind::PullRequest => Event::PullRequest {
-            action: PullRequestAction::parse(&action),
-            installation: installation_id,
-            repo: repo(raw.repository, &err)?,
-            pull: pull(raw.pull_request.ok_or_else(|| missing("pull_request"))?),
+            action: PullRequestAction::parse(action),
+            installation,
+            repo,
+            pull: the_pull(pull_request)?,
             sender,
         },
         EventKind::PullRequestReview => Event::PullRequestReview {
-            action: ReviewAction::parse(&action),
-            installation: installation_id,
-            repo: repo(raw.repository, &err)?,
-            pull: pull(raw.pull_request.ok_or_else(|| missing("pull_request"))?),
+            action: ReviewAction::parse(action),
+            installation,
+            repo,
+            pull: the_pull(pull_request)?,
             sender,
         },
-        EventKind::PullRequestReviewComment => Event::PullRequestReviewComment {
-            action: CommentAction::parse(&action),
-            installation: installation_id,
-            repo: repo(raw.repository, &err)?,
-            pull: pull(raw.pull_request.ok_or_else(|| missing("pull_request"))?),
+        _ => Event::PullRequestReviewComment {
+            action: CommentAction::parse(action),
+            installation,
+            repo,
+            pull: the_pull(pull_request)?,
             sender,
         },
     })

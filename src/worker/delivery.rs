@@ -120,93 +120,118 @@ impl DeliveryRunner {
 
     /// Acts on a typed event; returns a short description of what was done.
     async fn apply(&self, event: &Event) -> Result<String, StoreError> {
+        match event {
+            Event::Ping { zen, .. } => Ok(format!("ping: {}", zen.as_deref().unwrap_or(""))),
+            Event::Installation { .. } => self.installation(event).await,
+            Event::InstallationRepositories { .. } => self.installation_repositories(event).await,
+            other => Ok(describe(other)),
+        }
+    }
+
+    /// `installation`: the installation's row follows it.
+    async fn installation(&self, event: &Event) -> Result<String, StoreError> {
+        let Event::Installation {
+            action,
+            installation,
+            account_login,
+            account_type,
+            repositories,
+            ..
+        } = event
+        else {
+            return Ok(describe(event));
+        };
+        let (pool, now, id) = (self.store.pool(), self.store.now_ms(), installation.0);
+        let upsert = || installations::upsert(pool, id, account_login, account_type, now);
+        match action {
+            InstallationAction::Created | InstallationAction::NewPermissionsAccepted => {
+                upsert().await?;
+                installations::add_repositories(pool, id, repositories).await?;
+            }
+            InstallationAction::Deleted => installations::delete(pool, id).await?,
+            InstallationAction::Suspend => {
+                upsert().await?;
+                installations::set_suspended(pool, id, Some(now), now).await?;
+            }
+            InstallationAction::Unsuspend => {
+                upsert().await?;
+                installations::set_suspended(pool, id, None, now).await?;
+            }
+            InstallationAction::Other(_) => {}
+        }
+        Ok(format!("installation {id}: {action:?}"))
+    }
+
+    /// `installation_repositories`: repositories added to or removed from
+    /// the installation.
+    async fn installation_repositories(&self, event: &Event) -> Result<String, StoreError> {
+        let Event::InstallationRepositories {
+            action,
+            installation,
+            added,
+            removed,
+            ..
+        } = event
+        else {
+            return Ok(describe(event));
+        };
+        if *action != RepositoriesAction::Added && *action != RepositoriesAction::Removed {
+            return Ok(format!("installation {installation}: {action:?} ignored"));
+        }
         let pool = self.store.pool();
-        let now = self.store.now_ms();
-        Ok(match event {
-            Event::Ping { zen, .. } => format!("ping: {}", zen.as_deref().unwrap_or("")),
-            Event::Installation {
-                action,
-                installation,
-                account_login,
-                account_type,
-                repositories,
-                ..
-            } => {
-                let id = installation.0;
-                match action {
-                    InstallationAction::Created | InstallationAction::NewPermissionsAccepted => {
-                        installations::upsert(pool, id, account_login, account_type, now).await?;
-                        installations::add_repositories(pool, id, repositories).await?;
-                    }
-                    InstallationAction::Deleted => installations::delete(pool, id).await?,
-                    InstallationAction::Suspend => {
-                        installations::upsert(pool, id, account_login, account_type, now).await?;
-                        installations::set_suspended(pool, id, Some(now), now).await?;
-                    }
-                    InstallationAction::Unsuspend => {
-                        installations::upsert(pool, id, account_login, account_type, now).await?;
-                        installations::set_suspended(pool, id, None, now).await?;
-                    }
-                    InstallationAction::Other(_) => {}
-                }
-                format!("installation {id}: {action:?}")
-            }
-            Event::InstallationRepositories {
-                action,
-                installation,
-                added,
-                removed,
-                ..
-            } => {
-                if *action != RepositoriesAction::Added && *action != RepositoriesAction::Removed {
-                    return Ok(format!("installation {installation}: {action:?} ignored"));
-                }
-                installations::add_repositories(pool, installation.0, added).await?;
-                installations::remove_repositories(pool, installation.0, removed).await?;
-                format!(
-                    "installation {installation}: +{} -{} repositories",
-                    added.len(),
-                    removed.len()
-                )
-            }
-            Event::Issues {
-                action,
-                repo,
-                issue,
-                ..
-            } => {
-                format!("issues {action:?} on {}#{}", repo.name, issue.number)
-            }
-            Event::IssueComment {
-                action,
-                repo,
-                issue,
-                ..
-            } => {
-                format!("issue_comment {action:?} on {}#{}", repo.name, issue.number)
-            }
-            Event::PullRequest {
-                action, repo, pull, ..
-            } => {
-                format!("pull_request {action:?} on {}#{}", repo.name, pull.number)
-            }
-            Event::PullRequestReview {
-                action, repo, pull, ..
-            } => {
-                format!(
-                    "pull_request_review {action:?} on {}#{}",
-                    repo.name, pull.number
-                )
-            }
-            Event::PullRequestReviewComment {
-                action, repo, pull, ..
-            } => {
-                format!(
-                    "pull_request_review_comment {action:?} on {}#{}",
-                    repo.name, pull.number
-                )
-            }
-        })
+        installations::add_repositories(pool, installation.0, added).await?;
+        installations::remove_repositories(pool, installation.0, removed).await?;
+        Ok(format!(
+            "installation {installation}: +{} -{} repositories",
+            added.len(),
+            removed.len()
+        ))
+    }
+}
+
+/// A short description of an event that needs no bookkeeping here.
+fn describe(event: &Event) -> String {
+    match event {
+        Event::Issues {
+            action,
+            repo,
+            issue,
+            ..
+        } => {
+            format!("issues {action:?} on {}#{}", repo.name, issue.number)
+        }
+        Event::IssueComment {
+            action,
+            repo,
+            issue,
+            ..
+        } => {
+            format!("issue_comment {action:?} on {}#{}", repo.name, issue.number)
+        }
+        Event::PullRequest {
+            action, repo, pull, ..
+        } => {
+            format!("pull_request {action:?} on {}#{}", repo.name, pull.number)
+        }
+        Event::PullRequestReview {
+            action, repo, pull, ..
+        } => {
+            format!(
+                "pull_request_review {action:?} on {}#{}",
+                repo.name, pull.number
+            )
+        }
+        Event::PullRequestReviewComment {
+            action, repo, pull, ..
+        } => format!(
+            "pull_request_review_comment {action:?} on {}#{}",
+            repo.name, pull.number
+        ),
+        Event::Ping { .. } => "ping".to_owned(),
+        Event::Installation { installation, .. }
+        | Event::InstallationRepositories { installation, .. } => {
+            format!("installation {installation}")
+        }
     }
 }
 
