@@ -19,7 +19,7 @@ use crate::config::agents::{AdapterKind, AgentConfig};
 const LOG_EXCERPT_LINES: usize = 60;
 
 /// Environment names the agent never receives, even when the operator lists
-/// them in `pass_env` (DESIGN §6): the App key, the webhook secret, tokens,
+/// them in `pass_env`: the App key, the webhook secret, tokens,
 /// the LLM key and the database. `CLOSER_*` is reserved for closer's own.
 const FORBIDDEN_PASS_ENV: &[&str] = &[
     "GITHUB_PRIVATE_KEY",
@@ -84,7 +84,7 @@ pub fn adapter_for(kind: AdapterKind) -> &'static dyn AgentAdapter {
     }
 }
 
-/// OK or ERROR (DESIGN §5: a non-zero exit or a timeout is an ERROR iteration).
+/// OK or ERROR (a non-zero exit or a timeout is an ERROR iteration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentStatus {

@@ -15,7 +15,7 @@ pub enum AdapterKind {
     Codex,
     /// `opencode run …`
     Opencode,
-    /// Any argv, speaking the contract in DESIGN §5 (prompt on stdin and in
+    /// Any argv, speaking the `command` adapter contract (docs/configuration.md) (prompt on stdin and in
     /// `CLOSER_PROMPT_FILE`, report on stdout).
     Command,
 }

@@ -120,7 +120,7 @@ pub enum CloseOn {
     Merged,
 }
 
-/// One goal (seed 004). Which fields a goal needs depends on its type; the
+/// One goal. Which fields a goal needs depends on its type; the
 /// parser checks that (through `RawGoal`, which names the missing or stray
 /// field), so the engine can rely on [`GoalKind`] being complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,7 +185,7 @@ pub struct TaskTypeRules {
     pub goals: Vec<GoalSpec>,
 }
 
-/// `convergence:` (seed 003).
+/// `convergence:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConvergenceConfig {

@@ -1,4 +1,4 @@
-//! What an iteration physically produced (seed 004): commits since the run's
+//! What an iteration physically produced: commits since the run's
 //! base, changed files with line counts against the base, untracked files,
 //! the branch — and which of those the task type expects.
 //!
@@ -83,7 +83,7 @@ impl ArtifactKind {
     }
 }
 
-/// The artifacts a task type must leave (seed 004).
+/// The artifacts a task type must leave.
 pub fn expected(task: TaskType) -> &'static [ArtifactKind] {
     match task {
         TaskType::Feature | TaskType::Bug | TaskType::Refactor => {

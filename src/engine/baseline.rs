@@ -1,4 +1,4 @@
-//! The baseline (seed 003): the Definition-of-Done commands run once on a
+//! The baseline: the Definition-of-Done commands run once on a
 //! clean worktree of the base commit, before the first iteration; the
 //! failures found there were already there and do not block completion.
 //!

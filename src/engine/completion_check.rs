@@ -1,4 +1,4 @@
-//! The completion check (seed 000): after an iteration, an LLM turns the agent's
+//! The completion check: after an iteration, an LLM turns the agent's
 //! structured output, the goal results and the issue's task list into a
 //! completion checklist. `complete = allComplete && confidence >= threshold`.
 //!
@@ -22,13 +22,13 @@ use crate::engine::tasklist::TaskListItem;
 use crate::llm::{LlmClient, LlmError, LlmRequest, Usage};
 use crate::prompts::{PromptId, PromptResolver};
 
-/// The default confidence threshold (seed 000).
+/// The default confidence threshold.
 pub const DEFAULT_THRESHOLD: f64 = 0.8;
 
 /// The most characters of the agent's structured output put in the prompt.
 const MAX_OUTPUT_CHARS: usize = 24_000;
 
-/// The answer the LLM must give (seed 000's `CloserStructuredOutput`).
+/// The answer the LLM must give (`checklist`, `allComplete`, `summary`, `pendingActions`, `confidence`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CheckOutput {
@@ -68,7 +68,7 @@ pub fn check_schema() -> &'static Value {
     &SCHEMA
 }
 
-/// What the completion check looks at (seed 000's `CheckInput`).
+/// What the completion check looks at (the agent's structured output with the issue and the goal results).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckInput {
     /// The agent's structured output for the iteration.
@@ -112,7 +112,7 @@ pub struct CheckContext {
     pub tolerated_failures: Vec<String>,
 }
 
-/// The outcome of a check (seed 000's `CheckResult`).
+/// The outcome of a check (complete or not, with the answer and its cost).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
     /// `allComplete && confidence >= threshold`, and no error.
@@ -330,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn the_schema_requires_the_seed_fields() {
+    fn the_schema_requires_the_checklist_fields() {
         let s = check_schema();
         let required: Vec<&str> = s["required"]
             .as_array()

@@ -1,7 +1,7 @@
 //! The one call the engine makes after each iteration: "is it complete, and
 //! if not what is pending, and is the agent asking the maintainer
-//! something?" It combines question detection (seed 001), the completion check
-//! (seed 000) and the completion handler (seed 002). Goal results arrive as
+//! something?" It combines question detection, the completion check
+//! and the completion handler. Goal results arrive as
 //! `GoalOutcome`s inside the summary; this module never runs a goal, and
 //! nothing here turns an error into "complete".
 

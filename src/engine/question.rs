@@ -1,4 +1,4 @@
-//! Question detection (seed 001): does the agent's output ask the maintainer
+//! Question detection: does the agent's output ask the maintainer
 //! something? An answer that asks is AWAITING_RESPONSE, not COMPLETE.
 //!
 //! Code (fenced and inline), block quotes, quoted strings, URLs, HTML
@@ -14,10 +14,10 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-/// The score at or above which the output is asking (seed 001).
+/// The score at or above which the output is asking.
 pub const THRESHOLD: f64 = 0.6;
 
-/// The verdict for an answer-type task (DESIGN §3, seed 001).
+/// The verdict for an answer-type task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AnswerStatus {
@@ -48,7 +48,7 @@ pub enum SignalKind {
 }
 
 impl SignalKind {
-    /// The weight of seed 001.
+    /// The rule's weight.
     pub fn weight(self) -> f64 {
         match self {
             SignalKind::DirectQuestion => 0.6,

@@ -1,4 +1,4 @@
-//! The scope guard (seed 003): changed files outside `allowed_paths`, and —
+//! The scope guard: changed files outside `allowed_paths`, and —
 //! from stage 2 on — a change larger than the diff budget, are named reasons
 //! for INCOMPLETE, each with a fingerprint so a repeating violation counts
 //! as stagnation. closer's own files are never a violation.

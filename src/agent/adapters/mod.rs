@@ -1,5 +1,5 @@
 //! The four adapters: three tools with their own JSON output, and `command`,
-//! any argv speaking closer's contract (DESIGN §5).
+//! any argv speaking closer's contract.
 
 pub mod claude_code;
 pub mod codex;

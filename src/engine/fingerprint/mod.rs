@@ -1,4 +1,4 @@
-//! Failure fingerprints (seed 003): the failing tests and error locations a
+//! Failure fingerprints: the failing tests and error locations a
 //! command's output names, each hashed from `command + test + normalised
 //! error + location`, so the same failure in two iterations (or in the
 //! baseline and an iteration) has the same id whatever the timing noise.

@@ -1,4 +1,4 @@
-//! Goals (seed 004): the repo's Definition of Done, the task type's rules and
+//! Goals: the repo's Definition of Done, the task type's rules and
 //! the acceptance criteria, all ten goal types, one function each.
 //!
 //! A goal result is evidence: passed or not, required or not, how long it

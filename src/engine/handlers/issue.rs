@@ -1,4 +1,4 @@
-//! `issue`: verified completion (DESIGN §3). Complete only when the completion check's
+//! `issue`: verified completion. Complete only when the completion check's
 //! checklist is complete with enough confidence AND every required goal
 //! passed AND the agent run did not fail. The agent's own claim never
 //! suffices.

@@ -1,5 +1,5 @@
 //! `manual`: complete when the agent's output contains the keyword AND the
-//! objective goals pass (DESIGN §3): the keyword alone is only a claim.
+//! objective goals pass: the keyword alone is only a claim.
 
 use serde_json::{Map, Value, json};
 

@@ -1,4 +1,4 @@
-//! Completion handlers (seed 002): `issue`, `project`, `iterate`, `manual`,
+//! Completion handlers: `issue`, `project`, `iterate`, `manual`,
 //! `custom` behind one trait. Each builds the initial and the continuation
 //! prompt (through the C3L resolver: `initial/<type>`, `continuation/<type>`),
 //! states its completion criteria, and decides whether an iteration completes
