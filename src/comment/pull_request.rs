@@ -11,7 +11,7 @@ use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, usage_line};
 use super::verification::{self, Detail};
 use super::view::{UsageView, VerificationView};
-use crate::github::types::IssueNumber;
+use crate::model::IssueNumber;
 use crate::model::TaskType;
 
 /// Commits or files listed before the rest are counted.

@@ -3,7 +3,7 @@
 //! text.
 
 use super::*;
-use crate::github::types::{IssueNumber, Permission};
+use crate::model::{IssueNumber, Permission};
 use crate::model::TaskType;
 
 fn goal(name: &str, status: GoalStatus, required: bool, evidence: &str) -> GoalRow {

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, next_step, thousands, usage_line, user};
 use super::view::{Stage, StatusView, UsageView};
-use crate::github::types::Permission;
+use crate::model::Permission;
 use crate::model::Named;
 
 /// Bytes of one quoted question or evidence excerpt.

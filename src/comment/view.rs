@@ -3,7 +3,7 @@
 //! nothing here does I/O. Every `String` in these structs is treated as
 //! untrusted by the renderers (escaped, quoted or fenced).
 
-use crate::github::types::IssueNumber;
+use crate::model::IssueNumber;
 use crate::model::TaskType;
 
 pub use crate::model::{Phase, RunState, Stage};

@@ -271,7 +271,7 @@ pub struct CommandsConfig {
     /// The lowest repository permission allowed to use `/closer` commands
     /// (default `write`; `none` is refused, it would let anyone steer the bot).
     #[serde(deserialize_with = "crate::config::repo_parse::some_permission")]
-    pub min_permission: crate::github::types::Permission,
+    pub min_permission: crate::model::Permission,
 }
 
 /// `project:`.

@@ -339,9 +339,9 @@ pub(crate) fn valid_globs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>
 /// A permission other than `none`.
 pub(crate) fn some_permission<'de, D: Deserializer<'de>>(
     d: D,
-) -> Result<crate::github::types::Permission, D::Error> {
-    let p = crate::github::types::Permission::deserialize(d)?;
-    if p == crate::github::types::Permission::None {
+) -> Result<crate::model::Permission, D::Error> {
+    let p = crate::model::Permission::deserialize(d)?;
+    if p == crate::model::Permission::None {
         return Err(D::Error::custom(
             "`none` would let anyone steer the bot; expected one of read, triage, write, maintain, admin",
         ));

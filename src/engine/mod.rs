@@ -1,5 +1,15 @@
-//! The engine: runs and iterations, and every decision about them. It talks to
-//! GitHub, the LLM and the agent only through narrow traits.
+//! The engine: runs and iterations, and every decision about them.
+//!
+//! `run/` drives a run through its steps with collaborators that each own
+//! one concern (the run in the store, GitHub as the App, the status comment
+//! and labels, the workspace, the agents, the checks, the budget); the other
+//! modules are the judgment (`judge`, `completion_check`, `question`,
+//! `handlers/`, `classify`) and the evidence (`artifacts`, `goals/`,
+//! `baseline`, `tolerance`, `reproduction`, `task_rules`, `fingerprint/`,
+//! `scope`, `convergence`, `verify`, `evidence`), pure where they can be.
+//! The engine reaches GitHub through the installation client of
+//! `crate::github`, the LLM through the `LlmClient` trait and agents through
+//! `crate::agent`; it must never take an agent's words as evidence.
 
 pub mod artifacts;
 pub mod baseline;

@@ -4,7 +4,11 @@
 //! placeholders and run on both backends (times as i64 milliseconds, JSON as
 //! text). Each table family has its own module of free functions over an
 //! executor; `Store` is the thin facade the rest of the program holds.
-//! Nothing here knows about HTTP or GitHub.
+//! The store depends on the model (`crate::model`) and never on the engine:
+//! text read back becomes the model's types here, and the engine's own
+//! documents (run data, evidence) stay JSON text to it. It knows no HTTP and
+//! no GitHub API; the one exception is `dry_run.rs`, which implements the
+//! GitHub client's recorder hook so that `--dry-run` writes are kept.
 
 pub mod deliveries;
 pub mod dry_run;
