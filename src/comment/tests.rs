@@ -3,8 +3,8 @@
 //! text.
 
 use super::*;
-use crate::model::{IssueNumber, Permission};
 use crate::model::TaskType;
+use crate::model::{IssueNumber, Permission};
 
 fn goal(name: &str, status: GoalStatus, required: bool, evidence: &str) -> GoalRow {
     GoalRow {

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, next_step, thousands, usage_line, user};
 use super::view::{Stage, StatusView, UsageView};
-use crate::model::Permission;
 use crate::model::Named;
+use crate::model::Permission;
 
 /// Bytes of one quoted question or evidence excerpt.
 const QUOTE_MAX: usize = 8_000;

@@ -6,6 +6,7 @@ mod support;
 
 mod cli;
 mod durability;
+mod fresh_dir;
 mod github_client;
 mod github_projects;
 mod handlers;

@@ -1,0 +1,215 @@
+//! The quick start as an operator runs it: the real binary, started in a
+//! fresh, empty directory with only the variables the README and
+//! docs/configuration.md name, and every path left at its default — the
+//! SQLite file `closer.db` and the data directory `closer-data`, both
+//! relative. A labelled issue must go all the way to a verified close.
+//!
+//! Every other test passes absolute paths; this one crosses the seam where
+//! a relative `data_dir` made `git worktree add` (run inside the mirror)
+//! put the worktree under the mirror, so that every run failed at its first
+//! step.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use closer::model::IssueNumber;
+use secrecy::ExposeSecret;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+use crate::support::fake_github::FakeGitHub;
+use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::{FakeLlm, Reply};
+use crate::support::git::Origin;
+use crate::support::process::free_port;
+use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING, commit};
+use crate::support::{client, sign};
+
+const SECRET: &str = "fresh-dir secret";
+const INSTALLATION: i64 = 91;
+const REPO: &str = "octo/fresh";
+
+/// The agent: the fix, with the test that reproduces the bug.
+fn agent_script() -> String {
+    format!(
+        "#!/bin/sh\ncat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
+         cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}\
+         echo '{{\"summary\": \"Fixed add, with a regression test.\"}}'\n",
+        commit("fix: add")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_issue() {
+    let github = FakeGitHub::start().await;
+    github.add_installation(INSTALLATION, "octo");
+    let repo = github.add_repo(INSTALLATION, REPO);
+    let origin = Origin::with_files(&[
+        ("run_tests.sh", RUN_TESTS),
+        ("calc.sh", CALC),
+        ("tests/existing.sh", TEST_EXISTING),
+    ]);
+    github.set_clone_url(&repo, &origin.url);
+    github.set_file(&repo, "main", ".github/closer.yml", CONFIG);
+    github.set_permission(&repo, "maria", "write");
+    let llm = FakeLlm::start().await;
+    llm.push([Reply::closer(true, 0.95, &[])]);
+
+    let fresh = tempfile::tempdir().expect("a fresh directory");
+    let tools = tempfile::tempdir().expect("the agent's directory");
+    let agent = tools.path().join("agent.sh");
+    std::fs::write(&agent, agent_script()).unwrap();
+    std::fs::write(
+        fresh.path().join("closer.toml"),
+        format!(
+            "[agents.default]\nadapter = \"command\"\ncommand = [\"sh\", \"{}\"]\ntimeout_secs = 60\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let bind = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closer"))
+        .current_dir(fresh.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "info")
+        .env("GITHUB_WEBHOOK_SECRET", SECRET)
+        .env("GITHUB_APP_ID", github.app_id().to_string())
+        .env(
+            "GITHUB_PRIVATE_KEY",
+            github.private_key_pem().expose_secret(),
+        )
+        .env("GITHUB_API_URL", github.url())
+        .env("CLOSER_BIND", &bind)
+        .env("CLOSER_LLM_PROVIDER", "openai")
+        .env("CLOSER_LLM_BASE_URL", llm.openai_url())
+        .env("CLOSER_LLM_API_KEY", "sk-test")
+        .env("CLOSER_LLM_MODEL", "test-model")
+        .args(["--config", "closer.toml", "serve"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("closer starts");
+    let url = format!("http://{bind}");
+    wait_ready(&url).await;
+
+    let number = github.open_issue(&repo, "maria", "add subtracts", "`add 2 3` prints -1.");
+    for label in ["closer", "type:bug"] {
+        github.label_issue(&repo, number, label);
+    }
+    deliver_opened(&url, &github, &repo, number, &origin.url).await;
+
+    let closed = wait_closed(&github, &repo, number, Duration::from_secs(90)).await;
+    if !closed {
+        let _ = child.start_kill();
+        let mut log = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = stderr.read_to_string(&mut log).await;
+        }
+        panic!("the issue was not closed within 90 s; closer said:\n{log}");
+    }
+    let issue = github.issue(&repo, number);
+    assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+    assert!(
+        issue.labels.contains(&"phase:complete".to_owned()),
+        "{:?}",
+        issue.labels
+    );
+    let pulls = github.pulls(&repo);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].head, format!("closer/issue-{}", number.0));
+    let status: Vec<_> = github
+        .comments(&repo, number)
+        .into_iter()
+        .filter(|c| c.body.starts_with("<!-- closer:run="))
+        .collect();
+    assert_eq!(status.len(), 1, "one status comment");
+    assert!(
+        status[0].body.contains("closer: done"),
+        "{}",
+        status[0].body
+    );
+
+    // The defaults, relative to the start directory, and nothing under the
+    // mirror (where the relative data directory used to put the worktree).
+    let data = fresh.path().join("closer-data");
+    assert!(fresh.path().join("closer.db").is_file());
+    let mirrors = data.join("sandbox").join("mirrors");
+    assert!(mirrors.is_dir(), "{}", mirrors.display());
+    for mirror in std::fs::read_dir(&mirrors).unwrap().flatten() {
+        assert!(
+            !mirror.path().join("closer-data").exists(),
+            "a worktree under the mirror {}",
+            mirror.path().display()
+        );
+    }
+    let _ = child.start_kill();
+}
+
+async fn wait_ready(url: &str) {
+    let http = client();
+    for _ in 0..200 {
+        let ready = http.get(format!("{url}/readyz")).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("closer at {url} did not become ready in 10 s");
+}
+
+/// Posts a signed `issues.opened`, as GitHub would.
+async fn deliver_opened(
+    url: &str,
+    github: &FakeGitHub,
+    repo: &closer::model::RepoName,
+    number: IssueNumber,
+    clone_url: &str,
+) {
+    let issue = github.issue(repo, number);
+    let maria = FakeUser::user("maria");
+    let user = json!({"login": maria.login, "id": maria.id(), "type": "User"});
+    let payload = json!({
+        "action": "opened",
+        "issue": {
+            "number": issue.number, "title": issue.title, "body": issue.body, "user": user,
+            "labels": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+            "state": issue.state,
+        },
+        "sender": user,
+        "installation": {"id": INSTALLATION},
+        "repository": {"full_name": REPO, "clone_url": clone_url, "default_branch": "main", "private": false},
+    });
+    let body = serde_json::to_vec(&payload).unwrap();
+    let status = client()
+        .post(format!("{url}/webhooks"))
+        .header("content-type", "application/json")
+        .header("x-github-event", "issues")
+        .header("x-github-delivery", crate::support::unique("fresh"))
+        .header("x-hub-signature-256", sign(SECRET, &body))
+        .body(body)
+        .send()
+        .await
+        .expect("delivered")
+        .status();
+    assert!(status.is_success(), "delivery answered {status}");
+}
+
+async fn wait_closed(
+    github: &FakeGitHub,
+    repo: &closer::model::RepoName,
+    number: IssueNumber,
+    limit: Duration,
+) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if github.issue(repo, number).state == "closed" {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
