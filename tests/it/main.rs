@@ -14,6 +14,7 @@ mod intake;
 mod judgment;
 mod prompts;
 mod question_corpus;
+mod question_corpus_real;
 mod queue;
 mod repo_config;
 mod security;
