@@ -88,7 +88,13 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         reasons: Vec::new(),
         usage: Usage::default(),
     };
-    if settled_by_question(&mut judgment, explicit) {
+    // A code task is judged on its work: a question the agent did not list
+    // in `questions` only pauses the run when the work is not complete (an
+    // offer at the end of a finished fix is not a question).
+    let work_decides = ctx.task_type.changes_code()
+        && explicit.is_empty()
+        && question.status == AnswerStatus::AwaitingResponse;
+    if !work_decides && settled_by_question(&mut judgment, explicit) {
         return judgment;
     }
 
@@ -121,6 +127,9 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     };
     judgment.check = Some(check);
     judgment.handler = Some(verdict);
+    if work_decides && judgment.decision != Decision::Complete {
+        settled_by_question(&mut judgment, Vec::new());
+    }
     judgment
 }
 

@@ -2,8 +2,10 @@
 //! something? An answer that asks is AWAITING_RESPONSE, not COMPLETE.
 //!
 //! Code (fenced and inline), block quotes, quoted strings, URLs, HTML
-//! comments and closing pleasantries ("let me know if you have any
-//! questions") are removed first; then weighted signals in Japanese and
+//! comments, closing pleasantries ("let me know if you have any
+//! questions", 必要があればお知らせください) and offers of more work after
+//! the work is done ("Would you like me to add more tests?") are removed
+//! first; then weighted signals in Japanese and
 //! English fire, and a score of at least [`THRESHOLD`] means the agent is
 //! asking. A question answered in the next line (a rhetorical one) or used as
 //! a heading does not count. This module only reads text: it never decides
@@ -149,10 +151,24 @@ static PLEASANTRY: LazyLock<Regex> = LazyLock::new(|| {
         r"[^.!?\n]*?\bif\s+(?:you\s+)?(?:have|need|want|would like|there (?:are|is))\s+",
         r"(?:any(?:thing)?\s*)?(?:further|other|more|additional|else)?\s*",
         r"(?:questions?|help|changes?|adjustments?|assistance|clarifications?|anything|else|follow-ups?)[^.!?\n]*[.!]?",
-        r"|(?:ご不明な点|ご質問|不明点|何か|修正点|ご要望)(?:が|など|等)?(?:ございましたら|あれば|ありましたら|がありましたら)",
-        r"[^。\n]{0,20}(?:お知らせください|教えてください|ご連絡ください|お気軽に)[^。\n]*。?"
+        r"|(?:ご不明な点|ご質問|不明点|何か|修正点|ご要望|[^。\n]{0,30}必要)(?:が|など|等|で)?(?:ございましたら|あれば|ありましたら|がありましたら)",
+        r"[^。\n]{0,20}(?:お知らせください|教えてください|ご連絡ください|お問い合わせください|お気軽に|(?:深掘り|調査|対応)(?:して)?(?:調査)?(?:します|いたします))[^。\n]*。?"
     ))
 });
+/// An offer of more work after the work is done ("Would you like me to add
+/// more tests?", 他にもテストを追加しましょうか？): not a question that
+/// needs an answer. An offer that sets out alternatives ("…, or keep it?")
+/// is a decision and stays.
+static OFFER: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?im)^[^\n?]*?(?:would you like me to|do you want me to|want me to|shall i|should i|",
+        r"anything else (?:you'd|you would) like(?: me to)?|is there anything else)",
+        r"[^\n?]*?\b(?:also|more|else|further|additional(?:ly)?|another|other)\b[^\n?]*\?[ \t]*$",
+        r"|^[^\n?]*?anything else (?:you'd|you would) like[^\n?]*\?[ \t]*$",
+        r"|(?:他にも|ほかにも|さらに|追加で|あわせて|併せて)[^。？?\n]*(?:しましょうか|しますか|いたしましょうか|いたしますか)[？?]"
+    ))
+});
+
 static ANSWER_START: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"(?i)^(?:because|it(?:'s| is| was)\b|this is because|that's because|the answer|answer\s*[:：]|a\s*[:：]|yes\b|no\b|",
@@ -180,7 +196,10 @@ static CONFIRMATION: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LET_ME_KNOW: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?i)please\s+(?:let me know|clarify|advise|tell me)|let me know\s+(?:which|what|whether|how|if you(?:'d)? prefer|your)|",
+        r"(?i)please\s+(?:let me know|clarify|advise|tell me|decide)|let me know\s+(?:which|what|whether|how|if you(?:'d)? prefer|your)|",
+        r"\btell me\s+(?:which|whether|what|how)\b|(?:i'd|i would) like your (?:call|decision|input|guidance) on|",
+        r"\byour call on\b|\b(?:need|waiting (?:on|for)) (?:a|your) decision|",
+        r"ご指示を?お願い|ご判断(?:を)?(?:ください|お願い)|ご判断いただけ|",
         r"could you\s+(?:please\s+)?(?:specify|clarify|tell me|provide)|",
         r"教えてください|教えていただけ|お知らせください|ご指示ください|ご教示ください|指定してください"
     ))
@@ -223,6 +242,10 @@ fn strip_non_prose(output: &str) -> String {
     let text = INLINE_CODE.replace_all(&text, "");
     let text = URL.replace_all(&text, "");
     let text = QUOTED.replace_all(&text, "");
+    let text = OFFER.replace_all(&text, |c: &regex::Captures| match c[0].contains(" or ") {
+        true => c[0].to_owned(),
+        false => String::new(),
+    });
     PLEASANTRY.replace_all(&text, "").into_owned()
 }
 

@@ -426,7 +426,9 @@ async fn judge_answers_complete_pending_or_asking_in_one_call() {
         let fake = FakeLlm::start().await;
         let ctx = judge_ctx(client(&fake, provider), "Please add a parser.");
 
-        // Asking: no LLM call, the question comes back.
+        // Asking in a code task: the work is checked first; it is not
+        // complete, so the question comes back and the run pauses.
+        fake.push([Reply::closer(false, 0.9, &["choose the parser"])]);
         let j = judge(
             &ctx,
             summary(
@@ -441,7 +443,7 @@ async fn judge_answers_complete_pending_or_asking_in_one_call() {
             "{:?}",
             j.questions
         );
-        assert!(fake.requests().is_empty());
+        assert_eq!(fake.requests().len(), 1);
 
         // Verified complete.
         fake.push([Reply::closer(true, 0.9, &[])]);
@@ -485,6 +487,35 @@ async fn judge_answers_complete_pending_or_asking_in_one_call() {
         assert_eq!(fake.requests().len(), before);
         assert_eq!(fake.unused(), 0);
     }
+}
+
+/// For a code task the work decides: a question at the end of verified work
+/// does not pause the run; for an answer task (`read_info`) the question
+/// decides, without an LLM call.
+#[tokio::test]
+async fn a_question_after_verified_work_pauses_only_an_answer_task() {
+    let fake = FakeLlm::start().await;
+    let llm = client(&fake, Provider::Openai);
+    let report = "Implemented the parser with tests; all pass. Do you think the error messages are clear enough?";
+    let mut bug = judge_ctx(llm.clone(), "Fix the parser.");
+    bug.task_type = TaskType::Bug;
+    fake.push([Reply::closer(true, 0.95, &[])]);
+    let j = judge(&bug, summary(report, true)).await;
+    assert_eq!(j.decision, Decision::Complete, "{j:?}");
+
+    let mut answer = judge_ctx(llm, "How does the parser work?");
+    answer.task_type = TaskType::ReadInfo;
+    let before = fake.requests().len();
+    let j = judge(&answer, summary(report, true)).await;
+    assert_eq!(j.decision, Decision::AwaitingResponse);
+    assert_eq!(fake.requests().len(), before, "no LLM call");
+
+    // Courtesy closings of an answer are not questions.
+    fake.push([Reply::closer(true, 0.95, &[])]);
+    let courtesy =
+        "The parser is a recursive-descent one (src/parser.rs). Happy to dig deeper if that helps.";
+    let j = judge(&answer, summary(courtesy, true)).await;
+    assert_eq!(j.decision, Decision::Complete, "{j:?}");
 }
 
 #[tokio::test]

@@ -51,9 +51,11 @@ const CORPUS: &[(Lang, bool, bool, &str)] = &[
         false,
         "I can implement caching at the HTTP layer or in the repository layer. Which approach do you prefer?",
     ),
+    // Relabelled with the offers rule: an offer of more work is not a
+    // question that needs an answer (docs/judgment.md).
     (
         Lang::En,
-        true,
+        false,
         false,
         "Would you like me to also update the CHANGELOG?",
     ),

@@ -371,3 +371,22 @@ async fn a_lying_agent_that_only_asks_questions_is_never_closed() {
         "echo '{\"summary\": \"Done, I think.\", \"questions\": [\"Is this what you wanted?\"]}'\n";
     never_closed(s, &[asks, asks]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_verified_fix_ending_with_an_offer_is_closed_not_left_waiting() {
+    let mut s = Story::start("verified-offer", Some(CONFIG)).await;
+    s.llm.push([done()]);
+    let fix = format!(
+        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n",
+        commit("fix: add")
+    );
+    s.agent_step(1, &fix);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert!(!s.labels(n).contains(&"awaiting-response".to_owned()));
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+}
