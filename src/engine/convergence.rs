@@ -416,6 +416,63 @@ mod tests {
     }
 
     #[test]
+    fn one_failure_that_persists_while_others_change_escalates_then_stops() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        let d1 = state.observe(obs(1, &["persist", "a"], "d1"), &config, id(1));
+        assert_eq!(d1.stage, Stage::Normal);
+        // The set and the diff change, but `persist` is there again.
+        let d2 = state.observe(obs(2, &["persist", "b"], "d2"), &config, id(2));
+        assert_eq!(
+            (d2.decision, d2.stage),
+            (VerdictKind::Incomplete, Stage::MinimalFix)
+        );
+        assert!(
+            state.stage_changes[0].reason.contains("persisting"),
+            "{:?}",
+            state.stage_changes
+        );
+        let d3 = state.observe(obs(3, &["persist", "c"], "d3"), &config, id(3));
+        assert_eq!(
+            (d3.decision, d3.stage),
+            (VerdictKind::Failed, Stage::Stopped)
+        );
+        let diagnosis = d3.diagnosis.expect("a diagnosis");
+        assert_eq!(diagnosis.repeated[0].count, 3, "{diagnosis:?}");
+        assert!(diagnosis.repeated[0].summary.contains("persist"));
+
+        // The control: failures that all change never escalate.
+        let mut state = ConvergenceState::default();
+        for (n, f) in ["a", "b", "c", "d"].iter().enumerate() {
+            let d = state.observe(
+                obs(n as u32 + 1, &[f], &format!("d{n}")),
+                &config,
+                id(n as u64),
+            );
+            assert_eq!(d.stage, Stage::Normal);
+        }
+    }
+
+    #[test]
+    fn a_disabled_controller_never_moves_the_stage() {
+        let config = ConvergenceConfig {
+            enabled: false,
+            ..ConvergenceConfig::default()
+        };
+        let mut state = ConvergenceState::default();
+        for n in 1..=6 {
+            let d = state.observe(obs(n, &["same"], "same-diff"), &config, id(u64::from(n)));
+            assert_eq!(
+                (d.decision, d.stage),
+                (VerdictKind::Incomplete, Stage::Normal)
+            );
+            assert!(d.minimal_fix.is_none() && d.diagnosis.is_none());
+        }
+        let done = state.observe(obs(7, &[], "d7"), &config, id(7));
+        assert_eq!(done.decision, VerdictKind::Complete);
+    }
+
+    #[test]
     fn progress_resets_the_count() {
         let config = ConvergenceConfig::default();
         let mut state = ConvergenceState::default();

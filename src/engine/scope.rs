@@ -93,3 +93,56 @@ pub fn check(
         over_budget,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::artifacts::ChangedFile;
+
+    fn change(lines: u64) -> Artifacts {
+        Artifacts {
+            base_commit: "b".into(),
+            head: "h".into(),
+            branch: Some("closer/issue-1".into()),
+            commits: Vec::new(),
+            changed_files: vec![ChangedFile {
+                path: "src/lib.rs".into(),
+                added: lines,
+                deleted: 0,
+                new: false,
+            }],
+            untracked: vec![ChangedFile {
+                path: ".closer/notes.md".into(),
+                added: 1000,
+                deleted: 0,
+                new: true,
+            }],
+            diff_hash: "d".into(),
+        }
+    }
+
+    #[test]
+    fn the_diff_budget_holds_from_stage_two_on() {
+        let config = ConvergenceConfig {
+            diff_budget: 10,
+            ..ConvergenceConfig::default()
+        };
+        let big = change(11);
+        // Stage 1: no budget.
+        let v = check(&config, &big, Stage::Normal).unwrap();
+        assert!(!v.violation() && v.diff_budget.is_none());
+        // Stage 2: over the budget, a named reason and a failure of its own.
+        let v = check(&config, &big, Stage::MinimalFix).unwrap();
+        assert!(v.over_budget && v.violation(), "{v:?}");
+        assert_eq!(v.changed_lines, 11, "closer's own files do not count");
+        assert!(
+            v.reasons().iter().any(|r| r.contains("10")),
+            "{:?}",
+            v.reasons()
+        );
+        assert_eq!(v.failures().len(), 1);
+        // At the budget: fine.
+        let v = check(&config, &change(10), Stage::MinimalFix).unwrap();
+        assert!(!v.violation(), "{v:?}");
+    }
+}

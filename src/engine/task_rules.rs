@@ -44,3 +44,74 @@ pub fn builtin(
         evidence,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::repo::{GoalKind, GoalSpec, TaskTypeRules};
+    use crate::engine::artifacts::ChangedFile;
+
+    fn changed(paths: &[&str]) -> Artifacts {
+        Artifacts {
+            base_commit: "b".into(),
+            head: "h".into(),
+            branch: None,
+            commits: Vec::new(),
+            changed_files: paths
+                .iter()
+                .map(|p| ChangedFile {
+                    path: (*p).into(),
+                    added: 1,
+                    deleted: 0,
+                    new: false,
+                })
+                .collect(),
+            untracked: Vec::new(),
+            diff_hash: "d".into(),
+        }
+    }
+
+    #[test]
+    fn each_task_type_checks_what_it_promises() {
+        let config = RepoConfig::default();
+        let kinds = FileKinds::new(&[]).unwrap();
+        let rule = |task, paths: &[&str]| builtin(&config, task, &kinds, &changed(paths));
+        let only_tests = ["tests/add.sh"];
+        let only_docs = ["docs/guide.md"];
+        let source = ["src/lib.rs", "tests/add.sh"];
+        assert!(!rule(TaskType::Feature, &only_tests).unwrap().passed);
+        assert!(!rule(TaskType::Feature, &only_docs).unwrap().passed);
+        assert!(rule(TaskType::Feature, &source).unwrap().passed);
+        assert!(rule(TaskType::Test, &only_tests).unwrap().passed);
+        assert!(!rule(TaskType::Test, &only_docs).unwrap().passed);
+        assert!(rule(TaskType::Docs, &only_docs).unwrap().passed);
+        assert!(!rule(TaskType::Docs, &source).unwrap().passed);
+        let feature = rule(TaskType::Feature, &only_docs).unwrap();
+        assert_eq!(feature.name(), "source_changed");
+        assert!(feature.required && feature.evidence.contains("no change"));
+        assert!(
+            rule(TaskType::Bug, &source).is_none(),
+            "a bug's rule is the reproduction"
+        );
+        assert!(rule(TaskType::Refactor, &source).is_none());
+    }
+
+    #[test]
+    fn a_configured_task_type_replaces_the_built_in_rule() {
+        let mut config = RepoConfig::default();
+        config.task_types.insert(
+            TaskType::Docs,
+            TaskTypeRules {
+                goals: vec![GoalSpec {
+                    kind: GoalKind::FilesChanged {
+                        pattern: "handbook/**".into(),
+                    },
+                    required: true,
+                    timeout_secs: None,
+                }],
+            },
+        );
+        let kinds = FileKinds::new(&[]).unwrap();
+        assert!(builtin(&config, TaskType::Docs, &kinds, &changed(&["src/x.rs"])).is_none());
+    }
+}
