@@ -255,18 +255,7 @@ pub fn validate(value: &Value, context: &CheckContext) -> Result<CheckOutput, Ve
             "the completion check schema itself is invalid: {e}"
         )]
     })?;
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .take(10)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {at}: {e}")
-            }
-        })
-        .collect();
+    let errors = schema_errors(&validator, value, 10);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -297,6 +286,22 @@ pub fn validate(value: &Value, context: &CheckContext) -> Result<CheckOutput, Ve
     } else {
         Err(rules)
     }
+}
+
+/// At most `max` schema violations of `value`, each with where it is.
+pub fn schema_errors(validator: &jsonschema::Validator, value: &Value, max: usize) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(max)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect()
 }
 
 fn prompt_params(input: &CheckInput) -> Value {

@@ -529,22 +529,32 @@ const CORPUS: &[(Lang, bool, bool, &str)] = &[
     ),
 ];
 
-#[derive(Default)]
-struct Counts {
-    tp: u32,
-    fp: u32,
-    fn_: u32,
-    tn: u32,
+/// Confusion counts, AWAITING_RESPONSE being the positive class.
+#[derive(Default, Debug)]
+pub struct Counts {
+    pub tp: u32,
+    pub fp: u32,
+    pub fn_: u32,
+    pub tn: u32,
 }
 
 impl Counts {
-    fn precision(&self) -> f64 {
+    pub fn add(&mut self, asking: bool, got: bool) {
+        match (asking, got) {
+            (true, true) => self.tp += 1,
+            (false, true) => self.fp += 1,
+            (true, false) => self.fn_ += 1,
+            (false, false) => self.tn += 1,
+        }
+    }
+
+    pub fn precision(&self) -> f64 {
         f64::from(self.tp) / f64::from((self.tp + self.fp).max(1))
     }
-    fn recall(&self) -> f64 {
+    pub fn recall(&self) -> f64 {
         f64::from(self.tp) / f64::from((self.tp + self.fn_).max(1))
     }
-    fn line(&self, name: &str) -> String {
+    pub fn line(&self, name: &str) -> String {
         format!(
             "| {name} | {} | {} | {} | {} | {} | {:.3} | {:.3} |",
             self.tp + self.fp + self.fn_ + self.tn,
@@ -721,12 +731,7 @@ fn held_out_cases_estimate_generalisation() {
     let mut c = Counts::default();
     for (_, asking, text) in HELD_OUT {
         let got = detect(text, false, &[]).status == AnswerStatus::AwaitingResponse;
-        match (asking, got) {
-            (true, true) => c.tp += 1,
-            (false, true) => c.fp += 1,
-            (true, false) => c.fn_ += 1,
-            (false, false) => c.tn += 1,
-        }
+        c.add(*asking, got);
         if *asking != got {
             println!("held-out miss: expected asking={asking}: {text:?}");
         }

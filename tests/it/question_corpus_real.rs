@@ -8,6 +8,8 @@
 
 use closer::engine::question::{AnswerStatus, detect};
 
+use crate::question_corpus::Counts;
+
 /// (asks the maintainer?, output)
 const ENGLISH: &[(bool, &str)] = &[
     (
@@ -188,46 +190,6 @@ const JAPANESE: &[(bool, &str)] = &[
     ),
     (false, "以上です。何かご質問があればお知らせください。"),
 ];
-
-#[derive(Default, Debug)]
-struct Counts {
-    tp: u32,
-    fp: u32,
-    fn_: u32,
-    tn: u32,
-}
-
-impl Counts {
-    fn add(&mut self, asking: bool, got: bool) {
-        match (asking, got) {
-            (true, true) => self.tp += 1,
-            (false, true) => self.fp += 1,
-            (true, false) => self.fn_ += 1,
-            (false, false) => self.tn += 1,
-        }
-    }
-
-    fn precision(&self) -> f64 {
-        f64::from(self.tp) / f64::from((self.tp + self.fp).max(1))
-    }
-
-    fn recall(&self) -> f64 {
-        f64::from(self.tp) / f64::from((self.tp + self.fn_).max(1))
-    }
-
-    fn line(&self, name: &str) -> String {
-        format!(
-            "| {name} | {} | {} | {} | {} | {} | {:.3} | {:.3} |",
-            self.tp + self.fp + self.fn_ + self.tn,
-            self.tp,
-            self.fp,
-            self.fn_,
-            self.tn,
-            self.precision(),
-            self.recall()
-        )
-    }
-}
 
 fn classify(cases: &[(bool, &str)], all: &mut Counts) -> Counts {
     let mut counts = Counts::default();

@@ -139,18 +139,7 @@ fn read_answer(path: &str, out: &ProcessOutput) -> HandlerVerdict {
         Ok(v) => v,
         Err(e) => return HandlerVerdict::failed(format!("internal schema error: {e}")),
     };
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {at}: {e}")
-            }
-        })
-        .collect();
+    let errors = crate::engine::completion_check::schema_errors(&validator, &value, 5);
     if !errors.is_empty() {
         return HandlerVerdict::failed(format!(
             "`{path}` printed JSON that is not {{\"complete\": bool, \"description\": string}}: {}",
