@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use closer::model::IssueNumber;
 use secrecy::ExposeSecret;
 use serde_json::json;
-use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::support::fake_github::FakeGitHub;
@@ -69,6 +68,9 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     )
     .unwrap();
     let bind = format!("127.0.0.1:{}", free_port());
+    // The log goes to a file (a pipe nobody reads could fill and stall it).
+    let log_path = tools.path().join("closer.log");
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_closer"))
         .current_dir(fresh.path())
         .env_clear()
@@ -89,7 +91,7 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
         .args(["--config", "closer.toml", "serve"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::from(log))
         .kill_on_drop(true)
         .spawn()
         .expect("closer starts");
@@ -105,10 +107,7 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     let closed = wait_closed(&github, &repo, number, Duration::from_secs(90)).await;
     if !closed {
         let _ = child.start_kill();
-        let mut log = String::new();
-        if let Some(mut stderr) = child.stderr.take() {
-            let _ = stderr.read_to_string(&mut log).await;
-        }
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
         panic!("the issue was not closed within 90 s; closer said:\n{log}");
     }
     let issue = github.issue(&repo, number);
