@@ -315,6 +315,15 @@ fn snapshot_diagnosis_other_reasons() {
 }
 
 #[test]
+fn snapshot_label_refusal() {
+    insta::assert_snapshot!(label_refusal_comment(
+        "trinity",
+        "closer",
+        Permission::Write
+    ));
+}
+
+#[test]
 fn snapshot_budget_exceeded() {
     insta::assert_snapshot!(budget_exceeded_comment(
         &BudgetExceeded::Tokens {

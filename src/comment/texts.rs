@@ -245,6 +245,17 @@ pub fn refusal_comment(login: &str, minimum: Permission) -> String {
     )
 }
 
+/// The answer to the trigger label put on by a user who may not start a run.
+pub fn label_refusal_comment(login: &str, label: &str, minimum: Permission) -> String {
+    format!(
+        "@{}, sorry: closer only starts when the {} label is added by a user with at least `{}` \
+         permission on this repository, so the label was removed.",
+        user(login),
+        markdown::code_span(label, 60),
+        minimum.as_str()
+    )
+}
+
 /// The answer to `/closer <unknown>`.
 pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
     let word = markdown::code_span(&format!("/closer {word}"), 60);

@@ -104,6 +104,9 @@ pub struct CommentRef {
 pub struct PullRef {
     pub number: IssueNumber,
     pub head_ref: String,
+    /// `owner/name` of the repository the head branch is in (a fork's, for
+    /// a pull request from a fork); `None` when GitHub gives none.
+    pub head_repo: Option<String>,
     pub base_ref: String,
     pub merged: bool,
     pub open: bool,

@@ -105,6 +105,9 @@ struct RawComment {
 struct RawBranch {
     #[serde(rename = "ref")]
     name: String,
+    /// The repository the branch is in (`null` when a fork was deleted).
+    #[serde(default)]
+    repo: Option<RawRepoName>,
 }
 
 #[derive(Deserialize)]
@@ -338,6 +341,7 @@ fn comment(raw: RawComment) -> CommentRef {
 fn pull(raw: RawPull) -> PullRef {
     PullRef {
         number: IssueNumber(raw.number),
+        head_repo: raw.head.repo.map(|r| r.full_name),
         head_ref: raw.head.name,
         base_ref: raw.base.name,
         merged: raw.merged.unwrap_or(false),

@@ -470,6 +470,11 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
         "{:?}",
         stopped_at.elapsed()
     );
+    // SIGKILL is delivered asynchronously: give a loaded machine a moment.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while alive(child) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(!alive(child), "the agent's child {child} survived the stop");
 
     let run = s.run(n).await.unwrap();
@@ -669,6 +674,14 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     let pulls = s.github.pulls(&s.repo);
     assert_eq!(pulls.len(), 1);
     assert_eq!(s.run(n).await.unwrap().state, RunState::Verifying);
+
+    // A fork's pull request with a head branch of the same name is not
+    // closer's: it does not complete the run.
+    s.merged_from(IssueNumber(99), "closer/issue-1", "mallory/calc")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Verifying);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
 
     s.github.merge_pull(&s.repo, IssueNumber(pulls[0].number));
     s.merged(IssueNumber(pulls[0].number), "closer/issue-1")
@@ -1128,4 +1141,42 @@ async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
     assert!(s.prompt(2).contains("Yes, negatives too."));
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
     s.stop().await;
+}
+
+/// The trigger label is a command too: put on by a user below
+/// `commands.min_permission` (here a triage user) it starts nothing, gets
+/// one short refusal and is taken off; a maintainer's label starts the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_trigger_label_from_a_triage_user_is_refused_and_removed() {
+    let mut s = Story::start("label-triage", Some(CONFIG)).await;
+    s.github.set_permission(&s.repo, "trinity", "triage");
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.idle().await;
+    s.label_as(n, "trinity", "closer").await;
+    s.idle().await;
+    assert!(s.run(n).await.is_none(), "no run");
+    assert!(
+        !s.labels(n).contains(&"closer".to_owned()),
+        "{:?}",
+        s.labels(n)
+    );
+    let comments = s.bot_comments(n);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert!(
+        comments[0].body.contains("@trinity") && comments[0].body.contains("`write`"),
+        "{}",
+        comments[0].body
+    );
+    // Again: still refused, not a second comment.
+    s.label_as(n, "trinity", "closer").await;
+    s.idle().await;
+    assert_eq!(s.bot_comments(n).len(), 1);
+    assert!(s.run(n).await.is_none());
+
+    // The control: the same label from a maintainer starts the run.
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(1, &fix_add());
+    s.label_as(n, MAINTAINER, "closer").await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
 }

@@ -185,7 +185,7 @@ impl Engine {
 
     /// Whether `login` has at least `minimum` on the repository; a failed
     /// lookup denies.
-    async fn permitted(
+    pub(super) async fn permitted(
         &self,
         client: &InstallationClient,
         repo: &RepoName,

@@ -14,7 +14,9 @@ use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
 use crate::config::repo::RepoConfig;
-use crate::events::{CommentAction, Event, IssueRef, IssuesAction, PullRequestAction, Repo};
+use crate::events::{
+    Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
+};
 use crate::github::{FileFetch, InstallationClient};
 use crate::model::{
     DEFAULT_TRIGGER_LABEL, InstallationId, Permission, RepoName, Run, RunId, RunState, Stage,
@@ -77,7 +79,8 @@ impl Engine {
                     repo,
                     issue,
                 };
-                self.on_issue(&thread, action, label.as_deref()).await
+                self.on_issue(&thread, action, label.as_deref(), sender)
+                    .await
             }
             Event::IssueComment {
                 action,
@@ -113,7 +116,7 @@ impl Engine {
                 repo,
                 pull,
                 ..
-            } if pull.merged => self.on_merged(&repo.name, &pull.head_ref).await,
+            } if pull.merged => self.on_merged(&repo.name, pull).await,
             _ => Ok("not an engine event".to_owned()),
         }
     }
@@ -123,19 +126,29 @@ impl Engine {
         thread: &Thread<'_>,
         action: &IssuesAction,
         label: Option<&str>,
+        sender: &Actor,
     ) -> Result<String, EngineError> {
         let issue = thread.issue;
         match action {
             IssuesAction::Opened | IssuesAction::Labeled => {
                 let client = self.github.client(thread.installation).await?;
                 let config = self.read_config(&client, thread.repo).await?;
-                let trigger = config.trigger_label();
+                let trigger = config.trigger_label().to_owned();
                 let triggered = match action {
-                    IssuesAction::Labeled => label == Some(trigger),
-                    _ => issue.labels.iter().any(|l| l == trigger),
+                    IssuesAction::Labeled => label == Some(trigger.as_str()),
+                    _ => issue.labels.contains(&trigger),
                 };
                 if !triggered {
                     return Ok("issues: no trigger label".to_owned());
+                }
+                let minimum = config.min_permission();
+                if !self
+                    .permitted(&client, &thread.repo.name, &sender.login, minimum)
+                    .await
+                {
+                    return self
+                        .refuse_label(&client, thread, sender, &trigger, minimum)
+                        .await;
                 }
                 self.trigger(&client, thread, config, false).await
             }
@@ -154,10 +167,18 @@ impl Engine {
         }
     }
 
-    async fn on_merged(&self, repo: &RepoName, head: &str) -> Result<String, EngineError> {
-        let Some(n) = branch_issue(head) else {
+    async fn on_merged(&self, repo: &RepoName, pull: &PullRef) -> Result<String, EngineError> {
+        let Some(n) = branch_issue(&pull.head_ref) else {
             return Ok("merged pull request: not closer's branch".to_owned());
         };
+        // closer's branch lives in the issue's repository; a fork's branch
+        // of the same name is somebody else's.
+        if pull.head_repo.as_deref() != Some(repo.to_string().as_str()) {
+            return Ok(format!(
+                "merged pull request from {}: not closer's branch",
+                pull.head_repo.as_deref().unwrap_or("an unknown repository")
+            ));
+        }
         let Some(run) = runs::by_issue(self.runs.store().pool(), repo, n).await? else {
             return Ok("merged pull request: no run".to_owned());
         };
@@ -230,6 +251,26 @@ impl Engine {
         self.runs.save_restart(&mut run).await?;
         self.runs.enqueue(&run.id, Step::Start).await?;
         Ok(format!("run {} restarted", run.id))
+    }
+
+    /// The trigger label put on by a user below `commands.min_permission`:
+    /// one short refusal (per issue and user) and the label taken off; no run.
+    async fn refuse_label(
+        &self,
+        client: &InstallationClient,
+        thread: &Thread<'_>,
+        sender: &Actor,
+        trigger: &str,
+        minimum: Permission,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let text = comment::label_refusal_comment(&sender.login, trigger, minimum);
+        let key = format!("label-refusal:{number}:{}", sender.login);
+        self.status
+            .post_once_marked(client, repo, number, &key, &text)
+            .await?;
+        client.remove_label(repo, number, trigger).await?;
+        Ok(format!("trigger label by {}: refused", sender.login))
     }
 
     /// A new run of the thread's issue, queued.

@@ -262,6 +262,18 @@ impl Story {
         number
     }
 
+    /// Puts `label` on the issue as `user` and delivers `issues.labeled`.
+    pub async fn label_as(&mut self, number: IssueNumber, user: &str, label: &str) {
+        self.github.label_issue(&self.repo, number, label);
+        let payload = json!({
+            "action": "labeled",
+            "issue": self.issue_json(number),
+            "label": {"name": label},
+            "sender": user_json(&FakeUser::user(user)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
     /// Delivers `issues.closed` by `user` (the fake's issue is left as is).
     pub async fn close_as(&mut self, number: IssueNumber, user: &str) {
         let mut issue = self.issue_json(number);
@@ -289,11 +301,18 @@ impl Story {
         id
     }
 
-    /// Delivers `pull_request.closed` with `merged: true` for a merged PR.
+    /// Delivers `pull_request.closed` with `merged: true` for a merged PR
+    /// whose head branch is in the story's repository.
     pub async fn merged(&mut self, number: IssueNumber, head: &str) {
+        self.merged_from(number, head, REPO).await;
+    }
+
+    /// The same, for a head branch in `head_repo` (a fork's).
+    pub async fn merged_from(&mut self, number: IssueNumber, head: &str, head_repo: &str) {
         let payload = json!({
             "action": "closed",
-            "pull_request": {"number": number.0, "head": {"ref": head}, "base": {"ref": "main"}, "merged": true, "state": "closed"},
+            "pull_request": {"number": number.0, "head": {"ref": head, "repo": {"full_name": head_repo}},
+                             "base": {"ref": "main"}, "merged": true, "state": "closed"},
             "sender": user_json(&FakeUser::user(MAINTAINER)),
         });
         self.deliver("pull_request", payload).await;
