@@ -185,6 +185,9 @@ pub struct TaskTypeRules {
     pub goals: Vec<GoalSpec>,
 }
 
+/// The longest `timeout_secs` a goal may have (a day).
+pub const MAX_GOAL_TIMEOUT_SECS: u64 = 86_400;
+
 /// `convergence:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

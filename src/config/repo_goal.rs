@@ -189,6 +189,15 @@ impl RawGoal {
         if raw.timeout_secs == Some(0) {
             return Err("`timeout_secs` must be at least 1".to_owned());
         }
+        if let Some(secs) = raw
+            .timeout_secs
+            .filter(|s| *s > super::repo::MAX_GOAL_TIMEOUT_SECS)
+        {
+            return Err(format!(
+                "`timeout_secs` must be at most {} (a day), got {secs}",
+                super::repo::MAX_GOAL_TIMEOUT_SECS
+            ));
+        }
         Ok(())
     }
 

@@ -109,10 +109,16 @@ impl HttpCaller {
 
 /// `retry-after` in seconds (integer or decimal); the HTTP-date form falls
 /// back to the backoff.
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER_SECS: f64 = 3600.0;
+
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     let secs: f64 = value.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    // A server may say anything: at most an hour, and never a panic.
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| Duration::try_from_secs_f64(secs.min(MAX_RETRY_AFTER_SECS)).ok())
+        .flatten()
 }
 
 /// The provider's own error message when the body has one (`error.message`
@@ -176,6 +182,13 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
         assert_eq!(retry_after(&h), None);
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", "1e20".parse().unwrap());
+        assert_eq!(
+            retry_after(&h),
+            Some(Duration::from_secs(3600)),
+            "clamped, no panic"
+        );
     }
 
     #[test]

@@ -4,14 +4,18 @@
 //! one queue; the database decides who holds what.
 //!
 //! A worker never holds a job it lost: when a heartbeat finds the lease gone
-//! (it expired and another worker took it), the runner is abandoned.
+//! (it expired and another worker took it), the runner is abandoned. A
+//! runner that panics fails its job permanently, with the message recorded;
+//! the worker goes on with the next job.
 
 pub mod delivery;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, broadcast, watch};
@@ -60,6 +64,32 @@ impl Default for WorkerSettings {
             shutdown_grace: Duration::from_secs(30),
         }
     }
+}
+
+/// A runner's future whose panic becomes the job's permanent error.
+struct CatchPanic<'a>(JobFuture<'a>);
+
+impl Future for CatchPanic<'_> {
+    type Output = Result<(), JobError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => Poll::Ready(Err(panicked(panic.as_ref()))),
+        }
+    }
+}
+
+/// The permanent error of a job whose runner panicked, with the message.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> JobError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    tracing::error!(%message, "a job runner panicked");
+    JobError::Permanent(format!("the job panicked: {message}"))
 }
 
 /// What became of a job a worker ran; broadcast to whoever listens (tests,
@@ -223,7 +253,8 @@ impl WorkerPool {
         owner: &str,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<Result<(), JobError>> {
-        let work = runner.run(job);
+        // A panic in a runner is the job's failure, not the worker's end.
+        let work = CatchPanic(runner.run(job));
         tokio::pin!(work);
         let beat = self.settings.lease / 3;
         let mut next_beat = tokio::time::Instant::now() + beat;

@@ -289,3 +289,69 @@ async fn backoff_grows_exponentially_within_its_jitter_and_cap() {
     assert_eq!(backoff.delay(1, 0.0), Duration::from_millis(1600));
     assert_eq!(backoff.delay(1, 1.0), Duration::from_millis(2400));
 }
+
+/// Runs `run` jobs: panics on the payload `"boom"`, succeeds otherwise.
+struct Panicky;
+
+impl closer::worker::JobRunner for Panicky {
+    fn run<'a>(&'a self, job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
+        Box::pin(async move {
+            if job.payload == "boom" {
+                panic!("bad value in the job");
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A runner that panics fails its job for good, with the message, and the
+/// worker goes on with the next job.
+#[tokio::test]
+async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    let db = TestDb::new("queue_panic").await;
+    let store = db.store().await;
+    let now = store.now_ms();
+    let mut boom = job("k-boom", 5);
+    boom.payload = "boom".into();
+    boom.run_at = now;
+    let mut fine = job("k-fine", 5);
+    fine.run_at = now;
+    let boom_id = jobs::enqueue(store.pool(), &boom, now).await.unwrap();
+    let fine_id = jobs::enqueue(store.pool(), &fine, now).await.unwrap();
+
+    let runners: HashMap<JobKind, Arc<dyn closer::worker::JobRunner>> = HashMap::from([(
+        JobKind::Run,
+        Arc::new(Panicky) as Arc<dyn closer::worker::JobRunner>,
+    )]);
+    let settings = closer::worker::WorkerSettings {
+        poll_interval: Duration::from_millis(20),
+        ..closer::worker::WorkerSettings::default()
+    };
+    let ready = Arc::new(tokio::sync::Notify::new());
+    let pool = closer::worker::WorkerPool::new(store.clone(), runners, settings, ready);
+    let mut settled = pool.subscribe();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    // One worker: the job after the panic must be run by the same one.
+    let workers = pool.spawn(1, "panic-test", stop_rx);
+    let mut seen = HashMap::new();
+    while seen.len() < 2 {
+        let s = tokio::time::timeout(Duration::from_secs(10), settled.recv())
+            .await
+            .expect("settled in time")
+            .expect("settled");
+        seen.insert(s.id, s.outcome);
+    }
+    assert_eq!(seen[&boom_id], closer::worker::Settled::Dead);
+    assert_eq!(seen[&fine_id], closer::worker::Settled::Done);
+    let dead = jobs::get(store.pool(), boom_id).await.unwrap().unwrap();
+    assert_eq!(dead.state, JobState::Dead);
+    let error = dead.last_error.unwrap_or_default();
+    assert!(error.contains("panicked: bad value in the job"), "{error}");
+    let _ = stop.send(true);
+    for w in workers {
+        w.await.expect("the worker ended normally, not by a panic");
+    }
+}

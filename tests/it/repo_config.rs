@@ -151,6 +151,10 @@ const MALFORMED: &[(&str, &str)] = &[
         ".github/closer.yml:2:3: unknown field `ignore`, expected one of tolerate, known_failures",
     ),
     (
+        "dod:\n  - { type: tests_pass, command: \"make test\", timeout_secs: 10000000000000000000 }\n",
+        ".github/closer.yml:2:5: `timeout_secs` must be at most 86400 (a day), got 10000000000000000000",
+    ),
+    (
         "reproduction: maybe\n",
         ".github/closer.yml:1:15: unknown variant `maybe`, expected one of required, report, off",
     ),

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{GoalContext, GoalLevel, GoalResult};
 use crate::agent::process::{self, GroupGuard};
+use crate::config::repo::MAX_GOAL_TIMEOUT_SECS;
 use crate::config::repo::{GoalKind, GoalSpec};
 
 /// How often the port is tried while the server starts.
@@ -62,7 +63,9 @@ async fn request(
     parsed: reqwest::Url,
     timeout: Duration,
 ) -> Result<Response, String> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_GOAL_TIMEOUT_SECS));
     loop {
         if tokio::net::TcpStream::connect((host, port)).await.is_ok() {
             break;
