@@ -34,6 +34,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0003_runs.sql"),
         postgres: include_str!("../../migrations/postgres/0003_runs.sql"),
     },
+    Migration {
+        version: 4,
+        name: "handled_commands",
+        sqlite: include_str!("../../migrations/sqlite/0004_handled_commands.sql"),
+        postgres: include_str!("../../migrations/postgres/0004_handled_commands.sql"),
+    },
 ];
 
 /// An arbitrary constant naming closer's migration lock on PostgreSQL.

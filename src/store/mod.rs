@@ -10,6 +10,7 @@
 //! no GitHub API; the one exception is `dry_run.rs`, which implements the
 //! GitHub client's recorder hook so that `--dry-run` writes are kept.
 
+pub mod commands;
 pub mod deliveries;
 pub mod dry_run;
 pub mod installations;

@@ -1180,3 +1180,56 @@ async fn the_trigger_label_from_a_triage_user_is_refused_and_removed() {
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
 }
+
+/// A command comment is acted on once, whatever delivery carries it: a
+/// captured `/closer retry` replayed under a new delivery id after the run
+/// failed again does not restart it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_retry_command_does_not_restart_the_run() {
+    let mut s = Story::start(
+        "replay-retry",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &add_failing_test());
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+
+    let retry = s
+        .comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 2),
+        "retried once"
+    );
+
+    s.replay_comment(n, retry, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 2),
+        "the replay restarted nothing"
+    );
+    use sqlx::Row;
+    let outcome: Option<String> =
+        sqlx::query("SELECT outcome FROM deliveries ORDER BY id DESC LIMIT 1")
+            .fetch_one(s.store.pool())
+            .await
+            .unwrap()
+            .try_get("outcome")
+            .unwrap();
+    assert!(outcome.unwrap_or_default().contains("already handled"));
+}

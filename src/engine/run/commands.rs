@@ -17,6 +17,7 @@ use crate::engine::command::{Command, CommandError, new_commands};
 use crate::events::CommentRef;
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
+use crate::store::commands as store_commands;
 use crate::store::runs;
 
 impl Engine {
@@ -48,6 +49,16 @@ impl Engine {
                 .await?;
             return Ok(format!("command by {login} refused"));
         }
+        // Acted on at most once per comment text, whatever delivery
+        // carries it (a replay under a new delivery id included).
+        let pool = self.runs.store().pool();
+        let text_digest = digest(&comment.body);
+        if store_commands::handled(pool, comment.id, &text_digest).await? {
+            return Ok(format!(
+                "commands of comment {} already handled",
+                comment.id
+            ));
+        }
         let eyes = CommentId(comment.id.max(0) as u64);
         if let Err(e) = client
             .add_comment_reaction(repo, eyes, Reaction::Eyes)
@@ -73,6 +84,8 @@ impl Engine {
             };
             done.push(outcome);
         }
+        let now = self.runs.store().now_ms();
+        store_commands::mark_handled(pool, comment.id, &text_digest, now).await?;
         Ok(done.join("; "))
     }
 

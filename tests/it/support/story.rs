@@ -301,6 +301,24 @@ impl Story {
         id
     }
 
+    /// Delivers `issue_comment.created` for an existing comment again, under
+    /// a new delivery id (a captured delivery replayed).
+    pub async fn replay_comment(
+        &mut self,
+        number: IssueNumber,
+        id: u64,
+        user: FakeUser,
+        body: &str,
+    ) {
+        let payload = json!({
+            "action": "created",
+            "issue": self.issue_json(number),
+            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
+            "sender": user_json(&user),
+        });
+        self.deliver("issue_comment", payload).await;
+    }
+
     /// Delivers `pull_request.closed` with `merged: true` for a merged PR
     /// whose head branch is in the story's repository.
     pub async fn merged(&mut self, number: IssueNumber, head: &str) {
