@@ -47,8 +47,10 @@ impl InstallationClient {
         Ok(FileFetch::Found { content, etag, sha })
     }
 
-    /// A user's permission on the repository from `role_name` (falling back
-    /// to the legacy `permission`). A user GitHub does not know has `None`.
+    /// A user's permission on the repository from `role_name`, falling back
+    /// to the legacy `permission` when `role_name` is missing or a custom
+    /// role (an organisation's own role, which GitHub reports with its base
+    /// permission in `permission`). A user GitHub does not know has `None`.
     pub async fn collaborator_permission(
         &self,
         repo: &RepoName,
@@ -65,7 +67,10 @@ impl InstallationClient {
             Err(e) => return Err(e),
         };
         let wire: WirePermission = parse(&resp.body, "collaborator permission")?;
-        let role = wire.role_name.unwrap_or(wire.permission);
-        Ok(Permission::from_role_name(&role))
+        Ok(wire
+            .role_name
+            .as_deref()
+            .and_then(Permission::known_role)
+            .unwrap_or_else(|| Permission::from_role_name(&wire.permission)))
     }
 }

@@ -32,6 +32,14 @@ impl Permission {
         }
     }
 
+    /// A role GitHub defines; `None` for a custom role.
+    pub fn known_role(role: &str) -> Option<Permission> {
+        match Permission::from_role_name(role) {
+            Permission::None if role != "none" => None,
+            p => Some(p),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::None => "none",

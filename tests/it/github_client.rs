@@ -785,6 +785,21 @@ async fn repository_and_permissions_round_trip() {
             .unwrap(),
         Permission::None
     );
+    // An organisation's custom role: `role_name` is its own name, GitHub
+    // gives its base in `permission`, and that is what counts.
+    w.fake
+        .set_permission(&w.repo, "audrey", "security-auditor/write");
+    w.fake.set_permission(&w.repo, "rob", "docs-helper/read");
+    assert_eq!(
+        w.gh.collaborator_permission(&w.repo, "audrey")
+            .await
+            .unwrap(),
+        Permission::Write
+    );
+    assert_eq!(
+        w.gh.collaborator_permission(&w.repo, "rob").await.unwrap(),
+        Permission::Read
+    );
 
     let other = RepoName::new("someone", "else");
     assert_eq!(

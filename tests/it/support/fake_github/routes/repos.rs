@@ -92,8 +92,14 @@ pub async fn get_permission(
         .permissions
         .get(&user)
         .ok_or_else(auth::not_found)?;
+    // A custom role is set as `name/base` (`auditor/write`): GitHub reports
+    // its name in `role_name` and its base in `permission`.
+    let (role, base) = match role.split_once('/') {
+        Some((name, base)) => (name.to_owned(), base.to_owned()),
+        None => (role.clone(), role.clone()),
+    };
     // The legacy `permission` field knows only admin/write/read/none.
-    let legacy = match role.as_str() {
+    let legacy = match base.as_str() {
         "admin" => "admin",
         "maintain" | "write" => "write",
         "triage" | "read" => "read",
