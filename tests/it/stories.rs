@@ -1233,3 +1233,36 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
             .unwrap();
     assert!(outcome.unwrap_or_default().contains("already handled"));
 }
+
+/// The close of a verified issue fails (GitHub answers 502 until the
+/// client gives up): the run is done, its status says so, and the run's next
+/// step closes the issue — never a closed issue under a status that is not
+/// final (`Story::assert_one_truth` checks it on every `idle`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_close_that_fails_is_finished_by_the_next_step_after_the_final_status() {
+    let mut s = Story::start("close-fails", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.github.inject(
+        Fault::Status(502)
+            .times(8)
+            .method("PATCH")
+            .path(&format!("/repos/{REPO}/issues/1"))
+            .body("\"closed\""),
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "closed", "{}", s.journal().await);
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
+    assert!(s.status_comment(n).body.contains("closer: done"));
+    let closes = s
+        .github
+        .requests_to("PATCH", &format!("/repos/{REPO}/issues/1"))
+        .into_iter()
+        .filter(|r| r.body.contains("\"closed\""))
+        .count();
+    assert!(closes > 1, "the close was tried again: {closes}");
+}

@@ -283,6 +283,9 @@ impl Engine {
             return self.report_failure(&mut ctx).await;
         }
         if ctx.run.state == RunState::Done && !ctx.data.issue_closed {
+            // The final status first (a no-op when it was written), then
+            // the close that failed last time.
+            self.status.publish(&mut ctx).await?;
             return self.close_done(&mut ctx).await;
         }
         if step == Step::Iterate
