@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Lengths of the Rust functions under a directory, from `fn` to its closing
+brace, test modules (`#[cfg(test)] mod …`) left out: the longest N, and with
+--max M an exit status of 1 when any is longer than M lines."""
+import argparse
+import os
+import re
+import sys
+
+FN = re.compile(r'\s*(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?fn\s+(\w+)')
+
+
+def without_test_modules(text):
+    out, lines, i = [], text.split('\n'), 0
+    while i < len(lines):
+        if lines[i].strip() == '#[cfg(test)]' and i + 1 < len(lines) and re.match(r'\s*mod \w+', lines[i + 1]):
+            depth, started = 0, False
+            while i < len(lines):
+                depth += lines[i].count('{') - lines[i].count('}')
+                started = started or '{' in lines[i]
+                i += 1
+                if started and depth <= 0:
+                    break
+            continue
+        out.append(lines[i])
+        i += 1
+    return out
+
+
+def functions(root):
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if not name.endswith('.rs') or name == 'tests.rs':
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding='utf-8') as f:
+                lines = without_test_modules(f.read())
+            for i, line in enumerate(lines):
+                m = FN.match(line)
+                if not m:
+                    continue
+                depth, started, j = 0, False, i
+                while j < len(lines):
+                    depth += lines[j].count('{') - lines[j].count('}')
+                    started = started or '{' in lines[j]
+                    if ';' in lines[j] and not started:
+                        break
+                    if started and depth <= 0:
+                        break
+                    j += 1
+                if started:
+                    yield j - i + 1, path, m.group(5)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('root')
+    parser.add_argument('top', nargs='?', type=int, default=10)
+    parser.add_argument('--max', type=int)
+    args = parser.parse_args()
+    found = sorted(functions(args.root), reverse=True)
+    for n, path, name in found[:args.top]:
+        print(n, path, name)
+    if args.max is not None:
+        over = [f for f in found if f[0] > args.max]
+        for n, path, name in over:
+            print(f'FAIL: {path} {name} is {n} lines (at most {args.max})', file=sys.stderr)
+        return 1 if over else 0
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
