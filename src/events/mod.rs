@@ -67,6 +67,10 @@ pub struct Actor {
     pub is_bot: bool,
 }
 
+/// The login GitHub shows for a deleted account, and closer for a `user` or
+/// `sender` a payload leaves null: nobody in particular, never the author.
+pub const GHOST_LOGIN: &str = "ghost";
+
 /// The repository an event happened in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repo {

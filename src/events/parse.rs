@@ -22,6 +22,21 @@ struct RawActor {
     kind: String,
 }
 
+/// Who GitHub names when an account is gone, or when a payload's `user` or
+/// `sender` is null (the schema allows it): a user with no permission
+/// anywhere, so nothing it "does" can steer the bot.
+fn ghost() -> Actor {
+    Actor {
+        login: super::GHOST_LOGIN.to_owned(),
+        id: 10137,
+        is_bot: false,
+    }
+}
+
+fn actor(raw: Option<RawActor>) -> Actor {
+    raw.map_or_else(ghost, Actor::from)
+}
+
 impl From<RawActor> for Actor {
     fn from(a: RawActor) -> Self {
         Actor {
@@ -47,7 +62,9 @@ struct RawAccount {
 #[derive(Deserialize)]
 struct RawInstallation {
     id: i64,
-    account: RawAccount,
+    /// `null` for an enterprise installation.
+    #[serde(default)]
+    account: Option<RawAccount>,
 }
 
 #[derive(Deserialize)]
@@ -78,10 +95,13 @@ struct RawIssue {
     title: String,
     #[serde(default)]
     body: Option<String>,
-    user: RawActor,
+    #[serde(default)]
+    user: Option<RawActor>,
     #[serde(default)]
     labels: Vec<RawLabel>,
-    state: String,
+    /// Optional in GitHub's schema (`issues.pinned` payloads omit it).
+    #[serde(default)]
+    state: Option<String>,
     #[serde(default)]
     pull_request: Option<serde::de::IgnoredAny>,
 }
@@ -96,7 +116,8 @@ struct RawComment {
     id: i64,
     #[serde(default)]
     body: Option<String>,
-    user: RawActor,
+    #[serde(default)]
+    user: Option<RawActor>,
     #[serde(default)]
     performed_via_github_app: Option<RawApp>,
 }
@@ -174,11 +195,7 @@ pub fn parse_event(kind: EventKind, body: &[u8]) -> Result<Event, ParseError> {
             hook_id: raw.hook_id,
         });
     }
-    let sender: Actor = raw
-        .sender
-        .take()
-        .ok_or_else(|| err("missing `sender`".to_owned()))?
-        .into();
+    let sender = actor(raw.sender.take());
     let installation = match &raw.installation {
         Some(value) => Some(
             serde_json::from_value::<RawInstallationRef>(value.clone())
@@ -240,8 +257,12 @@ fn installation_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Even
     Ok(Event::Installation {
         action: InstallationAction::parse(&p.action),
         installation: InstallationId(inst.id),
-        account_login: inst.account.login,
-        account_type: inst.account.kind,
+        account_login: inst
+            .account
+            .as_ref()
+            .map(|a| a.login.clone())
+            .unwrap_or_default(),
+        account_type: inst.account.map(|a| a.kind).unwrap_or_default(),
         repositories: names(raw.repositories),
         sender: p.sender,
     })
@@ -322,9 +343,9 @@ fn issue(raw: RawIssue) -> IssueRef {
         number: IssueNumber(raw.number),
         title: raw.title,
         body: raw.body.unwrap_or_default(),
-        author: raw.user.into(),
+        author: actor(raw.user),
         labels: raw.labels.into_iter().map(|l| l.name).collect(),
-        open: raw.state == "open",
+        open: raw.state.as_deref() != Some("closed"),
         is_pull_request: raw.pull_request.is_some(),
     }
 }
@@ -333,7 +354,7 @@ fn comment(raw: RawComment) -> CommentRef {
     CommentRef {
         id: raw.id,
         body: raw.body.unwrap_or_default(),
-        author: raw.user.into(),
+        author: actor(raw.user),
         via_app_id: raw.performed_via_github_app.map(|a| a.id),
     }
 }
@@ -379,6 +400,54 @@ mod tests {
             seen += 1;
         }
         assert!(seen >= 46, "only {seen} fixtures found");
+    }
+
+    /// What GitHub's schema allows to be null or missing: `issue.state`
+    /// (`issues.pinned`), `issue.user`, `sender`, `installation.account`
+    /// (an enterprise installation). Each parses; a null user is the ghost,
+    /// who has no permission anywhere.
+    #[test]
+    fn fields_the_schema_allows_to_be_null_or_missing_parse() {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("issues.opened.json")).unwrap();
+        v["action"] = "pinned".into();
+        v["issue"].as_object_mut().unwrap().remove("state");
+        v["issue"]["user"] = serde_json::Value::Null;
+        v["sender"] = serde_json::Value::Null;
+        let body = serde_json::to_vec(&v).unwrap();
+        let Event::Issues { issue, sender, .. } = parse_event(EventKind::Issues, &body).unwrap()
+        else {
+            panic!("not an issues event");
+        };
+        assert!(issue.open);
+        assert_eq!(
+            (issue.author.login.as_str(), sender.login.as_str()),
+            ("ghost", "ghost")
+        );
+
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("installation.created.json")).unwrap();
+        v["installation"]["account"] = serde_json::Value::Null;
+        let body = serde_json::to_vec(&v).unwrap();
+        let Event::Installation { account_login, .. } =
+            parse_event(EventKind::Installation, &body).unwrap()
+        else {
+            panic!("not an installation event");
+        };
+        assert_eq!(account_login, "");
+
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("issue_comment.created.json")).unwrap();
+        v["comment"]["user"] = serde_json::Value::Null;
+        v["issue"]["state"] = "closed".into();
+        let body = serde_json::to_vec(&v).unwrap();
+        let Event::IssueComment { comment, issue, .. } =
+            parse_event(EventKind::IssueComment, &body).unwrap()
+        else {
+            panic!("not a comment");
+        };
+        assert_eq!(comment.author.login, "ghost");
+        assert!(!issue.open);
     }
 
     #[test]

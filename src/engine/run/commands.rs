@@ -14,7 +14,7 @@ use super::triggers::{Thread, digest};
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::engine::command::{Command, CommandError, new_commands};
-use crate::events::CommentRef;
+use crate::events::{CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
 use crate::store::commands as store_commands;
@@ -148,7 +148,8 @@ impl Engine {
         }
         let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
         let login = &comment.author.login;
-        let is_author = *login == ctx.data.issue_author || *login == thread.issue.author.login;
+        let is_author = *login != GHOST_LOGIN
+            && (*login == ctx.data.issue_author || *login == thread.issue.author.login);
         let minimum = ctx.config.commands.min_permission;
         if !is_author && !self.permitted(client, repo, login, minimum).await {
             return Ok(format!(
