@@ -6,4 +6,5 @@
 pub mod adapter;
 pub mod adapters;
 pub mod process;
+pub mod reaper;
 pub mod sandbox;

@@ -16,9 +16,15 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-/// How long the pipes are drained after the group was killed; a grandchild
-/// that escaped into another process group cannot hold closer up longer.
+use super::reaper::{self, Lifeline};
+
+/// How long the pipes are drained after the process ended: the reaper has
+/// killed every descendant by then, so only a process closer did not start
+/// could still hold them.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the reaper is given to kill the tree before the group is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// The most a [`ProcessOutput::tail`] returns: a log excerpt, not the log.
 pub const TAIL_MAX_BYTES: usize = 16 * 1024;
@@ -167,23 +173,43 @@ pub enum ProcessError {
     },
 }
 
-/// A started child in its own process group; the group is killed when this
-/// is dropped, so nothing started here can outlive its owner.
+/// A started child in its own process group, under a [`reaper`]. Dropping
+/// the guard closes the lifeline, so the reaper kills the whole tree — even
+/// descendants that left the group with `setsid` — and, should the reaper
+/// itself be gone, the group is killed a moment later.
 #[derive(Debug)]
 pub struct GroupGuard {
     pgid: Option<i32>,
+    lifeline: Option<Lifeline>,
 }
 
 impl GroupGuard {
     /// Guards the group led by `pid` (a child started with [`command`]).
-    pub fn from_pid(pid: Option<u32>) -> Self {
+    pub fn new(pid: Option<u32>, lifeline: Lifeline) -> Self {
         GroupGuard {
             pgid: pid.and_then(|p| i32::try_from(p).ok()),
+            lifeline: Some(lifeline),
         }
     }
 
+    /// Stops everything: closes the lifeline, gives the reaper
+    /// [`STOP_GRACE`] to kill the tree and exit, then kills the group.
+    pub async fn stop(&mut self, child: &mut tokio::process::Child) {
+        self.lifeline = None;
+        let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+        self.kill_group();
+        self.pgid = None;
+    }
+
+    /// The reaper exited by itself (and so killed every descendant first):
+    /// nothing is left to stop.
+    pub fn finished(&mut self) {
+        self.lifeline = None;
+        self.pgid = None;
+    }
+
     /// Sends SIGKILL to every process of the group (no-op once it is gone).
-    pub fn kill(&self) {
+    fn kill_group(&self) {
         if let Some(pgid) = self.pgid {
             // SAFETY: killpg only sends a signal; a stale or empty group yields ESRCH.
             unsafe {
@@ -195,16 +221,28 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill();
+        self.lifeline = None;
+        if let Some(pgid) = self.pgid.take() {
+            // The reaper kills the tree on the closed lifeline; the group kill
+            // is the fallback for a reaper that is itself gone.
+            std::thread::spawn(move || {
+                std::thread::sleep(STOP_GRACE);
+                // SAFETY: as in kill_group.
+                unsafe {
+                    libc::killpg(pgid, libc::SIGKILL);
+                }
+            });
+        }
     }
 }
 
-/// Builds the tokio command: own process group, empty environment plus `env`.
+/// Builds the tokio command: own process group, under a reaper, empty
+/// environment plus `env`. Keep the lifeline in a [`GroupGuard`].
 pub fn command(
     argv: &[String],
     cwd: &Path,
     env: &BTreeMap<String, String>,
-) -> Result<Command, ProcessError> {
+) -> Result<(Command, Lifeline), ProcessError> {
     let (program, args) = argv.split_first().ok_or(ProcessError::EmptyCommand)?;
     let mut cmd = Command::new(resolve_program(
         program,
@@ -214,9 +252,12 @@ pub fn command(
         .current_dir(cwd)
         .env_clear()
         .envs(env)
-        .process_group(0)
-        .kill_on_drop(true);
-    Ok(cmd)
+        .process_group(0);
+    let lifeline = reaper::install(&mut cmd).map_err(|source| ProcessError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    Ok((cmd, lifeline))
 }
 
 /// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
@@ -237,7 +278,7 @@ fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
 /// Whatever is left of the group afterwards is killed as well.
 pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
-    let mut cmd = command(&spec.argv, &spec.cwd, &spec.env)?;
+    let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env)?;
     cmd.stdin(if spec.stdin.is_some() {
         Stdio::piped()
     } else {
@@ -250,7 +291,7 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         program: program.clone(),
         source,
     })?;
-    let group = GroupGuard::from_pid(child.id());
+    let mut group = GroupGuard::new(child.id(), lifeline);
 
     if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         // A child that never reads its stdin must not block us: write in the background.
@@ -271,23 +312,21 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         .map(|s| tokio::spawn(capture(s, cap, stopped.clone())));
 
     let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
-        Ok(status) => (
-            Some(status.map_err(|source| ProcessError::Wait {
+        Ok(status) => {
+            group.finished();
+            let status = status.map_err(|source| ProcessError::Wait {
                 program: program.clone(),
                 source,
-            })?),
-            false,
-        ),
+            })?;
+            (Some(status), false)
+        }
         Err(_) => {
-            group.kill();
-            let _ = child.wait().await;
+            group.stop(&mut child).await;
             (None, true)
         }
     };
-    // Children left behind by the main process die with it. A grandchild
-    // that escaped into another group may hold the pipes open: after a grace
-    // period the readers stop and keep what they have.
-    group.kill();
+    // The reaper killed every descendant before it exited; the readers get
+    // a grace period in case something else holds the pipes.
     let stopper = tokio::spawn(async move {
         tokio::time::sleep(DRAIN_GRACE).await;
         let _ = stop.send(true);
@@ -375,26 +414,129 @@ mod tests {
         ProcessSpec::shell(script, Path::new("/"), env, timeout)
     }
 
+    /// A script that leaves a daemon in its own session (as an agent's
+    /// shell tool does with `setsid`), writing the daemon's pid to `pidfile`
+    /// and then running `rest`.
+    fn daemon_script(pidfile: &Path, rest: &str) -> String {
+        format!(
+            "echo hello; setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec sleep 60' & \
+             while [ ! -f {p} ]; do sleep 0.01; done; {rest}",
+            p = pidfile.display()
+        )
+    }
+
+    fn pid_in(pidfile: &Path) -> i32 {
+        std::fs::read_to_string(pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Alive and not a zombie.
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
     #[tokio::test]
-    async fn a_grandchild_that_escapes_the_group_cannot_hold_closer_up() {
+    async fn a_daemon_that_left_the_group_dies_with_the_program() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("escaped");
-        // The shell returns only once the grandchild is in its own session,
-        // still holding stdout.
-        let script = format!(
-            "echo hello; setsid sh -c 'touch {m}; exec sleep 8' & \
-             while [ ! -f {m} ]; do sleep 0.01; done",
-            m = marker.display()
-        );
+        let pidfile = dir.path().join("daemon.pid");
         let started = Instant::now();
-        let out = run(&sh(&script, Duration::from_secs(20))).await.unwrap();
-        let elapsed = started.elapsed();
+        let out = run(&sh(
+            &daemon_script(&pidfile, "exit 0"),
+            Duration::from_secs(20),
+        ))
+        .await
+        .unwrap();
         assert!(out.success());
-        assert_eq!(out.stdout.text, "hello\n", "what was read before is kept");
+        assert_eq!(out.stdout.text, "hello\n", "what was read is kept");
+        assert!(started.elapsed() < DRAIN_GRACE, "{:?}", started.elapsed());
         assert!(
-            elapsed >= DRAIN_GRACE && elapsed < DRAIN_GRACE * 3,
-            "{elapsed:?}"
+            !alive(pid_in(&pidfile)),
+            "the setsid daemon outlived the program"
         );
+    }
+
+    #[tokio::test]
+    async fn a_daemon_that_left_the_group_dies_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("daemon.pid");
+        let out = run(&sh(
+            &daemon_script(&pidfile, "sleep 60"),
+            Duration::from_secs(2),
+        ))
+        .await
+        .unwrap();
+        assert!(out.timed_out);
+        assert!(
+            !alive(pid_in(&pidfile)),
+            "the setsid daemon outlived the deadline"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_daemon_that_left_the_group_dies_when_the_run_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("daemon.pid");
+        let spec = sh(
+            &daemon_script(&pidfile, "sleep 60"),
+            Duration::from_secs(60),
+        );
+        let task = tokio::spawn(async move { run(&spec).await });
+        while !pidfile.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let daemon = pid_in(&pidfile);
+        task.abort();
+        let deadline = Instant::now() + STOP_GRACE;
+        while alive(daemon) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(daemon), "the setsid daemon outlived the stopped run");
+    }
+
+    /// The control: killing the process group, as closer did before the
+    /// reaper, leaves the daemon running.
+    #[test]
+    fn control_a_group_kill_alone_leaves_the_daemon_running() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("daemon.pid");
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &daemon_script(&pidfile, "sleep 60")])
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        while !pidfile.exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pgid = i32::try_from(child.id()).unwrap();
+        // SAFETY: signalling the group this test created.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        let _ = child.wait();
+        let daemon = pid_in(&pidfile);
+        std::thread::sleep(Duration::from_millis(300));
+        let survived = alive(daemon);
+        // SAFETY: cleaning up the daemon this test started.
+        unsafe { libc::kill(daemon, libc::SIGKILL) };
+        assert!(survived, "without the reaper the daemon should survive");
+    }
+
+    #[tokio::test]
+    async fn a_program_killed_by_a_signal_is_reported_as_such() {
+        let out = run(&sh("kill -9 $$", Duration::from_secs(20)))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, None);
     }
 
     #[tokio::test]

@@ -33,18 +33,17 @@ async fn fetch(
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
-    let mut cmd = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars())
+    let (mut cmd, lifeline) = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars())
         .map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
-    let group = GroupGuard::from_pid(child.id());
+    let mut group = GroupGuard::new(child.id(), lifeline);
     let result = request(&mut child, &host, port, parsed, timeout).await;
     // Stop what was started, and wait until it no longer listens, so a
     // following goal can bind the same port.
-    group.kill();
-    let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+    group.stop(&mut child).await;
     let stop_deadline = Instant::now() + STOP_GRACE;
     while Instant::now() < stop_deadline
         && tokio::net::TcpStream::connect((host.as_str(), port))

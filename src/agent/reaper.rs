@@ -1,0 +1,228 @@
+//! Nothing a subprocess starts outlives it.
+//!
+//! A process group is not enough: an agent's shell tool may call `setsid`, and
+//! a daemon in its own session escapes `killpg`. So every subprocess closer
+//! starts (agents, goal commands, git) is run under a small reaper: between
+//! `fork` and `exec`, the child makes itself a *child subreaper*
+//! (`PR_SET_CHILD_SUBREAPER`) and forks once more; the grandchild execs the
+//! real program, and the reaper stays behind. Every orphaned descendant is
+//! re-parented to the reaper, whatever session or group it moved to, so the
+//! reaper can find and kill all of them.
+//!
+//! The reaper kills the whole tree (and then exits with the program's status)
+//! when either
+//! - the program exits: nothing it started stays behind, or
+//! - its *lifeline* closes: closer holds the write end of a pipe whose read
+//!   end the reaper watches; closer closes it at the deadline, when a run is
+//!   stopped, or by dying. No signal has to reach the reaper for cleanup.
+//!
+//! The reaper never returns to Rust code after the fork: it only calls
+//! async-signal-safe functions (`waitpid`, `poll`, `read`, `open`, `kill`,
+//! `_exit`) and allocates nothing, as a forked child of a threaded program
+//! must.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use tokio::process::Command;
+
+/// How often the reaper looks at its children while the program runs.
+const POLL_MS: libc::c_int = 100;
+
+/// Descriptors closed one by one where `close_range` is missing.
+const FALLBACK_MAX_FD: RawFd = 65_536;
+
+/// Bounds the cleanup loop (each round kills every current child).
+const MAX_KILL_ROUNDS: usize = 10_000;
+
+/// closer's end of the lifeline: closing it (dropping this) makes the reaper
+/// kill the whole tree.
+#[derive(Debug)]
+pub struct Lifeline {
+    _write: OwnedFd,
+}
+
+/// Arranges for `command` to run under a reaper. Returns the lifeline,
+/// which must be kept until the child has been waited for.
+pub fn install(command: &mut Command) -> io::Result<Lifeline> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two descriptors; O_CLOEXEC keeps both ends out
+    // of every other program closer starts.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The read end moves into the closure: the parent closes its copy when
+    // the command is dropped, the child keeps it across fork.
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls async-signal-safe functions (see `become_reaper`).
+    unsafe {
+        command.pre_exec(move || become_reaper(read.as_raw_fd()));
+    }
+    Ok(Lifeline { _write: write })
+}
+
+/// In the forked child: fork the program off and stay behind as its reaper.
+/// Returns (in the grandchild only) to let the exec go ahead.
+fn become_reaper(lifeline: RawFd) -> io::Result<()> {
+    // SAFETY: prctl and fork are async-signal-safe; see the module note.
+    unsafe {
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        match libc::fork() {
+            -1 => Err(io::Error::last_os_error()),
+            0 => Ok(()),
+            program => reap(program, lifeline),
+        }
+    }
+}
+
+/// The reaper's life: wait for the program or the lifeline, kill the tree,
+/// exit as the program did.
+///
+/// # Safety
+/// Only in the forked child, single-threaded; never returns.
+unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
+    // SAFETY: async-signal-safe calls only; the descriptors kept are the
+    // lifeline and stdio (std's exec-error pipe and every other inherited
+    // descriptor are closed, so the parent sees the program's exec, not ours).
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        close_all_but(lifeline);
+        let mut status: libc::c_int = 0;
+        let mut exited = false;
+        while !exited {
+            let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
+            if reaped == program {
+                exited = true;
+            } else if reaped > 0 {
+                continue;
+            } else if lifeline_closed(lifeline) {
+                libc::kill(program, libc::SIGKILL);
+                libc::waitpid(program, &mut status, 0);
+                exited = true;
+            }
+        }
+        kill_descendants();
+        exit_as(status)
+    }
+}
+
+/// Waits up to [`POLL_MS`] for the lifeline; true once it is closed.
+///
+/// # Safety
+/// Async-signal-safe; `fd` is the lifeline's read end.
+unsafe fn lifeline_closed(fd: RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a closed write end reads as POLLHUP.
+    unsafe { libc::poll(&mut poll, 1, POLL_MS) > 0 && poll.revents != 0 }
+}
+
+/// Closes every descriptor above stderr except `keep`.
+///
+/// # Safety
+/// Async-signal-safe (`close_range` is a plain system call).
+unsafe fn close_all_but(keep: RawFd) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: closing descriptors we own in this process only.
+    unsafe {
+        let below = keep <= 3
+            || libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                keep - 1,
+                0 as libc::c_uint,
+            ) == 0;
+        let above = libc::syscall(
+            libc::SYS_close_range,
+            keep + 1,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        ) == 0;
+        if !(below && above) {
+            // Kernels before 5.9 have no close_range: close one by one.
+            for fd in 3..FALLBACK_MAX_FD {
+                if fd != keep as RawFd {
+                    libc::close(fd);
+                }
+            }
+        }
+    }
+}
+
+/// Kills every child, reaps, and repeats until there are none: the
+/// grandchildren of a killed child are re-parented here and killed next.
+///
+/// # Safety
+/// Async-signal-safe; only in the reaper.
+unsafe fn kill_descendants() {
+    let mut buf = [0u8; 4096];
+    for _ in 0..MAX_KILL_ROUNDS {
+        // SAFETY: a static NUL-terminated path, a stack buffer, our own children.
+        unsafe {
+            let fd = libc::open(
+                c"/proc/thread-self/children".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            );
+            if fd >= 0 {
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                libc::close(fd);
+                for pid in pids(&buf[..usize::try_from(n).unwrap_or(0)]) {
+                    // Our unreaped children: their ids cannot have been reused.
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            let mut status = 0;
+            // Blocks until one child is gone; -1 (ECHILD) when none are left.
+            if libc::waitpid(-1, &mut status, 0) < 0 {
+                return;
+            }
+        }
+    }
+}
+
+/// The process ids in a `children` file: decimal numbers separated by spaces.
+fn pids(text: &[u8]) -> impl Iterator<Item = libc::pid_t> + '_ {
+    text.split(|b| !b.is_ascii_digit())
+        .filter(|digits| !digits.is_empty())
+        .map(|digits| {
+            digits.iter().fold(0 as libc::pid_t, |n, d| {
+                n.saturating_mul(10)
+                    .saturating_add(libc::pid_t::from(d - b'0'))
+            })
+        })
+}
+
+/// Exits with the program's exit code, or dies of the program's signal.
+///
+/// # Safety
+/// Async-signal-safe; never returns.
+unsafe fn exit_as(status: libc::c_int) -> ! {
+    // SAFETY: resetting a disposition and signalling ourselves, then _exit.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_files_are_read_as_pids() {
+        assert_eq!(pids(b"12 345 7\n").collect::<Vec<_>>(), vec![12, 345, 7]);
+        assert_eq!(pids(b"").count(), 0);
+    }
+}
