@@ -30,6 +30,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate,
+    /// Check this setup (configuration, data directory, database, App
+    /// credentials, LLM, agent tools) and say what is wrong; exit 0 only
+    /// when everything holds.
+    Doctor,
     /// Validate a `.github/closer.yml` the way the bot would.
     CheckConfig {
         /// The file to check.

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod clock;
 pub mod comment;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod events;
 pub mod github;

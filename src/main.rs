@@ -41,8 +41,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Doctor = cli.command {
+        return Ok(doctor(&cli).await);
+    }
     let config = ServerConfig::load(&cli.settings)?;
     match cli.command {
+        // Answered above, before the configuration could fail to load.
+        Command::Doctor => {}
         Command::Serve(args) => {
             let options = ServeOptions {
                 role: args.role,
@@ -75,6 +80,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `closer doctor`: a configuration that does not load is the first
+/// finding, not an error exit without the others.
+async fn doctor(cli: &Cli) -> ExitCode {
+    let (healthy, report) = match ServerConfig::load(&cli.settings) {
+        Ok(config) => closer::doctor::report(&closer::doctor::examine(&config).await),
+        Err(e) => (false, format!("FAIL configuration: {e}\n")),
+    };
+    print!("{report}");
+    match healthy {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    }
 }
 
 /// Agents run as the same user as closer. Marking the process non-dumpable

@@ -6,13 +6,14 @@
 //! nothing here decides whether the work is done.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::adapters;
-use super::process::{self, BaseEnv, ProcessError, ProcessSpec};
+use super::outcome::{AgentFailure, AgentUsage, fatal_cause, tail_lines};
+use super::process::{self, BaseEnv, ProcessError, ProcessOutput, ProcessSpec};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// How many lines of output the log excerpt keeps.
@@ -43,6 +44,11 @@ pub struct AgentRequest {
     pub worktree: PathBuf,
     /// A directory outside the worktree for the prompt file.
     pub scratch_dir: PathBuf,
+    /// The run's own HOME (tool state, transcripts, TMPDIR), outside the
+    /// worktree; `None` keeps the base environment's.
+    pub home: Option<PathBuf>,
+    /// The tool's session to continue, from the previous iteration.
+    pub resume: Option<String>,
 }
 
 /// How a tool is invoked.
@@ -51,17 +57,24 @@ pub struct Invocation {
     pub argv: Vec<String>,
     /// Bytes for stdin (the prompt, for every adapter).
     pub stdin: Vec<u8>,
+    /// Variables the tool needs to run unattended (the operator's
+    /// `pass_env` values win over these).
+    pub env: Vec<(String, String)>,
 }
 
 /// What an adapter read from its tool's stdout.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Interpretation {
     /// The final message (the agent's report).
     pub message: String,
     /// The structured output: the tool's JSON, or `{"message": …}`.
     pub structured: serde_json::Value,
     /// The tool itself reported a failure (besides its exit status).
-    pub error: Option<String>,
+    pub failure: Option<AgentFailure>,
+    /// What the tool reported spending.
+    pub usage: AgentUsage,
+    /// The tool's session, to continue in the next iteration.
+    pub session_id: Option<String>,
 }
 
 /// A tool's argv and output shape.
@@ -72,6 +85,12 @@ pub trait AgentAdapter: Send + Sync {
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation;
     /// Maps the tool's stdout onto the common result.
     fn interpret(&self, stdout: &str) -> Interpretation;
+    /// The argv that prints the tool's version (`closer doctor`); `None`
+    /// for an operator's command, which closer never runs for a check.
+    fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
+        let _ = config;
+        None
+    }
 }
 
 /// The adapter for a configured kind.
@@ -106,8 +125,45 @@ pub struct AgentResult {
     /// Output dropped past the cap, per stream (0 = nothing dropped).
     pub stdout_dropped_bytes: u64,
     pub stderr_dropped_bytes: u64,
-    /// Why the iteration is an ERROR, when it is.
+    /// Why the iteration is an ERROR, when it is, in a sentence.
     pub error: Option<String>,
+    /// Why the iteration is an ERROR, by name.
+    #[serde(default)]
+    pub failure: Option<AgentFailure>,
+    /// What the tool reported spending.
+    #[serde(default)]
+    pub usage: AgentUsage,
+    /// The tool's session, to continue in the next iteration.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+impl AgentResult {
+    /// A failed run with no output (it never started, or was stopped).
+    pub fn failed(failure: AgentFailure) -> AgentResult {
+        AgentResult {
+            status: AgentStatus::Error,
+            exit_code: None,
+            timed_out: false,
+            duration_ms: 0,
+            message: String::new(),
+            structured: serde_json::json!({}),
+            log_excerpt: String::new(),
+            stdout_dropped_bytes: 0,
+            stderr_dropped_bytes: 0,
+            error: Some(failure.describe()),
+            failure: Some(failure),
+            usage: AgentUsage::default(),
+            session_id: None,
+        }
+    }
+
+    /// Marks the result failed for `failure`.
+    pub fn fail(&mut self, failure: AgentFailure) {
+        self.status = AgentStatus::Error;
+        self.error = Some(failure.describe());
+        self.failure = Some(failure);
+    }
 }
 
 /// Errors before the agent ran at all.
@@ -115,6 +171,8 @@ pub struct AgentResult {
 pub enum AgentError {
     #[error("writing the prompt file failed: {0}")]
     PromptFile(std::io::Error),
+    #[error("preparing the run's HOME failed: {0}")]
+    Home(std::io::Error),
     #[error(transparent)]
     Process(#[from] ProcessError),
 }
@@ -146,6 +204,9 @@ pub fn agent_env(
     prompt_file: &std::path::Path,
 ) -> BTreeMap<String, String> {
     let mut env = base.vars();
+    if let Some(home) = &request.home {
+        env.extend(home_vars(home));
+    }
     env.extend(passed.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.insert("CLOSER_RUN_ID".into(), request.run_id.clone());
     env.insert("CLOSER_ITERATION".into(), request.iteration.to_string());
@@ -155,6 +216,39 @@ pub fn agent_env(
         prompt_file.display().to_string(),
     );
     env
+}
+
+/// HOME, TMPDIR and the XDG directories under the run's own HOME, so tool
+/// state and transcripts stay with the run.
+fn home_vars(home: &std::path::Path) -> [(String, String); 6] {
+    let at = |sub: &str| home.join(sub).display().to_string();
+    [
+        ("HOME".into(), home.display().to_string()),
+        ("TMPDIR".into(), at("tmp")),
+        ("XDG_CONFIG_HOME".into(), at(".config")),
+        ("XDG_DATA_HOME".into(), at(".local/share")),
+        ("XDG_STATE_HOME".into(), at(".local/state")),
+        ("XDG_CACHE_HOME".into(), at(".cache")),
+    ]
+}
+
+/// The name of the file whose time says when a run's HOME was last used.
+pub const HOME_MARKER: &str = ".closer-last-used";
+
+/// Makes the run's HOME (and its TMPDIR), copies the operator's
+/// `config_files` in, and marks it used now.
+async fn prepare_home(home: &Path, config: &AgentConfig) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(home.join("tmp")).await?;
+    for (target, source) in &config.config_files {
+        let to = home.join(target);
+        if let Some(parent) = to.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::copy(source, &to).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("copying {}: {e}", source.display()))
+        })?;
+    }
+    tokio::fs::write(home.join(HOME_MARKER), b"").await
 }
 
 /// Runs the configured agent once in the request's worktree.
@@ -175,31 +269,45 @@ pub async fn run_agent(
         .await
         .map_err(AgentError::PromptFile)?;
     let invocation = adapter.invocation(config, request);
+    if let Some(home) = &request.home {
+        prepare_home(home, config).await.map_err(AgentError::Home)?;
+    }
+    let mut env = agent_env(base, passed, request, &prompt_file);
+    for (name, value) in invocation.env {
+        env.entry(name).or_insert(value);
+    }
     let spec = ProcessSpec {
         argv: invocation.argv,
         cwd: request.worktree.clone(),
-        env: agent_env(base, passed, request, &prompt_file),
+        env,
         stdin: Some(invocation.stdin),
         timeout: Duration::from_secs(config.timeout_secs),
         max_output_bytes: config.max_output_bytes,
     };
-    let output = process::run(&spec).await?;
-    let interpretation = adapter.interpret(&output.stdout.text);
-    let error = if output.timed_out {
-        Some(format!(
-            "timed out after {} s; process group killed",
-            config.timeout_secs
-        ))
-    } else if output.exit_code != Some(0) {
-        Some(match output.exit_code {
-            Some(code) => format!("exited with status {code}"),
-            None => "killed by a signal".to_owned(),
-        })
-    } else {
-        interpretation.error.clone()
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let output = match process::run(&spec).await {
+        Ok(output) => output,
+        Err(ProcessError::Spawn { source, .. }) => {
+            let detail = source.to_string();
+            return Ok(AgentResult::failed(AgentFailure::NotInstalled {
+                program,
+                detail,
+            }));
+        }
+        Err(e) => return Err(e.into()),
     };
+    let mut interpretation = adapter.interpret(&output.stdout.text);
+    // A tool that ends without a word has failed (OpenCode does that when
+    // it rejects a permission); a `command` agent may be a silent script.
+    if interpretation.message.trim().is_empty()
+        && interpretation.failure.is_none()
+        && adapter.kind() != AdapterKind::Command
+    {
+        interpretation.failure = Some(AgentFailure::EmptyReport);
+    }
+    let failure = failure_of(&output, &interpretation, config.timeout_secs);
     Ok(AgentResult {
-        status: if error.is_some() {
+        status: if failure.is_some() {
             AgentStatus::Error
         } else {
             AgentStatus::Ok
@@ -212,8 +320,49 @@ pub async fn run_agent(
         log_excerpt: output.tail(LOG_EXCERPT_LINES),
         stdout_dropped_bytes: output.stdout.dropped_bytes,
         stderr_dropped_bytes: output.stderr.dropped_bytes,
-        error,
+        error: failure.as_ref().map(AgentFailure::describe),
+        failure,
+        usage: interpretation.usage,
+        session_id: interpretation.session_id,
     })
+}
+
+/// Why the run failed, by name: the deadline, what the tool itself said
+/// (a denial, an error, an empty report), a credential or start-up problem
+/// named in its output, or a non-zero exit with its last lines.
+fn failure_of(
+    output: &ProcessOutput,
+    interpretation: &Interpretation,
+    timeout_secs: u64,
+) -> Option<AgentFailure> {
+    if output.timed_out {
+        return Some(AgentFailure::TimedOut { secs: timeout_secs });
+    }
+    let failed = output.exit_code != Some(0);
+    let said = || output.combined();
+    match &interpretation.failure {
+        Some(AgentFailure::ToolError { .. }) | None if failed => Some(
+            fatal_cause(&said()).unwrap_or_else(|| AgentFailure::Exited {
+                code: output.exit_code,
+                tail: tail_lines(
+                    if output.stderr.text.trim().is_empty() {
+                        &output.stdout.text
+                    } else {
+                        &output.stderr.text
+                    },
+                    3,
+                    400,
+                ),
+            }),
+        ),
+        Some(AgentFailure::ToolError { detail }) => Some(fatal_cause(detail).unwrap_or_else(
+            || AgentFailure::ToolError {
+                detail: detail.clone(),
+            },
+        )),
+        Some(other) => Some(other.clone()),
+        None => None,
+    }
 }
 
 /// The argv for a tool adapter: the operator's `command` (replacing the
@@ -237,7 +386,7 @@ pub(super) fn plain(stdout: &str) -> Interpretation {
     Interpretation {
         message: stdout.trim().to_owned(),
         structured: serde_json::json!({ "message": stdout.trim() }),
-        error: None,
+        ..Interpretation::default()
     }
 }
 

@@ -262,7 +262,7 @@ pub fn command(
 
 /// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
 /// is the one that counts, so resolve against it.
-fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
+pub fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
     if program.contains('/') {
         return PathBuf::from(program);
     }

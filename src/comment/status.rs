@@ -87,6 +87,9 @@ fn render(view: &StatusView, detail: Detail) -> (String, bool) {
     let mut out = run_marker(&view.run_id);
     out.push('\n');
     header(&mut out, view);
+    if let Some(problem) = &view.agent_problem {
+        let _ = write!(out, "\n**Agent:** {}\n", markdown::inline(problem, 600));
+    }
     if let Some(summary) = view.summary.as_deref().filter(|s| !s.trim().is_empty()) {
         let max = detail.evidence_max.clamp(300, 2_000);
         trimmed |= markdown::would_cut(summary.trim(), max);

@@ -96,6 +96,7 @@ fn running_view() -> StatusView {
         dashboard_url: Some("https://closer.example.com/runs/run-7f3a9c".to_owned()),
         next: NextStep::Working { iteration: 3 },
         notices: vec![],
+        agent_problem: None,
     }
 }
 
@@ -209,6 +210,17 @@ fn snapshot_status_review() {
             "The project board has no Status option named \"review\"; the board was not updated."
                 .to_owned(),
         ],
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_status_agent_denied_permission() {
+    let view = StatusView {
+        agent_problem: Some(
+            "the agent was denied permission to edit calc.py, run `python3 -m unittest`".into(),
+        ),
         ..running_view()
     };
     insta::assert_snapshot!(status_comment(&view));
@@ -539,6 +551,7 @@ fn snapshot_hostile_input() {
         }),
         question: None,
         notices: vec![],
+        agent_problem: None,
         ..running_view()
     };
     insta::assert_snapshot!(format!(

@@ -179,4 +179,7 @@ pub struct StatusView {
     /// Short notices for the maintainer (e.g. a project board field that
     /// does not exist). Written by the engine, not by the agent.
     pub notices: Vec<String>,
+    /// Why the last iteration's agent run failed, by name ("the agent was
+    /// denied permission to edit calc.py").
+    pub agent_problem: Option<String>,
 }

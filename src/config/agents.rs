@@ -2,6 +2,7 @@
 //! A repository picks one by name and can never name a command of its own.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -9,7 +10,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AdapterKind {
-    /// `claude -p … --output-format json`
+    /// `claude -p … --output-format stream-json`
     ClaudeCode,
     /// `codex exec --json …`
     Codex,
@@ -52,6 +53,46 @@ pub struct AgentConfig {
     /// Cap on captured stdout and stderr, each (default 10 MiB).
     #[serde(default = "default_output_cap")]
     pub max_output_bytes: usize,
+    /// Files copied into the run's own HOME before each iteration: the path
+    /// under HOME → the operator's file (e.g. `".codex/config.toml" =
+    /// "/etc/closer/codex.toml"`), for the tool's provider configuration.
+    #[serde(default)]
+    pub config_files: BTreeMap<String, PathBuf>,
+    /// How long a run's HOME (tool state, transcripts) is kept after it was
+    /// last used, for debugging (default 86400 = a day; 0 = removed as soon
+    /// as another run sweeps).
+    #[serde(default = "default_keep_home")]
+    pub keep_home_secs: u64,
+}
+
+fn default_keep_home() -> u64 {
+    86_400
+}
+
+impl AgentConfig {
+    /// Problems with `config_files`: a target that is not a plain relative
+    /// path under HOME, or a source that cannot be read.
+    pub fn config_file_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (target, source) in &self.config_files {
+            let plain = !target.is_empty()
+                && Path::new(target)
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !plain {
+                problems.push(format!(
+                    "config_files: `{target}` must be a relative path under HOME without `..`"
+                ));
+            }
+            if let Err(e) = std::fs::File::open(source) {
+                problems.push(format!(
+                    "config_files: cannot read {} (for `{target}`): {e}",
+                    source.display()
+                ));
+            }
+        }
+        problems
+    }
 }
 
 fn default_timeout() -> u64 {

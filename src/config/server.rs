@@ -253,6 +253,9 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
                 "[agents.{name}]: the command adapter needs `command = [\"program\", …]`"
             )));
         }
+        if let Some(problem) = agent.config_file_problems().first() {
+            return Err(ConfigError::Invalid(format!("[agents.{name}]: {problem}")));
+        }
     }
     Ok(ServerConfig {
         bind: s

@@ -68,6 +68,27 @@ pub struct Judgment {
     pub usage: Usage,
 }
 
+impl Judgment {
+    /// The judgment of an iteration whose agent could not run at all:
+    /// nothing to judge, the reason says why.
+    pub fn not_run(reason: String) -> Judgment {
+        Judgment {
+            decision: Decision::Error,
+            question: QuestionVerdict {
+                status: AnswerStatus::Error,
+                score: 0.0,
+                signals: Vec::new(),
+            },
+            questions: Vec::new(),
+            check: None,
+            handler: None,
+            pending_actions: Vec::new(),
+            reasons: vec![reason],
+            usage: Usage::default(),
+        }
+    }
+}
+
 /// Judges one iteration.
 pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     let summary = input.summary;
@@ -95,6 +116,9 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         && explicit.is_empty()
         && question.status == AnswerStatus::AwaitingResponse;
     if !work_decides && settled_by_question(&mut judgment, explicit) {
+        if let (Decision::Error, Some(why)) = (judgment.decision, &summary.agent_failure) {
+            judgment.reasons = vec![why.clone()];
+        }
         return judgment;
     }
 

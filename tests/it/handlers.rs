@@ -52,6 +52,7 @@ fn it(n: u32, text: &str, structured: Value, goals_pass: bool) -> IterationSumma
         structured_output: structured,
         goals: vec![goal(goals_pass)],
         failed: false,
+        agent_failure: None,
         tolerated: Vec::new(),
     }
 }

@@ -414,6 +414,7 @@ fn summary(text: &str, goals_pass: bool) -> JudgeInput {
                 evidence: String::new(),
             }],
             failed: false,
+            agent_failure: None,
             tolerated: Vec::new(),
         },
         previous: None,

@@ -5,6 +5,7 @@
 mod support;
 
 mod cli;
+mod doctor;
 mod durability;
 mod fresh_dir;
 mod github_client;
@@ -20,5 +21,6 @@ mod repo_config;
 mod security;
 mod store;
 mod stories;
+mod story_agents;
 mod story_verified;
 mod verification;

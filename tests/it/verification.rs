@@ -133,6 +133,8 @@ impl Fixture {
             timeout_secs: 20,
             pass_env: Vec::new(),
             max_output_bytes: 1024 * 1024,
+            config_files: Default::default(),
+            keep_home_secs: 0,
         }
     }
 
@@ -157,6 +159,8 @@ impl Fixture {
             prompt: format!("Fix add(). Iteration {iteration}."),
             worktree: worktree.path.clone(),
             scratch_dir: self.scratch(),
+            home: None,
+            resume: None,
         };
         let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
         run_agent(config, &self.base_env, &passed, &request)
@@ -750,13 +754,13 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
         (
             AdapterKind::ClaudeCode,
             r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,"num_turns":2,"result":"Fixed add.","session_id":"s-1","total_cost_usd":0.01}"#,
-            "-p --output-format json",
+            "-p --output-format stream-json --verbose --permission-mode bypassPermissions",
             "Fixed add.",
         ),
         (
             AdapterKind::Codex,
             "{\"type\":\"thread.started\",\"thread_id\":\"t-1\"}\n{\"type\":\"turn.started\"}\n{\"type\":\"item.completed\",\"item\":{\"id\":\"item_0\",\"type\":\"agent_message\",\"text\":\"Fixed add.\"}}\n{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"cached_input_tokens\":0,\"output_tokens\":5}}",
-            "exec --json -",
+            "exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -",
             "Fixed add.",
         ),
         (
@@ -780,6 +784,8 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
             timeout_secs: 10,
             pass_env: Vec::new(),
             max_output_bytes: 1024 * 1024,
+            config_files: Default::default(),
+            keep_home_secs: 0,
         };
         let result = fx.run(&config, &wt, 1).await;
         assert_eq!(result.status, AgentStatus::Ok, "{kind:?}: {result:?}");

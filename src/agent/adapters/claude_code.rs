@@ -1,10 +1,22 @@
-//! `claude-code`: `claude -p --output-format json`, prompt on stdin. The tool
-//! prints one JSON object (`type: "result"`, `subtype`, `is_error`, `result`,
-//! `session_id`, `total_cost_usd`, `usage`, …); `result` is the final message.
+//! `claude-code`: `claude -p --output-format stream-json --verbose
+//! --permission-mode bypassPermissions`, prompt on stdin, `--resume <session>`
+//! from the second iteration. The tool prints JSON Lines events (`system`,
+//! `assistant`, `user`, …) and last a `result` object (`subtype`,
+//! `is_error`, `result`, `session_id`, `total_cost_usd`, `usage`,
+//! `modelUsage`, `permission_denials`); `result` is the final message.
+//!
+//! Why these flags: in print mode every edit and command needs a permission
+//! the tool cannot ask for, so without a permission mode it denies them all
+//! and still exits 0. closer confines the agent itself (worktree, HOME,
+//! deadline), so the agent may edit and run commands freely inside it. As
+//! root the tool refuses that mode unless `IS_SANDBOX=1`, which closer sets.
+
+use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
 };
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Claude Code adapter.
@@ -17,45 +29,134 @@ impl AgentAdapter for ClaudeCode {
     }
 
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation {
+        let mut flags = vec![
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "bypassPermissions",
+        ];
+        if let Some(session) = &request.resume {
+            flags.extend(["--resume", session.as_str()]);
+        }
         Invocation {
-            argv: tool_argv(config, "claude", &["-p", "--output-format", "json"]),
+            argv: tool_argv(config, "claude", &flags),
             stdin: request.prompt.clone().into_bytes(),
+            env: vec![
+                ("IS_SANDBOX".into(), "1".into()),
+                (
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                    "1".into(),
+                ),
+                ("DISABLE_AUTOUPDATER".into(), "1".into()),
+            ],
         }
     }
 
+    fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
+        Some(tool_argv(config, "claude", &["--version"]))
+    }
+
     fn interpret(&self, stdout: &str) -> Interpretation {
-        // The result object is the last JSON line (older versions may print others first).
-        let parsed = stdout
-            .lines()
+        let events = json_events(stdout);
+        let Some(result) = events
+            .iter()
             .rev()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim()).ok())
-            .find(|v| v.get("type").and_then(|t| t.as_str()) == Some("result"));
-        let Some(value) = parsed else {
+            .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))
+        else {
             return plain(stdout);
         };
-        let message = value
-            .get("result")
-            .and_then(|r| r.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let is_error = value.get("is_error").and_then(|e| e.as_bool()) == Some(true)
-            || value
-                .get("subtype")
-                .and_then(|s| s.as_str())
-                .is_some_and(|s| s.starts_with("error"));
-        let error = is_error.then(|| {
-            let subtype = value
-                .get("subtype")
-                .and_then(|s| s.as_str())
-                .unwrap_or("error");
-            format!("claude reported {subtype}")
-        });
+        let text = |key: &str| result.get(key).and_then(Value::as_str).map(str::to_owned);
+        let is_error = result.get("is_error").and_then(Value::as_bool) == Some(true)
+            || text("subtype").is_some_and(|s| s.starts_with("error"));
+        let denied = denials(result);
+        let failure = if !denied.is_empty() {
+            Some(AgentFailure::PermissionDenied { denied })
+        } else if is_error {
+            let detail = text("result")
+                .filter(|r| !r.trim().is_empty())
+                .or_else(|| text("subtype"))
+                .unwrap_or_else(|| "error".to_owned());
+            Some(AgentFailure::ToolError { detail })
+        } else {
+            None
+        };
         Interpretation {
-            message,
-            structured: value,
-            error,
+            message: text("result").unwrap_or_default(),
+            structured: result.clone(),
+            failure,
+            usage: usage(result),
+            session_id: text("session_id"),
         }
     }
+}
+
+/// `usage` (all four kinds), `modelUsage` per model, `total_cost_usd`.
+fn usage(result: &Value) -> AgentUsage {
+    let u = result.get("usage");
+    let field = |k: &str| count(u.and_then(|u| u.get(k)));
+    let tokens = Tokens {
+        input: field("input_tokens"),
+        output: field("output_tokens"),
+        cache_write: field("cache_creation_input_tokens"),
+        cache_read: field("cache_read_input_tokens"),
+    };
+    let models = result
+        .get("modelUsage")
+        .and_then(Value::as_object)
+        .map(|models| {
+            models
+                .iter()
+                .map(|(name, m)| {
+                    let tokens = Tokens {
+                        input: count(m.get("inputTokens")),
+                        output: count(m.get("outputTokens")),
+                        cache_write: count(m.get("cacheCreationInputTokens")),
+                        cache_read: count(m.get("cacheReadInputTokens")),
+                    };
+                    (name.clone(), tokens)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    AgentUsage {
+        tokens,
+        cost_usd: dollars(result.get("total_cost_usd")),
+        models,
+    }
+}
+
+/// `permission_denials` as "edit calc.py", "run `git push`", "use WebFetch".
+fn denials(result: &Value) -> Vec<String> {
+    let Some(list) = result.get("permission_denials").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|d| {
+            let tool = d
+                .get("tool_name")
+                .and_then(Value::as_str)
+                .unwrap_or("a tool");
+            let input = d.get("tool_input");
+            let arg = |k: &str| input.and_then(|i| i.get(k)).and_then(Value::as_str);
+            match (
+                tool,
+                arg("file_path").or(arg("notebook_path")),
+                arg("command"),
+            ) {
+                ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path), _) => {
+                    let name = path.rsplit('/').next().unwrap_or(path);
+                    format!("edit {name}")
+                }
+                ("Bash", _, Some(command)) => {
+                    let short: String = command.chars().take(80).collect();
+                    format!("run `{short}`")
+                }
+                _ => format!("use {tool}"),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -63,19 +164,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_result_object() {
-        let out = r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":2712,"num_turns":3,"result":"Fixed the parser.","session_id":"4b5c","total_cost_usd":0.031,"usage":{"input_tokens":12,"output_tokens":40}}"#;
+    fn reads_the_result_object_with_every_kind_of_token() {
+        let out = r#"{"type":"system","subtype":"init","session_id":"4b5c"}
+{"type":"result","subtype":"success","is_error":false,"duration_ms":2712,"num_turns":3,"result":"Fixed the parser.","session_id":"4b5c","total_cost_usd":0.031,"usage":{"input_tokens":12,"cache_creation_input_tokens":3000,"cache_read_input_tokens":77000,"output_tokens":40},"modelUsage":{"claude-sonnet-4-5":{"inputTokens":12,"outputTokens":40,"cacheReadInputTokens":77000,"cacheCreationInputTokens":3000,"costUSD":0.031}},"permission_denials":[]}"#;
         let i = ClaudeCode.interpret(out);
         assert_eq!(i.message, "Fixed the parser.");
-        assert_eq!(i.structured["session_id"], "4b5c");
-        assert!(i.error.is_none());
+        assert_eq!(i.session_id.as_deref(), Some("4b5c"));
+        assert_eq!(i.usage.tokens.total(), 80_052);
+        assert_eq!(i.usage.cost_usd, Some(0.031));
+        assert_eq!(i.usage.models["claude-sonnet-4-5"].cache_read, 77_000);
+        assert!(i.failure.is_none());
     }
 
     #[test]
-    fn an_error_subtype_is_an_error() {
+    fn permission_denials_are_a_named_failure() {
+        let out = r#"{"type":"result","subtype":"success","is_error":false,"result":"I need permission to write calc.py.","session_id":"x","permission_denials":[{"tool_name":"Write","tool_use_id":"t1","tool_input":{"file_path":"/w/calc.py","content":"x"}},{"tool_name":"Bash","tool_use_id":"t2","tool_input":{"command":"python3 -m unittest"}}]}"#;
+        let failure = ClaudeCode.interpret(out).failure.unwrap();
+        assert_eq!(
+            failure.describe(),
+            "the agent was denied permission to edit calc.py, run `python3 -m unittest`"
+        );
+    }
+
+    #[test]
+    fn an_error_subtype_is_a_tool_error() {
         let out = r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":30,"session_id":"x"}"#;
         let i = ClaudeCode.interpret(out);
-        assert_eq!(i.error.as_deref(), Some("claude reported error_max_turns"));
+        assert_eq!(
+            i.failure,
+            Some(AgentFailure::ToolError {
+                detail: "error_max_turns".into()
+            })
+        );
     }
 
     #[test]

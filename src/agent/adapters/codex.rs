@@ -4,14 +4,20 @@
 //! `file_change`, `reasoning`, …), `turn.completed` with `usage`,
 //! `turn.failed` / `error`. The last `agent_message` is the final message.
 
+use serde_json::Value;
+
 use crate::agent::adapter::{
     AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
 };
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Codex CLI adapter.
 #[derive(Debug, Clone, Copy)]
 pub struct Codex;
+
+/// A transient error Codex recovers from by itself (the stream reconnects).
+const RECOVERED: &str = "Reconnecting";
 
 impl AgentAdapter for Codex {
     fn kind(&self) -> AdapterKind {
@@ -19,10 +25,34 @@ impl AgentAdapter for Codex {
     }
 
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation {
-        Invocation {
-            argv: tool_argv(config, "codex", &["exec", "--json", "-"]),
-            stdin: request.prompt.clone().into_bytes(),
+        let mut flags = vec!["exec"];
+        if let Some(thread) = &request.resume {
+            flags.extend(["resume", thread.as_str()]);
         }
+        flags.extend([
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-",
+        ]);
+        Invocation {
+            argv: tool_argv(config, "codex", &flags),
+            stdin: request.prompt.clone().into_bytes(),
+            env: request
+                .home
+                .iter()
+                .map(|h| {
+                    (
+                        "CODEX_HOME".to_owned(),
+                        h.join(".codex").display().to_string(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
+        Some(tool_argv(config, "codex", &["--version"]))
     }
 
     fn interpret(&self, stdout: &str) -> Interpretation {
@@ -30,9 +60,9 @@ impl AgentAdapter for Codex {
         if events.is_empty() {
             return plain(stdout);
         }
-        let kind = |v: &serde_json::Value| {
+        let kind = |v: &Value| {
             v.get("type")
-                .and_then(|t| t.as_str())
+                .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned()
         };
@@ -40,42 +70,80 @@ impl AgentAdapter for Codex {
             .iter()
             .filter(|v| kind(v) == "item.completed")
             .filter_map(|v| v.get("item"))
-            .filter(|item| item.get("type").and_then(|t| t.as_str()) == Some("agent_message"))
-            .filter_map(|item| item.get("text").and_then(|t| t.as_str()))
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some("agent_message"))
+            .filter_map(|item| item.get("text").and_then(Value::as_str))
             .next_back()
             .unwrap_or_default()
             .to_owned();
-        let error = events
-            .iter()
-            .filter(|v| matches!(kind(v).as_str(), "turn.failed" | "error"))
-            .map(|v| {
-                v.pointer("/error/message")
-                    .or_else(|| v.get("message"))
-                    .and_then(|m| m.as_str())
-                    .unwrap_or("codex reported an error")
-                    .to_owned()
-            })
-            .next_back();
-        let usage = events
-            .iter()
-            .filter(|v| kind(v) == "turn.completed")
-            .filter_map(|v| v.get("usage").cloned())
-            .next_back();
         let thread_id = events.iter().find_map(|v| {
             v.get("thread_id")
-                .and_then(|t| t.as_str())
+                .and_then(Value::as_str)
                 .map(str::to_owned)
         });
         Interpretation {
             structured: serde_json::json!({
                 "message": message,
                 "thread_id": thread_id,
-                "usage": usage,
                 "events": events.len(),
             }),
             message,
-            error,
+            failure: failure(&events),
+            usage: usage(&events),
+            session_id: thread_id,
         }
+    }
+}
+
+/// The last error that was not recovered from: a failed turn, or an error
+/// event after the last completed turn that is not a reconnect notice.
+fn failure(events: &[Value]) -> Option<AgentFailure> {
+    let kind = |v: &Value| {
+        v.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let last_completed = events.iter().rposition(|v| kind(v) == "turn.completed");
+    events
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| match kind(v).as_str() {
+            "turn.failed" => true,
+            "error" => last_completed.is_none_or(|done| *i > done),
+            _ => false,
+        })
+        .map(|(_, v)| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("codex reported an error")
+                .to_owned()
+        })
+        .rfind(|message| !message.starts_with(RECOVERED))
+        .map(|detail| AgentFailure::ToolError { detail })
+}
+
+/// The sum over completed turns; OpenAI counts cached input inside
+/// `input_tokens`, so it is moved to `cache_read`, not added twice.
+fn usage(events: &[Value]) -> AgentUsage {
+    let mut tokens = Tokens::default();
+    for usage in events
+        .iter()
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("turn.completed"))
+        .filter_map(|v| v.get("usage"))
+    {
+        let input = count(usage.get("input_tokens"));
+        let cached = count(usage.get("cached_input_tokens")).min(input);
+        tokens.add(&Tokens {
+            input: input - cached,
+            output: count(usage.get("output_tokens")),
+            cache_write: 0,
+            cache_read: cached,
+        });
+    }
+    AgentUsage {
+        tokens,
+        ..AgentUsage::default()
     }
 }
 
@@ -96,20 +164,34 @@ mod tests {
     fn takes_the_last_agent_message_and_usage() {
         let i = Codex.interpret(RUN);
         assert_eq!(i.message, "Fixed the off-by-one in parse().");
-        assert_eq!(i.structured["usage"]["output_tokens"], 122);
+        assert_eq!(i.usage.tokens.output, 122);
+        assert_eq!(i.usage.tokens.cache_read, 24448);
+        assert_eq!(i.usage.tokens.total(), 24763 + 122);
         assert_eq!(
-            i.structured["thread_id"],
-            "0199a213-81c0-7800-8aa1-bbab2a035a53"
+            i.session_id.as_deref(),
+            Some("0199a213-81c0-7800-8aa1-bbab2a035a53")
         );
-        assert!(i.error.is_none());
+        assert!(i.failure.is_none());
+    }
+
+    #[test]
+    fn a_recovered_reconnect_is_not_a_failure() {
+        let out = format!(
+            "{{\"type\":\"error\",\"message\":\"Reconnecting... 1/5 (stream disconnected before completion)\"}}\n{RUN}"
+        );
+        let i = Codex.interpret(&out);
+        assert!(i.failure.is_none(), "{:?}", i.failure);
+        assert_eq!(i.message, "Fixed the off-by-one in parse().");
     }
 
     #[test]
     fn a_failed_turn_is_an_error() {
         let out = "{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"stream disconnected\"}}\n";
         assert_eq!(
-            Codex.interpret(out).error.as_deref(),
-            Some("stream disconnected")
+            Codex.interpret(out).failure,
+            Some(AgentFailure::ToolError {
+                detail: "stream disconnected".into()
+            })
         );
     }
 }

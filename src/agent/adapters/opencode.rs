@@ -3,14 +3,21 @@
 //! `step_start`, `text`, `tool_use`, `step_finish`, `error`; the text parts
 //! make the final message, `step_finish` parts carry tokens and cost.
 
+use serde_json::Value;
+
 use crate::agent::adapter::{
     AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
 };
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The OpenCode adapter.
 #[derive(Debug, Clone, Copy)]
 pub struct Opencode;
+
+/// Permissions for an unattended run: allow what would otherwise be asked
+/// (and, with nobody to ask, rejected). Merged with the operator's config.
+const PERMISSIONS: &str = r#"{"permission":{"edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
 
 impl AgentAdapter for Opencode {
     fn kind(&self) -> AdapterKind {
@@ -18,10 +25,22 @@ impl AgentAdapter for Opencode {
     }
 
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation {
-        Invocation {
-            argv: tool_argv(config, "opencode", &["run", "--format", "json"]),
-            stdin: request.prompt.clone().into_bytes(),
+        let mut flags = vec!["run", "--format", "json"];
+        if let Some(session) = &request.resume {
+            flags.extend(["--session", session.as_str()]);
         }
+        Invocation {
+            argv: tool_argv(config, "opencode", &flags),
+            stdin: request.prompt.clone().into_bytes(),
+            env: vec![
+                ("OPENCODE_CONFIG_CONTENT".into(), PERMISSIONS.into()),
+                ("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()),
+            ],
+        }
+    }
+
+    fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
+        Some(tool_argv(config, "opencode", &["--version"]))
     }
 
     fn interpret(&self, stdout: &str) -> Interpretation {
@@ -32,43 +51,67 @@ impl AgentAdapter for Opencode {
         let of_type = |t: &'static str| {
             events
                 .iter()
-                .filter(move |v| v.get("type").and_then(|x| x.as_str()) == Some(t))
+                .filter(move |v| v.get("type").and_then(Value::as_str) == Some(t))
         };
         let message = of_type("text")
-            .filter_map(|v| v.pointer("/part/text").and_then(|t| t.as_str()))
+            .filter_map(|v| v.pointer("/part/text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n");
-        let error = of_type("error")
+        let failure = of_type("error")
             .map(|v| {
                 v.pointer("/error/data/message")
                     .or_else(|| v.pointer("/error/message"))
                     .or_else(|| v.pointer("/error/name"))
-                    .and_then(|m| m.as_str())
+                    .and_then(Value::as_str)
                     .unwrap_or("opencode reported an error")
                     .to_owned()
             })
-            .next_back();
-        let tokens: Vec<serde_json::Value> = of_type("step_finish")
-            .filter_map(|v| v.pointer("/part/tokens").cloned())
-            .collect();
-        let cost: f64 = of_type("step_finish")
-            .filter_map(|v| v.pointer("/part/cost").and_then(|c| c.as_f64()))
-            .sum();
+            .next_back()
+            .map(|detail| AgentFailure::ToolError { detail });
         let session = events.iter().find_map(|v| {
             v.get("sessionID")
-                .and_then(|s| s.as_str())
+                .and_then(Value::as_str)
                 .map(str::to_owned)
         });
+        let finishes: Vec<&Value> = of_type("step_finish")
+            .filter_map(|v| v.get("part"))
+            .collect();
         Interpretation {
             structured: serde_json::json!({
                 "message": message,
                 "session_id": session,
-                "tokens": tokens,
-                "cost": cost,
+                "steps": finishes.len(),
             }),
             message,
-            error,
+            failure,
+            usage: usage(&finishes),
+            session_id: session,
         }
+    }
+}
+
+/// The sum of the `step_finish` parts: `tokens.{input, output, reasoning,
+/// cache.read, cache.write}` (reasoning counts as output) and `cost`.
+fn usage(finishes: &[&Value]) -> AgentUsage {
+    let mut tokens = Tokens::default();
+    let mut cost = None;
+    for part in finishes {
+        let t = part.get("tokens");
+        let field = |p: &str| count(t.and_then(|t| t.pointer(p)));
+        tokens.add(&Tokens {
+            input: field("/input"),
+            output: field("/output").saturating_add(field("/reasoning")),
+            cache_write: field("/cache/write"),
+            cache_read: field("/cache/read"),
+        });
+        if let Some(c) = dollars(part.get("cost")) {
+            cost = Some(cost.unwrap_or(0.0) + c);
+        }
+    }
+    AgentUsage {
+        tokens,
+        cost_usd: cost,
+        models: Default::default(),
     }
 }
 
@@ -86,14 +129,23 @@ mod tests {
     fn joins_text_parts_and_sums_cost() {
         let i = Opencode.interpret(RUN);
         assert_eq!(i.message, "Added the missing test.");
-        assert_eq!(i.structured["session_id"], "ses_494719016ffe85dkDMj0FPRbHK");
-        assert_eq!(i.structured["tokens"][0]["input"], 671);
-        assert!(i.error.is_none());
+        assert_eq!(
+            i.session_id.as_deref(),
+            Some("ses_494719016ffe85dkDMj0FPRbHK")
+        );
+        assert_eq!(i.usage.tokens.total(), 671 + 8 + 21415);
+        assert_eq!(i.usage.cost_usd, Some(0.002));
+        assert!(i.failure.is_none());
     }
 
     #[test]
     fn an_error_event_is_an_error() {
         let out = r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"ProviderAuthError","data":{"message":"no API key"}}}"#;
-        assert_eq!(Opencode.interpret(out).error.as_deref(), Some("no API key"));
+        assert_eq!(
+            Opencode.interpret(out).failure,
+            Some(AgentFailure::ToolError {
+                detail: "no API key".into()
+            })
+        );
     }
 }

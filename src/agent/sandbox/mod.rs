@@ -8,6 +8,7 @@
 //! `origin` is configured), not into files, logs or the agent's environment.
 //! Pushing is closer's job, done here with the token at push time.
 
+pub mod commit;
 pub mod git;
 pub mod lock;
 
@@ -204,6 +205,26 @@ impl Sandbox {
         };
         check_layout(&worktree).await?;
         Ok(worktree)
+    }
+
+    /// Commits what the agent left changed (see [`commit`]) as closer's
+    /// committer identity; the new commit, if there was anything to commit.
+    pub async fn commit_changes(
+        &self,
+        worktree: &Worktree,
+        summary: &str,
+        fallback_subject: &str,
+    ) -> Result<Option<String>, SandboxError> {
+        let author = commit::Author {
+            name: self.options.committer_name.clone(),
+            email: self.options.committer_email.clone(),
+        };
+        Ok(commit::commit_changes(&self.git, worktree, &author, summary, fallback_subject).await?)
+    }
+
+    /// Removes what the goals wrote after the commit (see [`commit`]).
+    pub async fn clean_untracked(&self, worktree: &Worktree) -> Result<(), SandboxError> {
+        Ok(commit::clean_untracked(&self.git, worktree).await?)
     }
 
     /// Removes a worktree, its branch and its base ref (the run has ended).

@@ -49,6 +49,9 @@ pub struct IterationSummary {
     pub goals: Vec<GoalOutcome>,
     /// The agent run failed (non-zero exit, timeout).
     pub failed: bool,
+    /// Why, in a sentence (e.g. "the agent exited with status 1: …").
+    #[serde(default)]
+    pub agent_failure: Option<String>,
     /// Failures present at the base commit that the repository tolerates
     /// (their ids), for the completion check to judge their scope.
     #[serde(default)]
@@ -69,8 +72,10 @@ impl IterationSummary {
             .map(|g| g.name.as_str())
             .collect();
         let mut line = format!("Iteration {}: {}", self.iteration, said.trim());
-        if self.failed {
-            line.push_str(" (the agent run failed)");
+        match (&self.agent_failure, self.failed) {
+            (Some(why), _) => line.push_str(&format!(" ({why})")),
+            (None, true) => line.push_str(" (the agent run failed)"),
+            (None, false) => {}
         }
         if !failing.is_empty() {
             line.push_str(&format!(" — failing goals: {}", failing.join(", ")));

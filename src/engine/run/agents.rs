@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pass_env, run_agent};
+use crate::agent::adapter::{AgentRequest, AgentResult, resolve_pass_env, run_agent};
+use crate::agent::outcome::AgentFailure;
 use crate::agent::process::BaseEnv;
 use crate::config::agents::{AgentConfig, Agents};
 
@@ -48,8 +49,30 @@ impl AgentRunner {
     }
 
     /// Runs agent `name` on `request`; an agent that cannot be started is a
-    /// failed iteration, not an engine error.
+    /// failed iteration, not an engine error. A session that cannot be
+    /// resumed is retried once as a fresh session.
     pub async fn run(
+        &self,
+        name: &str,
+        config: &AgentConfig,
+        request: &AgentRequest,
+    ) -> AgentResult {
+        let result = self.run_once(name, config, request).await;
+        let resume_failed = request.resume.is_some()
+            && result.failure.as_ref().is_some_and(|f| !f.fatal())
+            && result.session_id.is_none();
+        if !resume_failed {
+            return result;
+        }
+        tracing::info!(agent = %name, error = ?result.error, "resuming failed; starting a fresh session");
+        let fresh = AgentRequest {
+            resume: None,
+            ..request.clone()
+        };
+        self.run_once(name, config, &fresh).await
+    }
+
+    async fn run_once(
         &self,
         name: &str,
         config: &AgentConfig,
@@ -58,22 +81,10 @@ impl AgentRunner {
         let passed = self.passed_env.get(name).cloned().unwrap_or_default();
         run_agent(config, &self.base_env, &passed, request)
             .await
-            .unwrap_or_else(|e| agent_error(e.to_string()))
-    }
-}
-
-/// The result of an agent that did not produce one.
-pub fn agent_error(message: String) -> AgentResult {
-    AgentResult {
-        status: AgentStatus::Error,
-        exit_code: None,
-        timed_out: false,
-        duration_ms: 0,
-        message: String::new(),
-        structured: serde_json::json!({}),
-        log_excerpt: String::new(),
-        stdout_dropped_bytes: 0,
-        stderr_dropped_bytes: 0,
-        error: Some(message),
+            .unwrap_or_else(|e| {
+                AgentResult::failed(AgentFailure::NotStarted {
+                    detail: e.to_string(),
+                })
+            })
     }
 }

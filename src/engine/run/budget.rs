@@ -4,7 +4,8 @@
 
 use super::context::RunContext;
 use super::failure::RunFailure;
-use super::usage::{AgentUsage, LlmPrices, ceiling};
+use super::usage::{LlmPrices, ceiling};
+use crate::agent::outcome::AgentUsage;
 use crate::llm::Usage;
 use crate::model::Run;
 
@@ -50,7 +51,7 @@ impl Budget {
 
     /// Counts what an agent run reported spending.
     pub fn add_agent(&self, run: &mut Run, spent: &AgentUsage) {
-        run.tokens_used = run.tokens_used.saturating_add(spent.tokens);
-        run.cost_usd += spent.cost_usd;
+        run.tokens_used = run.tokens_used.saturating_add(spent.tokens.total());
+        run.cost_usd += spent.cost_usd.unwrap_or(0.0);
     }
 }

@@ -50,6 +50,8 @@ pub struct RunData {
     pub board_problem: Option<String>,
     /// The last status comment body written, to skip no-op edits.
     pub last_status: Option<String>,
+    /// The agent tool's session, continued by the next iteration.
+    pub agent_session: Option<String>,
 }
 
 impl RunData {

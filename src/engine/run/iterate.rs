@@ -9,13 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::agents::agent_error;
 use super::context::RunContext;
 use super::data::IterationRecord;
 use super::failure::RunFailure;
-use super::usage::agent_usage;
 use super::{Engine, EngineError, other};
 use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
+use crate::agent::outcome::AgentFailure;
 use crate::agent::sandbox::Worktree;
 use crate::config::agents::AgentConfig;
 use crate::engine::artifacts::Artifacts;
@@ -27,7 +26,7 @@ use crate::engine::goal_outcome::GoalOutcome;
 use crate::engine::handlers::{
     CompletionHandler, HandlerEnv, IssueContext, IterationSummary, build_handler,
 };
-use crate::engine::judge::{JudgeContext, JudgeInput, judge};
+use crate::engine::judge::{JudgeContext, JudgeInput, Judgment, judge};
 use crate::engine::tolerance::failure_id;
 use crate::engine::verify::{self, IterationVerification, VerifyContext};
 use crate::llm::LlmClient;
@@ -60,15 +59,22 @@ impl Engine {
         };
         let iteration = self.set_up(ctx, llm, agent).await?;
         let prompt = self.begin(ctx, &iteration).await?;
-        let result = self
+        let mut result = self
             .work(ctx, &iteration, (&agent_name, agent), prompt)
             .await;
-        self.budget
-            .add_agent(&mut ctx.run, &agent_usage(&result.structured));
+        self.budget.add_agent(&mut ctx.run, &result.usage);
+        if result.session_id.is_some() {
+            ctx.data.agent_session = result.session_id.clone();
+        }
         if self.stopped_since_start(ctx, &iteration, &result).await? {
             return Ok(());
         }
+        if let Some(failure) = result.failure.clone().filter(AgentFailure::fatal) {
+            return self.cannot_run(ctx, &iteration, &result, failure).await;
+        }
+        self.commit_for_agent(&iteration, &mut result).await;
         let verification = self.verify(ctx, &iteration).await?;
+        self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await;
         self.record(ctx, &iteration, &result, &record).await?;
         self.decide(ctx, record, &verification).await
@@ -93,6 +99,9 @@ impl Engine {
     ) -> Result<Iteration, EngineError> {
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let worktree = self.workspace.prepare(ctx).await?;
+        // Never less than an iteration: a HOME in use is never swept.
+        let keep = Duration::from_secs(agent.keep_home_secs.max(agent.timeout_secs + 60));
+        self.workspace.sweep_homes(keep).await;
         let handler_env = HandlerEnv {
             worktree: worktree.path.clone(),
             env: self.agents.base_env().vars().into_iter().collect(),
@@ -157,13 +166,53 @@ impl Engine {
             prompt,
             worktree: iteration.worktree.path.clone(),
             scratch_dir: self.workspace.scratch(&ctx.run.id),
+            home: Some(self.workspace.home(&ctx.run.id)),
+            resume: ctx.data.agent_session.clone(),
         };
         tokio::select! {
             result = self.agents.run(name, agent, &request) => result,
-            () = self.stopped_meanwhile(&ctx.run.id) => {
-                agent_error("the run was stopped; the agent's processes were killed".to_owned())
-            }
+            () = self.stopped_meanwhile(&ctx.run.id) => AgentResult::failed(AgentFailure::Stopped),
         }
+    }
+
+    /// Commits what the agent left changed; a commit closer cannot make is
+    /// the iteration's failure, named.
+    async fn commit_for_agent(&self, iteration: &Iteration, result: &mut AgentResult) {
+        let fallback = format!(
+            "Work on {} (iteration {})",
+            iteration.issue.issue_ref, iteration.n
+        );
+        let committed = self
+            .workspace
+            .sandbox()
+            .commit_changes(&iteration.worktree, &result.message, &fallback)
+            .await;
+        if let Err(e) = committed {
+            result.fail(AgentFailure::CommitFailed {
+                detail: e.to_string(),
+            });
+        }
+    }
+
+    /// An agent that cannot run at all (not installed, not authenticated,
+    /// refusing to start) fails the run at once with the reason: every
+    /// further iteration would fail the same way.
+    async fn cannot_run(
+        &self,
+        ctx: &mut RunContext,
+        iteration: &Iteration,
+        result: &AgentResult,
+        failure: AgentFailure,
+    ) -> Result<(), EngineError> {
+        let record = IterationRecord {
+            summary: summary_of(iteration, result, &[], Vec::new()),
+            judgment: Judgment::not_run(failure.describe()),
+            verification: None,
+            complete: false,
+        };
+        self.record(ctx, iteration, result, &record).await?;
+        let message = format!("{failure}. Every iteration would fail the same way.");
+        self.fail(ctx, RunFailure::Error { message }).await
     }
 
     /// Records the iteration as stopped when the run was stopped while the
@@ -238,14 +287,8 @@ impl Engine {
         result: &AgentResult,
         verification: &IterationVerification,
     ) -> IterationRecord {
-        let summary = IterationSummary {
-            iteration: iteration.n,
-            output_text: result.message.clone(),
-            structured_output: result.structured.clone(),
-            goals: verification.goals.iter().map(goal_outcome).collect(),
-            failed: result.status == AgentStatus::Error,
-            tolerated: verification.tolerated.iter().map(failure_id).collect(),
-        };
+        let tolerated = verification.tolerated.iter().map(failure_id).collect();
+        let summary = summary_of(iteration, result, &verification.goals, tolerated);
         let threshold = ctx.config.completion.confidence_threshold;
         let judge_ctx = JudgeContext {
             check: CompletionCheck::new(
@@ -320,6 +363,24 @@ impl Engine {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// What the iteration produced, for the judgment and the next prompt.
+fn summary_of(
+    iteration: &Iteration,
+    result: &AgentResult,
+    goals: &[crate::engine::goals::GoalResult],
+    tolerated: Vec<String>,
+) -> IterationSummary {
+    IterationSummary {
+        iteration: iteration.n,
+        output_text: result.message.clone(),
+        structured_output: result.structured.clone(),
+        goals: goals.iter().map(goal_outcome).collect(),
+        failed: result.status == AgentStatus::Error,
+        agent_failure: result.failure.as_ref().map(AgentFailure::describe),
+        tolerated,
     }
 }
 

@@ -47,7 +47,7 @@ pub use context::RunContext;
 pub use data::{IterationRecord, RunData};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
-pub use usage::{AgentUsage, LlmPrices, agent_usage};
+pub use usage::LlmPrices;
 
 use crate::agent::process::BaseEnv;
 use crate::config::agents::Agents;

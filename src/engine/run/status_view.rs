@@ -44,6 +44,7 @@ pub fn status_view(
             .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id)),
         next: next_step(ctx, last),
         notices: ctx.data.board_problem.iter().cloned().collect(),
+        agent_problem: last.and_then(|l| l.summary.agent_failure.clone()),
     };
     if let Some(last) = last {
         fill_from_record(&mut view, last);

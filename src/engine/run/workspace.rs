@@ -1,12 +1,14 @@
 //! Where a run's work happens: the mirror and the run's worktree (through
 //! the sandbox), where its repository comes from (the clone URL, with a
-//! token for http(s)), and the scratch directory for prompt files.
+//! token for http(s)), the scratch directory for prompt files, and each
+//! run's own HOME for its agent (kept a while after last use, then swept).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::context::RunContext;
 use super::{EngineError, other};
+use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use crate::model::RunId;
@@ -19,6 +21,7 @@ const COMMITTER_EMAIL: &str = "closer@users.noreply.github.com";
 pub struct Workspace {
     sandbox: Sandbox,
     scratch: PathBuf,
+    homes: PathBuf,
 }
 
 impl Workspace {
@@ -32,6 +35,7 @@ impl Workspace {
                 committer_email: COMMITTER_EMAIL.to_owned(),
             }),
             scratch: data_dir.join("scratch"),
+            homes: data_dir.join("homes"),
         }
     }
 
@@ -42,6 +46,11 @@ impl Workspace {
     /// The run's own scratch directory (prompt files).
     pub fn scratch(&self, run: &RunId) -> PathBuf {
         self.scratch.join(run.as_str())
+    }
+
+    /// The run's own HOME for the agent: tool state, transcripts, TMPDIR.
+    pub fn home(&self, run: &RunId) -> PathBuf {
+        self.homes.join(run.as_str())
     }
 
     /// Where the repository is cloned from, with the token for http(s).
@@ -90,6 +99,36 @@ impl Workspace {
     pub async fn push(&self, ctx: &RunContext, worktree: &Worktree) -> Result<(), EngineError> {
         let source = self.source(ctx).await?;
         self.sandbox.push(worktree, &source).await.map_err(other)
+    }
+
+    /// Removes the HOMEs of runs not used for longer than `keep` (their
+    /// tool state and transcripts were kept that long for debugging). A
+    /// run that comes back after that starts a fresh agent session.
+    pub async fn sweep_homes(&self, keep: Duration) {
+        let Ok(mut entries) = tokio::fs::read_dir(&self.homes).await else {
+            return;
+        };
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            let marker = entry.path().join(HOME_MARKER);
+            let last_used = match tokio::fs::metadata(&marker).await {
+                Ok(m) => m.modified().ok(),
+                Err(_) => entry.metadata().await.ok().and_then(|m| m.modified().ok()),
+            };
+            let stale = last_used
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > keep);
+            if stale && let Err(e) = tokio::fs::remove_dir_all(entry.path()).await {
+                tracing::warn!(home = %entry.path().display(), error = %e, "run HOME not removed");
+            }
+        }
+    }
+
+    /// Removes what the goals wrote into the worktree, so it is not
+    /// committed with the next iteration; a failure is logged.
+    pub async fn clean_after_goals(&self, worktree: &Worktree) {
+        if let Err(e) = self.sandbox.clean_untracked(worktree).await {
+            tracing::warn!(worktree = %worktree.path.display(), error = %e, "worktree not cleaned");
+        }
     }
 
     /// Removes the run's worktree; a failure is logged, not fatal.

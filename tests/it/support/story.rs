@@ -188,6 +188,8 @@ impl Story {
             timeout_secs: 60,
             pass_env: Vec::new(),
             max_output_bytes: 1 << 20,
+            config_files: Default::default(),
+            keep_home_secs: 0,
         };
         let engine = Engine::new(
             self.store.clone(),

@@ -1,0 +1,146 @@
+//! closer commits for the agent.
+//!
+//! At the end of each iteration, whatever the agent left changed in the
+//! worktree is committed by closer, so an agent needs no write access to git
+//! metadata and "forgot to commit" is not a failure. Build output (caches,
+//! virtual environments, `target/`, `node_modules/` …) never lands on the
+//! branch: closer's own exclude list applies to this commit on top of the
+//! repository's `.gitignore`, and what the goals leave behind after the
+//! commit is cleaned before the next iteration ([`clean_untracked`]).
+
+use super::Worktree;
+use super::git::{GitError, GitRunner};
+
+/// Build output and tool caches closer never commits, whatever the
+/// repository's `.gitignore` says (it may say nothing).
+pub const BUILD_OUTPUT: &[&str] = &[
+    "__pycache__/",
+    "*.py[cod]",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".tox/",
+    ".venv/",
+    "*.egg-info/",
+    ".coverage",
+    "node_modules/",
+    ".npm/",
+    ".nyc_output/",
+    "target/",
+    ".gradle/",
+    ".cache/",
+];
+
+/// The longest commit subject closer writes.
+const MAX_SUBJECT_CHARS: usize = 72;
+
+/// Who the commit is from.
+#[derive(Debug, Clone)]
+pub struct Author {
+    pub name: String,
+    pub email: String,
+}
+
+/// Commits every change in `worktree` (tracked or new, minus build output)
+/// with `summary`'s first line as the subject. Returns the new commit, or
+/// `None` when the agent left nothing to commit.
+pub async fn commit_changes(
+    git: &GitRunner,
+    worktree: &Worktree,
+    author: &Author,
+    summary: &str,
+    fallback_subject: &str,
+) -> Result<Option<String>, GitError> {
+    let exclude = exclude_file(worktree).await?;
+    let excludes = format!("core.excludesFile={}", exclude.display());
+    worktree.git(git, &["-c", &excludes, "add", "-A"]).await?;
+    let staged = worktree
+        .git(git, &["diff", "--cached", "--name-only", "--no-renames"])
+        .await?;
+    if staged.trim().is_empty() {
+        return Ok(None);
+    }
+    let subject = subject(summary).unwrap_or_else(|| fallback_subject.to_owned());
+    let who = format!("{} <{}>", author.name, author.email);
+    let name = format!("user.name={}", author.name);
+    let email = format!("user.email={}", author.email);
+    worktree
+        .git(
+            git,
+            &[
+                "-c",
+                &name,
+                "-c",
+                &email,
+                "-c",
+                "commit.gpgsign=false",
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "--author",
+                &who,
+                "-m",
+                &subject,
+            ],
+        )
+        .await?;
+    let head = worktree
+        .git(git, &["rev-parse", "--verify", "HEAD"])
+        .await?;
+    Ok(Some(head.trim().to_owned()))
+}
+
+/// Removes untracked files that are not ignored (what goal commands wrote
+/// after the commit), so they are not committed with the next iteration.
+/// Ignored files (an installed virtual environment, say) stay.
+pub async fn clean_untracked(git: &GitRunner, worktree: &Worktree) -> Result<(), GitError> {
+    let exclude = exclude_file(worktree).await?;
+    let excludes = format!("core.excludesFile={}", exclude.display());
+    worktree
+        .git(git, &["-c", &excludes, "clean", "-f", "-d", "--quiet"])
+        .await?;
+    Ok(())
+}
+
+/// The first non-empty line of the agent's summary, shortened to a subject.
+fn subject(summary: &str) -> Option<String> {
+    let line = summary
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())?;
+    if line.chars().count() <= MAX_SUBJECT_CHARS {
+        return Some(line.to_owned());
+    }
+    let cut: String = line.chars().take(MAX_SUBJECT_CHARS - 1).collect();
+    Some(format!("{}…", cut.trim_end()))
+}
+
+/// closer's exclude list, written next to the worktree's administrative
+/// directory (closer's, not the agent's).
+async fn exclude_file(worktree: &Worktree) -> Result<std::path::PathBuf, GitError> {
+    let path = worktree.mirror.join("closer-exclude");
+    let content = BUILD_OUTPUT.join("\n") + "\n";
+    if tokio::fs::read_to_string(&path).await.ok().as_deref() != Some(content.as_str()) {
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| GitError::Spawn(format!("writing {}: {e}", path.display())))?;
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_subject_is_the_first_line_of_the_summary() {
+        assert_eq!(
+            subject("\n## Fixed add()\n\nDetails").as_deref(),
+            Some("Fixed add()")
+        );
+        assert_eq!(subject("  \n"), None);
+        let long = subject(&"x".repeat(100)).unwrap();
+        assert_eq!(long.chars().count(), MAX_SUBJECT_CHARS);
+        assert!(long.ends_with('…'));
+    }
+}

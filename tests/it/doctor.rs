@@ -1,0 +1,118 @@
+//! `closer doctor` as an operator runs it: the real binary, the setup's
+//! variables, one line per check, exit 0 only when everything holds.
+
+use std::process::Stdio;
+
+use secrecy::ExposeSecret;
+use serde_json::json;
+use tokio::process::Command;
+
+use crate::support::fake_github::FakeGitHub;
+use crate::support::fake_llm::{FakeLlm, Reply};
+
+/// `closer --config closer.toml <args>` in `dir` with only `env`.
+async fn closer(dir: &std::path::Path, env: &[(&str, String)], args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_closer"))
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(["--config", "closer.toml"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("closer runs");
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
+    let github = FakeGitHub::start().await;
+    let llm = FakeLlm::start().await;
+    llm.push([Reply::Answer(json!({"ok": true}))]);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.sh");
+    std::fs::write(&agent, "#!/bin/sh\necho '{}'\n").unwrap();
+    let mut perms = std::fs::metadata(&agent).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&agent, perms).unwrap();
+    std::fs::write(
+        dir.path().join("closer.toml"),
+        format!(
+            "[agents.default]\nadapter = \"command\"\ncommand = [\"{}\"]\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("GITHUB_WEBHOOK_SECRET", "s".to_owned()),
+        ("GITHUB_APP_ID", github.app_id().to_string()),
+        (
+            "GITHUB_PRIVATE_KEY",
+            github.private_key_pem().expose_secret().to_owned(),
+        ),
+        ("GITHUB_API_URL", github.url()),
+        ("CLOSER_LLM_PROVIDER", "openai".to_owned()),
+        ("CLOSER_LLM_BASE_URL", llm.openai_url()),
+        ("CLOSER_LLM_API_KEY", "sk-test".to_owned()),
+        ("CLOSER_LLM_MODEL", "test-model".to_owned()),
+    ];
+    let (code, out) = closer(dir.path(), &env, &["migrate"]).await;
+    assert_eq!(code, 0, "{out}");
+
+    let (code, out) = closer(dir.path(), &env, &["doctor"]).await;
+    assert_eq!(code, 0, "{out}");
+    for line in [
+        "ok   configuration: parsed",
+        "ok   data directory: ",
+        "ok   database: reachable, at migration",
+        "ok   GitHub App: JWT accepted",
+        "ok   LLM: test-model answered a structured query",
+        "ok   agent `default`: ",
+        "all 6 checks passed",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+}
+
+#[tokio::test]
+async fn doctor_names_every_problem_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("closer.toml"),
+        "[agents.claude]\nadapter = \"claude-code\"\ncommand = [\"/nonexistent/claude\"]\n",
+    )
+    .unwrap();
+    let env = [
+        ("CLOSER_LLM_PROVIDER", "openai".to_owned()),
+        // Nothing listens on port 9.
+        ("CLOSER_LLM_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
+        ("CLOSER_LLM_API_KEY", "sk-test".to_owned()),
+        ("CLOSER_LLM_MODEL", "test-model".to_owned()),
+    ];
+    let (code, out) = closer(dir.path(), &env, &["doctor"]).await;
+    assert_eq!(code, 1, "{out}");
+    for line in [
+        "FAIL database: ",
+        "closer migrate",
+        "FAIL GitHub App: GITHUB_APP_ID and the private key",
+        "FAIL LLM: test-model at http://127.0.0.1:9/v1 did not answer",
+        "FAIL agent `claude`: `/nonexistent/claude` cannot be started",
+        "4 of 6 checks failed",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+
+    // A configuration that does not load is a finding, not a crash.
+    std::fs::write(
+        dir.path().join("closer.toml"),
+        "[agents.x]\nadapter = \"nope\"\n",
+    )
+    .unwrap();
+    let (code, out) = closer(dir.path(), &[], &["doctor"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("FAIL configuration: "), "{out}");
+}
