@@ -199,6 +199,7 @@ pub(crate) fn build_engine(
             })
             .unwrap_or_default(),
         recheck_after: MAYBE_APPLIED_RECHECK,
+        progress_every: config.progress_every,
     };
     Engine::new(store, github, settings, ready)
 }

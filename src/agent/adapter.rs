@@ -49,6 +49,26 @@ pub struct AgentRequest {
     pub home: Option<PathBuf>,
     /// The tool's session to continue, from the previous iteration.
     pub resume: Option<String>,
+    /// Receives what the agent is doing while it works (live progress).
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+}
+
+/// What the agent is doing, read from its event stream while it works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// "editing src/parser.rs", "running `cargo test`".
+    pub activity: Option<String>,
+    /// Tokens the tool reported since the last progress event.
+    pub tokens: u64,
+}
+
+/// One line of the tool's event stream, as the adapter reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    Progress(Progress),
+    /// A condition every further moment would repeat (the credentials were
+    /// refused): the tool is stopped at once.
+    Fatal(AgentFailure),
 }
 
 /// How a tool is invoked.
@@ -85,6 +105,11 @@ pub trait AgentAdapter: Send + Sync {
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation;
     /// Maps the tool's stdout onto the common result.
     fn interpret(&self, stdout: &str) -> Interpretation;
+    /// What one stdout line says while the tool runs, if anything.
+    fn observe(&self, line: &str) -> Option<Observation> {
+        let _ = line;
+        None
+    }
     /// The argv that prints the tool's version (`closer doctor`); `None`
     /// for an operator's command, which closer never runs for a check.
     fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
@@ -177,13 +202,21 @@ pub enum AgentError {
     Process(#[from] ProcessError),
 }
 
-/// The values of the operator's `pass_env` names, looked up once (at start)
-/// with `lookup`. Forbidden and `CLOSER_*` names are skipped with a warning.
+/// The operator's `env` values, then the values of its `pass_env` names,
+/// looked up once (at start) with `lookup`. Forbidden and `CLOSER_*` names
+/// are skipped with a warning.
 pub fn resolve_pass_env(
     config: &AgentConfig,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
     let mut passed = BTreeMap::new();
+    for (name, value) in &config.env {
+        if FORBIDDEN_PASS_ENV.contains(&name.as_str()) || name.starts_with("CLOSER_") {
+            tracing::warn!(name = %name, "env name refused: closer never sets it for an agent");
+            continue;
+        }
+        passed.insert(name.clone(), value.clone());
+    }
     for name in &config.pass_env {
         if FORBIDDEN_PASS_ENV.contains(&name.as_str()) || name.starts_with("CLOSER_") {
             tracing::warn!(name = %name, "pass_env name refused: closer never passes it to an agent");
@@ -285,7 +318,10 @@ pub async fn run_agent(
         max_output_bytes: config.max_output_bytes,
     };
     let program = spec.argv.first().cloned().unwrap_or_default();
-    let output = match process::run(&spec).await {
+    let (watch, observer) = observe(adapter, request.progress.clone());
+    let output = process::run_watched(&spec, watch).await;
+    let fatal = observer.await.unwrap_or(None);
+    let output = match output {
         Ok(output) => output,
         Err(ProcessError::Spawn { source, .. }) => {
             let detail = source.to_string();
@@ -304,6 +340,9 @@ pub async fn run_agent(
         && adapter.kind() != AdapterKind::Command
     {
         interpretation.failure = Some(AgentFailure::EmptyReport);
+    }
+    if let Some(fatal) = fatal {
+        interpretation.failure = Some(fatal);
     }
     let failure = failure_of(&output, &interpretation, config.timeout_secs);
     Ok(AgentResult {
@@ -325,6 +364,42 @@ pub async fn run_agent(
         usage: interpretation.usage,
         session_id: interpretation.session_id,
     })
+}
+
+/// Reads the tool's stdout lines as they come: progress goes to `progress`,
+/// a fatal observation stops the tool and is the task's answer.
+fn observe(
+    adapter: &'static dyn AgentAdapter,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+) -> (
+    process::Watch,
+    tokio::task::JoinHandle<Option<AgentFailure>>,
+) {
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let observer = tokio::spawn(async move {
+        let mut fatal = None;
+        while let Some(line) = lines.recv().await {
+            match adapter.observe(&line) {
+                Some(Observation::Progress(p)) => {
+                    if let Some(progress) = &progress {
+                        let _ = progress.send(p);
+                    }
+                }
+                Some(Observation::Fatal(f)) if fatal.is_none() => {
+                    fatal = Some(f);
+                    let _ = stop_tx.send(true);
+                }
+                _ => {}
+            }
+        }
+        fatal
+    });
+    let watch = process::Watch {
+        lines: Some(lines_tx),
+        stop: Some(stop),
+    };
+    (watch, observer)
 }
 
 /// Why the run failed, by name: the deadline, what the tool itself said

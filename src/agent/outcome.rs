@@ -228,6 +228,23 @@ pub struct AgentUsage {
     /// Per model, when the tool says.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, Tokens>,
+    /// The tokens are the session's running total (Codex counts a resumed
+    /// thread from its start), not this run's: the engine subtracts what it
+    /// counted before.
+    #[serde(default)]
+    pub session_total: bool,
+}
+
+impl AgentUsage {
+    /// This run's share of a session total, given the total counted before.
+    pub fn since(&self, before: &Tokens) -> Tokens {
+        Tokens {
+            input: self.tokens.input.saturating_sub(before.input),
+            output: self.tokens.output.saturating_sub(before.output),
+            cache_write: self.tokens.cache_write.saturating_sub(before.cache_write),
+            cache_read: self.tokens.cache_read.saturating_sub(before.cache_read),
+        }
+    }
 }
 
 /// A count from untrusted JSON: a non-negative integer, else nothing.

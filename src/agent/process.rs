@@ -115,6 +115,9 @@ pub struct ProcessOutput {
     pub exit_code: Option<i32>,
     /// The deadline passed and the group was killed.
     pub timed_out: bool,
+    /// Stopped early through [`Watch::stop`].
+    #[serde(default)]
+    pub stopped: bool,
     pub duration_ms: u64,
     pub stdout: Captured,
     pub stderr: Captured,
@@ -274,9 +277,25 @@ pub fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(program))
 }
 
+/// Watching a process while it runs: its stdout lines as they come, and a
+/// signal to stop it early (a fatal condition seen in its output).
+#[derive(Debug, Default)]
+pub struct Watch {
+    /// Receives each complete stdout line within the output cap.
+    pub lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Stops the process (and its tree) when it turns `true`.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
 /// Runs `spec` to completion or to its deadline, whichever comes first.
 /// Whatever is left of the group afterwards is killed as well.
 pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
+    run_watched(spec, Watch::default()).await
+}
+
+/// Like [`run`], forwarding stdout lines to `watch.lines` and stopping early
+/// when `watch.stop` says so (reported as `stopped`, not as a timeout).
+pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutput, ProcessError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env)?;
     cmd.stdin(if spec.stdin.is_some() {
@@ -302,27 +321,36 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     }
     let cap = spec.max_output_bytes;
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let lines = watch.lines;
     let stdout = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(capture(s, cap, stopped.clone())));
+        .map(|s| tokio::spawn(capture(s, cap, stopped.clone(), lines)));
     let stderr = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(capture(s, cap, stopped.clone())));
+        .map(|s| tokio::spawn(capture(s, cap, stopped.clone(), None)));
 
-    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
-        Ok(status) => {
+    let ended = tokio::select! {
+        ended = tokio::time::timeout(spec.timeout, child.wait()) => Some(ended),
+        () = stop_requested(watch.stop) => None,
+    };
+    let (status, timed_out, cut_short) = match ended {
+        Some(Ok(status)) => {
             group.finished();
             let status = status.map_err(|source| ProcessError::Wait {
                 program: program.clone(),
                 source,
             })?;
-            (Some(status), false)
+            (Some(status), false, false)
         }
-        Err(_) => {
+        Some(Err(_)) => {
             group.stop(&mut child).await;
-            (None, true)
+            (None, true, false)
+        }
+        None => {
+            group.stop(&mut child).await;
+            (None, false, true)
         }
     };
     // The reaper killed every descendant before it exited; the readers get
@@ -337,10 +365,23 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     Ok(ProcessOutput {
         exit_code: status.and_then(|s| s.code()),
         timed_out,
+        stopped: cut_short,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         stdout,
         stderr,
     })
+}
+
+/// Resolves once `stop` turns true; never without one.
+async fn stop_requested(stop: Option<tokio::sync::watch::Receiver<bool>>) {
+    match stop {
+        Some(mut stop) => {
+            if stop.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
 }
 
 async fn collect(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
@@ -351,12 +392,15 @@ async fn collect(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
 }
 
 /// Reads a stream to its end (or until told to stop), keeping the first
-/// `cap` bytes and counting the rest.
+/// `cap` bytes and counting the rest; each complete line kept is also sent
+/// to `lines`, when given.
 async fn capture(
     mut stream: impl AsyncRead + Unpin,
     cap: usize,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 ) -> Captured {
+    let mut sent = 0;
     let mut kept = Vec::with_capacity(cap.min(64 * 1024));
     let mut dropped: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
@@ -373,11 +417,28 @@ async fn capture(
         let keep = n.min(room);
         kept.extend_from_slice(&buf[..keep]);
         dropped += (n - keep) as u64;
+        if let Some(lines) = &lines {
+            sent = send_lines(&kept, sent, lines);
+        }
     }
     Captured {
         text: String::from_utf8_lossy(&kept).into_owned(),
         dropped_bytes: dropped,
     }
+}
+
+/// Sends the complete lines of `kept` after byte `from`; returns where the
+/// next unsent line starts.
+fn send_lines(
+    kept: &[u8],
+    mut from: usize,
+    lines: &tokio::sync::mpsc::UnboundedSender<String>,
+) -> usize {
+    while let Some(end) = kept[from..].iter().position(|b| *b == b'\n') {
+        let _ = lines.send(String::from_utf8_lossy(&kept[from..from + end]).into_owned());
+        from += end + 1;
+    }
+    from
 }
 
 #[cfg(test)]
@@ -388,6 +449,7 @@ mod tests {
         ProcessOutput {
             exit_code: Some(0),
             timed_out: false,
+            stopped: false,
             duration_ms: 1,
             stdout: Captured {
                 text: stdout.into(),

@@ -87,6 +87,9 @@ fn render(view: &StatusView, detail: Detail) -> (String, bool) {
     let mut out = run_marker(&view.run_id);
     out.push('\n');
     header(&mut out, view);
+    if let Some(now) = &view.progress {
+        let _ = write!(out, "\n**Now:** {}\n", markdown::inline(now, 300));
+    }
     if let Some(problem) = &view.agent_problem {
         let _ = write!(out, "\n**Agent:** {}\n", markdown::inline(problem, 600));
     }

@@ -97,6 +97,7 @@ fn running_view() -> StatusView {
         next: NextStep::Working { iteration: 3 },
         notices: vec![],
         agent_problem: None,
+        progress: None,
     }
 }
 
@@ -552,6 +553,7 @@ fn snapshot_hostile_input() {
         question: None,
         notices: vec![],
         agent_problem: None,
+        progress: None,
         ..running_view()
     };
     insta::assert_snapshot!(format!(

@@ -182,4 +182,6 @@ pub struct StatusView {
     /// Why the last iteration's agent run failed, by name ("the agent was
     /// denied permission to edit calc.py").
     pub agent_problem: Option<String>,
+    /// What the agent is doing right now (live progress while it works).
+    pub progress: Option<String>,
 }

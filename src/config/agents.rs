@@ -50,6 +50,10 @@ pub struct AgentConfig {
     /// `PATH`/`HOME`/`LANG`.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Variables set for the agent with these values (not secrets: use
+    /// `pass_env` for keys), e.g. `{ ANTHROPIC_BASE_URL = "https://…" }`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
     /// Cap on captured stdout and stderr, each (default 10 MiB).
     #[serde(default = "default_output_cap")]
     pub max_output_bytes: usize,

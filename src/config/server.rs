@@ -78,6 +78,7 @@ struct FileConfig {
     workers: Option<usize>,
     retention_days: Option<u64>,
     data_dir: Option<PathBuf>,
+    progress_interval_secs: Option<u64>,
     #[serde(default)]
     github: FileGitHub,
     #[serde(default)]
@@ -153,6 +154,9 @@ pub struct ServerConfig {
     pub retention: Duration,
     pub data_dir: PathBuf,
     pub limits: Limits,
+    /// How often the status comment shows what a working agent is doing
+    /// (`progress_interval_secs`, default 30; 0 turns it off).
+    pub progress_every: Option<Duration>,
 }
 
 pub const DEFAULT_BIND: &str = "127.0.0.1:3000";
@@ -283,6 +287,10 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
         )?,
         limits: file.limits,
+        progress_every: match file.progress_interval_secs.unwrap_or(30) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        },
     })
 }
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agent_cli_claude;
 mod cli;
 mod doctor;
 mod durability;

@@ -135,6 +135,7 @@ impl Fixture {
             max_output_bytes: 1024 * 1024,
             config_files: Default::default(),
             keep_home_secs: 0,
+            env: Default::default(),
         }
     }
 
@@ -161,6 +162,7 @@ impl Fixture {
             scratch_dir: self.scratch(),
             home: None,
             resume: None,
+            progress: None,
         };
         let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
         run_agent(config, &self.base_env, &passed, &request)
@@ -786,6 +788,7 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
             max_output_bytes: 1024 * 1024,
             config_files: Default::default(),
             keep_home_secs: 0,
+            env: Default::default(),
         };
         let result = fx.run(&config, &wt, 1).await;
         assert_eq!(result.status, AgentStatus::Ok, "{kind:?}: {result:?}");

@@ -14,7 +14,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
+    plain, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -51,6 +52,44 @@ impl AgentAdapter for ClaudeCode {
                 ),
                 ("DISABLE_AUTOUPDATER".into(), "1".into()),
             ],
+        }
+    }
+
+    /// Tool calls as activity; an API retry because the credentials were
+    /// refused is fatal (the tool would retry for minutes).
+    fn observe(&self, line: &str) -> Option<Observation> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        match (
+            event.get("type")?.as_str()?,
+            event.get("subtype").and_then(Value::as_str),
+        ) {
+            ("system", Some("api_retry")) => {
+                let status = event.get("error_status").and_then(Value::as_u64);
+                let error = event.get("error").and_then(Value::as_str).unwrap_or("");
+                let refused = matches!(status, Some(401 | 403)) || error.contains("authentication");
+                refused.then(|| {
+                    let status = status.map_or_else(String::new, |s| format!(" {s}"));
+                    Observation::Fatal(AgentFailure::Authentication {
+                        detail: format!("the model API answered{status} ({error})"),
+                    })
+                })
+            }
+            ("assistant", _) => {
+                let content = event.pointer("/message/content")?.as_array()?;
+                let activity = content
+                    .iter()
+                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("tool_use"))
+                    .filter_map(|c| {
+                        let name = c.get("name")?.as_str()?;
+                        Some(activity(name, c.get("input").unwrap_or(&Value::Null)))
+                    })
+                    .next_back()?;
+                Some(Observation::Progress(Progress {
+                    activity: Some(activity),
+                    tokens: 0,
+                }))
+            }
+            _ => None,
         }
     }
 
@@ -92,7 +131,23 @@ impl AgentAdapter for ClaudeCode {
     }
 }
 
-/// `usage` (all four kinds), `modelUsage` per model, `total_cost_usd`.
+/// What a tool call is doing, in a few words.
+fn activity(tool: &str, input: &Value) -> String {
+    let arg = |k: &str| input.get(k).and_then(Value::as_str);
+    let short = |text: &str| text.chars().take(80).collect::<String>();
+    match (tool, arg("file_path"), arg("command")) {
+        ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path), _) => {
+            format!("editing {}", path.rsplit('/').next().unwrap_or(path))
+        }
+        ("Read", Some(path), _) => format!("reading {}", path.rsplit('/').next().unwrap_or(path)),
+        ("Bash", _, Some(command)) => format!("running `{}`", short(command)),
+        _ => format!("using {tool}"),
+    }
+}
+
+/// `usage` (this invocation's, all four kinds); per model and the cost from
+/// `model_usage_since_last_result` — `modelUsage` and `total_cost_usd` add
+/// up the whole session, earlier iterations included, when it was resumed.
 fn usage(result: &Value) -> AgentUsage {
     let u = result.get("usage");
     let field = |k: &str| count(u.and_then(|u| u.get(k)));
@@ -102,9 +157,15 @@ fn usage(result: &Value) -> AgentUsage {
         cache_write: field("cache_creation_input_tokens"),
         cache_read: field("cache_read_input_tokens"),
     };
-    let models = result
-        .get("modelUsage")
+    let per_model = result
+        .get("model_usage_since_last_result")
+        .or_else(|| result.get("modelUsage"))
+        .and_then(Value::as_object);
+    let since_last: Option<f64> = result
+        .get("model_usage_since_last_result")
         .and_then(Value::as_object)
+        .map(|m| m.values().filter_map(|u| dollars(u.get("costUSD"))).sum());
+    let models = per_model
         .map(|models| {
             models
                 .iter()
@@ -122,8 +183,9 @@ fn usage(result: &Value) -> AgentUsage {
         .unwrap_or_default();
     AgentUsage {
         tokens,
-        cost_usd: dollars(result.get("total_cost_usd")),
+        cost_usd: since_last.or_else(|| dollars(result.get("total_cost_usd"))),
         models,
+        session_total: false,
     }
 }
 

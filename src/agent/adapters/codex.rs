@@ -7,7 +7,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
+    plain, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -32,7 +33,10 @@ impl AgentAdapter for Codex {
         flags.extend([
             "--json",
             "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
+            "--sandbox",
+            "workspace-write",
+            "-c",
+            "approval_policy=never",
             "-",
         ]);
         Invocation {
@@ -49,6 +53,35 @@ impl AgentAdapter for Codex {
                 })
                 .collect(),
         }
+    }
+
+    /// Commands and file changes as activity, turn usage as tokens.
+    fn observe(&self, line: &str) -> Option<Observation> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let item = event.get("item");
+        let item_type = item.and_then(|i| i.get("type")).and_then(Value::as_str);
+        let activity = match (event.get("type")?.as_str()?, item_type) {
+            ("item.started", Some("command_execution")) => {
+                let command = item?.get("command")?.as_str()?;
+                let short: String = command.chars().take(80).collect();
+                format!("running `{short}`")
+            }
+            ("item.started" | "item.completed", Some("file_change")) => {
+                let paths: Vec<&str> = item?
+                    .get("changes")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|c| c.get("path").and_then(Value::as_str))
+                    .map(|p| p.rsplit('/').next().unwrap_or(p))
+                    .collect();
+                format!("editing {}", paths.join(", "))
+            }
+            _ => return None,
+        };
+        Some(Observation::Progress(Progress {
+            activity: Some(activity),
+            tokens: 0,
+        }))
     }
 
     fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
@@ -123,26 +156,30 @@ fn failure(events: &[Value]) -> Option<AgentFailure> {
         .map(|detail| AgentFailure::ToolError { detail })
 }
 
-/// The sum over completed turns; OpenAI counts cached input inside
-/// `input_tokens`, so it is moved to `cache_read`, not added twice.
+/// The last completed turn's usage: the thread's running total (a resumed
+/// thread counts from its first turn, so the engine subtracts what it saw
+/// before). OpenAI counts cached input inside `input_tokens`; it is moved
+/// to `cache_read`, not added twice.
 fn usage(events: &[Value]) -> AgentUsage {
-    let mut tokens = Tokens::default();
-    for usage in events
+    let Some(usage) = events
         .iter()
         .filter(|v| v.get("type").and_then(Value::as_str) == Some("turn.completed"))
         .filter_map(|v| v.get("usage"))
-    {
-        let input = count(usage.get("input_tokens"));
-        let cached = count(usage.get("cached_input_tokens")).min(input);
-        tokens.add(&Tokens {
-            input: input - cached,
-            output: count(usage.get("output_tokens")),
-            cache_write: 0,
-            cache_read: cached,
-        });
-    }
+        .next_back()
+    else {
+        return AgentUsage::default();
+    };
+    let input = count(usage.get("input_tokens"));
+    let cached = count(usage.get("cached_input_tokens")).min(input);
+    let written = count(usage.get("cache_write_input_tokens")).min(input - cached);
     AgentUsage {
-        tokens,
+        tokens: Tokens {
+            input: input - cached - written,
+            output: count(usage.get("output_tokens")),
+            cache_write: written,
+            cache_read: cached,
+        },
+        session_total: true,
         ..AgentUsage::default()
     }
 }

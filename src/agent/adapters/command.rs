@@ -74,6 +74,7 @@ fn usage(value: &Value) -> AgentUsage {
             .iter()
             .find_map(|k| dollars(value.get(*k))),
         models: Default::default(),
+        session_total: false,
     }
 }
 

@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, json_events, plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
+    plain, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -39,6 +40,27 @@ impl AgentAdapter for Opencode {
         }
     }
 
+    /// Tool calls as activity, each step's tokens.
+    fn observe(&self, line: &str) -> Option<Observation> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let part = event.get("part")?;
+        match event.get("type")?.as_str()? {
+            "tool_use" => {
+                let tool = part.get("tool")?.as_str()?;
+                let input = part.pointer("/state/input").unwrap_or(&Value::Null);
+                Some(Observation::Progress(Progress {
+                    activity: Some(activity(tool, input)),
+                    tokens: 0,
+                }))
+            }
+            "step_finish" => Some(Observation::Progress(Progress {
+                activity: None,
+                tokens: usage(&[part]).tokens.total(),
+            })),
+            _ => None,
+        }
+    }
+
     fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
         Some(tool_argv(config, "opencode", &["--version"]))
     }
@@ -57,7 +79,22 @@ impl AgentAdapter for Opencode {
             .filter_map(|v| v.pointer("/part/text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n");
-        let failure = of_type("error")
+        let denied: Vec<String> = of_type("tool_use")
+            .filter_map(|v| v.get("part"))
+            .filter(|p| {
+                p.pointer("/state/error")
+                    .and_then(Value::as_str)
+                    .is_some_and(|e| e.contains("rejected permission"))
+            })
+            .filter_map(|p| {
+                let tool = p.get("tool")?.as_str()?;
+                Some(denial(
+                    tool,
+                    p.pointer("/state/input").unwrap_or(&Value::Null),
+                ))
+            })
+            .collect();
+        let error = of_type("error")
             .map(|v| {
                 v.pointer("/error/data/message")
                     .or_else(|| v.pointer("/error/message"))
@@ -68,6 +105,10 @@ impl AgentAdapter for Opencode {
             })
             .next_back()
             .map(|detail| AgentFailure::ToolError { detail });
+        let failure = match denied.is_empty() {
+            true => error,
+            false => Some(AgentFailure::PermissionDenied { denied }),
+        };
         let session = events.iter().find_map(|v| {
             v.get("sessionID")
                 .and_then(Value::as_str)
@@ -87,6 +128,31 @@ impl AgentAdapter for Opencode {
             usage: usage(&finishes),
             session_id: session,
         }
+    }
+}
+
+/// What a tool call is doing, in a few words.
+fn activity(tool: &str, input: &Value) -> String {
+    let arg = |k: &str| input.get(k).and_then(Value::as_str);
+    let name = |p: &'static str| arg(p).map(|p| p.rsplit('/').next().unwrap_or(p).to_owned());
+    match (tool, name("filePath"), arg("command")) {
+        ("write" | "edit" | "patch", Some(file), _) => format!("editing {file}"),
+        ("read", Some(file), _) => format!("reading {file}"),
+        ("bash", _, Some(command)) => {
+            format!("running `{}`", command.chars().take(80).collect::<String>())
+        }
+        _ => format!("using {tool}"),
+    }
+}
+
+/// A rejected tool call as "read /etc/hostname", "run `curl …`".
+fn denial(tool: &str, input: &Value) -> String {
+    let arg = |k: &str| input.get(k).and_then(Value::as_str);
+    match (tool, arg("filePath"), arg("command")) {
+        ("write" | "edit" | "patch", Some(path), _) => format!("edit {path}"),
+        (_, Some(path), _) => format!("{tool} {path}"),
+        (_, _, Some(command)) => format!("run `{}`", command.chars().take(80).collect::<String>()),
+        _ => format!("use {tool}"),
     }
 }
 
@@ -112,6 +178,7 @@ fn usage(finishes: &[&Value]) -> AgentUsage {
         tokens,
         cost_usd: cost,
         models: Default::default(),
+        session_total: false,
     }
 }
 

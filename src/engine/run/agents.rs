@@ -15,10 +15,16 @@ pub struct AgentRunner {
     /// Per agent, the operator's `pass_env` values, read once at start.
     passed_env: BTreeMap<String, BTreeMap<String, String>>,
     base_env: BaseEnv,
+    /// How often live progress is shown (`None`: never).
+    progress_every: Option<std::time::Duration>,
 }
 
 impl AgentRunner {
-    pub fn new(agents: Agents, base_env: BaseEnv) -> AgentRunner {
+    pub fn new(
+        agents: Agents,
+        base_env: BaseEnv,
+        progress_every: Option<std::time::Duration>,
+    ) -> AgentRunner {
         let passed_env = agents
             .iter()
             .map(|(name, config)| {
@@ -32,6 +38,7 @@ impl AgentRunner {
             agents,
             passed_env,
             base_env,
+            progress_every,
         }
     }
 
@@ -42,6 +49,10 @@ impl AgentRunner {
 
     pub fn get(&self, name: &str) -> Option<&AgentConfig> {
         self.agents.get(name)
+    }
+
+    pub fn progress_every(&self) -> Option<std::time::Duration> {
+        self.progress_every
     }
 
     pub fn base_env(&self) -> &BaseEnv {

@@ -52,6 +52,9 @@ pub struct RunData {
     pub last_status: Option<String>,
     /// The agent tool's session, continued by the next iteration.
     pub agent_session: Option<String>,
+    /// The session's running token total as the tool last reported it
+    /// (tools that report totals rather than per run).
+    pub agent_session_tokens: crate::agent::outcome::Tokens,
 }
 
 impl RunData {

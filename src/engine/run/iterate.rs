@@ -62,10 +62,8 @@ impl Engine {
         let mut result = self
             .work(ctx, &iteration, (&agent_name, agent), prompt)
             .await;
+        account_session(ctx, &mut result);
         self.budget.add_agent(&mut ctx.run, &result.usage);
-        if result.session_id.is_some() {
-            ctx.data.agent_session = result.session_id.clone();
-        }
         if self.stopped_since_start(ctx, &iteration, &result).await? {
             return Ok(());
         }
@@ -168,9 +166,10 @@ impl Engine {
             scratch_dir: self.workspace.scratch(&ctx.run.id),
             home: Some(self.workspace.home(&ctx.run.id)),
             resume: ctx.data.agent_session.clone(),
+            progress: None,
         };
         tokio::select! {
-            result = self.agents.run(name, agent, &request) => result,
+            result = self.run_agent_watched(ctx, (name, agent), request) => result,
             () = self.stopped_meanwhile(&ctx.run.id) => AgentResult::failed(AgentFailure::Stopped),
         }
     }
@@ -363,6 +362,22 @@ impl Engine {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// Keeps the tool's session for the next iteration and turns a session's
+/// running total of tokens (Codex) into this iteration's share.
+fn account_session(ctx: &mut RunContext, result: &mut AgentResult) {
+    let same_session = result.session_id.is_some() && result.session_id == ctx.data.agent_session;
+    if result.usage.session_total {
+        let total = result.usage.tokens;
+        if same_session {
+            result.usage.tokens = result.usage.since(&ctx.data.agent_session_tokens);
+        }
+        ctx.data.agent_session_tokens = total;
+    }
+    if result.session_id.is_some() {
+        ctx.data.agent_session = result.session_id.clone();
     }
 }
 

@@ -25,6 +25,7 @@ mod github;
 mod interrupt;
 mod iterate;
 mod labels;
+mod progress;
 mod prompt;
 mod reconcile;
 mod reproduce;
@@ -143,6 +144,9 @@ pub struct EngineSettings {
     /// complete the write after answering, and its lists catch up a moment
     /// later. [`MAYBE_APPLIED_RECHECK`] in `closer serve`.
     pub recheck_after: Duration,
+    /// How often the status comment shows what a working agent is doing
+    /// (`None`: never). 30 s in `closer serve`.
+    pub progress_every: Option<Duration>,
 }
 
 /// The wait before re-checking a write that may have been applied.
@@ -230,7 +234,11 @@ impl Engine {
             github,
             workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),
             checks: checks::Checks::new(settings.llm, &settings.base_env),
-            agents: agents::AgentRunner::new(settings.agents, settings.base_env),
+            agents: agents::AgentRunner::new(
+                settings.agents,
+                settings.base_env,
+                settings.progress_every,
+            ),
             budget: budget::Budget {
                 max_tokens_per_run: settings.max_tokens_per_run,
                 max_cost_usd_per_run: settings.max_cost_usd_per_run,

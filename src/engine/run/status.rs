@@ -48,6 +48,31 @@ impl StatusPublisher {
         ))
     }
 
+    /// Edits the status comment with a live progress line (the agent is
+    /// working); nothing is stored, and a failure is only logged.
+    pub async fn publish_progress(&self, ctx: &RunContext, line: String) {
+        let Some(id) = ctx.run.status_comment_id else {
+            return;
+        };
+        let mut view = match self.view(ctx).await {
+            Ok(view) => view,
+            Err(e) => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "no progress edit");
+                return;
+            }
+        };
+        view.progress = Some(line);
+        let body = comment::status_comment(&view);
+        self.throttle.wait(ctx.run.installation_id).await;
+        if let Err(e) = ctx
+            .client
+            .edit_comment(ctx.repo(), CommentId(id), &body)
+            .await
+        {
+            tracing::warn!(run = %ctx.run.id, error = %e, "progress edit failed");
+        }
+    }
+
     /// Writes the status comment if its text changed: edits the known one,
     /// else finds ours by marker, else creates it (and remembers its id).
     /// Writes of one installation are at least a second apart; each step

@@ -45,6 +45,7 @@ pub fn status_view(
         next: next_step(ctx, last),
         notices: ctx.data.board_problem.iter().cloned().collect(),
         agent_problem: last.and_then(|l| l.summary.agent_failure.clone()),
+        progress: None,
     };
     if let Some(last) = last {
         fill_from_record(&mut view, last);

@@ -2,10 +2,12 @@
 
 #![allow(dead_code)]
 
+pub mod agent_tools;
 pub mod app;
 pub mod db;
 pub mod fake_github;
 pub mod fake_llm;
+pub mod fake_models;
 pub mod git;
 pub mod process;
 pub mod story;

@@ -65,6 +65,11 @@ pub struct Story {
     pub engine: Option<Arc<Engine>>,
     worker_stop: watch::Sender<bool>,
     deliveries: u64,
+    /// The agent the workers run (default: the scripted `agent.sh`);
+    /// takes effect at the next [`Story::spawn_workers`].
+    pub agent: Option<AgentConfig>,
+    /// Live progress edits while the agent works (default: off).
+    pub progress_every: Option<Duration>,
     _db: TestDb,
 }
 
@@ -150,6 +155,8 @@ impl Story {
             engine: None,
             worker_stop: watch::channel(false).0,
             deliveries: 0,
+            agent: None,
+            progress_every: None,
             _db: db,
         };
         story.spawn_workers();
@@ -179,7 +186,7 @@ impl Story {
             "test-model",
         );
         llm_settings.retry.max_attempts = 1;
-        let agent = AgentConfig {
+        let agent = self.agent.clone().unwrap_or_else(|| AgentConfig {
             adapter: AdapterKind::Command,
             command: vec![
                 "sh".into(),
@@ -190,7 +197,8 @@ impl Story {
             max_output_bytes: 1 << 20,
             config_files: Default::default(),
             keep_home_secs: 0,
-        };
+            env: Default::default(),
+        });
         let engine = Engine::new(
             self.store.clone(),
             app,
@@ -205,6 +213,7 @@ impl Story {
                 max_cost_usd_per_run: None,
                 llm_prices: LlmPrices::default(),
                 recheck_after: Duration::from_millis(200),
+                progress_every: self.progress_every,
             },
             self.ready.clone(),
         );
