@@ -80,6 +80,8 @@ pub struct Invocation {
     /// Variables the tool needs to run unattended (the operator's
     /// `pass_env` values win over these).
     pub env: Vec<(String, String)>,
+    /// Directories under the run's HOME the tool needs to exist.
+    pub home_dirs: Vec<&'static str>,
 }
 
 /// What an adapter read from its tool's stdout.
@@ -270,8 +272,10 @@ pub const HOME_MARKER: &str = ".closer-last-used";
 
 /// Makes the run's HOME (and its TMPDIR), copies the operator's
 /// `config_files` in, and marks it used now.
-async fn prepare_home(home: &Path, config: &AgentConfig) -> std::io::Result<()> {
-    tokio::fs::create_dir_all(home.join("tmp")).await?;
+async fn prepare_home(home: &Path, config: &AgentConfig, dirs: &[&str]) -> std::io::Result<()> {
+    for dir in dirs.iter().chain(&["tmp"]) {
+        tokio::fs::create_dir_all(home.join(dir)).await?;
+    }
     for (target, source) in &config.config_files {
         let to = home.join(target);
         if let Some(parent) = to.parent() {
@@ -303,7 +307,9 @@ pub async fn run_agent(
         .map_err(AgentError::PromptFile)?;
     let invocation = adapter.invocation(config, request);
     if let Some(home) = &request.home {
-        prepare_home(home, config).await.map_err(AgentError::Home)?;
+        prepare_home(home, config, &invocation.home_dirs)
+            .await
+            .map_err(AgentError::Home)?;
     }
     let mut env = agent_env(base, passed, request, &prompt_file);
     for (name, value) in invocation.env {
@@ -414,28 +420,29 @@ fn failure_of(
         return Some(AgentFailure::TimedOut { secs: timeout_secs });
     }
     let failed = output.exit_code != Some(0);
-    let said = || output.combined();
+    let said = output.combined();
     match &interpretation.failure {
-        Some(AgentFailure::ToolError { .. }) | None if failed => Some(
-            fatal_cause(&said()).unwrap_or_else(|| AgentFailure::Exited {
-                code: output.exit_code,
-                tail: tail_lines(
-                    if output.stderr.text.trim().is_empty() {
-                        &output.stdout.text
-                    } else {
-                        &output.stderr.text
-                    },
-                    3,
-                    400,
-                ),
-            }),
+        // The tool's own words name the cause best; else its whole output.
+        Some(AgentFailure::ToolError { detail }) => Some(
+            fatal_cause(detail)
+                .or_else(|| fatal_cause(&said).filter(|_| failed))
+                .unwrap_or_else(|| AgentFailure::ToolError {
+                    detail: detail.clone(),
+                }),
         ),
-        Some(AgentFailure::ToolError { detail }) => Some(fatal_cause(detail).unwrap_or_else(
-            || AgentFailure::ToolError {
-                detail: detail.clone(),
-            },
-        )),
         Some(other) => Some(other.clone()),
+        None if failed => Some(fatal_cause(&said).unwrap_or_else(|| AgentFailure::Exited {
+            code: output.exit_code,
+            tail: tail_lines(
+                if output.stderr.text.trim().is_empty() {
+                    &output.stdout.text
+                } else {
+                    &output.stderr.text
+                },
+                3,
+                400,
+            ),
+        })),
         None => None,
     }
 }

@@ -91,6 +91,10 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         close_all_but(lifeline);
+        // A pidfd turns readable when the program exits: the wait below
+        // wakes at once for either event. Without one (kernels before 5.3)
+        // the wait wakes every POLL_MS to look.
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, program, 0) as RawFd;
         let mut status: libc::c_int = 0;
         let mut exited = false;
         while !exited {
@@ -99,7 +103,7 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
                 exited = true;
             } else if reaped > 0 {
                 continue;
-            } else if lifeline_closed(lifeline) {
+            } else if lifeline_closed(lifeline, pidfd) {
                 libc::kill(program, libc::SIGKILL);
                 libc::waitpid(program, &mut status, 0);
                 exited = true;
@@ -110,18 +114,31 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
     }
 }
 
-/// Waits up to [`POLL_MS`] for the lifeline; true once it is closed.
+/// Waits until the lifeline closes or the program exits (its `pidfd` turns
+/// readable; without a pidfd, at most [`POLL_MS`]); true when the lifeline
+/// closed.
 ///
 /// # Safety
 /// Async-signal-safe; `fd` is the lifeline's read end.
-unsafe fn lifeline_closed(fd: RawFd) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
+unsafe fn lifeline_closed(fd: RawFd, pidfd: RawFd) -> bool {
+    let mut fds = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let (count, timeout) = match pidfd >= 0 {
+        true => (2, -1),
+        false => (1, POLL_MS),
     };
-    // SAFETY: one valid pollfd; a closed write end reads as POLLHUP.
-    unsafe { libc::poll(&mut poll, 1, POLL_MS) > 0 && poll.revents != 0 }
+    // SAFETY: valid pollfds; a closed write end reads as POLLHUP.
+    unsafe { libc::poll(fds.as_mut_ptr(), count, timeout) > 0 && fds[0].revents != 0 }
 }
 
 /// Closes every descriptor above stderr except `keep`.

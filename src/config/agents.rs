@@ -67,6 +67,14 @@ pub struct AgentConfig {
     /// as another run sweeps).
     #[serde(default = "default_keep_home")]
     pub keep_home_secs: u64,
+    /// Continue the tool's session from one iteration to the next (default
+    /// true); false starts each iteration afresh, with only closer's prompt.
+    #[serde(default = "default_resume")]
+    pub resume: bool,
+}
+
+fn default_resume() -> bool {
+    true
 }
 
 fn default_keep_home() -> u64 {

@@ -5,6 +5,9 @@
 mod support;
 
 mod agent_cli_claude;
+mod agent_cli_codex;
+mod agent_cli_opencode;
+mod bench_agents;
 mod cli;
 mod doctor;
 mod durability;

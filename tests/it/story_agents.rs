@@ -92,8 +92,15 @@ async fn an_agent_that_cannot_authenticate_fails_the_run_at_once_saying_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agent_that_exits_non_zero_is_reported_with_its_last_words() {
-    let mut s = Story::start("agents-exit", Some(crate::support::story::CONFIG)).await;
-    s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
+    let config = format!(
+        "{}completion:\n  max_iterations: 2\n",
+        crate::support::story::CONFIG
+    );
+    let mut s = Story::start("agents-exit", Some(&config)).await;
+    s.llm.push([
+        Reply::closer(false, 0.9, &["fix add"]),
+        Reply::closer(false, 0.9, &["fix add"]),
+    ]);
     s.agent_step(
         1,
         "echo 'starting'\necho 'fatal: the parser crashed on calc.sh' >&2\nexit 2\n",
@@ -102,8 +109,9 @@ async fn an_agent_that_exits_non_zero_is_reported_with_its_last_words() {
     let n = s
         .open_issue("add subtracts", "fix add", &["closer", "type:bug"])
         .await;
-    s.until(|r| r.is_some_and(|r| r.iteration >= 2), n).await;
+    s.idle().await;
 
+    assert_eq!(s.run(n).await.expect("a run").iteration, 2);
     let prompt = s.prompt(2);
     assert!(
         prompt.contains("the agent exited with status 2: fatal: the parser crashed on calc.sh"),

@@ -135,6 +135,7 @@ impl Fixture {
             max_output_bytes: 1024 * 1024,
             config_files: Default::default(),
             keep_home_secs: 0,
+            resume: true,
             env: Default::default(),
         }
     }
@@ -756,13 +757,13 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
         (
             AdapterKind::ClaudeCode,
             r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,"num_turns":2,"result":"Fixed add.","session_id":"s-1","total_cost_usd":0.01}"#,
-            "-p --output-format stream-json --verbose --permission-mode bypassPermissions",
+            "-p --output-format stream-json --verbose --permission-mode bypassPermissions --setting-sources user",
             "Fixed add.",
         ),
         (
             AdapterKind::Codex,
             "{\"type\":\"thread.started\",\"thread_id\":\"t-1\"}\n{\"type\":\"turn.started\"}\n{\"type\":\"item.completed\",\"item\":{\"id\":\"item_0\",\"type\":\"agent_message\",\"text\":\"Fixed add.\"}}\n{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"cached_input_tokens\":0,\"output_tokens\":5}}",
-            "exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -",
+            "exec --json --skip-git-repo-check -c sandbox_mode=\"workspace-write\" -c approval_policy=\"never\" -c analytics.enabled=false -c features.plugins=false -",
             "Fixed add.",
         ),
         (
@@ -788,6 +789,7 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
             max_output_bytes: 1024 * 1024,
             config_files: Default::default(),
             keep_home_secs: 0,
+            resume: true,
             env: Default::default(),
         };
         let result = fx.run(&config, &wt, 1).await;

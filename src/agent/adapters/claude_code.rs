@@ -1,6 +1,6 @@
 //! `claude-code`: `claude -p --output-format stream-json --verbose
-//! --permission-mode bypassPermissions`, prompt on stdin, `--resume <session>`
-//! from the second iteration. The tool prints JSON Lines events (`system`,
+//! --permission-mode bypassPermissions --setting-sources user`, prompt on
+//! stdin, `--resume <session>` from the second iteration. The tool prints JSON Lines events (`system`,
 //! `assistant`, `user`, …) and last a `result` object (`subtype`,
 //! `is_error`, `result`, `session_id`, `total_cost_usd`, `usage`,
 //! `modelUsage`, `permission_denials`); `result` is the final message.
@@ -37,6 +37,11 @@ impl AgentAdapter for ClaudeCode {
             "--verbose",
             "--permission-mode",
             "bypassPermissions",
+            // The operator's settings (copied into the run's HOME), never
+            // the repository's own `.claude/settings.json`: its hooks and
+            // permissions are attacker-controlled.
+            "--setting-sources",
+            "user",
         ];
         if let Some(session) = &request.resume {
             flags.extend(["--resume", session.as_str()]);
@@ -52,6 +57,7 @@ impl AgentAdapter for ClaudeCode {
                 ),
                 ("DISABLE_AUTOUPDATER".into(), "1".into()),
             ],
+            home_dirs: Vec::new(),
         }
     }
 

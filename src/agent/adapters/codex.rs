@@ -1,8 +1,18 @@
-//! `codex`: `codex exec --json -` (prompt on stdin). The tool prints JSON
+//! `codex`: `codex exec [resume <thread>] --json --skip-git-repo-check -c
+//! sandbox_mode="workspace-write" -c approval_policy="never" -` (prompt on
+//! stdin), with `CODEX_HOME` in the run's own HOME. The tool prints JSON
 //! Lines events: `thread.started`, `turn.started`, `item.started` /
 //! `item.completed` (items of type `agent_message`, `command_execution`,
-//! `file_change`, `reasoning`, …), `turn.completed` with `usage`,
-//! `turn.failed` / `error`. The last `agent_message` is the final message.
+//! `file_change`, `reasoning`, `error` notices, …), `turn.completed` with
+//! `usage` (the thread's running total), `turn.failed` / `error`. The last
+//! `agent_message` is the final message.
+//!
+//! Why these flags: by default `exec` runs in a read-only sandbox and the
+//! edit is refused; `workspace-write` lets the agent write the worktree
+//! (closer commits, so git metadata may stay read-only) and `never` makes
+//! a command that needs more fail instead of waiting for an approval nobody
+//! gives. `--full-auto` is gone from 0.169; `exec resume` takes no
+//! `--sandbox` flag, hence the config overrides.
 
 use serde_json::Value;
 
@@ -33,10 +43,16 @@ impl AgentAdapter for Codex {
         flags.extend([
             "--json",
             "--skip-git-repo-check",
-            "--sandbox",
-            "workspace-write",
+            // As config overrides: `exec resume` takes no `--sandbox` flag.
             "-c",
-            "approval_policy=never",
+            "sandbox_mode=\"workspace-write\"",
+            "-c",
+            "approval_policy=\"never\"",
+            // No traffic closer does not need (chatgpt.com, github.com).
+            "-c",
+            "analytics.enabled=false",
+            "-c",
+            "features.plugins=false",
             "-",
         ]);
         Invocation {
@@ -52,6 +68,7 @@ impl AgentAdapter for Codex {
                     )
                 })
                 .collect(),
+            home_dirs: vec![".codex"],
         }
     }
 

@@ -1,7 +1,15 @@
-//! `opencode`: `opencode run --format json`, prompt on stdin. The tool prints
-//! JSON Lines events `{type, timestamp, sessionID, part | error}` with types
-//! `step_start`, `text`, `tool_use`, `step_finish`, `error`; the text parts
-//! make the final message, `step_finish` parts carry tokens and cost.
+//! `opencode`: `opencode run --format json [--session <id>]`, prompt on
+//! stdin. The tool prints JSON Lines events `{type, timestamp, sessionID,
+//! part | error}` with types `step_start`, `text`, `tool_use`,
+//! `step_finish`, `error`; the text parts make the final message,
+//! `step_finish` parts carry tokens (cached input apart) and cost.
+//!
+//! Why this configuration: anything that would ask for a permission is
+//! rejected when nobody can answer, and the session then ends with exit 0
+//! and no report. closer passes (in `OPENCODE_CONFIG_CONTENT`, merged over
+//! the operator's `~/.config/opencode/opencode.json`) a permission set that
+//! allows edits and commands; a rejection that still happens (an operator's
+//! `deny` rule) is reported by name.
 
 use serde_json::Value;
 
@@ -20,6 +28,19 @@ pub struct Opencode;
 /// (and, with nobody to ask, rejected). Merged with the operator's config.
 const PERMISSIONS: &str = r#"{"permission":{"edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
 
+/// Set to 1: no self-update, no sharing, no fetches closer does not need,
+/// and no configuration from the repository (`opencode.json` in the
+/// worktree is attacker-controlled) or from Claude Code's files.
+const QUIET: &[&str] = &[
+    "OPENCODE_DISABLE_AUTOUPDATE",
+    "OPENCODE_DISABLE_SHARE",
+    "OPENCODE_DISABLE_MODELS_FETCH",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+    "OPENCODE_DISABLE_PROJECT_CONFIG",
+    "OPENCODE_DISABLE_CLAUDE_CODE",
+];
+
 impl AgentAdapter for Opencode {
     fn kind(&self) -> AdapterKind {
         AdapterKind::Opencode
@@ -33,10 +54,12 @@ impl AgentAdapter for Opencode {
         Invocation {
             argv: tool_argv(config, "opencode", &flags),
             stdin: request.prompt.clone().into_bytes(),
-            env: vec![
-                ("OPENCODE_CONFIG_CONTENT".into(), PERMISSIONS.into()),
-                ("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()),
-            ],
+            env: [("OPENCODE_CONFIG_CONTENT", PERMISSIONS)]
+                .into_iter()
+                .chain(QUIET.iter().map(|name| (*name, "1")))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            home_dirs: Vec::new(),
         }
     }
 

@@ -69,9 +69,11 @@ impl AgentRunner {
         request: &AgentRequest,
     ) -> AgentResult {
         let result = self.run_once(name, config, request).await;
+        // A resumed run that failed without a single model call could not
+        // continue its session (the tool's state is gone, say).
         let resume_failed = request.resume.is_some()
             && result.failure.as_ref().is_some_and(|f| !f.fatal())
-            && result.session_id.is_none();
+            && result.usage.tokens.total() == 0;
         if !resume_failed {
             return result;
         }

@@ -165,7 +165,7 @@ impl Engine {
             worktree: iteration.worktree.path.clone(),
             scratch_dir: self.workspace.scratch(&ctx.run.id),
             home: Some(self.workspace.home(&ctx.run.id)),
-            resume: ctx.data.agent_session.clone(),
+            resume: ctx.data.agent_session.clone().filter(|_| agent.resume),
             progress: None,
         };
         tokio::select! {

@@ -58,6 +58,7 @@ pub fn agent(
         max_output_bytes: 10 << 20,
         config_files,
         keep_home_secs: 86_400,
+        resume: true,
         env: env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.clone()))
@@ -78,4 +79,12 @@ pub async fn python_story(name: &str, agent: AgentConfig, config: &str) -> Story
 /// The run's own HOME under the story's data directory.
 pub fn run_homes(s: &Story) -> PathBuf {
     s.dir.path().join("data").join("homes")
+}
+
+/// One real agent CLI at a time: each is a heavy process (a JavaScript
+/// runtime), and a two-core CI machine also runs every other story
+/// meanwhile. Hold the permit for the whole test.
+pub async fn cli_slot() -> tokio::sync::SemaphorePermit<'static> {
+    static SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+    SLOTS.acquire().await.expect("never closed")
 }

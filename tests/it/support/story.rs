@@ -197,6 +197,7 @@ impl Story {
             max_output_bytes: 1 << 20,
             config_files: Default::default(),
             keep_home_secs: 0,
+            resume: true,
             env: Default::default(),
         });
         let engine = Engine::new(

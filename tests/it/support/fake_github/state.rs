@@ -52,6 +52,8 @@ pub struct RecordedRequest {
     /// Path and query, as sent.
     pub path: String,
     pub body: String,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Debug, Clone)]

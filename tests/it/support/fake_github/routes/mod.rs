@@ -129,6 +129,7 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
             method: method.clone(),
             path: path.clone(),
             body,
+            at: std::time::Instant::now(),
         });
         fault
     };
