@@ -338,6 +338,17 @@ pub async fn run_agent(
         }
         Err(e) => return Err(e.into()),
     };
+    Ok(result(adapter, &output, fatal, config.timeout_secs))
+}
+
+/// The result of a run the tool finished (or was stopped in): its report,
+/// its failure by name, its usage and session.
+fn result(
+    adapter: &dyn AgentAdapter,
+    output: &ProcessOutput,
+    fatal: Option<AgentFailure>,
+    timeout_secs: u64,
+) -> AgentResult {
     let mut interpretation = adapter.interpret(&output.stdout.text);
     // A tool that ends without a word has failed (OpenCode does that when
     // it rejects a permission); a `command` agent may be a silent script.
@@ -350,8 +361,8 @@ pub async fn run_agent(
     if let Some(fatal) = fatal {
         interpretation.failure = Some(fatal);
     }
-    let failure = failure_of(&output, &interpretation, config.timeout_secs);
-    Ok(AgentResult {
+    let failure = failure_of(output, &interpretation, timeout_secs);
+    AgentResult {
         status: if failure.is_some() {
             AgentStatus::Error
         } else {
@@ -369,7 +380,7 @@ pub async fn run_agent(
         failure,
         usage: interpretation.usage,
         session_id: interpretation.session_id,
-    })
+    }
 }
 
 /// Reads the tool's stdout lines as they come: progress goes to `progress`,
