@@ -192,11 +192,17 @@ async fn live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle() {
             text.contains("**Now:**").then_some((r.at, text))
         })
         .collect();
-    assert!(!progress.is_empty(), "no live progress edit");
+    assert!(
+        progress.len() >= 2,
+        "{} live progress edits",
+        progress.len()
+    );
+    // OpenCode reports a tool call once it has completed: while the slow
+    // command runs, the line shows the edit before it.
     assert!(
         progress
             .iter()
-            .any(|(_, b)| b.contains("**Now:** running `sleep 6 && python3 -m unittest -q`")),
+            .any(|(_, b)| b.contains("**Now:** editing calc.py")),
         "{:#?}",
         progress.iter().map(|(_, b)| b).collect::<Vec<_>>()
     );

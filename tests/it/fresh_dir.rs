@@ -7,7 +7,9 @@
 //! Every other test passes absolute paths; this one crosses the seam where
 //! a relative `data_dir` made `git worktree add` (run inside the mirror)
 //! put the worktree under the mirror, so that every run failed at its first
-//! step.
+//! step. A second story configures Claude Code exactly as docs/agents.md
+//! tells an operator to (the real tool on `PATH`, against a scripted model
+//! server) and expects the same verified close.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,9 +19,13 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 use tokio::process::Command;
 
+use closer::model::RepoName;
+
+use crate::support::agent_tools::{CALC_PY, FIXED_CALC_PY, PY_CONFIG, TEST_CALC_PY};
 use crate::support::fake_github::FakeGitHub;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::{FakeLlm, Reply};
+use crate::support::fake_models::{FakeModel, Turn, Wire};
 use crate::support::git::Origin;
 use crate::support::process::free_port;
 use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING, commit};
@@ -39,40 +45,20 @@ fn agent_script() -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_issue() {
-    let github = FakeGitHub::start().await;
-    github.add_installation(INSTALLATION, "octo");
-    let repo = github.add_repo(INSTALLATION, REPO);
-    let origin = Origin::with_files(&[
-        ("run_tests.sh", RUN_TESTS),
-        ("calc.sh", CALC),
-        ("tests/existing.sh", TEST_EXISTING),
-    ]);
-    github.set_clone_url(&repo, &origin.url);
-    github.set_file(&repo, "main", ".github/closer.yml", CONFIG);
-    github.set_permission(&repo, "maria", "write");
-    let llm = FakeLlm::start().await;
-    llm.push([Reply::closer(true, 0.95, &[])]);
-
-    let fresh = tempfile::tempdir().expect("a fresh directory");
-    let tools = tempfile::tempdir().expect("the agent's directory");
-    let agent = tools.path().join("agent.sh");
-    std::fs::write(&agent, agent_script()).unwrap();
-    std::fs::write(
-        fresh.path().join("closer.toml"),
-        format!(
-            "[agents.default]\nadapter = \"command\"\ncommand = [\"sh\", \"{}\"]\ntimeout_secs = 60\n",
-            agent.display()
-        ),
-    )
-    .unwrap();
+/// The binary, started in `fresh` with `closer.toml` (already written
+/// there) and only the README's variables plus `extra`; its log in `log`.
+fn start_closer(
+    fresh: &std::path::Path,
+    log: &std::path::Path,
+    github: &FakeGitHub,
+    llm: &FakeLlm,
+    extra: &[(&str, String)],
+) -> (tokio::process::Child, String) {
     let bind = format!("127.0.0.1:{}", free_port());
     // The log goes to a file (a pipe nobody reads could fill and stall it).
-    let log_path = tools.path().join("closer.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closer"))
-        .current_dir(fresh.path())
+    let log = std::fs::File::create(log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_closer"))
+        .current_dir(fresh)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RUST_LOG", "info")
@@ -88,6 +74,7 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
         .env("CLOSER_LLM_BASE_URL", llm.openai_url())
         .env("CLOSER_LLM_API_KEY", "sk-test")
         .env("CLOSER_LLM_MODEL", "test-model")
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .args(["--config", "closer.toml", "serve"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -95,33 +82,56 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
         .kill_on_drop(true)
         .spawn()
         .expect("closer starts");
-    let url = format!("http://{bind}");
-    wait_ready(&url).await;
+    (child, format!("http://{bind}"))
+}
 
-    let number = github.open_issue(&repo, "maria", "add subtracts", "`add 2 3` prints -1.");
+/// The App installed on a repository holding `files` and `config`, a
+/// maintainer, and the LLM's one answer: done.
+async fn installed(
+    files: &[(&str, &str)],
+    config: &str,
+) -> (FakeGitHub, RepoName, Origin, FakeLlm) {
+    let github = FakeGitHub::start().await;
+    github.add_installation(INSTALLATION, "octo");
+    let repo = github.add_repo(INSTALLATION, REPO);
+    let origin = Origin::with_files(files);
+    github.set_clone_url(&repo, &origin.url);
+    github.set_file(&repo, "main", ".github/closer.yml", config);
+    github.set_permission(&repo, "maria", "write");
+    let llm = FakeLlm::start().await;
+    llm.push([Reply::closer(true, 0.95, &[])]);
+    (github, repo, origin, llm)
+}
+
+/// Opens and labels a bug, delivers it, and waits for the verified close.
+async fn bug_is_closed(
+    url: &str,
+    github: &FakeGitHub,
+    repo: &RepoName,
+    origin: &Origin,
+    log: &std::path::Path,
+) -> IssueNumber {
+    let number = github.open_issue(repo, "maria", "add subtracts", "`add 2 3` prints -1.");
     for label in ["closer", "type:bug"] {
-        github.label_issue(&repo, number, label);
+        github.label_issue(repo, number, label);
     }
-    deliver_opened(&url, &github, &repo, number, &origin.url).await;
-
-    let closed = wait_closed(&github, &repo, number, Duration::from_secs(90)).await;
-    if !closed {
-        let _ = child.start_kill();
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    deliver_opened(url, github, repo, number, &origin.url).await;
+    if !wait_closed(github, repo, number, Duration::from_secs(90)).await {
+        let log = std::fs::read_to_string(log).unwrap_or_default();
         panic!("the issue was not closed within 90 s; closer said:\n{log}");
     }
-    let issue = github.issue(&repo, number);
+    let issue = github.issue(repo, number);
     assert_eq!(issue.state_reason.as_deref(), Some("completed"));
     assert!(
         issue.labels.contains(&"phase:complete".to_owned()),
         "{:?}",
         issue.labels
     );
-    let pulls = github.pulls(&repo);
+    let pulls = github.pulls(repo);
     assert_eq!(pulls.len(), 1);
     assert_eq!(pulls[0].head, format!("closer/issue-{}", number.0));
     let status: Vec<_> = github
-        .comments(&repo, number)
+        .comments(repo, number)
         .into_iter()
         .filter(|c| c.body.starts_with("<!-- closer:run="))
         .collect();
@@ -131,6 +141,33 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
         "{}",
         status[0].body
     );
+    number
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_issue() {
+    let files = [
+        ("run_tests.sh", RUN_TESTS),
+        ("calc.sh", CALC),
+        ("tests/existing.sh", TEST_EXISTING),
+    ];
+    let (github, repo, origin, llm) = installed(&files, CONFIG).await;
+    let fresh = tempfile::tempdir().expect("a fresh directory");
+    let tools = tempfile::tempdir().expect("the agent's directory");
+    let agent = tools.path().join("agent.sh");
+    std::fs::write(&agent, agent_script()).unwrap();
+    std::fs::write(
+        fresh.path().join("closer.toml"),
+        format!(
+            "[agents.default]\nadapter = \"command\"\ncommand = [\"sh\", \"{}\"]\ntimeout_secs = 60\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let log = tools.path().join("closer.log");
+    let (mut child, url) = start_closer(fresh.path(), &log, &github, &llm, &[]);
+    wait_ready(&url).await;
+    bug_is_closed(&url, &github, &repo, &origin, &log).await;
 
     // The defaults, relative to the start directory, and nothing under the
     // mirror (where the relative data directory used to put the worktree).
@@ -145,6 +182,60 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
             mirror.path().display()
         );
     }
+    let _ = child.start_kill();
+}
+
+/// docs/agents.md's Claude Code entry, word for word: the tool on `PATH`,
+/// the key passed by name, the endpoint as a fixed variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_with_claude_code_configured_as_docs_agents_md_says_closes_an_issue() {
+    let _slot = crate::support::agent_tools::cli_slot().await;
+    let Some(claude) = crate::support::agent_tools::tool("claude") else {
+        return;
+    };
+    let files = [("calc.py", CALC_PY), ("test_calc.py", TEST_CALC_PY)];
+    let (github, repo, origin, llm) = installed(&files, PY_CONFIG).await;
+    let model = FakeModel::start(
+        Wire::Anthropic,
+        vec![
+            Turn::tool(
+                "Write",
+                json!({"file_path": "calc.py", "content": FIXED_CALC_PY}),
+            ),
+            Turn::text("Fixed add()."),
+        ],
+    )
+    .await;
+    let fresh = tempfile::tempdir().expect("a fresh directory");
+    std::fs::write(
+        fresh.path().join("closer.toml"),
+        format!(
+            "[agents.default]\nadapter = \"claude-code\"\npass_env = [\"ANTHROPIC_API_KEY\"]\n\
+             env = {{ ANTHROPIC_BASE_URL = \"{}\" }}\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    let bin = claude
+        .parent()
+        .expect("the tools' bin directory")
+        .display()
+        .to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let extra = [
+        ("PATH", path),
+        ("ANTHROPIC_API_KEY", "sk-ant-test".to_owned()),
+    ];
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("closer.log");
+    let (mut child, url) = start_closer(fresh.path(), &log, &github, &llm, &extra);
+    wait_ready(&url).await;
+    bug_is_closed(&url, &github, &repo, &origin, &log).await;
+    assert!(
+        model.served() >= 2,
+        "Claude Code asked the model {} times",
+        model.served()
+    );
     let _ = child.start_kill();
 }
 

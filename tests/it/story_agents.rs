@@ -118,3 +118,29 @@ async fn an_agent_that_exits_non_zero_is_reported_with_its_last_words() {
         "{prompt}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_tool_that_is_not_installed_fails_the_run_at_once_saying_so() {
+    let mut s = Story::start("agents-missing", Some(crate::support::story::CONFIG)).await;
+    s.kill_workers();
+    s.agent = Some(crate::support::agent_tools::agent(
+        closer::config::agents::AdapterKind::ClaudeCode,
+        "/nonexistent/bin/claude".into(),
+        &[],
+        Default::default(),
+    ));
+    s.spawn_workers();
+    let n = s
+        .open_issue("add subtracts", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(run.iteration, 1, "no iteration was burnt after the first");
+    let status = s.status_comment(n).body;
+    assert!(
+        status.contains("the agent's tool `/nonexistent/bin/claude` could not be started"),
+        "{status}"
+    );
+}

@@ -574,7 +574,11 @@ async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
                 "{:?}",
                 state.stage_changes
             );
-            assert!(state.stage_changes[0].reason.contains("same failure set"));
+            assert!(
+                state.stage_changes[0].reason.contains("same failure set"),
+                "{:?}",
+                state.stage_changes
+            );
         }
     }
     assert_eq!(fingerprints[0], fingerprints[1]);
