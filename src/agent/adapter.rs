@@ -69,6 +69,19 @@ pub enum Observation {
     /// A condition every further moment would repeat (the credentials were
     /// refused): the tool is stopped at once.
     Fatal(AgentFailure),
+    /// The tool printed its final report: it is given [`FINISH_GRACE`] to
+    /// exit, then stopped (a tool that lingers must not hold the run up).
+    Finished,
+}
+
+/// How long a tool may take to exit after its final report.
+pub const FINISH_GRACE: Duration = Duration::from_secs(10);
+
+/// What the observer saw: a fatal condition, and whether the tool finished.
+#[derive(Debug, Default)]
+struct Observed {
+    fatal: Option<AgentFailure>,
+    finished: bool,
 }
 
 /// How a tool is invoked.
@@ -326,7 +339,7 @@ pub async fn run_agent(
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (watch, observer) = observe(adapter, request.progress.clone());
     let output = process::run_watched(&spec, watch).await;
-    let fatal = observer.await.unwrap_or(None);
+    let seen = observer.await.unwrap_or_default();
     let output = match output {
         Ok(output) => output,
         Err(ProcessError::Spawn { source, .. }) => {
@@ -338,7 +351,7 @@ pub async fn run_agent(
         }
         Err(e) => return Err(e.into()),
     };
-    Ok(result(adapter, &output, fatal, config.timeout_secs))
+    Ok(result(adapter, &output, seen, config.timeout_secs))
 }
 
 /// The result of a run the tool finished (or was stopped in): its report,
@@ -346,7 +359,7 @@ pub async fn run_agent(
 fn result(
     adapter: &dyn AgentAdapter,
     output: &ProcessOutput,
-    fatal: Option<AgentFailure>,
+    seen: Observed,
     timeout_secs: u64,
 ) -> AgentResult {
     let mut interpretation = adapter.interpret(&output.stdout.text);
@@ -358,10 +371,12 @@ fn result(
     {
         interpretation.failure = Some(AgentFailure::EmptyReport);
     }
-    if let Some(fatal) = fatal {
+    if let Some(fatal) = seen.fatal {
         interpretation.failure = Some(fatal);
     }
-    let failure = failure_of(output, &interpretation, timeout_secs);
+    // Stopped because it lingered after its final report: not a failure.
+    let lingered = seen.finished && output.stopped;
+    let failure = failure_of(output, &interpretation, timeout_secs, lingered);
     AgentResult {
         status: if failure.is_some() {
             AgentStatus::Error
@@ -388,29 +403,43 @@ fn result(
 fn observe(
     adapter: &'static dyn AgentAdapter,
     progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
-) -> (
-    process::Watch,
-    tokio::task::JoinHandle<Option<AgentFailure>>,
-) {
+) -> (process::Watch, tokio::task::JoinHandle<Observed>) {
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let observer = tokio::spawn(async move {
-        let mut fatal = None;
-        while let Some(line) = lines.recv().await {
+        let mut seen = Observed::default();
+        let mut linger_until = None;
+        loop {
+            let line = match linger_until {
+                Some(until) => match tokio::time::timeout_at(until, lines.recv()).await {
+                    Ok(line) => line,
+                    Err(_) => {
+                        let _ = stop_tx.send(true);
+                        linger_until = None;
+                        continue;
+                    }
+                },
+                None => lines.recv().await,
+            };
+            let Some(line) = line else { break };
             match adapter.observe(&line) {
                 Some(Observation::Progress(p)) => {
                     if let Some(progress) = &progress {
                         let _ = progress.send(p);
                     }
                 }
-                Some(Observation::Fatal(f)) if fatal.is_none() => {
-                    fatal = Some(f);
+                Some(Observation::Fatal(f)) if seen.fatal.is_none() => {
+                    seen.fatal = Some(f);
                     let _ = stop_tx.send(true);
+                }
+                Some(Observation::Finished) if !seen.finished => {
+                    seen.finished = true;
+                    linger_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
                 }
                 _ => {}
             }
         }
-        fatal
+        seen
     });
     let watch = process::Watch {
         lines: Some(lines_tx),
@@ -426,11 +455,12 @@ fn failure_of(
     output: &ProcessOutput,
     interpretation: &Interpretation,
     timeout_secs: u64,
+    lingered: bool,
 ) -> Option<AgentFailure> {
     if output.timed_out {
         return Some(AgentFailure::TimedOut { secs: timeout_secs });
     }
-    let failed = output.exit_code != Some(0);
+    let failed = output.exit_code != Some(0) && !lingered;
     let said = output.combined();
     match &interpretation.failure {
         // The tool's own words name the cause best; else its whole output.

@@ -241,10 +241,11 @@ mod cli {
     const CALC: &str = "def add(a, b):\n    return a + b\n";
 
     /// What the adapter passes in `OPENCODE_CONFIG_CONTENT` today.
-    const ADAPTER_PERMISSIONS: &str = r#"{"permission":{"edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
-    /// The same with `read` allowed too: by default reading `*.env` /
-    /// `*.env.*` asks, and with nobody to answer that ends the run.
-    const UNATTENDED: &str = r#"{"permission":{"edit":"allow","bash":"allow","read":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
+    /// The permissions without `read`: reading `*.env` / `*.env.*` asks by
+    /// default, and with nobody to answer that ends the run.
+    const WITHOUT_READ: &str = r#"{"permission":{"edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
+    /// What the adapter passes.
+    const UNATTENDED: &str = closer::agent::adapters::opencode::PERMISSIONS;
 
     /// Set to 1: no models.dev catalogue fetch, no self-update, no share,
     /// no LSP downloads, no default plugins, no repository config, no
@@ -691,7 +692,7 @@ mod cli {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_adapter_permissions_still_reject_reading_a_dotenv_file_unless_read_is_allowed() {
+    async fn reading_a_dotenv_file_is_rejected_unless_read_is_allowed_as_the_adapter_does() {
         let _slot = crate::support::agent_tools::cli_slot().await;
         let Some(opencode) = tool("opencode") else {
             return;
@@ -702,7 +703,7 @@ mod cli {
         std::fs::write(w.repo().join(".env"), "DEBUG=1\n").unwrap();
 
         let out = w
-            .run(&opencode, &[], Some(ADAPTER_PERMISSIONS), "Read .env.")
+            .run(&opencode, &[], Some(WITHOUT_READ), "Read .env.")
             .await;
         assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
         let rejected = events(&out);

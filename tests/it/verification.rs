@@ -808,6 +808,49 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
 }
 
 #[tokio::test]
+async fn a_tool_that_lingers_after_its_final_report_is_stopped_and_the_run_counts() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-linger").await;
+    let pidfile = fx.scratch().join("linger.pid");
+    // Claude Code's shape: the result, then the process does not exit.
+    let stand_in = fx.script(
+        "claude-linger",
+        &format!(
+            "cat > /dev/null\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Fixed add.\",\"session_id\":\"s-1\"}}'\n\
+             echo $$ > {}\nexec sleep 300\n",
+            pidfile.display()
+        ),
+    );
+    let config = AgentConfig {
+        adapter: AdapterKind::ClaudeCode,
+        command: vec![stand_in.display().to_string()],
+        timeout_secs: 120,
+        pass_env: Vec::new(),
+        max_output_bytes: 1024 * 1024,
+        config_files: Default::default(),
+        keep_home_secs: 0,
+        resume: true,
+        env: Default::default(),
+    };
+    let started = std::time::Instant::now();
+    let result = fx.run(&config, &wt, 1).await;
+    assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
+    assert_eq!(result.message, "Fixed add.");
+    let waited = started.elapsed();
+    assert!(
+        waited >= closer::agent::adapter::FINISH_GRACE && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .is_ok_and(|s| s.contains(") Z")),
+        "the lingering tool was left running"
+    );
+}
+
+#[tokio::test]
 async fn the_token_never_reaches_the_worktree_the_mirror_or_the_agent() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-token").await;

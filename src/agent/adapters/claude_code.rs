@@ -80,6 +80,7 @@ impl AgentAdapter for ClaudeCode {
                     })
                 })
             }
+            ("result", _) => Some(Observation::Finished),
             ("assistant", _) => {
                 let content = event.pointer("/message/content")?.as_array()?;
                 let activity = content

@@ -25,8 +25,9 @@ use crate::config::agents::{AdapterKind, AgentConfig};
 pub struct Opencode;
 
 /// Permissions for an unattended run: allow what would otherwise be asked
-/// (and, with nobody to ask, rejected). Merged with the operator's config.
-const PERMISSIONS: &str = r#"{"permission":{"edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
+/// (and, with nobody to ask, rejected; reading `*.env` files asks by
+/// default). Merged with the operator's config.
+pub const PERMISSIONS: &str = r#"{"permission":{"read":"allow","edit":"allow","bash":"allow","webfetch":"allow","external_directory":"allow","doom_loop":"allow"},"autoupdate":false,"share":"disabled"}"#;
 
 /// Set to 1: no self-update, no sharing, no fetches closer does not need,
 /// and no configuration from the repository (`opencode.json` in the
@@ -39,6 +40,7 @@ const QUIET: &[&str] = &[
     "OPENCODE_DISABLE_DEFAULT_PLUGINS",
     "OPENCODE_DISABLE_PROJECT_CONFIG",
     "OPENCODE_DISABLE_CLAUDE_CODE",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS",
 ];
 
 impl AgentAdapter for Opencode {

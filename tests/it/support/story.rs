@@ -419,7 +419,10 @@ impl Story {
                 Ok(Ok(_)) => {}
                 Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(e)) => panic!("settled channel: {e}"),
-                Err(_) => panic!("{pending} job(s) still pending after 60 s"),
+                Err(_) => panic!(
+                    "{pending} job(s) still pending after 60 s\n{}",
+                    self.journal().await
+                ),
             }
         }
     }
