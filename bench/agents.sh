@@ -9,4 +9,4 @@ bash .ci/agent-tools.sh >/dev/null
 export CLOSER_AGENT_TOOLS="${CLOSER_AGENT_TOOLS:-$HOME/.cache/closer-agent-tools}"
 echo "# $(date -u +%FT%TZ) on $(nproc) cores, commit $(git rev-parse --short HEAD)"
 cargo test --test it bench_agents -- --ignored --nocapture --test-threads=1 2>&1 |
-  grep -E '^\|'
+  sed -E 's/^test [^|]*//' | grep -E '^\|'
