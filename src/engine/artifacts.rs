@@ -152,6 +152,7 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
                 "diff",
                 "--no-color",
                 "--no-ext-diff",
+                "--no-textconv",
                 "--no-renames",
                 "--binary",
                 base,
@@ -205,13 +206,30 @@ async fn changed_files(
     let numstat = worktree
         .git(
             git,
-            &["diff", "--numstat", "--no-renames", "-z", base, "--"],
+            &[
+                "diff",
+                "--numstat",
+                "--no-renames",
+                "--no-textconv",
+                "--no-ext-diff",
+                "-z",
+                base,
+                "--",
+            ],
         )
         .await?;
     let status = worktree
         .git(
             git,
-            &["diff", "--name-status", "--no-renames", "-z", base, "--"],
+            &[
+                "diff",
+                "--name-status",
+                "--no-renames",
+                "--no-ext-diff",
+                "-z",
+                base,
+                "--",
+            ],
         )
         .await?;
     let mut new_files = std::collections::HashSet::new();

@@ -125,6 +125,17 @@ impl InstallationClient {
         result
     }
 
+    /// In dry run, records the push of `branch` at `sha` that closer did not
+    /// make (as `GIT-PUSH` on the ref's API path), like any other write.
+    pub fn record_push(&self, repo: &RepoName, branch: &str, sha: &str) {
+        let path = format!("{}/git/refs/heads/{branch}", repo_path(repo));
+        tracing::info!(installation = %self.id, %path, sha, "dry run: push recorded, not sent");
+        if let Some(recorder) = &self.ctx.recorder {
+            let body = serde_json::json!({ "sha": sha, "force": true }).to_string();
+            recorder.record("GIT-PUSH", &path, Some(&body));
+        }
+    }
+
     /// Sends a write, or in dry run records it and returns `None`.
     pub(crate) async fn write(&self, req: ApiRequest) -> Result<Option<ApiResponse>, GitHubError> {
         if !self.ctx.dry_run {

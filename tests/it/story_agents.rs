@@ -144,3 +144,38 @@ async fn an_agent_tool_that_is_not_installed_fails_the_run_at_once_saying_so() {
         "{status}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dry_run_pushes_nothing_and_records_the_push_it_did_not_make() {
+    let files = [("calc.py", CALC_PY), ("test_calc.py", TEST_CALC_PY)];
+    let mut s = Story::start_with_files("agents-dry-run", Some(CONFIG), &files).await;
+    s.kill_workers();
+    let recorder = std::sync::Arc::new(closer::github::MemoryRecorder::new());
+    s.dry_run = Some(recorder.clone());
+    s.spawn_workers();
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(
+        1,
+        "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\necho 'Fixed add.'\n",
+    );
+    s.open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "a dry run pushed"
+    );
+    let pushes: Vec<_> = recorder
+        .writes()
+        .into_iter()
+        .filter(|w| w.method == "GIT-PUSH")
+        .collect();
+    assert_eq!(pushes.len(), 1, "{:#?}", recorder.writes());
+    assert_eq!(
+        pushes[0].path,
+        "/repos/octo/calc/git/refs/heads/closer/issue-1"
+    );
+    assert!(s.github.writes().is_empty(), "{:#?}", s.github.writes());
+}

@@ -808,6 +808,51 @@ async fn tool_adapters_run_stand_ins_printing_the_tools_output_shapes() {
 }
 
 #[tokio::test]
+async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-plant").await;
+    let fsmonitor = fx.scratch().join("fsmonitor-ran");
+    let textconv = fx.scratch().join("textconv-ran");
+    // The agent changes a file and plants an fsmonitor hook and a textconv
+    // driver: programs git would run for whoever reads the worktree next.
+    let script = format!(
+        "printf '#!/bin/sh\\ntouch {f}\\n' > /tmp/closer-fsmonitor-$$.sh && chmod +x /tmp/closer-fsmonitor-$$.sh\n\
+         git config core.fsmonitor /tmp/closer-fsmonitor-$$.sh\n\
+         git config diff.evil.textconv 'sh -c \"touch {t}; cat \\\"\\$0\\\"\"'\n\
+         echo '*.py diff=evil' > .gitattributes\n\
+         echo '# changed' >> calc.py",
+        f = fsmonitor.display(),
+        t = textconv.display()
+    );
+    fx.run(&fx.agent("plant.sh", &script), &wt, 1).await;
+    let config = repo_config();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let mut state = ConvergenceState::default();
+    fx.verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(!fsmonitor.exists(), "closer ran the agent's fsmonitor hook");
+    assert!(!textconv.exists(), "closer ran the agent's textconv driver");
+
+    // The control: a plain `git diff`, as closer ran it before, runs both.
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "diff",
+            &wt.base_commit,
+            "--",
+        ])
+        .current_dir(&wt.path)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        fsmonitor.exists() && textconv.exists(),
+        "the probe would not have fired"
+    );
+}
+
+#[tokio::test]
 async fn a_tool_that_lingers_after_its_final_report_is_stopped_and_the_run_counts() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-linger").await;

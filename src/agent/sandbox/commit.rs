@@ -55,7 +55,16 @@ pub async fn commit_changes(
     let excludes = format!("core.excludesFile={}", exclude.display());
     worktree.git(git, &["-c", &excludes, "add", "-A"]).await?;
     let staged = worktree
-        .git(git, &["diff", "--cached", "--name-only", "--no-renames"])
+        .git(
+            git,
+            &[
+                "diff",
+                "--cached",
+                "--name-only",
+                "--no-renames",
+                "--no-ext-diff",
+            ],
+        )
         .await?;
     if staged.trim().is_empty() {
         return Ok(None);

@@ -64,10 +64,14 @@ impl GitRunner {
         if let Some(token) = token {
             add_auth_header(&mut env, token);
         }
+        // No hook and no fsmonitor program: both are code the repository's
+        // config can name, and the agent can write that config.
         let mut argv = vec![
             "git".to_owned(),
             "-c".to_owned(),
             "core.hooksPath=/dev/null".to_owned(),
+            "-c".to_owned(),
+            "core.fsmonitor=false".to_owned(),
         ];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         let spec = ProcessSpec {

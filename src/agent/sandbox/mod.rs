@@ -209,12 +209,20 @@ impl Sandbox {
 
     /// Commits what the agent left changed (see [`commit`]) as closer's
     /// committer identity; the new commit, if there was anything to commit.
+    ///
+    /// The mirror's config is rewritten first: whatever the agent put there
+    /// (an fsmonitor hook, a clean filter, a textconv driver) would otherwise
+    /// run inside closer's own git commands from here on.
     pub async fn commit_changes(
         &self,
         worktree: &Worktree,
         summary: &str,
         fallback_subject: &str,
     ) -> Result<Option<String>, SandboxError> {
+        {
+            let _lock = lock::lock(&worktree.mirror.with_extension("lock")).await?;
+            self.reset_config(&worktree.mirror).await?;
+        }
         let author = commit::Author {
             name: self.options.committer_name.clone(),
             email: self.options.committer_email.clone(),
@@ -250,6 +258,14 @@ impl Sandbox {
             let _ = self.git.run(mirror, &["update-ref", "-d", &base_ref]).await;
         }
         Ok(())
+    }
+
+    /// The worktree's `HEAD` commit.
+    pub async fn head(&self, worktree: &Worktree) -> Result<String, SandboxError> {
+        let head = worktree
+            .git(&self.git, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .await?;
+        Ok(head.trim().to_owned())
     }
 
     /// Pushes the run's branch to the remote (force: the branch is closer's).

@@ -96,7 +96,14 @@ impl Workspace {
     }
 
     /// Pushes the run's branch.
+    /// In dry run nothing is pushed: the push is recorded with the other
+    /// writes that were not sent.
     pub async fn push(&self, ctx: &RunContext, worktree: &Worktree) -> Result<(), EngineError> {
+        if ctx.client.is_dry_run() {
+            let head = self.sandbox.head(worktree).await.map_err(other)?;
+            ctx.client.record_push(ctx.repo(), &worktree.branch, &head);
+            return Ok(());
+        }
         let source = self.source(ctx).await?;
         self.sandbox.push(worktree, &source).await.map_err(other)
     }

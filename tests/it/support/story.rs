@@ -70,6 +70,9 @@ pub struct Story {
     pub agent: Option<AgentConfig>,
     /// Live progress edits while the agent works (default: off).
     pub progress_every: Option<Duration>,
+    /// `--dry-run`: GitHub writes (and pushes) recorded here, not sent;
+    /// takes effect at the next [`Story::spawn_workers`].
+    pub dry_run: Option<Arc<closer::github::MemoryRecorder>>,
     _db: TestDb,
 }
 
@@ -157,6 +160,7 @@ impl Story {
             deliveries: 0,
             agent: None,
             progress_every: None,
+            dry_run: None,
             _db: db,
         };
         story.spawn_workers();
@@ -172,10 +176,13 @@ impl Story {
                     api_url: self.github.url(),
                     app_id: Some(self.github.app_id()),
                     private_key: Some(self.github.private_key_pem()),
+                    dry_run: self.dry_run.is_some(),
                     ..GitHubSettings::default()
                 },
                 closer::clock::system(),
-                None,
+                self.dry_run
+                    .clone()
+                    .map(|r| r as Arc<dyn closer::github::WriteRecorder>),
             )
             .expect("GitHub App"),
         );
