@@ -37,6 +37,7 @@ fn opencode(model: &FakeModel, dir: &std::path::Path) -> Option<AgentConfig> {
     let env = [
         ("FAKE_OPENAI_KEY", "sk-test".to_owned()),
         ("npm_config_registry", "http://127.0.0.1:9/".to_owned()),
+        ("npm_config_fetch_retries", "0".to_owned()),
     ];
     Some(agent(AdapterKind::Opencode, tool("opencode")?, &env, files))
 }

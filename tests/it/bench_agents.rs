@@ -53,7 +53,10 @@ fn configured(name: &str, model: &FakeModel, dir: &std::path::Path) -> Option<Ag
                 "models": {"test-model": {"name": "Test"}}}}, "model": "fake/test-model"});
             std::fs::write(&config, text.to_string()).unwrap();
             let files = BTreeMap::from([(".config/opencode/opencode.json".to_owned(), config)]);
-            let env = vec![("npm_config_registry", "http://127.0.0.1:9/".to_owned())];
+            let env = vec![
+                ("npm_config_registry", "http://127.0.0.1:9/".to_owned()),
+                ("npm_config_fetch_retries", "0".to_owned()),
+            ];
             (AdapterKind::Opencode, env, files)
         }
     };

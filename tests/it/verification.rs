@@ -119,7 +119,7 @@ impl Fixture {
 
     async fn prepare_issue(&self, run: &str, issue: u64) -> Worktree {
         self.sandbox
-            .prepare(&self.source(), issue, run)
+            .prepare(&self.source(), issue, run, None)
             .await
             .expect("worktree")
     }
@@ -853,6 +853,30 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
 }
 
 #[tokio::test]
+async fn the_base_commit_closer_stored_wins_over_a_base_ref_the_agent_moved() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-moved").await;
+    let base = wt.base_commit.clone();
+    let script = format!("{FIX_ADD}\ngit update-ref refs/closer/base/run-moved HEAD");
+    fx.run(&fx.agent("move.sh", &script), &wt, 1).await;
+    let source = fx.source();
+    let again = fx
+        .sandbox
+        .prepare(&source, 4, "run-moved", Some(&base))
+        .await
+        .expect("worktree");
+    assert_eq!(again.base_commit, base);
+    // The control: the ref itself was moved, and read alone it would
+    // hide the agent's commit from every check measured against the base.
+    let moved = fx
+        .sandbox
+        .prepare(&source, 4, "run-moved", None)
+        .await
+        .expect("worktree");
+    assert_ne!(moved.base_commit, base, "the probe did not move the ref");
+}
+
+#[tokio::test]
 async fn a_tool_that_lingers_after_its_final_report_is_stopped_and_the_run_counts() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-linger").await;
@@ -1023,7 +1047,7 @@ async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
     };
     let err = fx
         .sandbox
-        .prepare(&source, 4, "run-http")
+        .prepare(&source, 4, "run-http", None)
         .await
         .expect_err("the fake server has no repo");
     assert!(!err.to_string().contains(TOKEN), "{err}");
@@ -1101,7 +1125,7 @@ async fn concurrent_runs_on_one_repository_share_the_mirror_safely() {
         .zip(10u64..)
         .map(|(run, issue)| {
             let (sandbox, source, run) = (fx.sandbox.clone(), source.clone(), run.clone());
-            tokio::spawn(async move { sandbox.prepare(&source, issue, &run).await })
+            tokio::spawn(async move { sandbox.prepare(&source, issue, &run, None).await })
         })
         .collect();
     let mut prepared = Vec::new();

@@ -78,6 +78,11 @@ impl AgentAdapter for Opencode {
                     tokens: 0,
                 }))
             }
+            // The last step ends with reason `stop`: the answer is in. The
+            // tool may linger (installing its plugin package from npm, say).
+            "step_finish" if part.get("reason").and_then(Value::as_str) == Some("stop") => {
+                Some(Observation::Finished)
+            }
             "step_finish" => Some(Observation::Progress(Progress {
                 activity: None,
                 tokens: usage(&[part]).tokens.total(),
@@ -228,6 +233,28 @@ mod tests {
         assert_eq!(i.usage.tokens.total(), 671 + 8 + 21415);
         assert_eq!(i.usage.cost_usd, Some(0.002));
         assert!(i.failure.is_none());
+    }
+
+    #[test]
+    fn the_last_step_is_the_finish_and_tool_calls_are_activity() {
+        let stop = r#"{"type":"step_finish","sessionID":"s","part":{"reason":"stop","tokens":{"input":1,"output":1}}}"#;
+        assert_eq!(Opencode.observe(stop), Some(Observation::Finished));
+        let more = r#"{"type":"step_finish","sessionID":"s","part":{"reason":"tool-calls","tokens":{"input":1000,"output":200,"cache":{"read":40000}}}}"#;
+        assert_eq!(
+            Opencode.observe(more),
+            Some(Observation::Progress(Progress {
+                activity: None,
+                tokens: 41_200
+            }))
+        );
+        let bash = r#"{"type":"tool_use","sessionID":"s","part":{"tool":"bash","state":{"status":"completed","input":{"command":"cargo test"}}}}"#;
+        assert_eq!(
+            Opencode.observe(bash),
+            Some(Observation::Progress(Progress {
+                activity: Some("running `cargo test`".into()),
+                tokens: 0
+            }))
+        );
     }
 
     #[test]

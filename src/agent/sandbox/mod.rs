@@ -121,12 +121,15 @@ impl Sandbox {
     }
 
     /// The run's worktree, made on first call (fetching the mirror first)
-    /// and returned as it is on later calls of the same run.
+    /// and returned as it is on later calls of the same run. `known_base`
+    /// is the base commit closer stored for the run: it wins over the ref
+    /// in the mirror, which the agent can move.
     pub async fn prepare(
         &self,
         source: &RepoSource,
         issue: u64,
         run_id: &str,
+        known_base: Option<&str>,
     ) -> Result<Worktree, SandboxError> {
         let mirror = self.mirror_path(&source.url);
         let path = self.options.root.join("worktrees").join(safe_name(run_id));
@@ -142,7 +145,7 @@ impl Sandbox {
             return Ok(Worktree {
                 path,
                 branch,
-                base_commit: base.trim().to_owned(),
+                base_commit: known_base.map_or_else(|| base.trim().to_owned(), str::to_owned),
                 mirror,
             });
         }

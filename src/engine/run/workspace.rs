@@ -81,7 +81,12 @@ impl Workspace {
     pub async fn prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
         let source = self.source(ctx).await?;
         self.sandbox
-            .prepare(&source, ctx.issue().0, ctx.run.id.as_str())
+            .prepare(
+                &source,
+                ctx.issue().0,
+                ctx.run.id.as_str(),
+                ctx.run.base_commit.as_deref(),
+            )
             .await
             .map_err(other)
     }
