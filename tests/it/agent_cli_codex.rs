@@ -42,114 +42,132 @@ fn fix_and_test() -> Turn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn codex_fixes_the_bug_and_closer_commits_verifies_and_closes() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(
-        Wire::Responses,
-        vec![fix_and_test(), Turn::text("Fixed add().")],
+    crate::support::agent_tools::twice(
+        "codex_fixes_the_bug_and_closer_commits_verifies_and_closes",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(
+                Wire::Responses,
+                vec![fix_and_test(), Turn::text("Fixed add().")],
+            )
+            .await;
+            let dir = tempfile::tempdir().unwrap();
+            let Some(agent) = codex(&model, dir.path()) else {
+                return;
+            };
+            let mut s = python_story("codex-fix", agent, PY_CONFIG).await;
+            s.llm.push([Reply::closer(true, 0.95, &[])]);
+            let n = s
+                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+                .await;
+            s.idle().await;
+
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            let head = s.origin.branch_head("closer/issue-1").expect("pushed");
+            let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
+            assert_eq!(shown.trim(), "closer|Fixed add().");
+            let per_call = INPUT + CACHE_READ + OUTPUT;
+            assert!(run.tokens_used >= 2 * per_call, "{}", run.tokens_used);
+            assert!(
+                run.tokens_used < 2 * per_call + 2_000,
+                "{}",
+                run.tokens_used
+            );
+            let homes: Vec<_> = std::fs::read_dir(run_homes(&s))
+                .unwrap()
+                .flatten()
+                .collect();
+            assert!(
+                homes[0].path().join(".codex/sessions").is_dir(),
+                "the thread stayed in the run's HOME"
+            );
+        },
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = codex(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("codex-fix", agent, PY_CONFIG).await;
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    let head = s.origin.branch_head("closer/issue-1").expect("pushed");
-    let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
-    assert_eq!(shown.trim(), "closer|Fixed add().");
-    let per_call = INPUT + CACHE_READ + OUTPUT;
-    assert!(run.tokens_used >= 2 * per_call, "{}", run.tokens_used);
-    assert!(
-        run.tokens_used < 2 * per_call + 2_000,
-        "{}",
-        run.tokens_used
-    );
-    let homes: Vec<_> = std::fs::read_dir(run_homes(&s))
-        .unwrap()
-        .flatten()
-        .collect();
-    assert!(
-        homes[0].path().join(".codex/sessions").is_dir(),
-        "the thread stayed in the run's HOME"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tokens() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(
-        Wire::Responses,
-        vec![
-            fix_and_test(),
-            Turn::text("Fixed add()."),
-            Turn::text("Checked negatives too."),
-        ],
+    crate::support::agent_tools::twice(
+        "a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tokens",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(
+                Wire::Responses,
+                vec![
+                    fix_and_test(),
+                    Turn::text("Fixed add()."),
+                    Turn::text("Checked negatives too."),
+                ],
+            )
+            .await;
+            let dir = tempfile::tempdir().unwrap();
+            let Some(agent) = codex(&model, dir.path()) else {
+                return;
+            };
+            let mut s = python_story("codex-resume", agent, PY_CONFIG).await;
+            s.llm.push([
+                Reply::closer(false, 0.9, &["check negative numbers"]),
+                Reply::closer(true, 0.95, &[]),
+            ]);
+            let n = s
+                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+                .await;
+            s.idle().await;
+
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            assert_eq!(run.iteration, 2);
+            let last = model.requests().pop().expect("asked");
+            let input = serde_json::to_string(&last["input"]).unwrap();
+            assert!(
+                input.contains("add subtracts"),
+                "the second iteration started a new thread"
+            );
+            // Codex reports the thread's running total; three model calls in all.
+            let per_call = INPUT + CACHE_READ + OUTPUT;
+            assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
+            assert!(
+                run.tokens_used < 3 * per_call + 3_000,
+                "counted twice: {}",
+                run.tokens_used
+            );
+        },
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = codex(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("codex-resume", agent, PY_CONFIG).await;
-    s.llm.push([
-        Reply::closer(false, 0.9, &["check negative numbers"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    assert_eq!(run.iteration, 2);
-    let last = model.requests().pop().expect("asked");
-    let input = serde_json::to_string(&last["input"]).unwrap();
-    assert!(
-        input.contains("add subtracts"),
-        "the second iteration started a new thread"
-    );
-    // Codex reports the thread's running total; three model calls in all.
-    let per_call = INPUT + CACHE_READ + OUTPUT;
-    assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
-    assert!(
-        run.tokens_used < 3 * per_call + 3_000,
-        "counted twice: {}",
-        run.tokens_used
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_key_fails_the_codex_run_at_once_and_says_so() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(Wire::Responses, vec![]).await;
-    model.then_always(Turn::unauthorized());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = codex(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("codex-401", agent, PY_CONFIG).await;
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
+    crate::support::agent_tools::twice(
+        "a_refused_key_fails_the_codex_run_at_once_and_says_so",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(Wire::Responses, vec![]).await;
+            model.then_always(Turn::unauthorized());
+            let dir = tempfile::tempdir().unwrap();
+            let Some(agent) = codex(&model, dir.path()) else {
+                return;
+            };
+            let mut s = python_story("codex-401", agent, PY_CONFIG).await;
+            let n = s
+                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+                .await;
+            s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-    assert_eq!(run.iteration, 1);
-    let status = s.status_comment(n).body;
-    assert!(
-        status.contains("the agent could not authenticate with its model provider")
-            && status.contains("401 Unauthorized"),
-        "{status}"
-    );
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+            assert_eq!(run.iteration, 1);
+            let status = s.status_comment(n).body;
+            assert!(
+                status.contains("the agent could not authenticate with its model provider")
+                    && status.contains("401 Unauthorized"),
+                "{status}"
+            );
+        },
+    )
+    .await;
 }
 
 /// The Codex CLI driven directly (no closer), the way the adapter runs it:

@@ -51,174 +51,192 @@ fn write_fix() -> Turn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn opencode_fixes_the_bug_and_closer_commits_verifies_and_closes() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(
-        Wire::Chat,
-        vec![
-            write_fix(),
-            Turn::tool(
-                "bash",
-                json!({"command": "python3 -m unittest -q", "description": "Run the tests"}),
-            ),
-            Turn::text("Fixed add()."),
-        ],
+    crate::support::agent_tools::twice(
+        "opencode_fixes_the_bug_and_closer_commits_verifies_and_closes",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(
+            Wire::Chat,
+            vec![
+                write_fix(),
+                Turn::tool(
+                    "bash",
+                    json!({"command": "python3 -m unittest -q", "description": "Run the tests"}),
+                ),
+                Turn::text("Fixed add()."),
+            ],
+        )
+        .await;
+            let dir = tempfile::tempdir().unwrap();
+            let Some(agent) = opencode(&model, dir.path()) else {
+                return;
+            };
+            let mut s = python_story("opencode-fix", agent, PY_CONFIG).await;
+            s.llm.push([Reply::closer(true, 0.95, &[])]);
+            let n = s
+                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+                .await;
+            s.idle().await;
+
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            let head = s.origin.branch_head("closer/issue-1").expect("pushed");
+            let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
+            assert_eq!(shown.trim(), "closer|Fixed add().");
+            // Cache reads count: three model calls of the main loop.
+            let per_call = INPUT + CACHE_READ + OUTPUT;
+            assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
+        },
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = opencode(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("opencode-fix", agent, PY_CONFIG).await;
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    let head = s.origin.branch_head("closer/issue-1").expect("pushed");
-    let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
-    assert_eq!(shown.trim(), "closer|Fixed add().");
-    // Cache reads count: three model calls of the main loop.
-    let per_call = INPUT + CACHE_READ + OUTPUT;
-    assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_iteration_continues_the_opencode_session() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(
-        Wire::Chat,
-        vec![
-            write_fix(),
-            Turn::text("Fixed add()."),
-            Turn::text("Checked negatives too."),
-        ],
+    crate::support::agent_tools::twice(
+        "a_second_iteration_continues_the_opencode_session",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(
+                Wire::Chat,
+                vec![
+                    write_fix(),
+                    Turn::text("Fixed add()."),
+                    Turn::text("Checked negatives too."),
+                ],
+            )
+            .await;
+            let dir = tempfile::tempdir().unwrap();
+            let Some(agent) = opencode(&model, dir.path()) else {
+                return;
+            };
+            let mut s = python_story("opencode-resume", agent, PY_CONFIG).await;
+            s.llm.push([
+                Reply::closer(false, 0.9, &["check negative numbers"]),
+                Reply::closer(true, 0.95, &[]),
+            ]);
+            let n = s
+                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+                .await;
+            s.idle().await;
+
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            assert_eq!(run.iteration, 2);
+            let last = model.main_requests().pop().expect("asked");
+            let messages = serde_json::to_string(&last["messages"]).unwrap();
+            assert!(
+                messages.contains("add subtracts"),
+                "the second iteration started a new session"
+            );
+        },
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = opencode(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("opencode-resume", agent, PY_CONFIG).await;
-    s.llm.push([
-        Reply::closer(false, 0.9, &["check negative numbers"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    assert_eq!(run.iteration, 2);
-    let last = model.main_requests().pop().expect("asked");
-    let messages = serde_json::to_string(&last["messages"]).unwrap();
-    assert!(
-        messages.contains("add subtracts"),
-        "the second iteration started a new session"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_key_fails_the_opencode_run_at_once_and_says_so() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(Wire::Chat, vec![]).await;
-    model.then_always(Turn::unauthorized());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = opencode(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("opencode-401", agent, PY_CONFIG).await;
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
+    crate::support::agent_tools::twice("a_refused_key_fails_the_opencode_run_at_once_and_says_so", || async {
+        let _slot = crate::support::agent_tools::cli_slot().await;
+        let model = FakeModel::start(Wire::Chat, vec![]).await;
+        model.then_always(Turn::unauthorized());
+        let dir = tempfile::tempdir().unwrap();
+        let Some(agent) = opencode(&model, dir.path()) else {
+            return;
+        };
+        let mut s = python_story("opencode-401", agent, PY_CONFIG).await;
+        let n = s
+            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+            .await;
+        s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-    assert_eq!(run.iteration, 1);
-    let status = s.status_comment(n).body;
-    assert!(
-        status.contains(
-            "the agent could not authenticate with its model provider: Incorrect API key provided"
-        ),
-        "{status}"
-    );
+        let run = s.run(n).await.expect("a run");
+        assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+        assert_eq!(run.iteration, 1);
+        let status = s.status_comment(n).body;
+        assert!(
+            status.contains(
+                "the agent could not authenticate with its model provider: Incorrect API key provided"
+            ),
+            "{status}"
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle() {
-    let _slot = crate::support::agent_tools::cli_slot().await;
-    let model = FakeModel::start(
-        Wire::Chat,
-        vec![
-            write_fix(),
-            Turn::tool("bash", json!({"command": "sleep 6 && python3 -m unittest -q", "description": "Slow tests"})),
-            Turn::text("Fixed add()."),
-        ],
-    )
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let Some(agent) = opencode(&model, dir.path()) else {
-        return;
-    };
-    let mut s = python_story("opencode-progress", agent, PY_CONFIG).await;
-    let every = Duration::from_secs(2);
-    s.kill_workers();
-    s.progress_every = Some(every);
-    s.spawn_workers();
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+    crate::support::agent_tools::twice("live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle", || async {
+        let _slot = crate::support::agent_tools::cli_slot().await;
+        let model = FakeModel::start(
+            Wire::Chat,
+            vec![
+                write_fix(),
+                Turn::tool("bash", json!({"command": "sleep 6 && python3 -m unittest -q", "description": "Slow tests"})),
+                Turn::text("Fixed add()."),
+            ],
+        )
         .await;
-    s.idle().await;
+        let dir = tempfile::tempdir().unwrap();
+        let Some(agent) = opencode(&model, dir.path()) else {
+            return;
+        };
+        let mut s = python_story("opencode-progress", agent, PY_CONFIG).await;
+        let every = Duration::from_secs(2);
+        s.kill_workers();
+        s.progress_every = Some(every);
+        s.spawn_workers();
+        s.llm.push([Reply::closer(true, 0.95, &[])]);
+        let n = s
+            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+            .await;
+        s.idle().await;
 
-    assert_eq!(
-        s.run(n).await.unwrap().state,
-        RunState::Done,
-        "{}",
-        s.journal().await
-    );
-    let status = s.status_comment(n);
-    let path = format!("/repos/octo/calc/issues/comments/{}", status.id);
-    let edits = s.github.requests_to("PATCH", &path);
-    let progress: Vec<(std::time::Instant, String)> = edits
-        .iter()
-        .filter_map(|r| {
-            let body: Value = serde_json::from_str(&r.body).ok()?;
-            let text = body["body"].as_str()?.to_owned();
-            text.contains("**Now:**").then_some((r.at, text))
-        })
-        .collect();
-    assert!(
-        progress.len() >= 2,
-        "{} live progress edits",
-        progress.len()
-    );
-    // OpenCode reports a tool call once it has completed: while the slow
-    // command runs, the line shows the edit before it.
-    assert!(
-        progress
-            .iter()
-            .any(|(_, b)| b.contains("**Now:** editing calc.py")),
-        "{:#?}",
-        progress.iter().map(|(_, b)| b).collect::<Vec<_>>()
-    );
-    for pair in progress.windows(2) {
-        let gap = pair[1].0.duration_since(pair[0].0);
-        assert!(
-            gap >= every - Duration::from_millis(200),
-            "edits {gap:?} apart"
+        assert_eq!(
+            s.run(n).await.unwrap().state,
+            RunState::Done,
+            "{}",
+            s.journal().await
         );
-    }
-    eprintln!(
-        "status edits with live progress: {} (all edits: {})",
-        progress.len(),
-        edits.len()
-    );
+        let status = s.status_comment(n);
+        let path = format!("/repos/octo/calc/issues/comments/{}", status.id);
+        let edits = s.github.requests_to("PATCH", &path);
+        let progress: Vec<(std::time::Instant, String)> = edits
+            .iter()
+            .filter_map(|r| {
+                let body: Value = serde_json::from_str(&r.body).ok()?;
+                let text = body["body"].as_str()?.to_owned();
+                text.contains("**Now:**").then_some((r.at, text))
+            })
+            .collect();
+        assert!(
+            progress.len() >= 2,
+            "{} live progress edits",
+            progress.len()
+        );
+        // OpenCode reports a tool call once it has completed: while the slow
+        // command runs, the line shows the edit before it.
+        assert!(
+            progress
+                .iter()
+                .any(|(_, b)| b.contains("**Now:** editing calc.py")),
+            "{:#?}",
+            progress.iter().map(|(_, b)| b).collect::<Vec<_>>()
+        );
+        for pair in progress.windows(2) {
+            let gap = pair[1].0.duration_since(pair[0].0);
+            assert!(
+                gap >= every - Duration::from_millis(200),
+                "edits {gap:?} apart"
+            );
+        }
+        eprintln!(
+            "status edits with live progress: {} (all edits: {})",
+            progress.len(),
+            edits.len()
+        );
+    })
+    .await;
 }
 
 /// The OpenCode CLI driven directly (no closer), the way the adapter runs

@@ -88,3 +88,22 @@ pub async fn cli_slot() -> tokio::sync::SemaphorePermit<'static> {
     static SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
     SLOTS.acquire().await.expect("never closed")
 }
+
+/// Runs a real-CLI story, and once more if it fails, saying so loudly.
+///
+/// In CI about one such story in four full runs stalled (the tool did not
+/// finish its turn within a minute), never reproduced locally; a story that
+/// fails twice fails.
+pub async fn twice<F, Fut>(name: &str, story: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Err(first) = tokio::spawn(story()).await else {
+        return;
+    };
+    eprintln!("RETRYING {name}: the first attempt failed: {first}");
+    if let Err(second) = tokio::spawn(story()).await {
+        std::panic::resume_unwind(second.into_panic());
+    }
+}
