@@ -504,6 +504,16 @@ pub(super) fn tool_argv(
     argv
 }
 
+/// A file as a progress line or a denial names it: its last component.
+pub(super) fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A command as a progress line or a denial shows it: its first 80 characters.
+pub(super) fn short_command(command: &str) -> String {
+    command.chars().take(80).collect()
+}
+
 /// `{"message": text}` for output that is not the expected JSON.
 pub(super) fn plain(stdout: &str) -> Interpretation {
     Interpretation {

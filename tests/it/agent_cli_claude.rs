@@ -12,11 +12,11 @@ use closer::model::RunState;
 use serde_json::json;
 
 use crate::support::agent_tools::{
-    FIXED_CALC_PY, ONE_ITERATION, PY_CONFIG, agent, python_story, run_homes, tool,
+    FIXED_CALC_PY, ONE_ITERATION, PY_CONFIG, agent, open_bug, pushed_commit, python_story,
+    run_homes, tool,
 };
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, CACHE_WRITE, FakeModel, INPUT, OUTPUT, Turn, Wire};
-use crate::support::git::git;
 
 /// Claude Code pointed at `model`, as docs/agents.md tells an operator.
 fn claude(
@@ -69,17 +69,13 @@ async fn claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes() {
             };
             let mut s = python_story("claude-fix", agent, PY_CONFIG).await;
             s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
             assert_eq!(s.github.issue(&s.repo, n).state, "closed");
-            let head = s.origin.branch_head("closer/issue-1").expect("pushed");
-            let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
-            assert_eq!(shown.trim(), "closer|Fixed add(): it subtracted.");
+            assert_eq!(pushed_commit(&s), "closer|Fixed add(): it subtracted.");
             // Every kind of token the tool reported counts: three model calls.
             let per_call = INPUT + CACHE_WRITE + CACHE_READ + OUTPUT;
             assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
@@ -140,9 +136,7 @@ async fn a_second_iteration_resumes_the_claude_code_session() {
                 Reply::closer(false, 0.9, &["check negative numbers"]),
                 Reply::closer(true, 0.95, &[]),
             ]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
@@ -172,9 +166,7 @@ async fn a_refused_key_fails_the_run_at_once_and_says_so() {
             return;
         };
         let mut s = python_story("claude-401", agent, PY_CONFIG).await;
-        let n = s
-            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-            .await;
+        let n = open_bug(&mut s).await;
         let started = std::time::Instant::now();
         s.idle().await;
 
@@ -220,9 +212,7 @@ async fn a_permission_the_operator_denies_is_named_in_the_status() {
             };
             let mut s = python_story("claude-denied", agent, ONE_ITERATION).await;
             s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let status = s.status_comment(n).body;
@@ -261,9 +251,7 @@ async fn a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline() {
         agent.timeout_secs = 10;
         let mut s = python_story("claude-setsid", agent, ONE_ITERATION).await;
         s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
-        let n = s
-            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-            .await;
+        let n = open_bug(&mut s).await;
         s.idle().await;
 
         let pid: i32 = std::fs::read_to_string(&pidfile)

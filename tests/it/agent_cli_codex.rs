@@ -11,10 +11,11 @@ use closer::config::agents::{AdapterKind, AgentConfig};
 use closer::model::RunState;
 use serde_json::json;
 
-use crate::support::agent_tools::{PY_CONFIG, agent, python_story, run_homes, tool};
+use crate::support::agent_tools::{
+    PY_CONFIG, agent, open_bug, pushed_commit, python_story, run_homes, tool,
+};
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, FakeModel, INPUT, OUTPUT, Turn, Wire};
-use crate::support::git::git;
 
 /// Codex pointed at `model` through a provider in its config file.
 fn codex(model: &FakeModel, dir: &std::path::Path) -> Option<AgentConfig> {
@@ -57,16 +58,12 @@ async fn codex_fixes_the_bug_and_closer_commits_verifies_and_closes() {
             };
             let mut s = python_story("codex-fix", agent, PY_CONFIG).await;
             s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-            let head = s.origin.branch_head("closer/issue-1").expect("pushed");
-            let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
-            assert_eq!(shown.trim(), "closer|Fixed add().");
+            assert_eq!(pushed_commit(&s), "closer|Fixed add().");
             let per_call = INPUT + CACHE_READ + OUTPUT;
             assert!(run.tokens_used >= 2 * per_call, "{}", run.tokens_used);
             assert!(
@@ -111,9 +108,7 @@ async fn a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tok
                 Reply::closer(false, 0.9, &["check negative numbers"]),
                 Reply::closer(true, 0.95, &[]),
             ]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
@@ -151,9 +146,7 @@ async fn a_refused_key_fails_the_codex_run_at_once_and_says_so() {
                 return;
             };
             let mut s = python_story("codex-401", agent, PY_CONFIG).await;
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");

@@ -13,10 +13,11 @@ use closer::config::agents::{AdapterKind, AgentConfig};
 use closer::model::RunState;
 use serde_json::{Value, json};
 
-use crate::support::agent_tools::{FIXED_CALC_PY, PY_CONFIG, agent, python_story, tool};
+use crate::support::agent_tools::{
+    FIXED_CALC_PY, PY_CONFIG, agent, open_bug, pushed_commit, python_story, tool,
+};
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, FakeModel, INPUT, OUTPUT, Turn, Wire};
-use crate::support::git::git;
 
 /// OpenCode pointed at `model` through a provider in its config file.
 fn opencode(model: &FakeModel, dir: &std::path::Path) -> Option<AgentConfig> {
@@ -73,16 +74,12 @@ async fn opencode_fixes_the_bug_and_closer_commits_verifies_and_closes() {
             };
             let mut s = python_story("opencode-fix", agent, PY_CONFIG).await;
             s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-            let head = s.origin.branch_head("closer/issue-1").expect("pushed");
-            let shown = git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head]);
-            assert_eq!(shown.trim(), "closer|Fixed add().");
+            assert_eq!(pushed_commit(&s), "closer|Fixed add().");
             // Cache reads count: three model calls of the main loop.
             let per_call = INPUT + CACHE_READ + OUTPUT;
             assert!(run.tokens_used >= 3 * per_call, "{}", run.tokens_used);
@@ -115,9 +112,7 @@ async fn a_second_iteration_continues_the_opencode_session() {
                 Reply::closer(false, 0.9, &["check negative numbers"]),
                 Reply::closer(true, 0.95, &[]),
             ]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
 
             let run = s.run(n).await.expect("a run");
@@ -145,9 +140,7 @@ async fn a_refused_key_fails_the_opencode_run_at_once_and_says_so() {
             return;
         };
         let mut s = python_story("opencode-401", agent, PY_CONFIG).await;
-        let n = s
-            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-            .await;
+        let n = open_bug(&mut s).await;
         s.idle().await;
 
         let run = s.run(n).await.expect("a run");
@@ -187,9 +180,7 @@ async fn live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle() {
         s.progress_every = Some(every);
         s.spawn_workers();
         s.llm.push([Reply::closer(true, 0.95, &[])]);
-        let n = s
-            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-            .await;
+        let n = open_bug(&mut s).await;
         s.idle().await;
 
         assert_eq!(

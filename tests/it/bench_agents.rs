@@ -15,7 +15,7 @@ use closer::model::RunState;
 use closer::store::runs;
 use serde_json::{Value, json};
 
-use crate::support::agent_tools::{FIXED_CALC_PY, PY_CONFIG, agent, python_story, tool};
+use crate::support::agent_tools::{FIXED_CALC_PY, PY_CONFIG, agent, open_bug, python_story, tool};
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{FakeModel, Turn, Wire};
 use crate::support::story::Story;
@@ -132,9 +132,7 @@ async fn bench_two_iterations_with_and_without_resume() {
                 Reply::closer(false, 0.9, &["check negatives"]),
                 Reply::closer(true, 0.95, &[]),
             ]);
-            let n = s
-                .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-                .await;
+            let n = open_bug(&mut s).await;
             s.idle().await;
             assert_eq!(
                 s.run(n).await.unwrap().state,
@@ -180,9 +178,7 @@ async fn bench_status_edits_with_live_progress() {
         s.progress_every = every;
         s.spawn_workers();
         s.llm.push([Reply::closer(true, 0.95, &[])]);
-        let n = s
-            .open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
-            .await;
+        let n = open_bug(&mut s).await;
         s.idle().await;
         let status = s.status_comment(n);
         let edits = s.github.requests_to(

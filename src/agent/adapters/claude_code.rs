@@ -14,8 +14,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
-    plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
+    json_events, plain, short_command, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -141,13 +141,12 @@ impl AgentAdapter for ClaudeCode {
 /// What a tool call is doing, in a few words.
 fn activity(tool: &str, input: &Value) -> String {
     let arg = |k: &str| input.get(k).and_then(Value::as_str);
-    let short = |text: &str| text.chars().take(80).collect::<String>();
     match (tool, arg("file_path"), arg("command")) {
         ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path), _) => {
-            format!("editing {}", path.rsplit('/').next().unwrap_or(path))
+            format!("editing {}", file_name(path))
         }
-        ("Read", Some(path), _) => format!("reading {}", path.rsplit('/').next().unwrap_or(path)),
-        ("Bash", _, Some(command)) => format!("running `{}`", short(command)),
+        ("Read", Some(path), _) => format!("reading {}", file_name(path)),
+        ("Bash", _, Some(command)) => format!("running `{}`", short_command(command)),
         _ => format!("using {tool}"),
     }
 }
@@ -215,12 +214,10 @@ fn denials(result: &Value) -> Vec<String> {
                 arg("command"),
             ) {
                 ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path), _) => {
-                    let name = path.rsplit('/').next().unwrap_or(path);
-                    format!("edit {name}")
+                    format!("edit {}", file_name(path))
                 }
                 ("Bash", _, Some(command)) => {
-                    let short: String = command.chars().take(80).collect();
-                    format!("run `{short}`")
+                    format!("run `{}`", short_command(command))
                 }
                 _ => format!("use {tool}"),
             }

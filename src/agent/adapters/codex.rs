@@ -17,8 +17,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
-    plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
+    json_events, plain, short_command, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -80,8 +80,7 @@ impl AgentAdapter for Codex {
         let activity = match (event.get("type")?.as_str()?, item_type) {
             ("item.started", Some("command_execution")) => {
                 let command = item?.get("command")?.as_str()?;
-                let short: String = command.chars().take(80).collect();
-                format!("running `{short}`")
+                format!("running `{}`", short_command(command))
             }
             ("item.started" | "item.completed", Some("file_change")) => {
                 let paths: Vec<&str> = item?
@@ -89,7 +88,7 @@ impl AgentAdapter for Codex {
                     .as_array()?
                     .iter()
                     .filter_map(|c| c.get("path").and_then(Value::as_str))
-                    .map(|p| p.rsplit('/').next().unwrap_or(p))
+                    .map(file_name)
                     .collect();
                 format!("editing {}", paths.join(", "))
             }

@@ -14,8 +14,8 @@
 use serde_json::Value;
 
 use crate::agent::adapter::{
-    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, json_events,
-    plain, tool_argv,
+    AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
+    json_events, plain, short_command, tool_argv,
 };
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -164,12 +164,12 @@ impl AgentAdapter for Opencode {
 /// What a tool call is doing, in a few words.
 fn activity(tool: &str, input: &Value) -> String {
     let arg = |k: &str| input.get(k).and_then(Value::as_str);
-    let name = |p: &'static str| arg(p).map(|p| p.rsplit('/').next().unwrap_or(p).to_owned());
+    let name = |p: &'static str| arg(p).map(file_name);
     match (tool, name("filePath"), arg("command")) {
         ("write" | "edit" | "patch", Some(file), _) => format!("editing {file}"),
         ("read", Some(file), _) => format!("reading {file}"),
         ("bash", _, Some(command)) => {
-            format!("running `{}`", command.chars().take(80).collect::<String>())
+            format!("running `{}`", short_command(command))
         }
         _ => format!("using {tool}"),
     }
@@ -181,7 +181,7 @@ fn denial(tool: &str, input: &Value) -> String {
     match (tool, arg("filePath"), arg("command")) {
         ("write" | "edit" | "patch", Some(path), _) => format!("edit {path}"),
         (_, Some(path), _) => format!("{tool} {path}"),
-        (_, _, Some(command)) => format!("run `{}`", command.chars().take(80).collect::<String>()),
+        (_, _, Some(command)) => format!("run `{}`", short_command(command)),
         _ => format!("use {tool}"),
     }
 }

@@ -107,3 +107,17 @@ where
         std::panic::resume_unwind(second.into_panic());
     }
 }
+
+/// Opens the story's bug, labelled for closer.
+pub async fn open_bug(s: &mut Story) -> closer::model::IssueNumber {
+    s.open_issue("add() is wrong", "add subtracts", &["closer", "type:bug"])
+        .await
+}
+
+/// `author|subject` of the commit closer pushed to `closer/issue-1`.
+pub fn pushed_commit(s: &Story) -> String {
+    let head = s.origin.branch_head("closer/issue-1").expect("pushed");
+    super::git::git(&s.origin.bare, &["show", "-s", "--format=%an|%s", &head])
+        .trim()
+        .to_owned()
+}
