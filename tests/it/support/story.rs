@@ -615,10 +615,3 @@ impl Story {
 fn user_json(user: &FakeUser) -> Value {
     json!({"login": user.login, "id": user.id(), "type": if user.is_bot { "Bot" } else { "User" }})
 }
-
-/// The agent's report of what it changed. The agent cannot commit (its
-/// git metadata is read-only in the sandbox): closer commits what it left,
-/// with this report as the subject.
-pub fn report(message: &str) -> String {
-    format!("echo \"{message}\"\n")
-}
