@@ -177,7 +177,11 @@ async fn a_deferred_job_keeps_its_attempts_until_the_outage_outlasts_a_day() {
         "no failure counted: both attempts left"
     );
     let dead = jobs::get(store.pool(), control).await.unwrap().unwrap();
-    assert_eq!(dead.state, JobState::Dead, "the control: counted failures kill");
+    assert_eq!(
+        dead.state,
+        JobState::Dead,
+        "the control: counted failures kill"
+    );
 
     // A day after it was queued, the outage is no longer waited out.
     clock.advance(jobs::OUTAGE_PATIENCE);

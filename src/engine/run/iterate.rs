@@ -85,7 +85,11 @@ impl Engine {
         self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await?;
         self.record(ctx, &iteration, &result, &record).await?;
-        let llm_error = record.judgment.check.as_ref().and_then(|c| c.llm_error.as_ref());
+        let llm_error = record
+            .judgment
+            .check
+            .as_ref()
+            .and_then(|c| c.llm_error.as_ref());
         if let Some(e) = llm_error.filter(|e| e.is_refusal()) {
             let message = super::start::llm_refused(e);
             return self.fail(ctx, RunFailure::Error { message }).await;

@@ -7,8 +7,8 @@ use super::{Engine, EngineError, Step, other};
 use crate::agent::sandbox::Worktree;
 use crate::engine::baseline::{self, Baseline};
 use crate::engine::classify::{ClassifyError, classify};
-use crate::llm::LlmError;
 use crate::engine::evidence;
+use crate::llm::LlmError;
 use crate::model::{Phase, RunState};
 
 /// What the operator must set for runs to be judged at all.
