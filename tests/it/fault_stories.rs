@@ -204,3 +204,178 @@ async fn an_llm_that_refuses_the_key_fails_the_run_at_once_saying_so() {
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
     s.stop().await;
 }
+
+/// A tmpfs of its own, unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// `None` (and why) when it cannot be mounted (not root, no tmpfs).
+    fn mount(bytes: usize) -> Result<SmallDisk, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        match out.status.success() {
+            true => Ok(SmallDisk { dir }),
+            false => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Fills the disk with a file, then frees `leave` bytes of it.
+fn fill(disk: &SmallDisk, leave: u64) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = disk.path().join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let chunk = vec![7u8; 16 * 1024];
+    while file.write_all(&chunk).and_then(|()| file.flush()).is_ok() {}
+    let len = file.metadata().unwrap().len();
+    file.set_len(len.saturating_sub(leave)).unwrap();
+    path
+}
+
+/// `issues.opened` with `kib` KiB of noise zstd cannot shrink.
+fn bulky_delivery(kib: usize) -> Vec<u8> {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&crate::support::fixture("issues.opened.json")).unwrap();
+    let noise: String = (0..kib * 1024 / 16)
+        .map(|_| format!("{:016x}", fastrand::u64(..)))
+        .collect();
+    value["padding"] = serde_json::json!(noise);
+    serde_json::to_vec(&value).unwrap()
+}
+
+/// The database's disk fills up while deliveries arrive: each one the
+/// database cannot take is answered 503 (GitHub shows it failed; it can be
+/// redelivered), every one answered 2xx is in the database, and once
+/// there is room the redeliveries are stored. SQLite on a real filesystem
+/// that is full (a 3 MB tmpfs); a PostgreSQL server's disk cannot be
+/// filled from a test, so on PostgreSQL this story is skipped, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_database_answers_503_and_loses_nothing_it_acknowledged() {
+    use crate::support::app::TestApp;
+    use crate::support::db::TestDb;
+    use reqwest::StatusCode;
+
+    if std::env::var("TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty()) {
+        eprintln!("SKIPPED a_full_database…: it fills a SQLite file's disk; not for PostgreSQL");
+        return;
+    }
+    let disk = match SmallDisk::mount(3 << 20) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("SKIPPED a_full_database…: cannot mount a tmpfs: {why}");
+            return;
+        }
+    };
+    let app = TestApp::start(TestDb::sqlite_in(disk.path())).await;
+    let filler = fill(&disk, 1 << 20);
+    let mut acknowledged = Vec::new();
+    let mut refused = Vec::new();
+    let mut i = 0;
+    while refused.len() < 3 {
+        i += 1;
+        assert!(i < 100, "the disk never filled: {acknowledged:?}");
+        let id = format!("full-{i}");
+        let body = bulky_delivery(64);
+        match app.deliver("issues", &id, &body).await {
+            s if s.is_success() => acknowledged.push((id, body)),
+            StatusCode::SERVICE_UNAVAILABLE => refused.push((id, body)),
+            other => panic!("{id} answered {other}"),
+        }
+    }
+    assert!(
+        !acknowledged.is_empty(),
+        "some were stored before it filled"
+    );
+    for (id, _) in &acknowledged {
+        let stored = closer::store::deliveries::get(app.store.pool(), id).await;
+        assert!(stored.unwrap().is_some(), "acknowledged {id} was lost");
+    }
+    for (id, _) in &refused {
+        let stored = closer::store::deliveries::get(app.store.pool(), id).await;
+        assert!(stored.unwrap().is_none(), "{id} was refused, yet stored");
+    }
+
+    // Room again: GitHub's redeliveries are stored, the earlier ones kept.
+    std::fs::remove_file(filler).unwrap();
+    for (id, body) in &refused {
+        assert_eq!(app.deliver("issues", id, body).await, StatusCode::ACCEPTED);
+    }
+    let stored = app.count("deliveries").await as usize;
+    assert_eq!(stored, acknowledged.len() + refused.len());
+    assert_eq!(
+        app.count("jobs").await as usize,
+        stored,
+        "each with its job"
+    );
+    app.stop().await;
+    drop(disk);
+}
+
+/// The database stays locked past the intake writer's 10 s busy timeout
+/// (another process holds SQLite's write lock): the delivery is answered
+/// 503 and not stored; once the lock is gone its redelivery is. A lock
+/// held for less than the timeout only delays the answer (the intake
+/// tests). On PostgreSQL a locked table makes the request wait for the
+/// lock instead (no lock timeout): GitHub gives up after 10 s and the
+/// delivery, stored when the lock goes, is a duplicate when redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_locked_past_the_busy_timeout_answers_503_and_takes_the_redelivery() {
+    use crate::support::app::TestApp;
+    use crate::support::db::TestDb;
+    use closer::store::Backend;
+    use reqwest::StatusCode;
+
+    let app = TestApp::start(TestDb::new("locked").await).await;
+    if app.store.backend() != Backend::Sqlite {
+        eprintln!("SKIPPED a_database_locked…: SQLite's busy timeout; PostgreSQL waits for a lock");
+        return;
+    }
+    let body = crate::support::fixture("issues.opened.json");
+    let mut blocker = app.store.pool().acquire().await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let answer = app.deliver("issues", "locked-1", &body).await;
+    assert_eq!(answer, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "after the busy timeout"
+    );
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    drop(blocker);
+    assert_eq!(
+        app.count("deliveries").await,
+        0,
+        "the refused one was not stored"
+    );
+    assert_eq!(
+        app.deliver("issues", "locked-1", &body).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(app.count("jobs").await, 1);
+    app.stop().await;
+}
