@@ -9,6 +9,7 @@ mod agent_cli_codex;
 mod agent_cli_opencode;
 mod bench_agents;
 mod cli;
+mod crash_story;
 mod doctor;
 mod durability;
 mod fault_stories;
