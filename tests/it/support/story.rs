@@ -3,6 +3,9 @@
 //! repository's `clone_url` and a scripted agent (the `command` adapter
 //! running shell scripts, one per iteration). Webhooks are posted signed,
 //! as GitHub would; tests wait on the workers' settled signals, never sleep.
+//! A story on a manual clock ([`Story::start_on_clock`]) lets hours of
+//! backoff pass in moments: [`Story::pass_time`] moves the clock to the
+//! next queued job whenever the workers are quiet.
 
 use std::path::PathBuf;
 use std::sync::Arc;
