@@ -96,6 +96,9 @@ async fn github_down_for_ten_minutes_mid_run_and_the_run_completes_once_it_is_ba
     std::fs::write(&go, "").unwrap();
     let deferred = s.pass_time(down_at + 10 * MINUTE).await;
     let refused = s.github.requests().len() - before;
+    eprintln!(
+        "outage: {deferred} deferrals, {refused} requests to GitHub in 10 minutes of queue time"
+    );
     assert!(
         deferred >= 5 && refused >= 20,
         "the outage was met: {deferred} deferrals, {refused} requests\n{}",
