@@ -60,15 +60,17 @@ impl Engine {
             return self.fail(ctx, RunFailure::Error { message }).await;
         };
         let iteration = self.set_up(ctx, llm, agent).await?;
-        // The agent's work is kept until it is judged: an iteration whose
-        // judgment did not happen (the LLM was down, a crash) is judged
-        // again without the agent working twice.
+        // The agent's result is kept, as it came, until it is judged: an
+        // iteration whose judgment did not happen (the LLM was down, a
+        // crash) is judged again without the agent working twice.
         let mut result = match self.runs.unjudged_work(&ctx.run, iteration.n).await? {
             Some(result) => result,
             None => {
                 let prompt = self.begin(ctx, &iteration).await?;
                 let work = (agent_name.as_str(), agent);
-                self.work(ctx, &iteration, work, prompt).await
+                let result = self.work(ctx, &iteration, work, prompt).await;
+                self.runs.keep_work(&ctx.run, iteration.n, &result).await?;
+                result
             }
         };
         account_session(ctx, &mut result);
@@ -80,7 +82,6 @@ impl Engine {
             return self.cannot_run(ctx, &iteration, &result, failure).await;
         }
         self.commit_for_agent(&iteration, &mut result).await;
-        self.runs.keep_work(&ctx.run, iteration.n, &result).await?;
         let verification = self.verify(ctx, &iteration).await?;
         self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await?;
