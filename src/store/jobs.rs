@@ -8,6 +8,8 @@
 //! concurrent claimers use `FOR UPDATE SKIP LOCKED`: the loser of a race on
 //! the same key gets a unique violation, which reads as "nothing claimed".
 //! A lease that expires (its worker died) makes the job claimable again.
+//! A deferred job (what it depends on is down) is queued again without
+//! its attempt counting, for up to [`OUTAGE_PATIENCE`].
 
 use std::time::Duration;
 

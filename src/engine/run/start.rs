@@ -1,5 +1,7 @@
 //! The `start` step: labels, the phase, a retry's cleanup, the task type,
-//! the worktree and the baseline; then the first iteration is queued.
+//! the worktree and the baseline; then the first iteration is queued. An
+//! LLM that cannot be reached for the task type defers the step; one that
+//! refuses closer's requests fails the run, naming the `[llm]` settings.
 
 use super::context::RunContext;
 use super::failure::RunFailure;
