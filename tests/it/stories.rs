@@ -17,7 +17,7 @@ use crate::support::process::alive;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 
 /// Iteration 1 of the bug story: a regression test that fails.
-fn add_failing_test() -> String {
+pub(crate) fn add_failing_test() -> String {
     r#"cat > tests/add.sh <<'T'
 r=$(. ./calc.sh; add 2 3)
 [ "$r" = 5 ]
@@ -30,7 +30,7 @@ echo '{"summary": "Added a regression test for add."}'
 /// The fix, with its regression test (written again if iteration 1 did):
 /// the test fails on the base commit's code and passes with the fix, which
 /// is the reproduction a bug needs.
-fn fix_add() -> String {
+pub(crate) fn fix_add() -> String {
     r#"cat > tests/add.sh <<'T'
 r=$(. ./calc.sh; add 2 3)
 [ "$r" = 5 ]
@@ -76,7 +76,7 @@ fn comment_posts_carrying(s: &Story, text: &str) -> usize {
         .count()
 }
 
-fn classify(task: &str) -> Reply {
+pub(crate) fn classify(task: &str) -> Reply {
     Reply::Answer(json!({"task_type": task, "reason": "scripted"}))
 }
 
