@@ -131,6 +131,9 @@ pub struct Story {
     /// The agent the workers run (default: the scripted `agent.sh`);
     /// takes effect at the next [`Story::spawn_workers`].
     pub agent: Option<AgentConfig>,
+    /// The sandbox (default: the machine's, as `closer serve` picks it);
+    /// takes effect at the next [`Story::spawn_workers`].
+    pub confinement: Option<closer::agent::confine::Confinement>,
     /// Live progress edits while the agent works (default: off).
     pub progress_every: Option<Duration>,
     /// `--dry-run`: GitHub writes (and pushes) recorded here, not sent;
@@ -255,6 +258,7 @@ impl Story {
             worker_stop: watch::channel(false).0,
             deliveries: 0,
             agent: None,
+            confinement: None,
             progress_every: None,
             dry_run: None,
             timing,
@@ -314,7 +318,9 @@ impl Story {
                 agents: [("default".to_owned(), agent)].into_iter().collect(),
                 llm: Some(build_client(llm_settings).expect("LLM client")),
                 data_dir: self.dir.path().join("data"),
-                confinement: super::confinement(self.dir.path(), &self.dir.path().join("data")),
+                confinement: self.confinement.clone().unwrap_or_else(|| {
+                    super::confinement(self.dir.path(), &self.dir.path().join("data"))
+                }),
                 base_env: BaseEnv::from_process(),
                 max_attempts: self.timing.run_attempts,
                 dashboard_url: None,
