@@ -221,6 +221,7 @@ async fn tool(agent: &AgentConfig, home: &Path) -> Result<String, String> {
         timeout: VERSION_TIMEOUT,
         max_output_bytes: 64 * 1024,
         jail: None,
+        fd3: None,
     };
     let output = process::run(&spec).await.map_err(|e| {
         format!("`{program}` cannot be started ({e}): install it (docs/agents.md) or set `command`")

@@ -345,6 +345,7 @@ pub async fn run_agent(
         timeout: Duration::from_secs(config.timeout_secs),
         max_output_bytes: config.max_output_bytes,
         jail: Some(confinement.jail(Kind::Agent, view(request))),
+        fd3: None,
     };
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (watch, observer) = observe(adapter, request.progress.clone());

@@ -8,8 +8,10 @@
 //! its deadline or fill memory with output.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -76,6 +78,8 @@ pub struct ProcessSpec {
     /// The confinement it runs in; `None` only for closer's own programs
     /// (git on closer's mirror).
     pub jail: Option<Jail>,
+    /// A descriptor the child gets as fd 3 (git's credential pipe).
+    pub fd3: Option<Arc<OwnedFd>>,
 }
 
 impl ProcessSpec {
@@ -94,6 +98,7 @@ impl ProcessSpec {
             timeout,
             max_output_bytes: 1024 * 1024,
             jail: None,
+            fd3: None,
         }
     }
 }
@@ -351,6 +356,18 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
 pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutput, ProcessError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env, spec.jail.as_ref())?;
+    if let Some(fd) = spec.fd3.clone() {
+        // SAFETY: dup2 is async-signal-safe; the duplicate (unlike the
+        // original, made O_CLOEXEC) survives the exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd.as_raw_fd(), 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     cmd.stdin(if spec.stdin.is_some() {
         Stdio::piped()
     } else {

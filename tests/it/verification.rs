@@ -1079,20 +1079,33 @@ async fn an_agent_cannot_fake_commits_by_pointing_the_worktree_elsewhere() {
 }
 
 #[tokio::test]
-async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
+async fn over_http_the_token_reaches_git_through_its_credential_pipe_only() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let port = listener.local_addr().expect("addr").port();
+    // As GitHub does: the first request is refused with a Basic challenge,
+    // the second carries the credentials. While the first is held, the
+    // environment of every git process is read, as a process of the same
+    // user watching /proc would.
     let server = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.expect("accept");
-        let mut buf = vec![0u8; 16 * 1024];
-        let n = socket.read(&mut buf).await.expect("read");
-        let _ = socket
-            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .await;
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        let mut requests = Vec::new();
+        let mut environ_seen = Vec::new();
+        for answer in [
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"GitHub\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        ] {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 16 * 1024];
+            let n = socket.read(&mut buf).await.expect("read");
+            requests.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            if environ_seen.is_empty() {
+                environ_seen = git_environments();
+            }
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+        (requests, environ_seen)
     });
     let fx = Fixture::new(false);
     let source = RepoSource {
@@ -1106,24 +1119,55 @@ async fn over_http_the_token_goes_in_a_header_of_that_one_command_only() {
         .await
         .expect_err("the fake server has no repo");
     assert!(!err.to_string().contains(TOKEN), "{err}");
-    let request = tokio::time::timeout(Duration::from_secs(10), server)
+    let (requests, environments) = tokio::time::timeout(Duration::from_secs(20), server)
         .await
-        .expect("git contacted the server")
+        .expect("git contacted the server twice")
         .expect("server");
     use base64::Engine;
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{TOKEN}"));
     assert!(
-        request
+        requests[1]
             .to_lowercase()
             .contains(&format!("authorization: basic {}", basic.to_lowercase())),
-        "{request}"
+        "{requests:?}"
     );
+    // The probe could read git's environment (the control)…
+    assert!(
+        environments
+            .iter()
+            .any(|e| e.contains("GIT_TERMINAL_PROMPT")),
+        "no git environment was readable: {environments:?}"
+    );
+    // …and the token was not in it.
+    for environ in &environments {
+        assert!(
+            !environ.contains(TOKEN) && !environ.contains(&basic),
+            "{environ}"
+        );
+    }
     let leaks = files_containing(fx.root.path(), TOKEN);
     let leaks_b64 = files_containing(fx.root.path(), &basic);
     assert!(
         leaks.is_empty() && leaks_b64.is_empty(),
         "{leaks:?} {leaks_b64:?}"
     );
+}
+
+/// The environment of every running git process, as text.
+fn git_environments() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                c.starts_with(b"git\0") || c.windows(17).any(|w| w == b"credential.helper")
+            })
+        })
+        .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
+        .map(|env| String::from_utf8_lossy(&env).replace('\0', "\n"))
+        .collect()
 }
 
 #[tokio::test]

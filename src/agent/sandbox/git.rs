@@ -2,13 +2,18 @@
 //! environment, a deadline, and — for http(s) remotes — the installation
 //! token passed to that one git process only.
 //!
-//! The token travels as `http.extraHeader` through `GIT_CONFIG_COUNT` /
-//! `GIT_CONFIG_KEY_0` / `GIT_CONFIG_VALUE_0` in the environment of the one git
-//! process that talks to the remote: not on the command line (`ps`), never in
-//! a config file, and redacted from any error text.
+//! The token reaches git through a credential helper fed over a pipe:
+//! closer writes `username=x-access-token` / `password=<token>` into a pipe
+//! the git process inherits as descriptor 3, and the only helper configured
+//! (`!f() { test "$1" = get && cat <&3; }; f`) hands it to git when the
+//! remote asks. It is never in an environment variable (readable in
+//! `/proc/<pid>/environ` for as long as the process lives), on a command
+//! line, or in a config file, and it is redacted from any error text.
 
-use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -61,18 +66,30 @@ impl GitRunner {
         // hooks are code, and the repository is writable by the agent.
         env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
         env.insert("GIT_CONFIG_GLOBAL".into(), "/dev/null".into());
-        if let Some(token) = token {
-            add_auth_header(&mut env, token);
-        }
+        let fd3 = match token {
+            Some(token) => {
+                Some(credential_pipe(token).map_err(|e| GitError::Spawn(e.to_string()))?)
+            }
+            None => None,
+        };
         // No hook and no fsmonitor program: both are code the repository's
-        // config can name, and the agent can write that config.
+        // config can name, and the agent can write that config. The
+        // credential helpers are ours alone: the empty value clears any other.
         let mut argv = vec![
             "git".to_owned(),
             "-c".to_owned(),
             "core.hooksPath=/dev/null".to_owned(),
             "-c".to_owned(),
             "core.fsmonitor=false".to_owned(),
+            "-c".to_owned(),
+            "credential.helper=".to_owned(),
         ];
+        if fd3.is_some() {
+            argv.extend([
+                "-c".to_owned(),
+                format!("credential.helper={CREDENTIAL_HELPER}"),
+            ]);
+        }
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         let spec = ProcessSpec {
             argv,
@@ -82,6 +99,7 @@ impl GitRunner {
             timeout: self.timeout,
             max_output_bytes: GIT_OUTPUT_CAP,
             jail: None,
+            fd3,
         };
         let shown = args.join(" ");
         let output = process::run(&spec)
@@ -110,17 +128,28 @@ impl GitRunner {
     }
 }
 
-/// The `Authorization` header GitHub accepts for an installation token over
-/// https: Basic with user `x-access-token`.
-fn add_auth_header(env: &mut BTreeMap<String, String>, token: &SecretString) {
-    let basic = base64::engine::general_purpose::STANDARD
-        .encode(format!("x-access-token:{}", token.expose_secret()));
-    env.insert("GIT_CONFIG_COUNT".into(), "1".into());
-    env.insert("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into());
-    env.insert(
-        "GIT_CONFIG_VALUE_0".into(),
-        format!("Authorization: Basic {basic}"),
+/// The credential helper: answers `get` with what descriptor 3 holds.
+const CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get && cat <&3; }; f";
+
+/// A pipe holding the credentials GitHub accepts for an installation token
+/// over https (user `x-access-token`), written and closed: its read end,
+/// for the git process to inherit as descriptor 3.
+fn credential_pipe(token: &SecretString) -> std::io::Result<Arc<OwnedFd>> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills both descriptors; O_CLOEXEC keeps them out of
+    // every other program (the child gets a duplicate as fd 3).
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let credentials = format!(
+        "username=x-access-token\npassword={}\n",
+        token.expose_secret()
     );
+    // A few hundred bytes: far below the pipe's buffer, so this never blocks.
+    std::fs::File::from(write).write_all(credentials.as_bytes())?;
+    Ok(Arc::new(read))
 }
 
 /// Removes the token (raw or base64-wrapped) from a text.
