@@ -264,6 +264,8 @@ pub fn command(
         source,
     };
     let resolved = resolve_program(program, env.get("PATH").map(String::as_str));
+    // Limits hold even unconfined; the view only in a sandbox.
+    let limited = jail;
     let jail = jail.filter(|j| *j.backend() != Backend::Unconfined);
     let installation = jail
         .map(|_| view::program_dirs(&resolved))
@@ -292,14 +294,15 @@ pub fn command(
         .envs(env)
         .process_group(0);
     let lifeline = reaper::install(&mut cmd).map_err(spawn_error)?;
-    if let Some(jail) = jail {
+    if let Some(jail) = limited {
         confine(&mut cmd, jail, &installation).map_err(spawn_error)?;
     }
     Ok((cmd, lifeline))
 }
 
 /// What runs in the child right before exec (after the reaper's fork):
-/// resource limits; under Landlock also no privileges and the ruleset.
+/// resource limits (under every backend, `none` included); under Landlock
+/// also no privileges and the ruleset.
 fn confine(cmd: &mut Command, jail: &Jail, installation: &[PathBuf]) -> std::io::Result<()> {
     let limits = jail.limits();
     let ruleset = match jail.backend() {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use closer::agent::confine::{Confinement, Kind, Mode, SandboxConfig, View};
+use closer::agent::confine::{Confinement, Kind, Limits, Mode, SandboxConfig, View};
 use closer::agent::process::{self, ProcessOutput, ProcessSpec};
 
 struct Install {
@@ -53,8 +53,14 @@ impl Install {
 
     /// The sandbox as `closer serve` would configure it here.
     fn confinement(&self, mode: Mode) -> Option<Confinement> {
+        self.limited(mode, Limits::default())
+    }
+
+    /// The same, with `limits`.
+    fn limited(&self, mode: Mode, limits: Limits) -> Option<Confinement> {
         let config = SandboxConfig {
             mode,
+            limits,
             read_only: vec![self.path("etc")],
             hide: vec![
                 self.path("etc/closer/app.pem"),
@@ -334,6 +340,38 @@ fn running_with_argument(argument: &str) -> bool {
 }
 
 #[tokio::test]
+async fn memory_and_file_size_limits_hold_under_every_backend() {
+    let i = Install::new();
+    let tight = Limits {
+        memory_mb: 256,
+        max_file_mb: 1,
+        processes: 0,
+    };
+    let allocate = "python3 -c 'b = bytearray(600 * 1024 * 1024); print(len(b))'";
+    let big_file = "head -c 3000000 /dev/zero > big.bin";
+    for mode in [Mode::None, Mode::Bwrap, Mode::Landlock] {
+        // The control: the default limits allow both.
+        let (Some(loose), Some(limited)) = (i.confinement(mode), i.limited(mode, tight)) else {
+            continue;
+        };
+        for (what, script) in [("600 MB", allocate), ("a 3 MB file", big_file)] {
+            let out = i.probe(&loose, Kind::Goal, script).await;
+            assert!(
+                out.success(),
+                "{mode:?}, default limits, {what}: {}",
+                out.tail(5)
+            );
+            let out = i.probe(&limited, Kind::Goal, script).await;
+            assert!(
+                !out.success(),
+                "{mode:?}, tight limits, {what} must fail: {}",
+                out.tail(5)
+            );
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_missing_program_is_reported_as_missing_not_as_a_sandbox_failure() {
     let i = Install::new();
     let (_, confined) = backends(&i);
@@ -447,5 +485,129 @@ mod runs {
                 && text.contains("not installed"),
             "{text}"
         );
+    }
+}
+
+/// A hostile agent inside a real run: it tries every probe, writes down
+/// what each gave, then fixes the bug. In the sandbox every probe fails and
+/// the run completes as usual; unconfined (the control) the same script
+/// reads and writes what it should not.
+mod hostile_run {
+    use closer::agent::confine::{Confinement, Mode, SandboxConfig};
+    use closer::model::RunState;
+
+    use crate::support::fake_llm::Reply;
+    use crate::support::story::{CONFIG, Story};
+
+    /// One line per probe: `name: LEAKED` when the command succeeded.
+    fn probes(s: &Story) -> String {
+        let data = s.dir.path().join("data");
+        let db = s
+            .store
+            .sqlite_file()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "/nonexistent".into());
+        let probes = [
+            (
+                "app key",
+                format!("cat '{}'", s.path("etc/app.pem").display()),
+            ),
+            (
+                "server config",
+                format!("cat '{}'", s.path("etc/closer.toml").display()),
+            ),
+            ("database", format!("head -c 16 '{db}'")),
+            (
+                "closer environ",
+                format!("cat /proc/{}/environ | grep -q PATH", std::process::id()),
+            ),
+            (
+                "another run",
+                format!(
+                    "cat '{}'",
+                    data.join("worktrees/other-run/secret.txt").display()
+                ),
+            ),
+            (
+                "move the base ref",
+                "git update-ref refs/closer/base/evil HEAD".to_owned(),
+            ),
+        ];
+        probes
+            .iter()
+            .map(|(name, cmd)| {
+                format!(
+                    "if ( {cmd} ) >/dev/null 2>&1; then echo '{name}: LEAKED'; else echo '{name}: blocked'; fi >> '{}'\n",
+                    s.path("probes.txt").display()
+                )
+            })
+            .chain([format!("touch '{}' 2>/dev/null\n", data.join("planted").display())])
+            .collect()
+    }
+
+    async fn hostile_story(
+        name: &str,
+        confinement: impl Fn(&Story) -> Confinement,
+    ) -> (Story, String) {
+        let mut s = Story::start(name, Some(CONFIG)).await;
+        for (file, text) in [("etc/app.pem", "KEY"), ("etc/closer.toml", "secret = 1")] {
+            std::fs::create_dir_all(s.path(file).parent().unwrap()).unwrap();
+            std::fs::write(s.path(file), text).unwrap();
+        }
+        let other = s.dir.path().join("data/worktrees/other-run");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("secret.txt"), "other customer's code").unwrap();
+        s.kill_workers();
+        s.confinement = Some(confinement(&s));
+        s.spawn_workers();
+        s.agent_step(1, &format!("{}{}", probes(&s), crate::stories::fix_add()));
+        s.llm.push([Reply::closer(true, 0.95, &[])]);
+        let n = s
+            .open_issue("add subtracts", "", &["closer", "type:bug"])
+            .await;
+        s.idle().await;
+        let run = s.run(n).await.expect("a run");
+        assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
+        let found = std::fs::read_to_string(s.path("probes.txt")).expect("the probes ran");
+        (s, found)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn every_probe_of_a_hostile_agent_fails_and_the_run_completes() {
+        let (s, found) = hostile_story("hostile", |s| {
+            // As `closer serve` configures it: its own files hidden.
+            let config = SandboxConfig {
+                mode: Mode::Auto,
+                read_write: vec![s.dir.path().to_path_buf()],
+                hide: vec![
+                    s.dir.path().join("data"),
+                    s.path("etc/app.pem"),
+                    s.path("etc/closer.toml"),
+                ],
+                ..SandboxConfig::default()
+            };
+            Confinement::detect(&config, &std::env::var("PATH").unwrap_or_default())
+                .expect("a sandbox")
+        })
+        .await;
+        assert_eq!(found.lines().count(), 6, "{found}");
+        assert!(!found.contains("LEAKED"), "{found}");
+        assert!(!s.dir.path().join("data/planted").exists(), "wrote outside");
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn control_unconfined_the_same_agent_reaches_everything() {
+        let (s, found) = hostile_story("hostile-control", |_| Confinement::unconfined()).await;
+        let leaked = found.lines().filter(|l| l.ends_with("LEAKED")).count();
+        // Without SQLite (the PostgreSQL suite) the database probe has no file.
+        let expected = if s.store.sqlite_file().is_some() {
+            6
+        } else {
+            5
+        };
+        assert_eq!(leaked, expected, "{found}");
+        assert!(s.dir.path().join("data/planted").exists(), "wrote outside");
+        s.stop().await;
     }
 }

@@ -5,7 +5,8 @@
 //! system and toolchain directories, the operator's shared directories,
 //! then closer's hidden files masked (a directory by an empty tmpfs, a file
 //! by `/dev/null`), then the run's own places — which may lie inside a
-//! hidden directory (the worktree inside the data directory).
+//! hidden directory (the worktree inside the data directory) — and last the
+//! masks remounted read-only.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,10 @@ use super::{Backend, Jail, Network};
 
 /// The user a sandboxed process is when closer runs as root.
 pub const NOBODY: u32 = 65_534;
+
+/// The sandbox's own `/tmp` (memory-backed): 1 GiB at most. Programs that
+/// need more use `TMPDIR`, the run's home on disk.
+const TMP_BYTES: &str = "1073741824";
 
 /// bwrap when it is on `PATH` and can make its namespaces here (a
 /// container may forbid user namespaces).
@@ -69,7 +74,9 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
         let id = NOBODY.to_string();
         a.flags(&["--uid", &id, "--gid", &id]);
     }
-    a.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    a.flags(&[
+        "--proc", "/proc", "--dev", "/dev", "--size", TMP_BYTES, "--tmpfs", "/tmp",
+    ]);
     let shared_ro = jail.shared_read_only().iter().chain(program);
     for dir in shared_ro {
         a.bind("--ro-bind", dir);
@@ -85,6 +92,13 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     }
     for dir in &jail.view.read_write {
         a.bind("--bind", dir);
+    }
+    // The masks' empty tmpfs would take writes (into memory) that nobody
+    // reads; the run's own places bound inside them stay writable.
+    for hidden in jail.hidden() {
+        if hidden.is_dir() {
+            a.path("--remount-ro", hidden);
+        }
     }
     a.path("--chdir", cwd);
     a.flags(&["--"]);

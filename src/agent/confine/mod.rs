@@ -22,7 +22,7 @@
 //! Both drop every privilege: under bwrap the process is uid 65534 in its
 //! user namespace with no capability; under Landlock `no_new_privs` is set
 //! and, when closer runs as root, every capability (bounding set included)
-//! is dropped. Resource limits ([`limits`]) apply under either.
+//! is dropped. Resource limits ([`limits`]) apply under both, and under `none`.
 //!
 //! `mode = "auto"` takes bwrap when it works here, else Landlock; when neither
 //! is available closer still starts (intake, `--dry-run`) but says so in its
