@@ -13,6 +13,7 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod redacting;
 pub mod strict_schema;
 
 use std::future::Future;

@@ -223,6 +223,12 @@ impl Engine {
         ready: Arc<Notify>,
     ) -> Arc<Engine> {
         let runs = runs::Runs::new(store, ready, settings.max_attempts, settings.recheck_after);
+        // One outgoing filter for GitHub and the LLM: the App's, which
+        // holds its key and the tokens it mints; the agents' values join it.
+        let redactor = github.redactor().clone();
+        let llm = settings
+            .llm
+            .map(|llm| crate::llm::redacting::Redacting::wrap(llm, redactor.clone()));
         let github = github::GitHubAccess::new(github);
         Arc::new(Engine {
             status: status::StatusPublisher::new(
@@ -233,11 +239,12 @@ impl Engine {
             runs,
             github,
             workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),
-            checks: checks::Checks::new(settings.llm, &settings.base_env),
+            checks: checks::Checks::new(llm, &settings.base_env),
             agents: agents::AgentRunner::new(
                 settings.agents,
                 settings.base_env,
                 settings.progress_every,
+                &redactor,
             ),
             budget: budget::Budget {
                 max_tokens_per_run: settings.max_tokens_per_run,

@@ -11,6 +11,7 @@ use super::{EngineError, other};
 use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
+use crate::github::TokenScope;
 use crate::model::RunId;
 
 /// The identity of the commits closer makes.
@@ -53,8 +54,14 @@ impl Workspace {
         self.homes.join(run.as_str())
     }
 
-    /// Where the repository is cloned from, with the token for http(s).
-    pub async fn source(&self, ctx: &RunContext) -> Result<RepoSource, EngineError> {
+    /// Where the repository is cloned from, with a token for http(s)
+    /// minted for this repository alone and `scope` (read to fetch, push
+    /// to push).
+    pub async fn source(
+        &self,
+        ctx: &RunContext,
+        scope: TokenScope,
+    ) -> Result<RepoSource, EngineError> {
         let run = &ctx.run;
         let (url, branch) = match (&run.clone_url, &run.default_branch) {
             (Some(u), Some(b)) => (u.clone(), b.clone()),
@@ -67,7 +74,7 @@ impl Workspace {
             }
         };
         let token = match url.starts_with("http") {
-            true => Some(ctx.client.token().await?),
+            true => Some(ctx.client.token_for(ctx.repo(), scope).await?),
             false => None,
         };
         Ok(RepoSource {
@@ -79,7 +86,7 @@ impl Workspace {
 
     /// The run's worktree, made (or found again) from the mirror.
     pub async fn prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
-        let source = self.source(ctx).await?;
+        let source = self.source(ctx, TokenScope::Read).await?;
         self.sandbox
             .prepare(
                 &source,
@@ -109,7 +116,7 @@ impl Workspace {
             ctx.client.record_push(ctx.repo(), &worktree.branch, &head);
             return Ok(());
         }
-        let source = self.source(ctx).await?;
+        let source = self.source(ctx, TokenScope::Push).await?;
         self.sandbox.push(worktree, &source).await.map_err(other)
     }
 

@@ -33,7 +33,10 @@ use super::fake_github::state::{FakeComment, FakeUser};
 use super::fake_llm::FakeLlm;
 use super::git::Origin;
 
-const SECRET: &str = "story secret";
+/// The webhook secret the stories sign with.
+pub const SECRET: &str = "story secret";
+/// The LLM key the stories' engine holds.
+pub const LLM_KEY: &str = "sk-test-story-key";
 pub const INSTALLATION: i64 = 77;
 pub const REPO: &str = "octo/calc";
 /// The maintainer who opens issues (has `write`).
@@ -177,6 +180,11 @@ impl Story {
                     app_id: Some(self.github.app_id()),
                     private_key: Some(self.github.private_key_pem()),
                     dry_run: self.dry_run.is_some(),
+                    // As `closer serve` starts it.
+                    redactor: closer::redact::Redactor::with_operator_secrets(
+                        Some(&SecretString::from(SECRET)),
+                        Some(&SecretString::from(LLM_KEY)),
+                    ),
                     ..GitHubSettings::default()
                 },
                 closer::clock::system(),
@@ -189,7 +197,7 @@ impl Story {
         let mut llm_settings = LlmSettings::new(
             Provider::Openai,
             &self.llm.openai_url(),
-            SecretString::from("sk-test"),
+            SecretString::from(LLM_KEY),
             "test-model",
         );
         llm_settings.retry.max_attempts = 1;
