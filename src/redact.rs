@@ -19,8 +19,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
+use regex::Regex;
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::clock::Millis;
@@ -33,6 +34,17 @@ pub const REDACTED: &str = "[redacted]";
 /// agent's `env` would otherwise vanish from every comment. No credential
 /// closer holds is this short.
 pub const MIN_SECRET_LEN: usize = 8;
+
+/// A word cut short by a size cap (`comment::markdown::ELLIPSIS`): the
+/// part of a secret before the cut matches neither the held value nor the
+/// scanner's pattern, so it is checked on its own.
+static CUT_WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z0-9_+/=.-]{4,}…").expect("valid regex"));
+
+/// The start of a credential the scanner knows, enough to redact a cut one.
+static CREDENTIAL_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:gh[pousr]_|github_pat_|sk-|xox[abeoprs]-|AKIA|ASIA)").expect("valid regex")
+});
 
 /// Where a held secret came from (the incident's `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -211,11 +223,15 @@ impl Redactor {
                 }
             }
         }
-        let found = find_in_text(&out);
+        let mut found: Vec<(&'static str, Range<usize>)> = find_in_text(&out)
+            .into_iter()
+            .map(|(kind, range)| (kind.as_str(), range))
+            .collect();
+        found.extend(self.cut_secrets(&out));
         if found.is_empty() {
             return (out, kinds);
         }
-        kinds.extend(found.iter().map(|(k, _)| k.as_str()));
+        kinds.extend(found.iter().map(|(k, _)| *k));
         let spans = merged(found.into_iter().map(|(_, r)| r).collect());
         let mut clean = String::with_capacity(out.len());
         let mut at = 0;
@@ -226,6 +242,31 @@ impl Redactor {
         }
         clean.push_str(&out[at..]);
         (Cow::Owned(clean), kinds)
+    }
+}
+
+impl Redactor {
+    /// Secrets a size cap cut short: a word just before `…` that begins a
+    /// held value (eight characters or more) or a credential's prefix.
+    fn cut_secrets(&self, text: &str) -> Vec<(&'static str, Range<usize>)> {
+        let Ok(held) = self.held.read() else {
+            return Vec::new();
+        };
+        CUT_WORD
+            .find_iter(text)
+            .filter_map(|m| {
+                let word = m.as_str().trim_end_matches('…');
+                let range = m.start()..m.start() + word.len();
+                if word.len() >= MIN_SECRET_LEN
+                    && let Some((_, h)) = held.iter().find(|(v, _)| v.starts_with(word))
+                {
+                    return Some((h.source.as_str(), range));
+                }
+                CREDENTIAL_PREFIX
+                    .is_match(word)
+                    .then_some(("cut_credential", range))
+            })
+            .collect()
     }
 }
 
@@ -360,6 +401,26 @@ mod tests {
         assert_eq!(
             body,
             serde_json::json!({"body": "see [redacted]", "labels": ["x", "[redacted]"], "n": 3})
+        );
+    }
+
+    #[test]
+    fn a_secret_cut_short_by_a_size_cap_is_redacted_up_to_the_cut() {
+        let r = Redactor::new();
+        r.register(
+            SecretSource::InstallationToken,
+            &secret("ghs_4242_000001xabcdef"),
+        );
+        let pat = format!("ghp_{}", "Q7wE9rT2yU4iO6pA8sD0".repeat(2));
+        let text = format!("a {}… and b ghs_4242_00… end", &pat[..24]);
+        assert_eq!(
+            r.redact(Channel::GitHub, &text),
+            "a [redacted]… and b [redacted]… end"
+        );
+        // The control: an ordinary word cut short stays.
+        assert_eq!(
+            r.redact(Channel::GitHub, "the summary was long and cut here…"),
+            "the summary was long and cut here…"
         );
     }
 

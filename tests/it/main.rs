@@ -17,6 +17,7 @@ mod github_projects;
 mod handlers;
 mod intake;
 mod judgment;
+mod outgoing;
 mod prompts;
 mod question_corpus;
 mod question_corpus_real;
