@@ -30,3 +30,4 @@ mod story_agents;
 mod story_verified;
 mod token_scope;
 mod verification;
+mod verified_push;

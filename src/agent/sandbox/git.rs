@@ -5,7 +5,8 @@
 //! The token travels as `http.extraHeader` through `GIT_CONFIG_COUNT` /
 //! `GIT_CONFIG_KEY_0` / `GIT_CONFIG_VALUE_0` in the environment of the one git
 //! process that talks to the remote: not on the command line (`ps`), never in
-//! a config file, and redacted from any error text.
+//! a config file, and redacted from any error text. Output past the cap is
+//! an error (`Truncated`), never a silent cut.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,8 +17,10 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::agent::process::{self, BaseEnv, ProcessSpec};
 
-/// Git output larger than this is cut (a diff of a huge change).
-const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
+/// The most output closer reads from one git command (a diff of a huge
+/// change). More is an error, never a silent cut: a diff, a status or a log
+/// read in part would be judged as if it were whole.
+pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 
 /// A git command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +31,10 @@ pub enum GitError {
     TimedOut { args: String },
     #[error("could not run git: {0}")]
     Spawn(String),
+    #[error(
+        "git {args} printed more than closer reads ({cap} bytes): its output is not used cut short"
+    )]
+    Truncated { args: String, cap: usize },
 }
 
 /// How closer runs git: the base environment and a deadline per command.
@@ -35,11 +42,22 @@ pub enum GitError {
 pub struct GitRunner {
     base: BaseEnv,
     timeout: Duration,
+    output_cap: usize,
 }
 
 impl GitRunner {
     pub fn new(base: BaseEnv, timeout: Duration) -> Self {
-        GitRunner { base, timeout }
+        GitRunner {
+            base,
+            timeout,
+            output_cap: GIT_OUTPUT_CAP,
+        }
+    }
+
+    /// The same runner reading at most `cap` bytes of each command's output.
+    pub fn with_output_cap(mut self, cap: usize) -> Self {
+        self.output_cap = cap;
+        self
     }
 
     /// `git <args>` in `cwd`; stdout on success.
@@ -80,7 +98,7 @@ impl GitRunner {
             env,
             stdin: None,
             timeout: self.timeout,
-            max_output_bytes: GIT_OUTPUT_CAP,
+            max_output_bytes: self.output_cap,
         };
         let shown = args.join(" ");
         let output = process::run(&spec)
@@ -103,6 +121,12 @@ impl GitRunner {
             return Err(GitError::Failed {
                 args: shown,
                 detail: format!("exit {:?}: {detail}", output.exit_code),
+            });
+        }
+        if output.stdout.truncated() {
+            return Err(GitError::Truncated {
+                args: shown,
+                cap: self.output_cap,
             });
         }
         Ok(output.stdout.text)
