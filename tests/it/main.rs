@@ -14,6 +14,7 @@ mod durability;
 mod fresh_dir;
 mod github_client;
 mod github_projects;
+mod handler_source;
 mod handlers;
 mod intake;
 mod judgment;
