@@ -24,6 +24,7 @@ mod question_corpus;
 mod question_corpus_real;
 mod queue;
 mod repo_config;
+mod retry_permission;
 mod security;
 mod store;
 mod stories;
