@@ -1,6 +1,8 @@
 //! The built-in `no_secrets` scanner: private keys, GitHub / Slack / AWS /
 //! OpenAI-style (and Anthropic) tokens, and high-entropy values assigned to
-//! names that say secret, over the lines a run added.
+//! names that say secret, over the lines a run added — and, through
+//! [`find_in_text`], for the outgoing filter (`crate::redact`) over every
+//! text closer sends out.
 //!
 //! A finding names the file, the line and the kind, never the value: the
 //! evidence goes into comments and logs, where the secret must not.
