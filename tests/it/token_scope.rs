@@ -167,3 +167,66 @@ async fn the_push_token_cannot_comment_nor_reach_another_repository() {
     // The control: the write token comments on its own repository.
     assert_eq!(comment(write, "acme/widget").await, 201);
 }
+
+/// A whole run against a repository served over HTTP, as GitHub serves it:
+/// the mirror is fetched and the branch pushed through the fake's token
+/// checks, exactly one push token is minted, every token names the one
+/// repository, and none can both write contents and touch issues or pull
+/// requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_over_http_pushes_with_the_one_push_token_and_no_token_mixes_contents_and_threads() {
+    use crate::support::fake_llm::Reply;
+    use crate::support::story::{CONFIG, Story};
+
+    let mut s = Story::start("token-scope-run", Some(CONFIG)).await;
+    s.origin.url = s.github.serve_git(&s.repo, &s.origin.bare);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(
+        1,
+        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed add.\"}'\n",
+    );
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(
+        run.state,
+        closer::model::RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    assert!(
+        s.origin.branch_head("closer/issue-1").is_some(),
+        "pushed over HTTP"
+    );
+    for service in ["git-upload-pack", "git-receive-pack"] {
+        let path = format!("/git/octo/calc.git/{service}");
+        assert!(!s.github.requests_to("POST", &path).is_empty(), "{service}");
+    }
+
+    let minted: Vec<serde_json::Value> = s
+        .github
+        .issued_tokens()
+        .into_iter()
+        .map(|(_, t)| serde_json::json!({"repositories": t.repositories, "permissions": t.permissions}))
+        .collect();
+    let push = serde_json::json!({"repositories": ["calc"], "permissions": {"contents": "write", "metadata": "read"}});
+    assert_eq!(
+        minted.iter().filter(|t| **t == push).count(),
+        1,
+        "{minted:#?}"
+    );
+    for token in &minted {
+        assert_eq!(
+            token["repositories"],
+            serde_json::json!(["calc"]),
+            "scoped: {token}"
+        );
+        let p = &token["permissions"];
+        let writes_contents = p["contents"] == "write";
+        let touches_threads = !p["issues"].is_null() || !p["pull_requests"].is_null();
+        assert!(!(writes_contents && touches_threads), "{token}");
+    }
+    s.stop().await;
+}
