@@ -13,6 +13,7 @@ pub mod github;
 pub mod llm;
 pub mod model;
 pub mod prompts;
+pub mod redact;
 pub mod replay;
 pub mod server;
 pub mod service;

@@ -137,6 +137,10 @@ fn github_app(
         app_id: config.github.app_id,
         private_key: config.github.private_key.clone(),
         dry_run,
+        redactor: crate::redact::Redactor::with_operator_secrets(
+            config.github.webhook_secret.as_ref(),
+            config.llm.as_ref().and_then(|l| l.api_key.as_ref()),
+        ),
         ..GitHubSettings::default()
     };
     let github = GitHubApp::new(settings, store.clock().clone(), Some(Arc::new(recorder)))

@@ -309,6 +309,10 @@ fn snapshot_diagnosis_other_reasons() {
         FailureReason::AgentError {
             message: "timed out after 1800 s".to_owned(),
         },
+        FailureReason::PushRefused {
+            detail: "HEAD moved after verification (verified 8e01947a, HEAD is 1a10282f)"
+                .to_owned(),
+        },
     ];
     let all: Vec<String> = reasons
         .into_iter()

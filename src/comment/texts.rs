@@ -67,6 +67,8 @@ pub enum FailureReason {
     BaselineBroken { detail: String },
     /// The next step would exceed the run's budget.
     BudgetExceeded(BudgetExceeded),
+    /// The worktree was not the verified commit at the push.
+    PushRefused { detail: String },
     /// The agent failed (non-zero exit, timeout, unreadable output).
     AgentError { message: String },
 }
@@ -196,6 +198,11 @@ fn reason_text(reason: &FailureReason) -> String {
             markdown::inline(detail, 1_000)
         ),
         FailureReason::BudgetExceeded(b) => budget_sentence(b),
+        FailureReason::PushRefused { detail } => format!(
+            "the push was refused: {}. closer pushes only the commit verification checked, \
+             from a clean worktree; a retry verifies again.",
+            markdown::inline(detail, 1_000)
+        ),
         FailureReason::AgentError { message } => {
             format!("the agent failed: {}", markdown::inline(message, 1_000))
         }

@@ -1,6 +1,8 @@
 //! The built-in `no_secrets` scanner: private keys, GitHub / Slack / AWS /
 //! OpenAI-style (and Anthropic) tokens, and high-entropy values assigned to
-//! names that say secret, over the lines a run added.
+//! names that say secret, over the lines a run added — and, through
+//! [`find_in_text`], for the outgoing filter (`crate::redact`) over every
+//! text closer sends out.
 //!
 //! A finding names the file, the line and the kind, never the value: the
 //! evidence goes into comments and logs, where the secret must not.
@@ -171,6 +173,45 @@ pub fn scan_text(text: &str) -> Vec<SecretKind> {
     kinds
 }
 
+/// A private key block, header to footer (or to the end of the text when
+/// the footer is missing), for redaction: the header alone is what
+/// [`scan_text`] needs, but the body is the secret.
+static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----|\z)",
+    )
+});
+
+/// Where in `text` each credential the scanner knows is, by byte range:
+/// the same patterns as [`scan_text`], a private key as its whole block and
+/// a high-entropy assignment as its value only (the name stays readable).
+pub fn find_in_text(text: &str) -> Vec<(SecretKind, std::ops::Range<usize>)> {
+    let mut found: Vec<(SecretKind, std::ops::Range<usize>)> = PRIVATE_KEY_BLOCK
+        .find_iter(text)
+        .map(|m| (SecretKind::PrivateKey, m.range()))
+        .collect();
+    for (kind, re) in PATTERNS
+        .iter()
+        .filter(|(k, _)| *k != SecretKind::PrivateKey)
+    {
+        found.extend(re.find_iter(text).map(|m| (*kind, m.range())));
+    }
+    found.extend(
+        SK_KEY
+            .find_iter(text)
+            .filter(|m| looks_random(m.as_str(), 3.5))
+            .map(|m| (SecretKind::ApiKey, m.range())),
+    );
+    found.extend(
+        ASSIGNMENT
+            .captures_iter(text)
+            .filter_map(|c| c.get(2))
+            .filter(|m| looks_random(m.as_str(), 3.5))
+            .map(|m| (SecretKind::HighEntropyAssignment, m.range())),
+    );
+    found
+}
+
 /// Every finding in the added lines.
 pub fn scan(lines: &[AddedLine]) -> Vec<SecretFinding> {
     lines
@@ -279,6 +320,27 @@ mod tests {
         for line in corpus_false() {
             assert_eq!(scan_text(line), Vec::<SecretKind>::new(), "{line:?}");
         }
+    }
+
+    #[test]
+    fn every_true_positive_is_found_where_it_is_and_no_false_one() {
+        for (line, kind) in corpus_true() {
+            let spans = find_in_text(&line);
+            assert!(
+                spans.iter().any(|(k, r)| *k == kind && !r.is_empty()),
+                "{line:?} → {spans:?}, expected {kind:?}"
+            );
+        }
+        for line in corpus_false() {
+            assert_eq!(find_in_text(line), vec![], "{line:?}");
+        }
+        let block = format!(
+            "key:\n-----BEGIN {}PRIVATE KEY-----\nMIIEow\n-----END {}PRIVATE KEY-----\ntail",
+            "RSA ", "RSA "
+        );
+        let spans = find_in_text(&block);
+        assert_eq!(&block[spans[0].1.clone()].lines().count(), &3);
+        assert!(block[spans[0].1.end..].starts_with("\ntail"));
     }
 
     #[test]

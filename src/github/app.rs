@@ -19,6 +19,7 @@ use super::transport::{ApiRequest, Transport};
 use super::types::InstallationId;
 use super::wire::{WireApp, parse};
 use crate::clock::SharedClock;
+use crate::redact::Redactor;
 
 /// GitHub's public API root.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
@@ -42,6 +43,9 @@ pub struct GitHubSettings {
     pub request_timeout: Duration,
     /// Seed for the backoff jitter; `None` seeds from the OS.
     pub jitter_seed: Option<u64>,
+    /// The outgoing filter every write's body passes through; the App adds
+    /// its key material and each installation token it mints.
+    pub redactor: Redactor,
 }
 
 impl Default for GitHubSettings {
@@ -55,6 +59,7 @@ impl Default for GitHubSettings {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             jitter_seed: None,
+            redactor: Redactor::new(),
         }
     }
 }
@@ -98,6 +103,9 @@ impl GitHubApp {
                 ));
             }
         };
+        if let Some(pem) = &settings.private_key {
+            settings.redactor.register_key_material(pem);
+        }
         let transport = Transport::new(
             &settings.api_url,
             clock,
@@ -112,6 +120,7 @@ impl GitHubApp {
                 key,
                 dry_run: settings.dry_run,
                 recorder,
+                redactor: settings.redactor,
             }),
             installations: Mutex::new(HashMap::new()),
         })
@@ -120,6 +129,11 @@ impl GitHubApp {
     /// Whether writes are recorded instead of sent.
     pub fn is_dry_run(&self) -> bool {
         self.ctx.dry_run
+    }
+
+    /// The outgoing filter of every GitHub write (shared with the LLM's).
+    pub fn redactor(&self) -> &Redactor {
+        &self.ctx.redactor
     }
 
     /// The client for one installation; the same `Arc` for every caller.

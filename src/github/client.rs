@@ -1,10 +1,14 @@
 //! One client per installation, shared behind an `Arc`: it owns that
-//! installation's token cache and routes every call through the transport
-//! (reads) or through dry run (writes, when enabled). It must never send a
-//! write in dry run, and never show its token in `Debug` or logs.
+//! installation's token caches — one per (repository, scope), so each call
+//! uses a token with the least it needs (`scope.rs`) — and routes every
+//! call through the transport (reads) or through dry run (writes, when
+//! enabled). Every write's body passes the outgoing filter
+//! (`crate::redact`) first. It must never send a write in dry run, and
+//! never show its token in `Debug` or logs.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use http::Method;
 use secrecy::SecretString;
@@ -12,11 +16,13 @@ use secrecy::SecretString;
 use super::dry_run::WriteRecorder;
 use super::error::GitHubError;
 use super::jwt::AppKey;
+use super::scope::{TokenScope, repository_of};
 use super::token::TokenCache;
-use super::transport::{ApiRequest, ApiResponse, Transport};
+use super::transport::{Api, ApiRequest, ApiResponse, Transport};
 use super::types::{InstallationId, RepoName};
 use super::wire::{WireToken, parse};
 use crate::clock::Millis;
+use crate::redact::{Channel, Redactor, SecretSource};
 
 /// What the App and all its installation clients share.
 pub(crate) struct AppContext {
@@ -25,6 +31,8 @@ pub(crate) struct AppContext {
     pub key: Option<AppKey>,
     pub dry_run: bool,
     pub recorder: Option<Arc<dyn WriteRecorder>>,
+    /// Every write's body passes through it; minted tokens are added to it.
+    pub redactor: Redactor,
 }
 
 impl AppContext {
@@ -39,6 +47,48 @@ impl AppContext {
     }
 }
 
+/// Which token a call uses: one minted for a repository and a scope, or
+/// the installation-wide one (GraphQL, which names no repository).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum TokenKey {
+    Installation,
+    Repository { name: String, scope: TokenScope },
+}
+
+impl TokenKey {
+    /// The least a request needs: reads a read token for its repository,
+    /// writes a write token (which cannot push).
+    fn for_request(req: &ApiRequest) -> TokenKey {
+        let name = match req.api {
+            Api::GraphQl => None,
+            Api::Rest => repository_of(&req.path),
+        };
+        let Some(name) = name else {
+            return TokenKey::Installation;
+        };
+        let scope = match req.method {
+            Method::GET | Method::HEAD => TokenScope::Read,
+            _ => TokenScope::Write,
+        };
+        TokenKey::Repository {
+            name: name.to_owned(),
+            scope,
+        }
+    }
+
+    /// The token exchange's body: the one repository, the scope's
+    /// permissions; none for the installation-wide token.
+    fn exchange_body(&self) -> Option<serde_json::Value> {
+        match self {
+            TokenKey::Installation => None,
+            TokenKey::Repository { name, scope } => Some(serde_json::json!({
+                "repositories": [name],
+                "permissions": scope.permissions(),
+            })),
+        }
+    }
+}
+
 /// The GitHub API as one installation of the App sees it. Get it from
 /// [`GitHubApp::installation`](super::GitHubApp::installation); the operations
 /// live in `issues.rs`, `comments.rs`, `labels.rs`, `pulls.rs`, `repos.rs`,
@@ -47,7 +97,8 @@ pub struct InstallationClient {
     id: InstallationId,
     label: String,
     ctx: Arc<AppContext>,
-    tokens: TokenCache,
+    /// One cache per (repository, scope), and the installation-wide one.
+    tokens: Mutex<HashMap<TokenKey, Arc<TokenCache>>>,
 }
 
 impl fmt::Debug for InstallationClient {
@@ -65,7 +116,7 @@ impl InstallationClient {
             id,
             label: id.to_string(),
             ctx,
-            tokens: TokenCache::default(),
+            tokens: Mutex::new(HashMap::new()),
         }
     }
 
@@ -89,38 +140,79 @@ impl InstallationClient {
         self.ctx.transport.clock().now_ms()
     }
 
-    /// A valid installation token (for `git push`), exchanged on first use
-    /// and refreshed when less than five minutes are left.
+    /// A valid installation-wide token (every repository and permission of
+    /// the installation), exchanged on first use and refreshed when less
+    /// than five minutes are left. Prefer [`Self::token_for`].
     pub async fn token(&self) -> Result<SecretString, GitHubError> {
-        let now = self.ctx.transport.clock().now_ms();
-        self.tokens.get(now, || self.exchange()).await
+        self.token_by(TokenKey::Installation).await
     }
 
-    /// POST /app/installations/{id}/access_tokens with the App JWT.
-    async fn exchange(&self) -> Result<(SecretString, Millis), GitHubError> {
+    /// A valid token for `repo` alone with `scope`'s permissions: `Read` to
+    /// clone and fetch, `Push` to push the run's branch.
+    pub async fn token_for(
+        &self,
+        repo: &RepoName,
+        scope: TokenScope,
+    ) -> Result<SecretString, GitHubError> {
+        self.token_by(TokenKey::Repository {
+            name: repo.name().to_owned(),
+            scope,
+        })
+        .await
+    }
+
+    async fn token_by(&self, key: TokenKey) -> Result<SecretString, GitHubError> {
+        let now = self.ctx.transport.clock().now_ms();
+        self.cache(&key).get(now, || self.exchange(&key)).await
+    }
+
+    fn cache(&self, key: &TokenKey) -> Arc<TokenCache> {
+        let mut caches = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        caches.entry(key.clone()).or_default().clone()
+    }
+
+    /// POST /app/installations/{id}/access_tokens with the App JWT, for the
+    /// key's repository and permissions.
+    async fn exchange(&self, key: &TokenKey) -> Result<(SecretString, Millis), GitHubError> {
         let jwt = self.ctx.jwt()?;
         // Repeating an exchange is harmless: it only mints another token.
-        let req = ApiRequest::new(
+        let mut req = ApiRequest::new(
             Method::POST,
             format!("/app/installations/{}/access_tokens", self.id),
         )
         .repeatable();
-        let resp = self.ctx.transport.send(&req, &jwt, &self.label).await?;
+        req.body = key.exchange_body();
+        let resp = match self.ctx.transport.send(&req, &jwt, &self.label).await {
+            // GitHub refuses to mint a token for a repository the
+            // installation does not cover: to the caller, it is not there.
+            Err(GitHubError::Validation { .. }) if *key != TokenKey::Installation => {
+                return Err(GitHubError::NotFound);
+            }
+            other => other?,
+        };
         let token: WireToken = parse(&resp.body, "installation token")?;
         let expires_at = chrono::DateTime::parse_from_rfc3339(&token.expires_at)
             .map_err(|e| GitHubError::Decode(format!("token expires_at: {e}")))?
             .timestamp_millis();
-        tracing::debug!(installation = %self.id, expires_at, "installation token exchanged");
-        Ok((SecretString::from(token.token), expires_at))
+        tracing::debug!(installation = %self.id, ?key, expires_at, "installation token exchanged");
+        let token = SecretString::from(token.token);
+        self.ctx.redactor.register_until(
+            SecretSource::InstallationToken,
+            &token,
+            expires_at,
+            self.now_ms(),
+        );
+        Ok((token, expires_at))
     }
 
     /// Sends a read (or any request that must really be sent).
     pub(crate) async fn send(&self, req: ApiRequest) -> Result<ApiResponse, GitHubError> {
-        let token = self.token().await?;
+        let key = TokenKey::for_request(&req);
+        let token = self.token_by(key.clone()).await?;
         let result = self.ctx.transport.send(&req, &token, &self.label).await;
         if matches!(result, Err(GitHubError::Unauthorized)) {
             // The token was revoked or expired early: the next call exchanges anew.
-            self.tokens.clear().await;
+            self.cache(&key).clear().await;
         }
         result
     }
@@ -136,8 +228,16 @@ impl InstallationClient {
         }
     }
 
-    /// Sends a write, or in dry run records it and returns `None`.
-    pub(crate) async fn write(&self, req: ApiRequest) -> Result<Option<ApiResponse>, GitHubError> {
+    /// Sends a write, or in dry run records it and returns `None`. Its body
+    /// passes the outgoing filter first: this is the one door every
+    /// comment, issue and pull request text goes out through.
+    pub(crate) async fn write(
+        &self,
+        mut req: ApiRequest,
+    ) -> Result<Option<ApiResponse>, GitHubError> {
+        if let Some(body) = req.body.as_mut() {
+            self.ctx.redactor.redact_json(Channel::GitHub, body);
+        }
         if !self.ctx.dry_run {
             return self.send(req).await.map(Some);
         }

@@ -16,6 +16,7 @@ pub mod projects;
 mod pulls;
 mod repos;
 pub mod retry;
+pub mod scope;
 mod token;
 mod transport;
 pub mod types;
@@ -34,4 +35,5 @@ pub use models::{
 };
 pub use projects::{Board, DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
 pub use retry::RetrySettings;
+pub use scope::TokenScope;
 pub use token::REFRESH_MARGIN;

@@ -7,12 +7,14 @@
 //! Backends retry only what is transient (timeouts, connection errors, 5xx,
 //! 429); an answer that is JSON but does not fit the schema is returned as it
 //! is, because deciding what to do with it (the completion check's retry prompt) is the
-//! caller's business. The API key is a `SecretString` and must never reach a
+//! caller's business. The engine holds its client wrapped in
+//! [`redacting::Redacting`], the outgoing filter of every request. The API key is a `SecretString` and must never reach a
 //! log line, an error text or a `Debug` output.
 
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod redacting;
 pub mod strict_schema;
 
 use std::future::Future;

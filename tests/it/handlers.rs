@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 fn env(dir: &Path) -> HandlerEnv {
     HandlerEnv {
         worktree: dir.to_path_buf(),
+        scripts: dir.to_path_buf(),
         env: minimal_env(dir),
         timeout: Duration::from_millis(800),
         jail: None,

@@ -390,6 +390,7 @@ fn issue(body: &str) -> IssueContext {
 fn judge_ctx(llm: Arc<dyn LlmClient>, body: &str) -> JudgeContext {
     let env = HandlerEnv {
         worktree: std::env::temp_dir(),
+        scripts: std::env::temp_dir(),
         env: vec![],
         timeout: Duration::from_secs(5),
         jail: None,

@@ -12,6 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use super::view::hidden_inside;
 use super::{Backend, Jail, Network};
 
 /// The user a sandboxed process is when closer runs as root.
@@ -77,8 +78,7 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     a.flags(&[
         "--proc", "/proc", "--dev", "/dev", "--size", TMP_BYTES, "--tmpfs", "/tmp",
     ]);
-    let shared_ro = jail.shared_read_only().iter().chain(program);
-    for dir in shared_ro {
+    for dir in jail.shared_read_only() {
         a.bind("--ro-bind", dir);
     }
     for dir in jail.shared_read_write() {
@@ -87,7 +87,15 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     for hidden in jail.hidden() {
         a.mask(hidden);
     }
-    for dir in &jail.view.read_only {
+    // The program's installation may sit in a hidden directory (a custom
+    // handler closer copied from the base commit into its data directory):
+    // it is shown after the masks, unless it would show something hidden.
+    for dir in jail
+        .view
+        .read_only
+        .iter()
+        .chain(program.iter().filter(|d| shows_nothing_hidden(jail, d)))
+    {
         a.bind("--ro-bind", dir);
     }
     for dir in &jail.view.read_write {
@@ -103,6 +111,12 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     a.path("--chdir", cwd);
     a.flags(&["--"]);
     a.0
+}
+
+/// True when `dir` neither is nor contains one of closer's hidden paths.
+pub fn shows_nothing_hidden(jail: &Jail, dir: &Path) -> bool {
+    let hidden = jail.hidden();
+    hidden_inside(dir, hidden).is_empty() && !hidden.iter().any(|h| h == dir)
 }
 
 #[derive(Default)]

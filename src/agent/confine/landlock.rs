@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::bwrap::shows_nothing_hidden;
 use super::view::{hidden_inside, is_hidden};
 use super::{Backend, Jail, Network};
 
@@ -141,8 +142,11 @@ impl Ruleset {
             fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
         };
         let hidden = jail.hidden();
-        for dir in jail.shared_read_only().iter().chain(program) {
+        for dir in jail.shared_read_only() {
             ruleset.allow(dir, READ, hidden)?;
+        }
+        for dir in program.iter().filter(|d| shows_nothing_hidden(jail, d)) {
+            ruleset.add(dir, READ)?;
         }
         ruleset.allow(Path::new("/proc"), READ_FILE | READ_DIR, hidden)?;
         for dir in jail.shared_read_write() {

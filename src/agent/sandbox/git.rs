@@ -9,6 +9,7 @@
 //! remote asks. It is never in an environment variable (readable in
 //! `/proc/<pid>/environ` for as long as the process lives), on a command
 //! line, or in a config file, and it is redacted from any error text.
+//! Output past the cap is an error (`Truncated`), never a silent cut.
 
 use std::io::Write as _;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -21,8 +22,10 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::agent::process::{self, BaseEnv, ProcessSpec};
 
-/// Git output larger than this is cut (a diff of a huge change).
-const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
+/// The most output closer reads from one git command (a diff of a huge
+/// change). More is an error, never a silent cut: a diff, a status or a log
+/// read in part would be judged as if it were whole.
+pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 
 /// A git command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +36,10 @@ pub enum GitError {
     TimedOut { args: String },
     #[error("could not run git: {0}")]
     Spawn(String),
+    #[error(
+        "git {args} printed more than closer reads ({cap} bytes): its output is not used cut short"
+    )]
+    Truncated { args: String, cap: usize },
 }
 
 /// How closer runs git: the base environment and a deadline per command.
@@ -40,11 +47,22 @@ pub enum GitError {
 pub struct GitRunner {
     base: BaseEnv,
     timeout: Duration,
+    output_cap: usize,
 }
 
 impl GitRunner {
     pub fn new(base: BaseEnv, timeout: Duration) -> Self {
-        GitRunner { base, timeout }
+        GitRunner {
+            base,
+            timeout,
+            output_cap: GIT_OUTPUT_CAP,
+        }
+    }
+
+    /// The same runner reading at most `cap` bytes of each command's output.
+    pub fn with_output_cap(mut self, cap: usize) -> Self {
+        self.output_cap = cap;
+        self
     }
 
     /// `git <args>` in `cwd`; stdout on success.
@@ -97,7 +115,7 @@ impl GitRunner {
             env,
             stdin: None,
             timeout: self.timeout,
-            max_output_bytes: GIT_OUTPUT_CAP,
+            max_output_bytes: self.output_cap,
             jail: None,
             fd3,
         };
@@ -122,6 +140,12 @@ impl GitRunner {
             return Err(GitError::Failed {
                 args: shown,
                 detail: format!("exit {:?}: {detail}", output.exit_code),
+            });
+        }
+        if output.stdout.truncated() {
+            return Err(GitError::Truncated {
+                args: shown,
+                cap: self.output_cap,
             });
         }
         Ok(output.stdout.text)

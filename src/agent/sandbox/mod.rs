@@ -8,9 +8,11 @@
 //! `origin` is configured), not into files, logs or the agent's environment.
 //! Pushing is closer's job, done here with the token at push time.
 
+pub mod base_file;
 pub mod commit;
 pub mod git;
 pub mod lock;
+pub mod verified;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -81,6 +83,8 @@ pub enum SandboxError {
     NoDefaultBranch,
     #[error("git placed the worktree's metadata somewhere unexpected: {0}")]
     UnexpectedLayout(String),
+    #[error("{0}")]
+    BaseFile(String),
 }
 
 /// Settings of the sandbox.

@@ -1,9 +1,12 @@
-//! `custom`: the repository's own executable decides. It runs in the
-//! worktree with the same scrubbed environment as agents and a timeout, gets
-//! the iteration summary as JSON on stdin and must print
-//! `{"complete": bool, "description": string}` on stdout. Anything else — a
-//! crash, a hang, output that is not that JSON — is an ERROR verdict with the
-//! reason, never "complete". The path is checked to stay inside the worktree.
+//! `custom`: the repository's own executable decides. The script is the one
+//! in the run's base commit, copied by closer outside the worktree
+//! (`HandlerEnv::scripts`), so an agent that rewrites it in its worktree
+//! changes nothing. It runs in the worktree with the same scrubbed
+//! environment as agents and a timeout, gets the iteration summary as JSON
+//! on stdin and must print `{"complete": bool, "description": string}` on
+//! stdout. Anything else — a crash, a hang, output that is not that JSON —
+//! is an ERROR verdict with the reason, never "complete". The path is
+//! checked to stay inside the scripts directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -44,7 +47,7 @@ pub struct CustomHandler {
 }
 
 impl CustomHandler {
-    /// `path` is relative to the worktree.
+    /// `path` is relative to the repository (resolved in `env.scripts`).
     pub fn new(path: &str, env: HandlerEnv) -> Self {
         Self {
             path: path.to_owned(),
@@ -52,13 +55,14 @@ impl CustomHandler {
         }
     }
 
-    /// The executable, resolved inside the worktree (symlinks included).
+    /// The executable, resolved inside the scripts directory (symlinks
+    /// included).
     fn program(&self) -> Result<PathBuf, String> {
         let root = self
             .env
-            .worktree
+            .scripts
             .canonicalize()
-            .map_err(|e| format!("the worktree is not accessible: {e}"))?;
+            .map_err(|e| format!("the handler's directory is not accessible: {e}"))?;
         let full = root
             .join(Path::new(&self.path))
             .canonicalize()

@@ -215,8 +215,12 @@ fn goals_block(goals: &[GoalOutcome]) -> Option<String> {
 /// What the `custom` handler needs from the run.
 #[derive(Debug, Clone)]
 pub struct HandlerEnv {
-    /// The worktree the handler path is relative to, and its working directory.
+    /// The handler's working directory.
     pub worktree: PathBuf,
+    /// Where the `custom` handler's path is resolved: a copy of the base
+    /// commit's files made by closer, outside the worktree — never the
+    /// worktree the agent writes.
+    pub scripts: PathBuf,
     /// The environment it sees (the same scrubbed one as agents).
     pub env: Vec<(String, String)>,
     /// Its wall-clock limit.

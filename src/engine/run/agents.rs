@@ -1,6 +1,7 @@
 //! The operator's agents as the engine runs them: a repository names one,
 //! it gets the operator's `pass_env` values (read once at start) and the
-//! scrubbed base environment, and a stop of the run kills it.
+//! scrubbed base environment, and a stop of the run kills it. Every value it
+//! passes is held by the outgoing filter, so none comes back out.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use crate::agent::confine::Confinement;
 use crate::agent::outcome::AgentFailure;
 use crate::agent::process::BaseEnv;
 use crate::config::agents::{AgentConfig, Agents};
+use crate::redact::{Redactor, SecretSource};
 
 /// The operator's agents.
 pub struct AgentRunner {
@@ -27,8 +29,9 @@ impl AgentRunner {
         base_env: BaseEnv,
         confinement: Confinement,
         progress_every: Option<std::time::Duration>,
+        redactor: &Redactor,
     ) -> AgentRunner {
-        let passed_env = agents
+        let passed_env: BTreeMap<String, BTreeMap<String, String>> = agents
             .iter()
             .map(|(name, config)| {
                 (
@@ -37,6 +40,11 @@ impl AgentRunner {
                 )
             })
             .collect();
+        // What an agent is given must not come back out in a comment or a
+        // prompt: every value joins the outgoing filter.
+        for value in passed_env.values().flat_map(BTreeMap::values) {
+            redactor.register(SecretSource::AgentEnv, &value.clone().into());
+        }
         AgentRunner {
             agents,
             passed_env,

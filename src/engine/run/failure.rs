@@ -40,6 +40,11 @@ pub enum RunFailure {
         used_usd: f64,
         max_usd: f64,
     },
+    /// The worktree was not the commit verification checked, so it was
+    /// not pushed.
+    PushRefused {
+        detail: String,
+    },
     /// The agent, the LLM or the setup failed.
     Error {
         message: String,
@@ -66,6 +71,9 @@ impl RunFailure {
                     max_usd: *max_usd,
                 })
             }
+            RunFailure::PushRefused { detail } => FailureReason::PushRefused {
+                detail: detail.clone(),
+            },
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
@@ -82,6 +90,7 @@ impl RunFailure {
             RunFailure::CostBudget { used_usd, max_usd } => {
                 format!("cost budget (${used_usd:.2} of ${max_usd:.2})")
             }
+            RunFailure::PushRefused { detail } => format!("push refused: {detail}"),
             RunFailure::Error { message } => message.clone(),
         })
     }
@@ -208,6 +217,9 @@ mod tests {
             RunFailure::CostBudget {
                 used_usd: 0.75,
                 max_usd: 0.5,
+            },
+            RunFailure::PushRefused {
+                detail: "HEAD moved".into(),
             },
             RunFailure::Error {
                 message: "no LLM".into(),

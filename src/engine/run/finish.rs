@@ -4,11 +4,13 @@
 //! the merge. A `read_info`/`report` run posts its answer instead and closes.
 //!
 //! The pull request is found again by its head branch, so a repeated step
-//! never opens a second one.
+//! never opens a second one. Nothing is pushed but the commit verification
+//! checked, from a clean worktree (`agent::sandbox::verified`).
 
 use super::context::RunContext;
 use super::data::IterationRecord;
-use super::{Engine, EngineError};
+use super::failure::RunFailure;
+use super::{Engine, EngineError, other};
 use crate::comment::{self, CommitRow, FileRow, PullRequestView, VerificationView};
 use crate::config::repo::CloseOn;
 use crate::github::{NewPullRequest, PullEdit, PullState, StateReason};
@@ -26,6 +28,20 @@ impl Engine {
             return self.complete(ctx).await;
         }
         let worktree = self.workspace.existing_or_prepare(ctx).await?;
+        // What is pushed is exactly what verification checked.
+        let verified = last
+            .as_ref()
+            .and_then(|r| r.verification.as_ref())
+            .map(|v| v.artifacts.head.as_str());
+        let sandbox = self.workspace.sandbox();
+        if let Some(refusal) = sandbox
+            .push_refusal(&worktree, verified)
+            .await
+            .map_err(other)?
+        {
+            let detail = refusal.to_string();
+            return self.fail(ctx, RunFailure::PushRefused { detail }).await;
+        }
         self.workspace.push(ctx, &worktree).await?;
         let number = self.open_pull_request(ctx, task, last.as_ref()).await?;
         ctx.run.pull_request = Some(number);

@@ -20,6 +20,7 @@ use crate::agent::confine::{Kind, View};
 use crate::agent::outcome::AgentFailure;
 use crate::agent::sandbox::Worktree;
 use crate::config::agents::AgentConfig;
+use crate::config::repo::CompletionType;
 use crate::engine::artifacts::Artifacts;
 use crate::engine::baseline::Baseline;
 use crate::engine::completion_check::{CompletionCheck, PreviousCheck};
@@ -121,8 +122,18 @@ impl Engine {
         // Never less than an iteration: a HOME in use is never swept.
         let keep = Duration::from_secs(agent.keep_home_secs.max(agent.timeout_secs + 60));
         self.workspace.sweep_homes(keep).await;
+        let completion = &ctx.config.completion;
+        let handler_path = match completion.kind {
+            CompletionType::Custom => completion.handler.as_deref(),
+            _ => None,
+        };
+        let scripts = self
+            .workspace
+            .handler_scripts(&ctx.run.id, &worktree, handler_path)
+            .await?;
         let handler_env = HandlerEnv {
             worktree: worktree.path.clone(),
+            scripts,
             env: self.agents.base_env().vars().into_iter().collect(),
             timeout: Duration::from_secs(agent.timeout_secs),
             jail: Some(self.agents.confinement().jail(

@@ -234,6 +234,12 @@ impl Engine {
         ready: Arc<Notify>,
     ) -> Arc<Engine> {
         let runs = runs::Runs::new(store, ready, settings.max_attempts, settings.recheck_after);
+        // One outgoing filter for GitHub and the LLM: the App's, which
+        // holds its key and the tokens it mints; the agents' values join it.
+        let redactor = github.redactor().clone();
+        let llm = settings
+            .llm
+            .map(|llm| crate::llm::redacting::Redacting::wrap(llm, redactor.clone()));
         let github = github::GitHubAccess::new(github);
         Arc::new(Engine {
             status: status::StatusPublisher::new(
@@ -246,7 +252,7 @@ impl Engine {
             github,
             workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),
             checks: checks::Checks::new(
-                settings.llm,
+                llm,
                 &settings.base_env,
                 &settings.confinement,
                 settings.data_dir.join("goals"),
@@ -256,6 +262,7 @@ impl Engine {
                 settings.base_env,
                 settings.confinement.clone(),
                 settings.progress_every,
+                &redactor,
             ),
             budget: budget::Budget {
                 max_tokens_per_run: settings.max_tokens_per_run,

@@ -1,6 +1,7 @@
 //! Where a run's work happens: the mirror and the run's worktree (through
 //! the sandbox), where its repository comes from (the clone URL, with a
-//! token for http(s)), the scratch directory for prompt files, and each
+//! token for http(s)), the scratch directory for prompt files, the copy of
+//! the base commit's completion handler (outside the worktree), and each
 //! run's own HOME for its agent (kept a while after last use, then swept).
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use super::{EngineError, other};
 use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
+use crate::github::TokenScope;
 use crate::model::RunId;
 
 /// The identity of the commits closer makes.
@@ -22,6 +24,7 @@ pub struct Workspace {
     sandbox: Sandbox,
     scratch: PathBuf,
     homes: PathBuf,
+    handlers: PathBuf,
 }
 
 impl Workspace {
@@ -36,6 +39,7 @@ impl Workspace {
             }),
             scratch: data_dir.join("scratch"),
             homes: data_dir.join("homes"),
+            handlers: data_dir.join("handlers"),
         }
     }
 
@@ -53,8 +57,39 @@ impl Workspace {
         self.homes.join(run.as_str())
     }
 
-    /// Where the repository is cloned from, with the token for http(s).
-    pub async fn source(&self, ctx: &RunContext) -> Result<RepoSource, EngineError> {
+    /// The run's completion-handler directory, made afresh: `handler` (a
+    /// repository path), when given, copied from the base commit. A handler
+    /// that cannot be copied is logged and left out, so the handler's
+    /// verdict says it cannot be found; the worktree's copy is never used.
+    pub async fn handler_scripts(
+        &self,
+        run: &RunId,
+        worktree: &Worktree,
+        handler: Option<&str>,
+    ) -> Result<PathBuf, EngineError> {
+        let dir = self.handlers.join(run.as_str());
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(other(e)),
+        }
+        tokio::fs::create_dir_all(&dir).await.map_err(other)?;
+        if let Some(path) = handler
+            && let Err(e) = self.sandbox.copy_from_base(worktree, path, &dir).await
+        {
+            tracing::warn!(run = %run, error = %e, "completion handler not copied from the base commit");
+        }
+        Ok(dir)
+    }
+
+    /// Where the repository is cloned from, with a token for http(s)
+    /// minted for this repository alone and `scope` (read to fetch, push
+    /// to push).
+    pub async fn source(
+        &self,
+        ctx: &RunContext,
+        scope: TokenScope,
+    ) -> Result<RepoSource, EngineError> {
         let run = &ctx.run;
         let (url, branch) = match (&run.clone_url, &run.default_branch) {
             (Some(u), Some(b)) => (u.clone(), b.clone()),
@@ -67,7 +102,7 @@ impl Workspace {
             }
         };
         let token = match url.starts_with("http") {
-            true => Some(ctx.client.token().await?),
+            true => Some(ctx.client.token_for(ctx.repo(), scope).await?),
             false => None,
         };
         Ok(RepoSource {
@@ -79,7 +114,7 @@ impl Workspace {
 
     /// The run's worktree, made (or found again) from the mirror.
     pub async fn prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
-        let source = self.source(ctx).await?;
+        let source = self.source(ctx, TokenScope::Read).await?;
         self.sandbox
             .prepare(
                 &source,
@@ -109,7 +144,7 @@ impl Workspace {
             ctx.client.record_push(ctx.repo(), &worktree.branch, &head);
             return Ok(());
         }
-        let source = self.source(ctx).await?;
+        let source = self.source(ctx, TokenScope::Push).await?;
         self.sandbox.push(worktree, &source).await.map_err(other)
     }
 
@@ -143,8 +178,10 @@ impl Workspace {
         }
     }
 
-    /// Removes the run's worktree; a failure is logged, not fatal.
+    /// Removes the run's worktree and handler copy; a failure is logged,
+    /// not fatal.
     pub async fn remove(&self, worktree: &Worktree, run: &RunId) {
+        let _ = tokio::fs::remove_dir_all(self.handlers.join(run.as_str())).await;
         if let Err(e) = self.sandbox.remove(worktree, run.as_str()).await {
             tracing::warn!(run = %run, error = %e, "worktree not removed");
         }

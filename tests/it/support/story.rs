@@ -38,7 +38,10 @@ use super::fake_github::state::{FakeComment, FakeUser};
 use super::fake_llm::FakeLlm;
 use super::git::Origin;
 
-const SECRET: &str = "story secret";
+/// The webhook secret the stories sign with.
+pub const SECRET: &str = "story secret";
+/// The LLM key the stories' engine holds.
+pub const LLM_KEY: &str = "sk-test-story-key";
 pub const INSTALLATION: i64 = 77;
 pub const REPO: &str = "octo/calc";
 /// The maintainer who opens issues (has `write`).
@@ -281,6 +284,11 @@ impl Story {
                     dry_run: self.dry_run.is_some(),
                     retry: self.timing.github_retry.clone(),
                     request_timeout: self.timing.github_timeout,
+                    // As `closer serve` starts it.
+                    redactor: closer::redact::Redactor::with_operator_secrets(
+                        Some(&SecretString::from(SECRET)),
+                        Some(&SecretString::from(LLM_KEY)),
+                    ),
                     ..GitHubSettings::default()
                 },
                 closer::clock::system(),
@@ -293,7 +301,7 @@ impl Story {
         let mut llm_settings = LlmSettings::new(
             Provider::Openai,
             &self.llm.openai_url(),
-            SecretString::from("sk-test"),
+            SecretString::from(LLM_KEY),
             "test-model",
         );
         llm_settings.retry.max_attempts = 1;

@@ -127,6 +127,27 @@ impl FakeGitHub {
         self.with(|st| st.token_ttl = ttl);
     }
 
+    /// Every token minted, oldest first, with what it was minted for.
+    pub fn issued_tokens(&self) -> Vec<(String, state::IssuedToken)> {
+        self.with(|st| {
+            st.token_log
+                .iter()
+                .filter_map(|t| st.tokens.get(t).map(|i| (t.clone(), i.clone())))
+                .collect()
+        })
+    }
+
+    /// Serves the bare repository at `bare` over git's smart HTTP (tokens
+    /// checked like GitHub's) and makes that the repository's `clone_url`.
+    pub fn serve_git(&self, repo: &RepoName, bare: &std::path::Path) -> String {
+        let url = format!("{}/git/{repo}.git", self.url);
+        self.with(|st| {
+            st.git_roots.insert(repo.to_string(), bare.to_path_buf());
+            st.repo_mut(&repo.to_string()).clone_url = url.clone();
+        });
+        url
+    }
+
     /// How many tokens were exchanged.
     pub fn token_exchanges(&self) -> u32 {
         self.with(|st| st.token_exchanges)

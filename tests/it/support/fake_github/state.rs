@@ -68,6 +68,11 @@ pub struct Installation {
 pub struct IssuedToken {
     pub installation: i64,
     pub expires_at: Millis,
+    /// The repository names it was minted for (`None`: all the
+    /// installation's).
+    pub repositories: Option<BTreeSet<String>>,
+    /// The permissions it was minted with (`None`: all the App's).
+    pub permissions: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -214,6 +219,10 @@ pub struct State {
     pub app: AppIdentity,
     pub installations: BTreeMap<i64, Installation>,
     pub tokens: HashMap<String, IssuedToken>,
+    /// The tokens in the order they were minted.
+    pub token_log: Vec<String>,
+    /// Repositories served over git's smart HTTP: `owner/name` → bare repo.
+    pub git_roots: BTreeMap<String, std::path::PathBuf>,
     pub token_ttl: Duration,
     pub token_exchanges: u32,
     pub repos: BTreeMap<String, Repo>,
@@ -233,6 +242,8 @@ impl State {
             app,
             installations: BTreeMap::new(),
             tokens: HashMap::new(),
+            token_log: Vec::new(),
+            git_roots: BTreeMap::new(),
             token_ttl: Duration::from_secs(3600),
             token_exchanges: 0,
             repos: BTreeMap::new(),

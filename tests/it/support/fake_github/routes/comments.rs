@@ -26,7 +26,7 @@ pub async fn list(
     Query(page): Query<Page>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "read"))?;
     let repo = st.repo(&full);
     if !repo.issues.contains_key(&number) {
         return Err(auth::not_found());
@@ -53,7 +53,7 @@ pub async fn create(
     let request = body(&bytes)?;
     let text = required_str(&request, "IssueComment", "body")?.to_owned();
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     if !st.repo(&full).issues.contains_key(&number) {
         return Err(auth::not_found());
     }
@@ -85,7 +85,7 @@ pub async fn edit(
     let request = body(&bytes)?;
     let text = required_str(&request, "IssueComment", "body")?.to_owned();
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     let now = st.now();
     let comment = st
         .repo_mut(&full)
@@ -111,7 +111,7 @@ pub async fn react(
     let request = body(&bytes)?;
     let content = required_str(&request, "Reaction", "content")?.to_owned();
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     if !st.repo(&full).comments.contains_key(&id) {
         return Err(auth::not_found());
     }

@@ -17,7 +17,7 @@ pub async fn get_issue(
     Path((owner, name, number)): Path<(String, String, u64)>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "read"))?;
     let repo = st.repo(&full);
     let issue = repo.issues.get(&number).ok_or_else(auth::not_found)?;
     Ok(reply(
@@ -34,7 +34,7 @@ pub async fn edit_issue(
 ) -> Answer {
     let edit = body(&bytes)?;
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     let now = st.now();
     let repo = st.repo_mut(&full);
     let issue = repo.issues.get_mut(&number).ok_or_else(auth::not_found)?;
@@ -97,7 +97,7 @@ pub async fn add_labels(
         None => return Err(invalid("Label", "labels", "missing_field")),
     };
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     let ids: Vec<u64> = names.iter().map(|_| st.take_id()).collect();
     let repo = st.repo_mut(&full);
     if !repo.issues.contains_key(&number) {
@@ -140,7 +140,7 @@ pub async fn remove_label(
     Path((owner, name, number, label)): Path<(String, String, u64, String)>,
 ) -> Answer {
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     let repo = st.repo_mut(&full);
     let issue = repo.issues.get_mut(&number).ok_or_else(auth::not_found)?;
     let before = issue.labels.len();
@@ -171,7 +171,7 @@ pub async fn react(
     let request = body(&bytes)?;
     let content = required_str(&request, "Reaction", "content")?.to_owned();
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     if !st.repo(&full).issues.contains_key(&number) {
         return Err(auth::not_found());
     }

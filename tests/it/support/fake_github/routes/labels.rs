@@ -17,7 +17,7 @@ pub async fn list(
     Path((owner, name)): Path<(String, String)>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "read"))?;
     let repo = st.repo(&full);
     let labels: Vec<Value> = repo
         .labels
@@ -48,7 +48,7 @@ pub async fn create(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     if st
         .repo(&full)
         .labels

@@ -3,6 +3,7 @@
 
 mod app;
 mod comments;
+mod git;
 mod graphql;
 mod issues;
 mod labels;
@@ -17,7 +18,7 @@ use axum::extract::{Request, State as AxumState};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{any, delete, get, patch, post};
 use serde_json::{Value, json};
 
 use super::faults::{self, Fault};
@@ -44,6 +45,7 @@ pub fn router(fake: Fake) -> Router {
         .merge(api)
         .route("/graphql", post(graphql::handle))
         .route("/api/graphql", post(graphql::handle))
+        .route("/git/{owner}/{repo}/{*rest}", any(git::handle))
         .fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(json::error("Not Found"))) })
         .layer(middleware::from_fn_with_state(fake.clone(), gate))
         .with_state(fake)

@@ -25,7 +25,7 @@ pub async fn list(
     Query(filter): Query<Filter>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "read"))?;
     let repo = st.repo(&full);
     let state = filter.state.unwrap_or_else(|| "open".into());
     let items: Vec<Value> = repo
@@ -57,7 +57,7 @@ pub async fn create(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "write"))?;
     let head = head
         .split_once(':')
         .map_or(head.clone(), |(_, b)| b.to_owned());
@@ -108,7 +108,7 @@ pub async fn get(
     Path((owner, name, number)): Path<(String, String, u64)>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "read"))?;
     let repo = st.repo(&full);
     let pull = repo.pulls.get(&number).ok_or_else(auth::not_found)?;
     Ok(reply(StatusCode::OK, json::pull(&st.base_url, repo, pull)))
@@ -122,7 +122,7 @@ pub async fn update(
 ) -> Answer {
     let edit = body(&bytes)?;
     let mut st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "write"))?;
     let now = st.now();
     let pull = st
         .repo_mut(&full)

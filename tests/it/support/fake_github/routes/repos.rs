@@ -19,7 +19,7 @@ pub async fn get_repo(
     Path((owner, name)): Path<(String, String)>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("metadata", "read"))?;
     Ok(reply(
         StatusCode::OK,
         json::repository(&st.base_url, st.repo(&full)),
@@ -39,7 +39,7 @@ pub async fn get_contents(
     Query(query): Query<RefQuery>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("contents", "read"))?;
     let repo = st.repo(&full);
     let git_ref = query.git_ref.unwrap_or_else(|| repo.default_branch.clone());
     let file = repo
@@ -86,7 +86,7 @@ pub async fn get_permission(
     Path((owner, name, user)): Path<(String, String, String)>,
 ) -> Answer {
     let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name)?;
+    let full = auth::require_repo(&st, &headers, &owner, &name, ("metadata", "read"))?;
     let role = st
         .repo(&full)
         .permissions

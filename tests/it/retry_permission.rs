@@ -1,0 +1,62 @@
+//! A retry re-checks the permission: `/closer retry` is allowed only to a
+//! user whose permission, looked up when the command comes, reaches the
+//! repository's `commands.min_permission` — not to one who merely started
+//! the run, and not to one below a raised minimum. The control: the same
+//! command from the same user, with the permission restored, resumes the run.
+
+use closer::model::RunState;
+
+use crate::support::fake_github::FakeUser;
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, MAINTAINER, Story};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_at_it() {
+    let config = format!(
+        "{CONFIG}commands: {{ min_permission: maintain }}\ncompletion:\n  max_iterations: 1\n"
+    );
+    let mut s = Story::start("retry-permission", Some(&config)).await;
+    s.github.set_permission(&s.repo, "mo", "maintain");
+    s.agent_step(1, "echo '{\"summary\": \"Not yet.\"}'\n");
+    s.agent_step(
+        2,
+        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed.\"}'\n",
+    );
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Fix add"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["type:feature"]).await;
+    s.label_as(n, "mo", "closer").await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+
+    // A writer is below `maintain`: refused, the run stays failed.
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let refusals = |s: &Story, who: &str| {
+        s.bot_comments(n)
+            .iter()
+            .filter(|c| c.body.contains(&format!("@{who}, sorry")))
+            .count()
+    };
+    assert_eq!(refusals(&s, MAINTAINER), 1);
+
+    // The user who started the run, since downgraded: refused too.
+    s.github.set_permission(&s.repo, "mo", "write");
+    s.comment_as(n, FakeUser::user("mo"), "/closer retry").await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    assert_eq!(refusals(&s, "mo"), 1);
+
+    // The control: mo at `maintain` again, the same command resumes the run.
+    s.github.set_permission(&s.repo, "mo", "maintain");
+    s.comment_as(n, FakeUser::user("mo"), "/closer retry").await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2);
+    s.stop().await;
+}

@@ -1,0 +1,118 @@
+//! What is pushed is exactly the commit verification checked: a goal the
+//! agent rewrote to commit or change a file after verification gets the
+//! push refused and the run failed with that reason; the control is the
+//! same run with a goal that changes nothing, which pushes. And git output
+//! past closer's cap is a named error, never a silent cut.
+
+use std::time::Duration;
+
+use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::git::{GitError, GitRunner};
+use closer::model::RunState;
+
+use crate::support::fake_llm::Reply;
+use crate::support::git::git;
+use crate::support::story::{CONFIG, RUN_TESTS, Story};
+
+/// The agent's step: fixes `add`, and rewrites the test runner so that,
+/// after the tests ran (during verification), it also runs `after`.
+fn fix_and_plant(after: &str) -> String {
+    let runner = RUN_TESTS.replace("exit $status\n", &format!("{after}\nexit $status\n"));
+    format!(
+        "cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n\
+         cat > run_tests.sh <<'T'\n{runner}T\n\
+         echo '{{\"summary\": \"Fixed add.\"}}'\n"
+    )
+}
+
+/// A feature run of one iteration whose goal runs `after`; the run's end.
+/// `unconfined`: under `[sandbox] mode = "none"`, where a goal can write
+/// the git metadata (in a sandbox it cannot commit at all).
+async fn run_with_goal_side_effect(
+    name: &str,
+    after: &str,
+    unconfined: bool,
+) -> (Story, RunState, String) {
+    let mut s = Story::start(name, Some(CONFIG)).await;
+    if unconfined {
+        s.kill_workers();
+        s.confinement = Some(closer::agent::confine::Confinement::unconfined());
+        s.spawn_workers();
+    }
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(1, &fix_and_plant(after));
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    let said: Vec<String> = s.bot_comments(n).into_iter().map(|c| c.body).collect();
+    (s, run.state, said.join("\n---\n"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_a_goal_makes_after_verification_is_never_pushed() {
+    let sneaky = "echo sneaky > sneaky.txt; git add sneaky.txt; git commit -q -m sneaky";
+    let (s, state, status) = run_with_goal_side_effect("push-moved", sneaky, true).await;
+    assert_eq!(state, RunState::Failed, "{}", s.journal().await);
+    assert!(
+        status.contains("the push was refused: HEAD moved after verification"),
+        "{status}"
+    );
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    assert!(s.github.pulls(&s.repo).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tracked_file_a_goal_changes_after_verification_is_never_pushed() {
+    let touch = "echo '# touched after verification' >> calc.sh";
+    let (s, state, status) = run_with_goal_side_effect("push-dirty", touch, false).await;
+    assert_eq!(state, RunState::Failed, "{}", s.journal().await);
+    assert!(
+        status.contains("the worktree changed after verification (calc.sh)"),
+        "{status}"
+    );
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_control_a_goal_that_changes_nothing_tracked_lets_the_verified_commit_through() {
+    // An untracked file a goal leaves is cleaned after verification.
+    let harmless = "echo scratch > goal-output.txt";
+    let (s, state, _) = run_with_goal_side_effect("push-clean", harmless, false).await;
+    assert_eq!(state, RunState::Done, "{}", s.journal().await);
+    let pushed = s.origin.branch_head("closer/issue-1").expect("pushed");
+    let files = git(&s.origin.bare, &["ls-tree", "--name-only", &pushed]);
+    assert!(!files.contains("goal-output.txt"), "{files}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn git_output_past_the_cap_is_a_named_error_not_a_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(dir.path().join("big.txt"), "x".repeat(10_000)).unwrap();
+    git(dir.path(), &["add", "big.txt"]);
+    let args = ["show", ":big.txt"];
+    let base = BaseEnv::from_process();
+    let capped = GitRunner::new(base.clone(), Duration::from_secs(30)).with_output_cap(4096);
+    match capped.run(dir.path(), &args).await {
+        Err(GitError::Truncated { args, cap }) => {
+            assert_eq!((args.as_str(), cap), ("show :big.txt", 4096));
+        }
+        other => panic!("expected Truncated, got {other:?}"),
+    }
+    // The control: with room for it, the same command gives all of it.
+    let roomy = GitRunner::new(base, Duration::from_secs(30)).with_output_cap(20_000);
+    assert_eq!(roomy.run(dir.path(), &args).await.unwrap().len(), 10_000);
+}
