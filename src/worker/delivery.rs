@@ -93,6 +93,8 @@ impl DeliveryRunner {
                         Event::Issues { .. }
                             | Event::IssueComment { .. }
                             | Event::PullRequest { .. }
+                            | Event::PullRequestReview { .. }
+                            | Event::PullRequestReviewComment { .. }
                     )
                 {
                     let done = events.on_event(&event).await?;

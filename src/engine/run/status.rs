@@ -40,7 +40,12 @@ impl StatusPublisher {
 
     /// Everything the status comment shows now.
     pub async fn view(&self, ctx: &RunContext) -> Result<StatusView, EngineError> {
-        let last = self.runs.last_record(&ctx.run.id).await?;
+        let mut last = self.runs.last_record(&ctx.run.id).await?;
+        // The verification re-run after a person pushed shows the branch
+        // as it is now.
+        if let (Some(record), Some(again)) = (last.as_mut(), ctx.data.reverified.as_ref()) {
+            record.verification = Some(again.clone());
+        }
         Ok(status_view(
             ctx,
             last.as_ref(),
