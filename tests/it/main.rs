@@ -26,5 +26,6 @@ mod security;
 mod store;
 mod stories;
 mod story_agents;
+mod story_review;
 mod story_verified;
 mod verification;

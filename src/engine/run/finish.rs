@@ -40,7 +40,10 @@ impl Engine {
         let head = ctx.data.branch_head.clone().unwrap_or_default();
         self.answer_threads(ctx, number, &head, last.as_ref())
             .await?;
-        self.status.set_phase(ctx, Phase::Review).await?;
+        // A review round leaves the phase as the pull request left it.
+        if !ctx.data.review_round {
+            self.status.set_phase(ctx, Phase::Review).await?;
+        }
         if ctx.config.close_on == CloseOn::Merged {
             ctx.data.awaiting_merge = true;
             self.runs.save(ctx).await?;
@@ -171,7 +174,12 @@ impl Engine {
         task: TaskType,
         last: Option<&IterationRecord>,
     ) -> Result<PullRequestView, EngineError> {
-        let status = self.status.view(ctx).await?;
+        let mut status = self.status.view(ctx).await?;
+        // After a person pushed, the table shows the verification of the
+        // branch as it is now (the status comment keeps the run's own).
+        if let Some(again) = &ctx.data.reverified {
+            status.verification = Some(super::status_view::verification_view(again));
+        }
         let verification = last.and_then(|r| r.verification.as_ref());
         let commits = verification.map(|v| {
             v.artifacts

@@ -128,8 +128,8 @@ impl Engine {
     }
 
     /// The `reverify` step: a person pushed to the branch; the verification
-    /// runs at the new head (no agent), and the pull request's table and
-    /// the status comment show it.
+    /// runs at the new head (no agent), and the pull request's table shows
+    /// it. The status comment on the issue keeps what closer verified.
     pub(super) async fn reverify(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if self.open_pull_at_rest(ctx).await?.is_none() {
             return Ok(());
@@ -169,8 +169,7 @@ impl Engine {
         self.workspace.clean_after_goals(&iteration.worktree).await;
         ctx.data.reverified = Some(verification);
         self.runs.save(ctx).await?;
-        self.update_pull_request(ctx).await?;
-        self.status.publish(ctx).await
+        self.update_pull_request(ctx).await
     }
 
     /// The `pull_closed` step: the pull request was closed without a merge.

@@ -40,12 +40,7 @@ impl StatusPublisher {
 
     /// Everything the status comment shows now.
     pub async fn view(&self, ctx: &RunContext) -> Result<StatusView, EngineError> {
-        let mut last = self.runs.last_record(&ctx.run.id).await?;
-        // The verification re-run after a person pushed shows the branch
-        // as it is now.
-        if let (Some(record), Some(again)) = (last.as_mut(), ctx.data.reverified.as_ref()) {
-            record.verification = Some(again.clone());
-        }
+        let last = self.runs.last_record(&ctx.run.id).await?;
         Ok(status_view(
             ctx,
             last.as_ref(),
