@@ -81,7 +81,7 @@ pub async fn review_comments(
     let st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name)?;
     let repo = st.repo(&full);
-    if !repo.reviews.get(&review).is_some_and(|r| r.pull == number) {
+    if repo.reviews.get(&review).is_none_or(|r| r.pull != number) {
         return Err(auth::not_found());
     }
     let items: Vec<Value> = repo
