@@ -503,3 +503,87 @@ async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_t
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
     s.stop().await;
 }
+
+/// The sandbox underneath: a push never overwrites a commit somebody else
+/// pushed (the lease is refused), the worktree takes that commit in by
+/// rebasing closer's own onto it, and the next push keeps both. The
+/// control shows the probe is real: a plain forced push of the same
+/// worktree would have dropped the person's commit.
+#[tokio::test]
+async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
+    use closer::agent::process::BaseEnv;
+    use closer::agent::sandbox::branch::BranchSync;
+    use closer::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions};
+
+    use crate::support::git::{Origin, git};
+
+    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
+    let root = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxOptions {
+        root: root.path().join("sandbox"),
+        base_env: BaseEnv::from_process(),
+        git_timeout: Duration::from_secs(60),
+        committer_name: "closer".into(),
+        committer_email: "closer@localhost".into(),
+    });
+    let source = RepoSource {
+        url: origin.url.clone(),
+        token: None,
+        default_branch: Some("main".into()),
+    };
+    let wt = sandbox
+        .prepare(&source, 4, "run-lease", None)
+        .await
+        .unwrap();
+    let change = |file: &str| std::fs::write(wt.path.join(file), "x\n").unwrap();
+
+    change("first.txt");
+    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
+    sandbox
+        .push(&wt, &source, None)
+        .await
+        .expect("the first push");
+    let ours = origin.branch_head("closer/issue-4").unwrap();
+    let theirs = origin.push_to_branch("closer/issue-4", "maria", "theirs.txt", "y\n");
+
+    change("second.txt");
+    sandbox
+        .commit_changes(&wt, "second", "second")
+        .await
+        .unwrap();
+    let refused = sandbox.push(&wt, &source, Some(&ours)).await;
+    assert!(
+        matches!(refused, Err(SandboxError::StaleBranch { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        origin.branch_head("closer/issue-4").as_deref(),
+        Some(theirs.as_str())
+    );
+
+    let seen = sandbox.fetch_branch(&wt, &source).await.unwrap();
+    assert_eq!(seen.as_deref(), Some(theirs.as_str()));
+    let sync = sandbox.continue_from(&wt, &theirs).await.unwrap();
+    assert_eq!(sync, BranchSync::Rebased);
+    sandbox
+        .push(&wt, &source, seen.as_deref())
+        .await
+        .expect("pushed on top");
+    let log = origin.log("closer/issue-4");
+    assert!(log[0].ends_with("second"), "{log:#?}");
+    assert!(log.iter().any(|l| l.starts_with(&theirs)), "{log:#?}");
+
+    // The control: what a plain force (`+` refspec, the old push) does to
+    // a commit pushed meanwhile.
+    let later = origin.push_to_branch("closer/issue-4", "maria", "later.txt", "z\n");
+    let head = git(&wt.path, &["rev-parse", "HEAD"]);
+    let forced = format!("+{}:refs/heads/closer/issue-4", head.trim());
+    git(&wt.mirror, &["push", "--quiet", &origin.url, &forced]);
+    assert!(
+        !origin
+            .log("closer/issue-4")
+            .iter()
+            .any(|l| l.starts_with(&later)),
+        "a plain force drops the person's commit"
+    );
+}
