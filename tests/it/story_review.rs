@@ -231,6 +231,14 @@ async fn a_review_by_a_read_only_user_or_a_bot_changes_nothing() {
     .await;
     s.comment_on_pull_as(pull, "rita", "@closer-test please rewrite it")
         .await;
+    s.review_by(
+        pull,
+        FakeUser::bot("linter[bot]"),
+        "CHANGES_REQUESTED",
+        "Style.",
+        &[("calc.sh", 1, "Lint this.")],
+    )
+    .await;
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().iteration, 1);
     assert!(thread_replies(&s, pull).is_empty());
@@ -251,8 +259,8 @@ async fn a_review_by_a_read_only_user_or_a_bot_changes_nothing() {
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().iteration, 2);
     assert!(
-        !s.prompt(2).contains("No."),
-        "the reader's thread is not in the prompt"
+        !s.prompt(2).contains("No.") && !s.prompt(2).contains("Lint this."),
+        "the reader's and the bot's threads are not in the prompt"
     );
     assert!(s.prompt(2).contains("Yes, this."));
     assert_eq!(thread_replies(&s, pull).len(), 1);
@@ -381,6 +389,59 @@ async fn reviews_arriving_while_an_iteration_runs_make_one_further_iteration() {
     );
     assert_eq!(thread_replies(&s, pull).len(), 2);
     assert!(!s.path("prompt-4.txt").exists());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_while_the_agent_works_is_taken_in_and_the_iteration_redone_on_top() {
+    let (mut s, n, pull) = verified_story("review-race", CONFIG).await;
+    s.llm.push([done(), done()]);
+    let release = s.path("release");
+    s.agent_step(
+        2,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            small_change(2)
+        ),
+    );
+    s.agent_step(
+        3,
+        "echo '{\"summary\": \"Checked: both changes are in.\"}'\n",
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Explain add.")],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s.path("prompt-2.txt").exists() {
+        assert!(Instant::now() < deadline, "iteration 2 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The maintainer pushes while the agent works (their webhook comes
+    // later): closer's push is refused, never forced.
+    let theirs = s.push_quietly_as(MAINTAINER, "NOTES.md", "notes\n");
+    std::fs::write(&release, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 3),
+        "{}",
+        s.journal().await
+    );
+    let third = s.prompt(3);
+    assert!(third.contains("Somebody pushed to the branch"), "{third}");
+    assert!(third.contains("rebased onto theirs"), "{third}");
+    let log = s.origin.log("closer/issue-1");
+    assert!(log.iter().any(|l| l.starts_with(&theirs)), "{log:#?}");
+    assert!(log.iter().any(|l| l.ends_with("review 2")), "{log:#?}");
+    assert_eq!(thread_replies(&s, pull).len(), 1);
     s.stop().await;
 }
 

@@ -60,7 +60,19 @@ impl Story {
         body: &str,
         threads: &[(&str, u64, &str)],
     ) -> Vec<u64> {
-        let user = FakeUser::user(author);
+        self.review_by(pull, FakeUser::user(author), state, body, threads)
+            .await
+    }
+
+    /// [`Story::review_as`] by any user (a bot, too).
+    pub async fn review_by(
+        &mut self,
+        pull: IssueNumber,
+        user: FakeUser,
+        state: &str,
+        body: &str,
+        threads: &[(&str, u64, &str)],
+    ) -> Vec<u64> {
         let (review_id, ids) =
             self.github
                 .review_pull(&self.repo, pull, user.clone(), state, body, threads);
@@ -116,6 +128,13 @@ impl Story {
             "sender": user_json(&user),
         });
         self.deliver("issue_comment", payload).await;
+    }
+
+    /// `author` pushes a commit to the pull request's branch, and no
+    /// webhook arrives (yet). Answers the commit.
+    pub fn push_quietly_as(&self, author: &str, path: &str, content: &str) -> String {
+        let head = self.github.pulls(&self.repo)[0].head.clone();
+        self.origin.push_to_branch(&head, author, path, content)
     }
 
     /// `author` pushes a commit to the pull request's branch;
