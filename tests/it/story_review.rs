@@ -471,6 +471,34 @@ async fn assigning_the_issue_to_the_app_starts_a_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unassigning_the_app_stops_its_run() {
+    let mut s = Story::start("review-unassign", Some(CONFIG)).await;
+    let release = s.path("release");
+    s.agent_step(
+        1,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            fix_add()
+        ),
+    );
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let bot = FakeUser::bot(&s.github.bot_login());
+    s.assign_as(n, MAINTAINER, &bot).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s.path("prompt-1.txt").exists() {
+        assert!(Instant::now() < deadline, "iteration 1 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.unassign_as(n, MAINTAINER, &bot).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
+    assert!(s.github.pulls(&s.repo).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mention_with_a_request_starts_a_run_with_the_request_in_the_prompt() {
     let mut s = Story::start("review-mention", Some(CONFIG)).await;
     s.llm.push([done()]);

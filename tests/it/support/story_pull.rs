@@ -166,6 +166,18 @@ impl Story {
         self.deliver("pull_request", payload).await;
     }
 
+    /// `sender` takes `assignee` off the issue; `issues.unassigned` is
+    /// delivered.
+    pub async fn unassign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {
+        let payload = json!({
+            "action": "unassigned",
+            "issue": self.issue_json(number),
+            "assignee": user_json(assignee),
+            "sender": user_json(&FakeUser::user(sender)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
     /// `sender` assigns the issue to `assignee`; `issues.assigned` is
     /// delivered (shaped as GitHub documents it: the issue, `assignee`,
     /// `sender`).
