@@ -446,6 +446,45 @@ async fn a_push_while_the_agent_works_is_taken_in_and_the_iteration_redone_on_to
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_round_that_cannot_be_verified_reopens_the_issue_and_pushes_nothing() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story("review-fails", &config).await;
+    let pushed = s.origin.branch_head("closer/issue-1");
+    s.llm.push([done()]);
+    s.agent_step(
+        2,
+        &format!(
+            "echo 'exit 1' > tests/add.sh\n{}echo '{{\"summary\": \"Done.\"}}'\n",
+            commit("break it")
+        ),
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Change it.")],
+    )
+    .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(
+        s.github.issue(&s.repo, n).state,
+        "open",
+        "a closed issue never shows a failed run"
+    );
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        pushed,
+        "nothing unverified pushed"
+    );
+    assert!(thread_replies(&s, pull).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn assigning_the_issue_to_the_app_starts_a_run() {
     let mut s = Story::start("review-assign", Some(CONFIG)).await;
     s.github.set_permission(&s.repo, "rita", "read");
