@@ -202,6 +202,7 @@ async fn tool(agent: &AgentConfig, home: &Path) -> Result<String, String> {
         stdin: None,
         timeout: VERSION_TIMEOUT,
         max_output_bytes: 64 * 1024,
+        jail: None,
     };
     let output = process::run(&spec).await.map_err(|e| {
         format!("`{program}` cannot be started ({e}): install it (docs/agents.md) or set `command`")

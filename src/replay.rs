@@ -71,8 +71,13 @@ pub async fn replay(config: &ServerConfig, payload: &Path, event: &str) -> anyho
     )?);
     let mut config = config.clone();
     config.data_dir = dir.0.join("data");
-    let engine =
-        crate::service::build_engine(&config, store.clone(), github, Arc::new(Notify::new()));
+    let engine = crate::service::build_engine(
+        &config,
+        crate::agent::confine::Confinement::unconfined(),
+        store.clone(),
+        github,
+        Arc::new(Notify::new()),
+    );
     match engine.on_event(&event).await {
         Ok(outcome) => println!("outcome: {outcome}"),
         Err(e) => println!("outcome: error: {e}"),

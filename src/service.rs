@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{Notify, watch};
 
+use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
@@ -60,7 +61,14 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         false => (None, None),
     };
     let worker_tasks = match options.role.runs_workers() {
-        true => start_workers(&config, &store, &github, &jobs_ready, &shutdown_rx),
+        true => start_workers(
+            &config,
+            confined(&config)?,
+            &store,
+            &github,
+            &jobs_ready,
+            &shutdown_rx,
+        ),
         false => Vec::new(),
     };
     let housekeeping = tokio::spawn(housekeeping(store.clone(), config.retention, shutdown_rx));
@@ -96,6 +104,20 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     Ok(())
 }
 
+/// The sandbox for agents, goals and handlers, announced in the log; an
+/// error when none is available and the operator did not choose `none`.
+fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
+    let confinement = config.confinement()?;
+    match confinement.backend().name() {
+        "none" => tracing::warn!(
+            "[sandbox] mode = \"none\": agents, goals and handlers run UNCONFINED, with \
+             closer's own access to its key, database and every run"
+        ),
+        backend => tracing::info!(backend, "agents, goals and handlers run confined"),
+    }
+    Ok(confinement)
+}
+
 /// The GitHub App client (recording writes in the database under
 /// `--dry-run`), announced once credentials are set; with the recorder's
 /// task.
@@ -124,12 +146,19 @@ fn github_app(
 /// The engine, its reconciliation, and the worker pool.
 fn start_workers(
     config: &ServerConfig,
+    confinement: Confinement,
     store: &Store,
     github: &Arc<GitHubApp>,
     jobs_ready: &Arc<Notify>,
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let engine = build_engine(config, store.clone(), github.clone(), jobs_ready.clone());
+    let engine = build_engine(
+        config,
+        confinement,
+        store.clone(),
+        github.clone(),
+        jobs_ready.clone(),
+    );
     let runners = job_runners(store, &engine);
     tokio::spawn(engine.reconcile_forever(RECONCILE_EVERY, shutdown.clone()));
     let settings = WorkerSettings {
@@ -164,6 +193,7 @@ async fn serve_http(
 /// configure one (logged here once, and per run).
 pub(crate) fn build_engine(
     config: &ServerConfig,
+    confinement: Confinement,
     store: Store,
     github: Arc<GitHubApp>,
     ready: Arc<Notify>,
@@ -182,6 +212,7 @@ pub(crate) fn build_engine(
         }
     };
     let settings = EngineSettings {
+        confinement,
         agents: config.agents.clone(),
         llm,
         data_dir: config.data_dir.clone(),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::adapters;
+use super::confine::{Confinement, Kind, View};
 use super::outcome::{AgentFailure, AgentUsage, fatal_cause, tail_lines};
 use super::process::{self, BaseEnv, ProcessError, ProcessOutput, ProcessSpec};
 use crate::config::agents::{AdapterKind, AgentConfig};
@@ -47,6 +48,8 @@ pub struct AgentRequest {
     /// The run's own HOME (tool state, transcripts, TMPDIR), outside the
     /// worktree; `None` keeps the base environment's.
     pub home: Option<PathBuf>,
+    /// The run's git metadata (the mirror), read-only in the sandbox.
+    pub mirror: Option<PathBuf>,
     /// The tool's session to continue, from the previous iteration.
     pub resume: Option<String>,
     /// Receives what the agent is doing while it works (live progress).
@@ -307,6 +310,7 @@ pub async fn run_agent(
     base: &BaseEnv,
     passed: &BTreeMap<String, String>,
     request: &AgentRequest,
+    confinement: &Confinement,
 ) -> Result<AgentResult, AgentError> {
     let adapter = adapter_for(config.adapter);
     tokio::fs::create_dir_all(&request.scratch_dir)
@@ -335,6 +339,7 @@ pub async fn run_agent(
         stdin: Some(invocation.stdin),
         timeout: Duration::from_secs(config.timeout_secs),
         max_output_bytes: config.max_output_bytes,
+        jail: Some(confinement.jail(Kind::Agent, view(request))),
     };
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (watch, observer) = observe(adapter, request.progress.clone());
@@ -352,6 +357,23 @@ pub async fn run_agent(
         Err(e) => return Err(e.into()),
     };
     Ok(result(adapter, &output, seen, config.timeout_secs))
+}
+
+/// What the agent sees of the run: its worktree and home read-write, its
+/// git metadata and prompt file read-only.
+fn view(request: &AgentRequest) -> View {
+    View {
+        read_write: [Some(&request.worktree), request.home.as_ref()]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect(),
+        read_only: [request.mirror.as_ref(), Some(&request.scratch_dir)]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect(),
+    }
 }
 
 /// The result of a run the tool finished (or was stopped in): its report,

@@ -5,6 +5,7 @@
 
 pub mod adapter;
 pub mod adapters;
+pub mod confine;
 pub mod outcome;
 pub mod process;
 pub mod reaper;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+use super::confine::{Backend, Jail, landlock::Ruleset, limits, view};
 use super::reaper::{self, Lifeline};
 
 /// How long the pipes are drained after the process ended: the reaper has
@@ -72,6 +73,9 @@ pub struct ProcessSpec {
     pub timeout: Duration,
     /// Cap on captured stdout and on captured stderr, each.
     pub max_output_bytes: usize,
+    /// The confinement it runs in; `None` only for closer's own programs
+    /// (git on closer's mirror).
+    pub jail: Option<Jail>,
 }
 
 impl ProcessSpec {
@@ -89,6 +93,7 @@ impl ProcessSpec {
             stdin: None,
             timeout,
             max_output_bytes: 1024 * 1024,
+            jail: None,
         }
     }
 }
@@ -240,27 +245,72 @@ impl Drop for GroupGuard {
 }
 
 /// Builds the tokio command: own process group, under a reaper, empty
-/// environment plus `env`. Keep the lifeline in a [`GroupGuard`].
+/// environment plus `env`, inside `jail` when given. Keep the lifeline in a
+/// [`GroupGuard`].
 pub fn command(
     argv: &[String],
     cwd: &Path,
     env: &BTreeMap<String, String>,
+    jail: Option<&Jail>,
 ) -> Result<(Command, Lifeline), ProcessError> {
     let (program, args) = argv.split_first().ok_or(ProcessError::EmptyCommand)?;
-    let mut cmd = Command::new(resolve_program(
-        program,
-        env.get("PATH").map(String::as_str),
-    ));
+    let spawn_error = |source| ProcessError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let resolved = resolve_program(program, env.get("PATH").map(String::as_str));
+    let jail = jail.filter(|j| *j.backend() != Backend::Unconfined);
+    let installation = jail
+        .map(|_| view::program_dirs(&resolved))
+        .unwrap_or_default();
+    let mut cmd = match jail.map(|j| (j, j.backend())) {
+        Some((jail, Backend::Bwrap { program: bwrap })) => {
+            if !resolved.is_file() {
+                return Err(spawn_error(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not found on PATH",
+                )));
+            }
+            let mut cmd = Command::new(bwrap);
+            cmd.args(super::confine::bwrap::args(jail, &installation, cwd))
+                .arg(&resolved);
+            cmd
+        }
+        _ => Command::new(&resolved),
+    };
     cmd.args(args)
         .current_dir(cwd)
         .env_clear()
         .envs(env)
         .process_group(0);
-    let lifeline = reaper::install(&mut cmd).map_err(|source| ProcessError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let lifeline = reaper::install(&mut cmd).map_err(spawn_error)?;
+    if let Some(jail) = jail {
+        confine(&mut cmd, jail, &installation).map_err(spawn_error)?;
+    }
     Ok((cmd, lifeline))
+}
+
+/// What runs in the child right before exec (after the reaper's fork):
+/// resource limits; under Landlock also no privileges and the ruleset.
+fn confine(cmd: &mut Command, jail: &Jail, installation: &[PathBuf]) -> std::io::Result<()> {
+    let limits = jail.limits();
+    let ruleset = match jail.backend() {
+        Backend::Landlock { abi } => Some(Ruleset::build(jail, *abi, installation)?),
+        _ => None,
+    };
+    // SAFETY: setrlimit, prctl, capset and landlock_restrict_self are plain
+    // system calls, async-signal-safe; nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            limits.apply()?;
+            if let Some(ruleset) = &ruleset {
+                limits::drop_privileges()?;
+                ruleset.restrict()?;
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 /// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
@@ -297,7 +347,7 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
 /// when `watch.stop` says so (reported as `stopped`, not as a timeout).
 pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutput, ProcessError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
-    let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env)?;
+    let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env, spec.jail.as_ref())?;
     cmd.stdin(if spec.stdin.is_some() {
         Stdio::piped()
     } else {

@@ -14,6 +14,12 @@ use super::view::{Stage, StatusView, UsageView};
 use crate::model::Named;
 use crate::model::Permission;
 
+/// The notice every status comment carries when the operator runs agents
+/// without a sandbox (`[sandbox] mode = "none"`).
+pub const UNCONFINED_NOTICE: &str = "⚠️ This closer runs agents, goals and handlers **unconfined** \
+     (`[sandbox] mode = \"none\"`): they have the server's own access. Ask the operator to \
+     enable the sandbox before trusting it with untrusted issues.";
+
 /// Bytes of one quoted question or evidence excerpt.
 const QUOTE_MAX: usize = 8_000;
 /// Bytes of one list item.

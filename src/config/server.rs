@@ -14,6 +14,8 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::agents::Agents;
+use crate::agent::confine::{ConfineError, Confinement, SandboxConfig};
+use crate::agent::process::BaseEnv;
 use crate::cli::Settings;
 use crate::store::{Durability, StoreOptions};
 
@@ -89,6 +91,8 @@ struct FileConfig {
     queue: FileQueue,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    sandbox: SandboxConfig,
 }
 
 /// GitHub settings.
@@ -154,6 +158,8 @@ pub struct ServerConfig {
     pub retention: Duration,
     pub data_dir: PathBuf,
     pub limits: Limits,
+    /// `[sandbox]`, with closer's own files added to `hide`.
+    pub sandbox: SandboxConfig,
     /// How often the status comment shows what a working agent is doing
     /// (`progress_interval_secs`, default 30; 0 turns it off).
     pub progress_every: Option<Duration>,
@@ -222,6 +228,7 @@ fn secret(value: &Option<String>) -> Option<SecretString> {
 }
 
 fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> {
+    let key_file = file.github.private_key_path.clone();
     let github = resolve_github(s, file.github)?;
     let llm = resolve_llm(s, file.llm)?;
     let webhook_path = s
@@ -251,6 +258,9 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
     store.max_connections = (workers as u32 + 4).max(8);
     crate::store::Backend::from_url(&store.url)
         .map_err(|e| ConfigError::Invalid(format!("DATABASE_URL: {e}")))?;
+    if let Some(problem) = file.sandbox.limits.problem() {
+        return Err(ConfigError::Invalid(problem));
+    }
     for (name, agent) in &file.agents {
         if agent.adapter == super::agents::AdapterKind::Command && agent.command.is_empty() {
             return Err(ConfigError::Invalid(format!(
@@ -261,6 +271,17 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
             return Err(ConfigError::Invalid(format!("[agents.{name}]: {problem}")));
         }
     }
+    let data_dir = absolute(
+        "data_dir",
+        s.data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+    )?;
+    let mut sandbox = file.sandbox;
+    sandbox
+        .hide
+        .extend(own_files(s, key_file, &store.url, &data_dir));
     Ok(ServerConfig {
         bind: s
             .bind
@@ -279,19 +300,63 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
         retention: Duration::from_secs(
             86_400 * s.retention_days.or(file.retention_days).unwrap_or(14),
         ),
-        data_dir: absolute(
-            "data_dir",
-            s.data_dir
-                .clone()
-                .or(file.data_dir)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
-        )?,
+        data_dir,
         limits: file.limits,
+        sandbox,
         progress_every: match file.progress_interval_secs.unwrap_or(30) {
             0 => None,
             secs => Some(Duration::from_secs(secs)),
         },
     })
+}
+
+/// closer's own files, hidden from every sandboxed process: the data
+/// directory (mirrors, worktrees, prompts), the SQLite database, the
+/// configuration file, the App key file, and the credential files of
+/// closer's own home that a toolchain directory may contain.
+fn own_files(s: &Settings, key_file: Option<PathBuf>, url: &str, data_dir: &Path) -> Vec<PathBuf> {
+    let mut files = vec![data_dir.to_path_buf()];
+    files.extend(s.config.clone());
+    files.extend(s.github_private_key_path.clone());
+    files.extend(key_file);
+    if let Some(db) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let db = db.split('?').next().unwrap_or(db);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            files.push(PathBuf::from(format!("{db}{suffix}")));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        for secret in [
+            ".cargo/credentials",
+            ".cargo/credentials.toml",
+            ".npmrc",
+            ".netrc",
+        ] {
+            files.push(home.join(secret));
+        }
+    }
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    for file in files {
+        for path in [
+            std::path::absolute(&file).ok(),
+            std::fs::canonicalize(&file).ok(),
+        ] {
+            if let Some(path) = path.filter(|p| !hidden.contains(p)) {
+                hidden.push(path);
+            }
+        }
+    }
+    hidden
+}
+
+impl ServerConfig {
+    /// The sandbox `[sandbox]` asks for, or why closer must not start.
+    pub fn confinement(&self) -> Result<Confinement, ConfineError> {
+        Confinement::detect(&self.sandbox, &BaseEnv::from_process().path)
+    }
 }
 
 /// `[github]` under the flags and environment; the key from its text or

@@ -66,6 +66,7 @@ pub async fn take(
     let collected = artifacts::collect(git, clean).await?;
     let ctx = GoalContext {
         worktree: &clean.path,
+        mirror: Some(&clean.mirror),
         artifacts: &collected.artifacts,
         added_lines: &collected.added_lines,
         settings,

@@ -103,6 +103,7 @@ pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> 
     let missing_artifacts = artifacts::missing(ctx.task, &artifacts, &ctx.worktree.branch);
     let goal_ctx = GoalContext {
         worktree: &ctx.worktree.path,
+        mirror: Some(&ctx.worktree.mirror),
         artifacts: &artifacts,
         added_lines: &collected.added_lines,
         settings: ctx.settings,

@@ -28,7 +28,7 @@ use crate::support::fake_llm::{FakeLlm, Reply};
 use crate::support::fake_models::{FakeModel, Turn, Wire};
 use crate::support::git::Origin;
 use crate::support::process::free_port;
-use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING, commit};
+use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING, report};
 use crate::support::{client, sign};
 
 const SECRET: &str = "fresh-dir secret";
@@ -41,7 +41,7 @@ fn agent_script() -> String {
         "#!/bin/sh\ncat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
          cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}\
          echo '{{\"summary\": \"Fixed add, with a regression test.\"}}'\n",
-        commit("fix: add")
+        report("fix: add")
     )
 }
 

@@ -24,6 +24,7 @@ fn env(dir: &Path) -> HandlerEnv {
         worktree: dir.to_path_buf(),
         env: minimal_env(dir),
         timeout: Duration::from_millis(800),
+        jail: None,
     }
 }
 
@@ -442,6 +443,7 @@ async fn process_output_is_capped_without_blocking_the_process() {
         &dir.path().join("loud.sh"),
         dir.path(),
         &minimal_env(dir.path()),
+        None,
         b"",
         Duration::from_secs(10),
         1000,

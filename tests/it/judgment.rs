@@ -392,6 +392,7 @@ fn judge_ctx(llm: Arc<dyn LlmClient>, body: &str) -> JudgeContext {
         worktree: std::env::temp_dir(),
         env: vec![],
         timeout: Duration::from_secs(5),
+        jail: None,
     };
     JudgeContext {
         check: closer(llm),

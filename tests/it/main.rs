@@ -9,6 +9,7 @@ mod agent_cli_codex;
 mod agent_cli_opencode;
 mod bench_agents;
 mod cli;
+mod confinement;
 mod doctor;
 mod durability;
 mod fresh_dir;

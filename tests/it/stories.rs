@@ -14,7 +14,7 @@ use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::process::alive;
-use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, commit};
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, report};
 
 /// Iteration 1 of the bug story: a regression test that fails.
 fn add_failing_test() -> String {
@@ -25,7 +25,7 @@ r=$(. ./calc.sh; add 2 3)
 T
 {}echo '{{"summary": "Added a regression test for add."}}'
 "#,
-        commit("test: add")
+        report("test: add")
     )
 }
 
@@ -43,7 +43,7 @@ add() {{ echo $(( $1 + $2 )); }}
 T
 {}echo '{{"summary": "Fixed add to add."}}'
 "#,
-        commit("fix: add")
+        report("fix: add")
     )
 }
 
@@ -432,14 +432,12 @@ async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
 async fn a_stop_command_kills_the_working_agent_and_its_children() {
     let mut s = Story::start("stopcmd", Some(CONFIG)).await;
     let started = s.path("started");
-    let sleeper = s.path("sleeper.pid");
+    // The agent runs in its own PID namespace: its `$!` means nothing out
+    // here, so its child is found by a command line nobody else has.
+    let marker = crate::support::process::unique_sleep();
     s.agent_step(
         1,
-        &format!(
-            "sleep 300 &\necho $! > '{}'\ntouch '{}'\nwait\n",
-            sleeper.display(),
-            started.display()
-        ),
+        &format!("sleep {marker} &\ntouch '{}'\nwait\n", started.display()),
     );
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -452,11 +450,8 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let child: i32 = std::fs::read_to_string(&sleeper)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
+    let child =
+        crate::support::process::process_with_argument(&marker).expect("the agent's sleeper");
     assert!(alive(child), "the agent's child is at work");
 
     let stopped_at = Instant::now();
@@ -746,7 +741,7 @@ async fn a_run_over_its_cost_budget_stops_with_a_clear_comment() {
             r#"echo note > notes.txt
 {}echo '{{"summary": "Tried.", "total_cost_usd": 0.75, "usage": {{"input_tokens": 1000, "output_tokens": 500}}}}'
 "#,
-            commit("wip")
+            report("wip")
         ),
     );
     s.agent_step(2, &fix_add());

@@ -16,16 +16,14 @@ use sqlx::Row;
 
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, commit};
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 
 /// The fix of the bug stories, with its regression test.
 fn fix_add() -> String {
-    format!(
-        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
-         cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n\
-         {}echo '{{\"summary\": \"Fixed add to add.\"}}'\n",
-        commit("fix: add")
-    )
+    "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
+     cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+     echo '{\"message\": \"fix: add\", \"summary\": \"Fixed add to add.\"}'\n"
+        .to_owned()
 }
 
 /// A review iteration: reads the thread ids from its prompt, documents
@@ -35,18 +33,17 @@ fn answer_review(n: u32) -> String {
     format!(
         "set -- $(grep -o '^### Thread [0-9]*' \"$(dirname \"$0\")/prompt-{n}.txt\" | cut -d' ' -f3)\n\
          printf '# add: adds two numbers\\n' >> calc.sh\n\
-         {}echo \"{{\\\"summary\\\": \\\"Addressed the review.\\\", \\\"threads\\\": [\
+         echo \"{{\\\"message\\\": \\\"docs: add\\\", \\\"summary\\\": \\\"Addressed the review.\\\", \\\"threads\\\": [\
          {{\\\"thread\\\": $1, \\\"changed\\\": true, \\\"reply\\\": \\\"Documented add.\\\"}}, \
-         {{\\\"thread\\\": $2, \\\"changed\\\": false, \\\"reply\\\": \\\"The name add is what callers use.\\\"}}]}}\"\n",
-        commit("docs: add")
+         {{\\\"thread\\\": $2, \\\"changed\\\": false, \\\"reply\\\": \\\"The name add is what callers use.\\\"}}]}}\"\n"
     )
 }
 
 /// A review iteration that changes `calc.sh` and reports plainly.
 fn small_change(n: u32) -> String {
     format!(
-        "printf '# iteration {n}\\n' >> calc.sh\n{}echo '{{\"summary\": \"Done as asked.\"}}'\n",
-        commit(&format!("review {n}"))
+        "printf '# iteration {n}\\n' >> calc.sh\n\
+         echo '{{\"message\": \"review {n}\", \"summary\": \"Done as asked.\"}}'\n"
     )
 }
 
@@ -296,10 +293,7 @@ async fn a_maintainers_commit_is_verified_again_and_kept_in_the_next_push() {
     s.llm.push([done()]);
     s.agent_step(
         2,
-        &format!(
-            "touch NEGATIVE_OK\n{}echo '{{\"summary\": \"Made tests/neg.sh pass.\"}}'\n",
-            commit("neg ok")
-        ),
+        "touch NEGATIVE_OK\necho '{\"message\": \"neg ok\", \"summary\": \"Made tests/neg.sh pass.\"}'\n",
     );
     s.review_as(
         pull,
@@ -453,10 +447,7 @@ async fn a_review_round_that_cannot_be_verified_reopens_the_issue_and_pushes_not
     s.llm.push([done()]);
     s.agent_step(
         2,
-        &format!(
-            "echo 'exit 1' > tests/add.sh\n{}echo '{{\"summary\": \"Done.\"}}'\n",
-            commit("break it")
-        ),
+        "echo 'exit 1' > tests/add.sh\necho '{\"message\": \"break it\", \"summary\": \"Done.\"}'\n",
     );
     s.review_as(
         pull,

@@ -10,7 +10,7 @@ use closer::model::{RunState, Stage};
 use serde_json::{Value, json};
 
 use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, Story, commit};
+use crate::support::story::{CONFIG, Story, report};
 
 /// The issue's own example: `add` subtracts, and both of its tests fail on
 /// the default branch because of the bug.
@@ -34,7 +34,7 @@ async fn python_story(name: &str, config: &str, tests: &str) -> Story {
 fn write_add(body: &str, summary: &str) -> String {
     format!(
         "cat > calc.py <<'T'\ndef add(a, b):\n    return {body}\n\n\ndef legacy():\n    return 0\nT\n{}echo '{{\"summary\": \"{summary}\"}}'\n",
-        commit("fix add")
+        report("fix add")
     )
 }
 
@@ -218,11 +218,11 @@ async fn a_bug_fix_without_a_reproducing_test_is_asked_for_one_and_then_closes()
     s.llm.push([done(), done()]);
     let fix_only = format!(
         "cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
-        commit("fix: add")
+        report("fix: add")
     );
     let the_test = format!(
         "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Added a test that reproduces the bug.\"}}'\n",
-        commit("test: add")
+        report("test: add")
     );
     s.agent_step(1, &fix_only);
     s.agent_step(2, &the_test);
@@ -260,7 +260,7 @@ async fn one_persistent_failure_among_changing_others_escalates_then_fails_namin
     let step = |passing: &str, failing: &str| {
         format!(
             "echo 'exit 1' > tests/persist.sh\necho 'true' > tests/{passing}.sh\necho 'exit 1' > tests/{failing}.sh\necho '# {failing}' >> calc.sh\n{}echo '{{\"summary\": \"Working on it.\"}}'\n",
-            commit("wip")
+            report("wip")
         )
     };
     s.agent_step(1, &step("z", "a"));
@@ -316,7 +316,7 @@ async fn a_lying_agent_that_claims_success_with_a_failing_goal_is_never_closed()
     let s = Story::start("liar-claims", Some(LIMIT_2)).await;
     let failing_test = format!(
         "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        commit("test: add")
+        report("test: add")
     );
     never_closed(s, &[&failing_test, CLAIMS_DONE]).await;
 }
@@ -327,7 +327,7 @@ async fn a_lying_agent_that_deletes_the_failing_test_is_never_closed() {
     let s = python_story("liar-deletes", &config, TEST_CALC_PY).await;
     let delete = format!(
         "cat > test_calc.py <<'T'\nimport unittest\n\n\nclass CalcTest(unittest.TestCase):\n    def test_nothing(self):\n        pass\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        commit("tests")
+        report("tests")
     );
     never_closed(s, &[&delete, CLAIMS_DONE]).await;
 }
@@ -338,7 +338,7 @@ async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
     let s = python_story("liar-skips", &config, TEST_CALC_PY).await;
     let skip = format!(
         "sed -i 's/    def test_add/    @unittest.skip(\"flaky\")\\n    def test_add/' test_calc.py\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        commit("tests")
+        report("tests")
     );
     never_closed(s, &[&skip, CLAIMS_DONE]).await;
 }
@@ -349,7 +349,7 @@ async fn a_lying_agent_that_edits_outside_the_allowed_paths_is_never_closed() {
     let s = Story::start("liar-scope", Some(&config)).await;
     let outside = format!(
         "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\necho '# reviewed' >> run_tests.sh\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
-        commit("fix")
+        report("fix")
     );
     never_closed(s, &[&outside, CLAIMS_DONE]).await;
 }
@@ -359,7 +359,7 @@ async fn a_lying_agent_whose_test_passes_at_base_too_is_never_closed() {
     let s = Story::start("liar-no-repro", Some(LIMIT_2)).await;
     let trivial = format!(
         "echo 'true' > tests/add.sh\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add, with a test.\"}}'\n",
-        commit("fix")
+        report("fix")
     );
     never_closed(s, &[&trivial, CLAIMS_DONE]).await;
 }
@@ -378,7 +378,7 @@ async fn a_verified_fix_ending_with_an_offer_is_closed_not_left_waiting() {
     s.llm.push([done()]);
     let fix = format!(
         "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n",
-        commit("fix: add")
+        report("fix: add")
     );
     s.agent_step(1, &fix);
     let n = s

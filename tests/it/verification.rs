@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use closer::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pass_env, run_agent};
+use closer::agent::confine::Confinement;
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use closer::config::agents::{AdapterKind, AgentConfig};
@@ -24,7 +25,7 @@ use tempfile::TempDir;
 
 use crate::support::db::TestDb;
 use crate::support::git::{Origin, files_containing, git};
-use crate::support::process::alive;
+use crate::support::process::{alive, process_with_argument, unique_sleep};
 
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 
@@ -93,6 +94,8 @@ impl Fixture {
         });
         let settings = GoalSettings {
             base_env: base_env.clone(),
+            confinement: crate::support::confinement(root.path(), &root.path().join("sandbox")),
+            scratch: root.path().join("goals"),
             default_timeout: Duration::from_secs(30),
             max_output_bytes: 1024 * 1024,
         };
@@ -149,24 +152,71 @@ impl Fixture {
         path
     }
 
+    /// Where the tests' probes leave their traces (visible read-write).
     fn scratch(&self) -> PathBuf {
-        self.root.path().join("scratch")
+        let dir = self.root.path().join("scratch");
+        std::fs::create_dir_all(&dir).expect("scratch");
+        dir
     }
 
     async fn run(&self, config: &AgentConfig, worktree: &Worktree, iteration: u32) -> AgentResult {
+        self.run_in(config, worktree, iteration, &self.settings.confinement)
+            .await
+    }
+
+    /// Runs the agent with closer's own access (`[sandbox] mode = "none"`)
+    /// and leaves what it did as it is (no commit by closer, no config
+    /// rewrite): for the defences that must hold even then.
+    async fn run_unconfined(
+        &self,
+        config: &AgentConfig,
+        worktree: &Worktree,
+        iteration: u32,
+    ) -> AgentResult {
+        self.agent_only(config, worktree, iteration, &Confinement::unconfined())
+            .await
+    }
+
+    async fn run_in(
+        &self,
+        config: &AgentConfig,
+        worktree: &Worktree,
+        iteration: u32,
+        confinement: &Confinement,
+    ) -> AgentResult {
+        let result = self
+            .agent_only(config, worktree, iteration, confinement)
+            .await;
+        // As the engine does: the agent cannot commit (its git metadata is
+        // read-only in the sandbox), closer commits what it left.
+        self.sandbox
+            .commit_changes(worktree, &result.message, "agent's work")
+            .await
+            .expect("closer commits for the agent");
+        result
+    }
+
+    async fn agent_only(
+        &self,
+        config: &AgentConfig,
+        worktree: &Worktree,
+        iteration: u32,
+        confinement: &Confinement,
+    ) -> AgentResult {
         let request = AgentRequest {
             run_id: "run-1".into(),
             iteration,
             issue: "octo/calc#4".into(),
             prompt: format!("Fix add(). Iteration {iteration}."),
             worktree: worktree.path.clone(),
-            scratch_dir: self.scratch(),
+            scratch_dir: self.root.path().join("prompts"),
             home: None,
+            mirror: Some(worktree.mirror.clone()),
             resume: None,
             progress: None,
         };
         let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
-        run_agent(config, &self.base_env, &passed, &request)
+        run_agent(config, &self.base_env, &passed, &request, confinement)
             .await
             .expect("agent ran")
     }
@@ -248,7 +298,7 @@ fn repo_config() -> RepoConfig {
     }
 }
 
-const FIX_ADD: &str = "sed -i 's/return a - b/return a + b/' calc.py && git commit -qam 'fix add'";
+const FIX_ADD: &str = "sed -i 's/return a - b/return a + b/' calc.py && echo 'fix add'";
 
 fn failing_tests(v: &IterationVerification) -> Vec<String> {
     v.failures.iter().filter_map(|f| f.test.clone()).collect()
@@ -308,7 +358,7 @@ async fn breaking_a_test_that_passed_at_baseline_is_a_new_failure() {
         .expect("baseline");
     let agent = fx.agent(
         "break.sh",
-        &format!("{FIX_ADD} && sed -i 's/return a \\* b/return a ** b/' calc.py && git commit -qam 'speed up mul'"),
+        &format!("{FIX_ADD} && sed -i 's/return a \\* b/return a ** b/' calc.py"),
     );
     fx.run(&agent, &wt, 1).await;
     let mut state = ConvergenceState::default();
@@ -419,7 +469,7 @@ async fn touching_a_file_outside_allowed_paths_is_a_scope_violation() {
     fx.run(
         &fx.agent(
             "wander.sh",
-            &format!("{FIX_ADD} && echo 'more docs' >> README.md && git commit -qam docs"),
+            &format!("{FIX_ADD} && echo 'more docs' >> README.md"),
         ),
         &wt,
         1,
@@ -549,7 +599,7 @@ async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
         .expect("baseline");
     let fiddle = fx.agent(
         "fiddle.sh",
-        "echo \"# attempt $CLOSER_ITERATION\" >> calc.py && git commit -qam \"attempt $CLOSER_ITERATION\"",
+        "echo \"# attempt $CLOSER_ITERATION\" >> calc.py && echo \"attempt $CLOSER_ITERATION\"",
     );
     let mut state = ConvergenceState::default();
     let mut fingerprints = Vec::new();
@@ -594,11 +644,8 @@ async fn the_same_failing_test_with_timing_noise_keeps_its_fingerprint() {
 async fn a_hanging_agent_is_killed_at_the_timeout_with_its_children() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-hang").await;
-    let pid_file = fx.scratch().join("child.pid");
-    let mut agent = fx.agent(
-        "hang.sh",
-        &format!("sleep 300 &\necho $! > {}\nsleep 300", pid_file.display()),
-    );
+    let marker = unique_sleep();
+    let mut agent = fx.agent("hang.sh", &format!("sleep {marker} &\nsleep 300"));
     agent.timeout_secs = 1;
     let started = std::time::Instant::now();
     let result = fx.run(&agent, &wt, 1).await;
@@ -615,18 +662,14 @@ async fn a_hanging_agent_is_killed_at_the_timeout_with_its_children() {
         "{:?}",
         started.elapsed()
     );
-    let child: i32 = std::fs::read_to_string(&pid_file)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
     // SIGKILL is delivered asynchronously: on a loaded machine the child may
     // take a moment to go; it must be gone well before its own 300 s.
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while alive(child) && std::time::Instant::now() < deadline {
+    let survivor = || process_with_argument(&marker).filter(|pid| alive(*pid));
+    while survivor().is_some() && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!alive(child), "the agent's child {child} survived");
+    assert_eq!(survivor(), None, "the agent's child survived");
 }
 
 #[tokio::test]
@@ -824,7 +867,14 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
         f = fsmonitor.display(),
         t = textconv.display()
     );
+    // In the sandbox the mirror is read-only: the plant fails outright.
     fx.run(&fx.agent("plant.sh", &script), &wt, 1).await;
+    let planted = std::fs::read_to_string(wt.mirror.join("config")).unwrap();
+    assert!(!planted.contains("fsmonitor"), "{planted}");
+    // Unconfined (`mode = "none"`) it succeeds, and closer's git must still
+    // not run it.
+    fx.run_unconfined(&fx.agent("plant.sh", &script), &wt, 1)
+        .await;
     let config = repo_config();
     let baseline = Baseline::empty(&wt.base_commit);
     let mut state = ConvergenceState::default();
@@ -857,8 +907,12 @@ async fn the_base_commit_closer_stored_wins_over_a_base_ref_the_agent_moved() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-moved").await;
     let base = wt.base_commit.clone();
-    let script = format!("{FIX_ADD}\ngit update-ref refs/closer/base/run-moved HEAD");
-    fx.run(&fx.agent("move.sh", &script), &wt, 1).await;
+    let script =
+        format!("{FIX_ADD}\ngit commit -qam fix\ngit update-ref refs/closer/base/run-moved HEAD");
+    // Unconfined: in the sandbox the mirror is read-only and the ref cannot
+    // move at all (`confinement::the_agent_cannot_write_outside_its_worktree_and_home`).
+    fx.run_unconfined(&fx.agent("move.sh", &script), &wt, 1)
+        .await;
     let source = fx.source();
     let again = fx
         .sandbox
@@ -880,14 +934,13 @@ async fn the_base_commit_closer_stored_wins_over_a_base_ref_the_agent_moved() {
 async fn a_tool_that_lingers_after_its_final_report_is_stopped_and_the_run_counts() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-linger").await;
-    let pidfile = fx.scratch().join("linger.pid");
+    let marker = unique_sleep();
     // Claude Code's shape: the result, then the process does not exit.
     let stand_in = fx.script(
         "claude-linger",
         &format!(
             "cat > /dev/null\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Fixed add.\",\"session_id\":\"s-1\"}}'\n\
-             echo $$ > {}\nexec sleep 300\n",
-            pidfile.display()
+             exec sleep {marker}\n"
         ),
     );
     let config = AgentConfig {
@@ -910,11 +963,9 @@ async fn a_tool_that_lingers_after_its_final_report_is_stopped_and_the_run_count
         waited >= closer::agent::adapter::FINISH_GRACE && waited < Duration::from_secs(60),
         "{waited:?}"
     );
-    let pid = std::fs::read_to_string(&pidfile).unwrap();
-    assert!(
-        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
-            || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-                .is_ok_and(|s| s.contains(") Z")),
+    assert_eq!(
+        process_with_argument(&marker).filter(|pid| alive(*pid)),
+        None,
         "the lingering tool was left running"
     );
 }
@@ -968,7 +1019,7 @@ async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_pu
     let wt = fx.prepare("run-tamper").await;
     let hook_ran = fx.scratch().join("hook-ran.txt");
     let script = format!(
-        "{FIX_ADD}\n\
+        "{FIX_ADD}\ngit commit -qam fix\n\
          common=$(git rev-parse --git-common-dir)\n\
          printf '#!/bin/sh\\nenv > {hook}\\n' > \"$common/hooks/pre-push\"\n\
          chmod +x \"$common/hooks/pre-push\"\n\
@@ -978,7 +1029,11 @@ async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_pu
         hook = hook_ran.display(),
         url = fx.origin.url
     );
-    let result = fx.run(&fx.agent("tamper.sh", &script), &wt, 1).await;
+    // Unconfined (`mode = "none"`): in the sandbox the mirror is read-only
+    // and none of this can be written at all.
+    let result = fx
+        .run_unconfined(&fx.agent("tamper.sh", &script), &wt, 1)
+        .await;
     assert_eq!(result.status, AgentStatus::Ok, "{result:?}");
     let tampered = std::fs::read_to_string(wt.mirror.join("config")).expect("config");
     assert!(
@@ -1188,7 +1243,7 @@ async fn every_goal_type_reports_evidence() {
             "goals.sh",
             &format!(
                 "{FIX_ADD}\nprintf 'import unittest\\n' > test_extra.py\nmkdir -p web && echo '{{\"status\": {{\"ok\": true, \"items\": [1, 2]}}}}' > web/health.json\n\
-                 printf '%s\\n' '{secret_line}' > settings.py\ngit add -A && git commit -qm more"
+                 printf '%s\\n' '{secret_line}' > settings.py"
             ),
         ),
         &wt,

@@ -81,6 +81,7 @@ impl GitRunner {
             stdin: None,
             timeout: self.timeout,
             max_output_bytes: GIT_OUTPUT_CAP,
+            jail: None,
         };
         let shown = args.join(" ");
         let output = process::run(&spec)

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
+use super::sandbox::GoalJail;
 use super::{GoalContext, GoalLevel, GoalResult, list};
+use crate::agent::confine::Kind;
 use crate::agent::process::{self, ProcessSpec};
 use crate::config::repo::GoalSpec;
 use crate::engine::fingerprint::{parse_failures, passed_tests};
@@ -18,9 +20,17 @@ pub(super) async fn run(
     timeout: Duration,
 ) -> GoalResult {
     let mut result = GoalResult::new(level, spec, command);
-    let mut process_spec =
-        ProcessSpec::shell(command, ctx.worktree, ctx.settings.base_env.vars(), timeout);
+    let sandbox = match GoalJail::new(ctx, Kind::Goal).await {
+        Ok(sandbox) => sandbox,
+        Err(e) => {
+            result.not_runnable = true;
+            result.evidence = format!("could not prepare its sandbox: {e}");
+            return result;
+        }
+    };
+    let mut process_spec = ProcessSpec::shell(command, ctx.worktree, sandbox.env.clone(), timeout);
     process_spec.max_output_bytes = ctx.settings.max_output_bytes;
+    process_spec.jail = Some(sandbox.jail.clone());
     let output = match process::run(&process_spec).await {
         Ok(output) => output,
         Err(e) => {

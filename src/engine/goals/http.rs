@@ -6,7 +6,9 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use super::sandbox::GoalJail;
 use super::{GoalContext, GoalLevel, GoalResult};
+use crate::agent::confine::Kind;
 use crate::agent::process::{self, GroupGuard};
 use crate::config::repo::MAX_GOAL_TIMEOUT_SECS;
 use crate::config::repo::{GoalKind, GoalSpec};
@@ -33,8 +35,12 @@ async fn fetch(
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
-    let (mut cmd, lifeline) = process::command(&argv, ctx.worktree, &ctx.settings.base_env.vars())
-        .map_err(|e| e.to_string())?;
+    let sandbox = GoalJail::new(ctx, Kind::Server)
+        .await
+        .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
+    let (mut cmd, lifeline) =
+        process::command(&argv, ctx.worktree, &sandbox.env, Some(&sandbox.jail))
+            .map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -8,8 +8,9 @@
 mod command;
 mod files;
 mod http;
+mod sandbox;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::artifacts::Artifacts;
 use super::diff::AddedLine;
 use super::fingerprint::Failure;
+use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;
 use crate::config::repo::{GoalKind, GoalSpec, RepoConfig};
 use crate::model::TaskType;
@@ -47,6 +49,10 @@ impl GoalLevel {
 #[derive(Debug, Clone)]
 pub struct GoalSettings {
     pub base_env: BaseEnv,
+    /// The sandbox goal commands run in.
+    pub confinement: Confinement,
+    /// Where each goal command's fresh home is made.
+    pub scratch: PathBuf,
     /// When the goal sets no `timeout_secs`.
     pub default_timeout: Duration,
     /// Cap on captured output per stream.
@@ -55,9 +61,11 @@ pub struct GoalSettings {
 
 impl GoalSettings {
     /// Ten minutes per goal, 1 MiB of output per stream.
-    pub fn new(base_env: BaseEnv) -> GoalSettings {
+    pub fn new(base_env: BaseEnv, confinement: Confinement, scratch: PathBuf) -> GoalSettings {
         GoalSettings {
             base_env,
+            confinement,
+            scratch,
             default_timeout: Duration::from_secs(600),
             max_output_bytes: 1024 * 1024,
         }
@@ -68,6 +76,8 @@ impl GoalSettings {
 #[derive(Debug, Clone, Copy)]
 pub struct GoalContext<'a> {
     pub worktree: &'a Path,
+    /// The worktree's git metadata, visible read-only to goal commands.
+    pub mirror: Option<&'a Path>,
     pub artifacts: &'a Artifacts,
     pub added_lines: &'a [AddedLine],
     pub settings: &'a GoalSettings,

@@ -101,6 +101,7 @@ impl CustomHandler {
             &program,
             &self.env.worktree,
             &self.env.env,
+            self.env.jail.as_ref(),
             &stdin,
             self.env.timeout,
             MAX_OUTPUT,

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::agent::confine::Jail;
 use crate::config::repo::{CompletionConfig, CompletionType};
 use crate::engine::completion_check::CheckResult;
 use crate::engine::goal_outcome::{GoalOutcome, failed_required};
@@ -220,6 +221,8 @@ pub struct HandlerEnv {
     pub env: Vec<(String, String)>,
     /// Its wall-clock limit.
     pub timeout: Duration,
+    /// The sandbox it runs in.
+    pub jail: Option<Jail>,
 }
 
 /// Builds the handler the repository config names.

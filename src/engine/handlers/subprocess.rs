@@ -1,15 +1,20 @@
 //! The one place completion handlers start a process: run an executable in a
 //! directory with a given environment (nothing inherited), bytes on stdin, a
 //! wall-clock limit that kills the whole process group, and capped output.
-//! Kept to one function so the agent runner's process code can replace it.
-//! It never passes a shell: the program runs as it is, with no arguments.
+//! It starts through the agent runner's process code (a reaper, the
+//! sandbox's jail) and never passes a shell: the program runs as it is,
+//! with no arguments.
 
+use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::agent::confine::Jail;
+use crate::agent::process::{self, GroupGuard};
 
 /// What a finished process left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,26 +49,27 @@ pub async fn run_process(
     program: &Path,
     cwd: &Path,
     env: &[(String, String)],
+    jail: Option<&Jail>,
     stdin: &[u8],
     timeout: Duration,
     max_output: usize,
 ) -> Result<ProcessOutput, ProcessError> {
     let name = program.display().to_string();
-    let mut command = tokio::process::Command::new(program);
+    let spawn = |message: String| ProcessError::Spawn {
+        program: name.clone(),
+        message,
+    };
+    let env: BTreeMap<String, String> = env.iter().cloned().collect();
+    let (mut command, lifeline) =
+        process::command(&[name.clone()], cwd, &env, jail).map_err(|e| spawn(e.to_string()))?;
     command
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| ProcessError::Spawn {
-        program: name.clone(),
-        message: e.to_string(),
-    })?;
+    let mut child = command.spawn().map_err(|e| spawn(e.to_string()))?;
     let pid = child.id();
+    let _group = GroupGuard::new(pid, lifeline);
     let io = |e: std::io::Error| ProcessError::Io {
         program: name.clone(),
         message: e.to_string(),

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::agent::adapter::{AgentRequest, AgentResult, resolve_pass_env, run_agent};
+use crate::agent::confine::Confinement;
 use crate::agent::outcome::AgentFailure;
 use crate::agent::process::BaseEnv;
 use crate::config::agents::{AgentConfig, Agents};
@@ -15,6 +16,7 @@ pub struct AgentRunner {
     /// Per agent, the operator's `pass_env` values, read once at start.
     passed_env: BTreeMap<String, BTreeMap<String, String>>,
     base_env: BaseEnv,
+    confinement: Confinement,
     /// How often live progress is shown (`None`: never).
     progress_every: Option<std::time::Duration>,
 }
@@ -23,6 +25,7 @@ impl AgentRunner {
     pub fn new(
         agents: Agents,
         base_env: BaseEnv,
+        confinement: Confinement,
         progress_every: Option<std::time::Duration>,
     ) -> AgentRunner {
         let passed_env = agents
@@ -38,6 +41,7 @@ impl AgentRunner {
             agents,
             passed_env,
             base_env,
+            confinement,
             progress_every,
         }
     }
@@ -57,6 +61,11 @@ impl AgentRunner {
 
     pub fn base_env(&self) -> &BaseEnv {
         &self.base_env
+    }
+
+    /// The sandbox agents and handlers run in.
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     /// Runs agent `name` on `request`; an agent that cannot be started is a
@@ -92,7 +101,7 @@ impl AgentRunner {
         request: &AgentRequest,
     ) -> AgentResult {
         let passed = self.passed_env.get(name).cloned().unwrap_or_default();
-        run_agent(config, &self.base_env, &passed, request)
+        run_agent(config, &self.base_env, &passed, request, &self.confinement)
             .await
             .unwrap_or_else(|e| {
                 AgentResult::failed(AgentFailure::NotStarted {

@@ -4,9 +4,11 @@
 //! process's life, so an unchanged override costs a `304`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::context::RunContext;
+use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;
 use crate::engine::goals::GoalSettings;
 use crate::llm::LlmClient;
@@ -24,10 +26,15 @@ pub struct Checks {
 }
 
 impl Checks {
-    pub fn new(llm: Option<Arc<dyn LlmClient>>, base_env: &BaseEnv) -> Checks {
+    pub fn new(
+        llm: Option<Arc<dyn LlmClient>>,
+        base_env: &BaseEnv,
+        confinement: &Confinement,
+        scratch: PathBuf,
+    ) -> Checks {
         Checks {
             llm,
-            goals: GoalSettings::new(base_env.clone()),
+            goals: GoalSettings::new(base_env.clone(), confinement.clone(), scratch),
             prompt_caches: Mutex::new(HashMap::new()),
         }
     }

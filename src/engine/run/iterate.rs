@@ -14,6 +14,7 @@ use super::data::IterationRecord;
 use super::failure::RunFailure;
 use super::{Engine, EngineError, other};
 use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
+use crate::agent::confine::{Kind, View};
 use crate::agent::outcome::AgentFailure;
 use crate::agent::sandbox::Worktree;
 use crate::config::agents::AgentConfig;
@@ -108,6 +109,13 @@ impl Engine {
             worktree: worktree.path.clone(),
             env: self.agents.base_env().vars().into_iter().collect(),
             timeout: Duration::from_secs(agent.timeout_secs),
+            jail: Some(self.agents.confinement().jail(
+                Kind::Handler,
+                View {
+                    read_write: Vec::new(),
+                    read_only: vec![worktree.path.clone(), worktree.mirror.clone()],
+                },
+            )),
         };
         let handler = build_handler(&ctx.config.completion, &handler_env).map_err(other)?;
         let issue = IssueContext {
@@ -176,6 +184,7 @@ impl Engine {
             worktree: iteration.worktree.path.clone(),
             scratch_dir: self.workspace.scratch(&ctx.run.id),
             home: Some(self.workspace.home(&ctx.run.id)),
+            mirror: Some(iteration.worktree.mirror.clone()),
             resume: ctx.data.agent_session.clone().filter(|_| agent.resume),
             progress: None,
         };

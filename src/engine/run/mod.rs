@@ -53,6 +53,7 @@ pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
 
+use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;
 use crate::config::agents::Agents;
 use crate::github::{GitHubApp, GitHubError};
@@ -140,6 +141,8 @@ pub struct EngineSettings {
     pub data_dir: std::path::PathBuf,
     /// The environment agents and goals start from.
     pub base_env: BaseEnv,
+    /// The sandbox agents, goals and handlers run in.
+    pub confinement: Confinement,
     /// Attempts per run job before it is dead-lettered.
     pub max_attempts: i64,
     /// Public dashboard root, when there is one.
@@ -241,14 +244,21 @@ impl Engine {
                 runs.clone(),
                 github.clone(),
                 settings.dashboard_url,
+                settings.confinement.is_unconfined(),
             ),
             runs,
             github,
             workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),
-            checks: checks::Checks::new(settings.llm, &settings.base_env),
+            checks: checks::Checks::new(
+                settings.llm,
+                &settings.base_env,
+                &settings.confinement,
+                settings.data_dir.join("goals"),
+            ),
             agents: agents::AgentRunner::new(
                 settings.agents,
                 settings.base_env,
+                settings.confinement.clone(),
                 settings.progress_every,
             ),
             budget: budget::Budget {

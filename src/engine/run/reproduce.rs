@@ -78,6 +78,7 @@ impl Engine {
                 .map_err(other)?;
             let goal_ctx = GoalContext {
                 worktree: &base.path,
+                mirror: Some(&base.mirror),
                 artifacts: &collected.artifacts,
                 added_lines: &collected.added_lines,
                 settings: self.checks.goals(),

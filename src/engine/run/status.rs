@@ -22,15 +22,23 @@ pub struct StatusPublisher {
     /// Spaces out status-comment writes per installation.
     throttle: EditThrottle,
     dashboard_url: Option<String>,
+    /// Processes run without a sandbox: every status comment says so.
+    unconfined: bool,
 }
 
 impl StatusPublisher {
-    pub fn new(runs: Runs, github: GitHubAccess, dashboard_url: Option<String>) -> StatusPublisher {
+    pub fn new(
+        runs: Runs,
+        github: GitHubAccess,
+        dashboard_url: Option<String>,
+        unconfined: bool,
+    ) -> StatusPublisher {
         StatusPublisher {
             runs,
             github,
             throttle: EditThrottle::new(STATUS_EDIT_GAP),
             dashboard_url,
+            unconfined,
         }
     }
 
@@ -41,11 +49,12 @@ impl StatusPublisher {
     /// Everything the status comment shows now.
     pub async fn view(&self, ctx: &RunContext) -> Result<StatusView, EngineError> {
         let last = self.runs.last_record(&ctx.run.id).await?;
-        Ok(status_view(
-            ctx,
-            last.as_ref(),
-            self.dashboard_url.as_deref(),
-        ))
+        let mut view = status_view(ctx, last.as_ref(), self.dashboard_url.as_deref());
+        if self.unconfined {
+            view.notices
+                .push(crate::comment::texts::UNCONFINED_NOTICE.to_owned());
+        }
+        Ok(view)
     }
 
     /// Edits the status comment with a live progress line (the agent is

@@ -55,3 +55,29 @@ pub fn client() -> reqwest::Client {
     closer::install_crypto_provider();
     reqwest::Client::new()
 }
+
+/// The sandbox tests run processes in, picked as `closer serve` picks it
+/// (bwrap here and in CI; `CLOSER_TEST_SANDBOX=landlock|bwrap|none` forces
+/// one), with the test's own directory `shared` visible read-write (a
+/// scripted agent reads its steps and writes the prompts it got there) and
+/// `data_dir` hidden, as `closer serve` hides its data directory.
+pub fn confinement(
+    shared: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> closer::agent::confine::Confinement {
+    use closer::agent::confine::{Confinement, Mode, SandboxConfig};
+    let mode = match std::env::var("CLOSER_TEST_SANDBOX").as_deref() {
+        Ok("bwrap") => Mode::Bwrap,
+        Ok("landlock") => Mode::Landlock,
+        Ok("none") => Mode::None,
+        _ => Mode::Auto,
+    };
+    let config = SandboxConfig {
+        mode,
+        read_write: vec![shared.to_path_buf()],
+        hide: vec![data_dir.to_path_buf()],
+        ..SandboxConfig::default()
+    };
+    Confinement::detect(&config, &std::env::var("PATH").unwrap_or_default())
+        .expect("a sandbox for the tests (.ci/run installs bubblewrap)")
+}

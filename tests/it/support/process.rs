@@ -25,6 +25,34 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// The pid of a process with `argument` on its command line: how a test
+/// finds a sandboxed process, whose own `$!` and `$$` are pids of its PID
+/// namespace and mean nothing out here.
+pub fn process_with_argument(argument: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            cmdline
+                .split(|b| *b == 0)
+                .any(|arg| arg == argument.as_bytes())
+                .then_some(pid)
+        })
+}
+
+/// A `sleep` argument no other process has: 300 s and a unique fraction.
+pub fn unique_sleep() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!(
+        "300.{}{:04}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -214,6 +214,7 @@ impl Story {
                 agents: [("default".to_owned(), agent)].into_iter().collect(),
                 llm: Some(build_client(llm_settings).expect("LLM client")),
                 data_dir: self.dir.path().join("data"),
+                confinement: super::confinement(self.dir.path(), &self.dir.path().join("data")),
                 base_env: BaseEnv::from_process(),
                 max_attempts: 3,
                 dashboard_url: None,
@@ -615,9 +616,9 @@ pub fn user_json(user: &FakeUser) -> Value {
     json!({"login": user.login, "id": user.id(), "type": if user.is_bot { "Bot" } else { "User" }})
 }
 
-/// A commit by the agent in its worktree.
-pub fn commit(message: &str) -> String {
-    format!(
-        "git add -A && git -c user.name=agent -c user.email=agent@example.com commit -q -m \"{message}\"\n"
-    )
+/// The agent's report of what it changed. The agent cannot commit (its
+/// git metadata is read-only in the sandbox): closer commits what it left,
+/// with this report as the subject.
+pub fn report(message: &str) -> String {
+    format!("echo \"{message}\"\n")
 }

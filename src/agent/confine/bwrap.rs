@@ -1,0 +1,136 @@
+//! The bubblewrap backend: the program runs as
+//! `bwrap <namespaces> <view> -- program args…`.
+//!
+//! Order matters in bwrap's arguments, later mounts covering earlier ones:
+//! system and toolchain directories, the operator's shared directories,
+//! then closer's hidden files masked (a directory by an empty tmpfs, a file
+//! by `/dev/null`), then the run's own places — which may lie inside a
+//! hidden directory (the worktree inside the data directory).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::{Backend, Jail, Network};
+
+/// The user a sandboxed process is when closer runs as root.
+pub const NOBODY: u32 = 65_534;
+
+/// bwrap when it is on `PATH` and can make its namespaces here (a
+/// container may forbid user namespaces).
+pub fn probe() -> Result<Backend, String> {
+    let Some(program) = find_on_path("bwrap") else {
+        return Err("bubblewrap (bwrap) is not installed".to_owned());
+    };
+    let tried = std::process::Command::new(&program)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+        ])
+        .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match tried {
+        Ok(out) if out.status.success() => Ok(Backend::Bwrap { program }),
+        Ok(out) => Err(format!(
+            "bwrap cannot create namespaces here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("bwrap cannot be started: {e}")),
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// bwrap's arguments up to and including `--`; `program` is the
+/// executable's installation, `cwd` where it starts.
+pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
+    let mut a = Args::default();
+    a.flags(&["--die-with-parent", "--unshare-user", "--unshare-pid"]);
+    a.flags(&["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
+    a.flags(&["--disable-userns", "--hostname", "closer-sandbox"]);
+    if jail.network == Network::None {
+        a.flags(&["--unshare-net"]);
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let id = NOBODY.to_string();
+        a.flags(&["--uid", &id, "--gid", &id]);
+    }
+    a.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    let shared_ro = jail.shared_read_only().iter().chain(program);
+    for dir in shared_ro {
+        a.bind("--ro-bind", dir);
+    }
+    for dir in jail.shared_read_write() {
+        a.bind("--bind", dir);
+    }
+    for hidden in jail.hidden() {
+        a.mask(hidden);
+    }
+    for dir in &jail.view.read_only {
+        a.bind("--ro-bind", dir);
+    }
+    for dir in &jail.view.read_write {
+        a.bind("--bind", dir);
+    }
+    a.path("--chdir", cwd);
+    a.flags(&["--"]);
+    a.0
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+
+    fn path(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.into());
+        self.0.push(path.into());
+    }
+
+    /// A bind of `dir` onto itself; a symbolic link (`/bin` → `usr/bin`)
+    /// is recreated as one.
+    fn bind(&mut self, flag: &str, dir: &Path) {
+        match std::fs::read_link(dir) {
+            Ok(target) if dir.symlink_metadata().is_ok_and(|m| m.is_symlink()) => {
+                self.0.push("--symlink".into());
+                self.0.push(target.into());
+                self.0.push(dir.into());
+            }
+            _ => {
+                self.path(flag, dir);
+                self.0.push(dir.into());
+            }
+        }
+    }
+
+    /// Covers a hidden path: a directory with an empty tmpfs, a file with
+    /// `/dev/null`. Missing paths need no mask.
+    fn mask(&mut self, hidden: &Path) {
+        match std::fs::metadata(hidden) {
+            Ok(m) if m.is_dir() => self.path("--tmpfs", hidden),
+            Ok(_) => {
+                self.0.push("--ro-bind".into());
+                self.0.push("/dev/null".into());
+                self.0.push(hidden.into());
+            }
+            Err(_) => {}
+        }
+    }
+}

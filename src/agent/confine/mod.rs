@@ -1,0 +1,291 @@
+//! Confinement: what a process closer runs on a repository's behalf (the
+//! agent, goal commands and servers, baseline commands, a custom completion
+//! handler) can see and reach.
+//!
+//! The view is an allow-list: the run's worktree and its own home read-write,
+//! the run's git metadata read-only, the system and toolchain directories
+//! read-only, nothing else. closer's own files — its data directory (the
+//! database, every other run's worktree and mirror), its configuration file,
+//! the App key — are *hidden* even where they sit under an allowed directory.
+//!
+//! Two backends build that view:
+//! - [`bwrap`]: bubblewrap, when installed. New user, PID, IPC and UTS
+//!   namespaces (closer's processes are invisible; every descendant dies
+//!   with the sandbox), a mount namespace holding only the view, and for
+//!   `network = "none"` a network namespace with nothing but loopback.
+//! - [`landlock`]: the kernel's Landlock LSM, applied between fork and exec.
+//!   The same file-system allow-list, TCP `connect`/`bind` denied for
+//!   `network = "none"`, and the domain's scoping: no signals to, no ptrace
+//!   of (so no `/proc/<pid>/environ` of) processes outside it. No PID
+//!   namespace and no UDP filtering: weaker than bwrap, and said so.
+//!
+//! Both drop every privilege: under bwrap the process is uid 65534 in its
+//! user namespace with no capability; under Landlock `no_new_privs` is set
+//! and, when closer runs as root, every capability (bounding set included)
+//! is dropped. Resource limits ([`limits`]) apply under either.
+//!
+//! `mode = "auto"` takes bwrap when it works here, else Landlock; when neither
+//! is available closer refuses to start unless the operator chose
+//! `mode = "none"`, which is logged at start and shown in every status
+//! comment.
+
+pub mod bwrap;
+pub mod landlock;
+pub mod limits;
+pub mod view;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use self::limits::Limits;
+pub use self::view::View;
+
+/// `[sandbox] mode`: which confinement the operator asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// bwrap when it works, else Landlock, else refuse to start.
+    #[default]
+    Auto,
+    Bwrap,
+    Landlock,
+    /// No confinement, by the operator's explicit choice.
+    None,
+}
+
+/// Whether a sandboxed process may use the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    Full,
+    None,
+}
+
+/// What a sandboxed process is, for its network default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A coding agent: needs its model's API.
+    Agent,
+    /// A goal or baseline command (tests, lint, build).
+    Goal,
+    /// A goal's server (`endpoint_responds`), which closer must reach.
+    Server,
+    /// A custom completion handler.
+    Handler,
+}
+
+/// `[sandbox.network]`: the network per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkPolicy {
+    pub agent: Network,
+    pub goals: Network,
+    pub handler: Network,
+}
+
+impl Default for NetworkPolicy {
+    /// Agents reach their model; goals and handlers reach nothing.
+    fn default() -> Self {
+        NetworkPolicy {
+            agent: Network::Full,
+            goals: Network::None,
+            handler: Network::None,
+        }
+    }
+}
+
+impl NetworkPolicy {
+    /// The network of a process of `kind`. A goal's server shares closer's
+    /// network (closer connects to it), see docs/security.md.
+    pub fn of(&self, kind: Kind) -> Network {
+        match kind {
+            Kind::Agent => self.agent,
+            Kind::Goal => self.goals,
+            Kind::Server => Network::Full,
+            Kind::Handler => self.handler,
+        }
+    }
+}
+
+/// `[sandbox]` as the operator wrote it, plus the files closer itself must
+/// keep hidden (filled in at load).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    pub mode: Mode,
+    pub network: NetworkPolicy,
+    /// Extra directories visible read-only (toolchains not on `PATH`).
+    pub read_only: Vec<PathBuf>,
+    /// Extra directories visible read-write (a shared cache).
+    pub read_write: Vec<PathBuf>,
+    /// Paths never visible, even under an allowed directory.
+    pub hide: Vec<PathBuf>,
+    pub limits: Limits,
+}
+
+/// The backend in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Bwrap { program: PathBuf },
+    Landlock { abi: u32 },
+    Unconfined,
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Bwrap { .. } => "bwrap",
+            Backend::Landlock { .. } => "landlock",
+            Backend::Unconfined => "none",
+        }
+    }
+}
+
+/// No confinement is possible and the operator did not choose `none`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfineError {
+    #[error(
+        "no confinement is available here ({0}); closer will not run agents unconfined. \
+         Install bubblewrap, run on a kernel with Landlock, or set `[sandbox] mode = \"none\"` \
+         to run agents with closer's own access (see docs/security.md)"
+    )]
+    Unavailable(String),
+    #[error("[sandbox] mode = \"{mode}\" is not available here: {reason}")]
+    ModeUnavailable { mode: &'static str, reason: String },
+}
+
+/// The confinement chosen at start, shared by everything that runs processes.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    network: NetworkPolicy,
+    /// System and toolchain directories, read-only.
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+    hide: Vec<PathBuf>,
+    limits: Limits,
+}
+
+impl Confinement {
+    /// Picks the backend `config.mode` asks for. `path` is the `PATH`
+    /// subprocesses get: its directories (and their toolchains) are visible.
+    pub fn detect(config: &SandboxConfig, path: &str) -> Result<Confinement, ConfineError> {
+        let backend = match config.mode {
+            Mode::None => Backend::Unconfined,
+            Mode::Bwrap => bwrap::probe().map_err(|reason| ConfineError::ModeUnavailable {
+                mode: "bwrap",
+                reason,
+            })?,
+            Mode::Landlock => {
+                landlock::probe().map_err(|reason| ConfineError::ModeUnavailable {
+                    mode: "landlock",
+                    reason,
+                })?
+            }
+            Mode::Auto => match bwrap::probe() {
+                Ok(backend) => backend,
+                Err(no_bwrap) => landlock::probe().map_err(|no_landlock| {
+                    ConfineError::Unavailable(format!("{no_bwrap}; {no_landlock}"))
+                })?,
+            },
+        };
+        if let Backend::Landlock { abi } = backend
+            && abi < landlock::NET_ABI
+            && [
+                config.network.agent,
+                config.network.goals,
+                config.network.handler,
+            ]
+            .contains(&Network::None)
+        {
+            return Err(ConfineError::ModeUnavailable {
+                mode: "landlock",
+                reason: format!(
+                    "the kernel's Landlock ABI {abi} cannot filter the network; \
+                     set every [sandbox.network] kind to \"full\" or install bubblewrap"
+                ),
+            });
+        }
+        Ok(Confinement::with_backend(backend, config, path))
+    }
+
+    /// No confinement (`mode = "none"`).
+    pub fn unconfined() -> Confinement {
+        Confinement::with_backend(Backend::Unconfined, &SandboxConfig::default(), "")
+    }
+
+    fn with_backend(backend: Backend, config: &SandboxConfig, path: &str) -> Confinement {
+        let mut read_only = view::system_dirs();
+        read_only.extend(view::toolchain_dirs(path));
+        read_only.extend(config.read_only.iter().cloned());
+        Confinement {
+            inner: Arc::new(Inner {
+                backend,
+                network: config.network,
+                read_only: view::existing(read_only),
+                read_write: view::existing(config.read_write.clone()),
+                hide: config.hide.clone(),
+                limits: config.limits,
+            }),
+        }
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    /// True when processes run with closer's own access.
+    pub fn is_unconfined(&self) -> bool {
+        self.inner.backend == Backend::Unconfined
+    }
+
+    /// The jail of one process: this confinement with a run's `view`.
+    pub fn jail(&self, kind: Kind, view: View) -> Jail {
+        Jail {
+            confinement: self.clone(),
+            network: self.inner.network.of(kind),
+            view,
+        }
+    }
+}
+
+/// One process's confinement: what it sees, whether it has a network.
+#[derive(Debug, Clone)]
+pub struct Jail {
+    confinement: Confinement,
+    pub network: Network,
+    pub view: View,
+}
+
+impl Jail {
+    pub fn backend(&self) -> &Backend {
+        &self.confinement.inner.backend
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.confinement.inner.limits
+    }
+
+    /// Read-only for every process: system and toolchain directories and
+    /// the operator's `read_only`.
+    pub fn shared_read_only(&self) -> &[PathBuf] {
+        &self.confinement.inner.read_only
+    }
+
+    /// Read-write for every process: the operator's `read_write`.
+    pub fn shared_read_write(&self) -> &[PathBuf] {
+        &self.confinement.inner.read_write
+    }
+
+    /// Never visible, whatever contains them.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.confinement.inner.hide
+    }
+}
