@@ -46,6 +46,7 @@ pub async fn examine(config: &ServerConfig) -> Vec<Finding> {
         Finding::new("database", database(config).await),
         Finding::new("GitHub App", github_app(config).await),
         Finding::new("LLM", llm(config).await),
+        Finding::new("sandbox", sandbox(config)),
     ];
     if config.agents.is_empty() {
         let why = "no agent is configured: add an [agents.NAME] entry (docs/agents.md)";
@@ -58,6 +59,23 @@ pub async fn examine(config: &ServerConfig) -> Vec<Finding> {
         findings.push(Finding::new(format!("agent `{name}`"), found));
     }
     findings
+}
+
+/// The sandbox agents and goals would run in here.
+fn sandbox(config: &ServerConfig) -> Result<String, String> {
+    let confinement = config.confinement().map_err(|e| e.to_string())?;
+    if let Some(reason) = confinement.unavailable() {
+        return Err(reason.to_owned());
+    }
+    Ok(match confinement.backend() {
+        crate::agent::confine::Backend::Unconfined => {
+            "mode = \"none\": agents, goals and handlers run UNCONFINED".to_owned()
+        }
+        backend => format!(
+            "agents, goals and handlers run confined by {}",
+            backend.name()
+        ),
+    })
 }
 
 /// The report, a line per check, and whether all hold.

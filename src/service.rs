@@ -105,9 +105,14 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
 }
 
 /// The sandbox for agents, goals and handlers, announced in the log; an
-/// error when none is available and the operator did not choose `none`.
+/// error when the backend the operator named is missing. When `auto` finds
+/// none, closer starts and every run fails, naming why.
 fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
     let confinement = config.confinement()?;
+    if let Some(reason) = confinement.unavailable() {
+        tracing::error!("{reason}; every run will fail until this is fixed");
+        return Ok(confinement);
+    }
     match confinement.backend().name() {
         "none" => tracing::warn!(
             "[sandbox] mode = \"none\": agents, goals and handlers run UNCONFINED, with \

@@ -312,6 +312,11 @@ pub async fn run_agent(
     request: &AgentRequest,
     confinement: &Confinement,
 ) -> Result<AgentResult, AgentError> {
+    if let Some(reason) = confinement.unavailable() {
+        return Ok(AgentResult::failed(AgentFailure::NoSandbox {
+            detail: reason.to_owned(),
+        }));
+    }
     let adapter = adapter_for(config.adapter);
     tokio::fs::create_dir_all(&request.scratch_dir)
         .await

@@ -24,6 +24,11 @@ pub enum AgentFailure {
     NotStarted {
         detail: String,
     },
+    /// No sandbox is available and the operator did not choose to run
+    /// agents unconfined.
+    NoSandbox {
+        detail: String,
+    },
     /// The model provider refused the credentials (401, "Invalid API key",
     /// "Not logged in").
     Authentication {
@@ -65,6 +70,7 @@ impl AgentFailure {
         matches!(
             self,
             AgentFailure::NotInstalled { .. }
+                | AgentFailure::NoSandbox { .. }
                 | AgentFailure::Authentication { .. }
                 | AgentFailure::RefusedToStart { .. }
         )
@@ -78,6 +84,9 @@ impl AgentFailure {
             }
             AgentFailure::NotStarted { detail } => {
                 format!("closer could not start the agent: {detail}")
+            }
+            AgentFailure::NoSandbox { detail } => {
+                format!("closer will not run the agent without a sandbox: {detail}")
             }
             AgentFailure::Authentication { detail } => {
                 format!("the agent could not authenticate with its model provider: {detail}")

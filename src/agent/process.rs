@@ -263,6 +263,9 @@ pub fn command(
     let installation = jail
         .map(|_| view::program_dirs(&resolved))
         .unwrap_or_default();
+    if let Some(Backend::Unavailable { reason }) = jail.map(Jail::backend) {
+        return Err(spawn_error(std::io::Error::other(reason.clone())));
+    }
     let mut cmd = match jail.map(|j| (j, j.backend())) {
         Some((jail, Backend::Bwrap { program: bwrap })) => {
             if !resolved.is_file() {

@@ -261,16 +261,7 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
     if let Some(problem) = file.sandbox.limits.problem() {
         return Err(ConfigError::Invalid(problem));
     }
-    for (name, agent) in &file.agents {
-        if agent.adapter == super::agents::AdapterKind::Command && agent.command.is_empty() {
-            return Err(ConfigError::Invalid(format!(
-                "[agents.{name}]: the command adapter needs `command = [\"program\", …]`"
-            )));
-        }
-        if let Some(problem) = agent.config_file_problems().first() {
-            return Err(ConfigError::Invalid(format!("[agents.{name}]: {problem}")));
-        }
-    }
+    check_agents(&file.agents)?;
     let data_dir = absolute(
         "data_dir",
         s.data_dir
@@ -308,6 +299,21 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
             secs => Some(Duration::from_secs(secs)),
         },
     })
+}
+
+/// Every agent is runnable as configured.
+fn check_agents(agents: &Agents) -> Result<(), ConfigError> {
+    for (name, agent) in agents {
+        if agent.adapter == super::agents::AdapterKind::Command && agent.command.is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "[agents.{name}]: the command adapter needs `command = [\"program\", …]`"
+            )));
+        }
+        if let Some(problem) = agent.config_file_problems().first() {
+            return Err(ConfigError::Invalid(format!("[agents.{name}]: {problem}")));
+        }
+    }
+    Ok(())
 }
 
 /// closer's own files, hidden from every sandboxed process: the data

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::llm::{LlmClient, LlmRequest, Usage};
+use crate::llm::{LlmClient, LlmError, LlmRequest, Usage};
 use crate::model::TaskType;
 use crate::prompts::{PromptId, PromptResolver};
 
@@ -70,6 +70,17 @@ pub fn type_from_labels(labels: &[String]) -> Option<TaskType> {
         .find_map(|t| TaskType::parse(t.trim()))
 }
 
+/// Why an issue could not be classified.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClassifyError {
+    /// The LLM gave no answer (the engine tells an outage from a refusal).
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    /// The prompt could not be rendered, or the answer does not fit.
+    #[error("{0}")]
+    Other(String),
+}
+
 /// Classifies an issue: label first, else one LLM call.
 pub async fn classify(
     labels: &[String],
@@ -77,7 +88,8 @@ pub async fn classify(
     body: &str,
     llm: &Arc<dyn LlmClient>,
     prompts: &PromptResolver,
-) -> Result<Classification, String> {
+) -> Result<Classification, ClassifyError> {
+    let other = |e: &dyn std::fmt::Display| ClassifyError::Other(e.to_string());
     if let Some(task_type) = type_from_labels(labels) {
         return Ok(Classification {
             task_type,
@@ -91,21 +103,21 @@ pub async fn classify(
             &json!({ "issue_title": title, "issue_body": body }),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| other(&e))?;
     let request = LlmRequest {
         system: Some("You classify GitHub issues. Answer only through the schema.".to_owned()),
         prompt: prompt.text,
         schema_name: "task_type".to_owned(),
         schema: SCHEMA.clone(),
     };
-    let answer = llm.query(&request).await.map_err(|e| e.to_string())?;
-    let validator = jsonschema::validator_for(&SCHEMA).map_err(|e| e.to_string())?;
+    let answer = llm.query(&request).await?;
+    let validator = jsonschema::validator_for(&SCHEMA).map_err(|e| other(&e))?;
     if let Some(e) = validator.iter_errors(&answer.value).next() {
-        return Err(format!(
+        return Err(ClassifyError::Other(format!(
             "the classification answer does not follow the schema: {e}"
-        ));
+        )));
     }
-    let parsed: ClassifyAnswer = serde_json::from_value(answer.value).map_err(|e| e.to_string())?;
+    let parsed: ClassifyAnswer = serde_json::from_value(answer.value).map_err(|e| other(&e))?;
     Ok(Classification {
         task_type: parsed.task_type,
         by: ClassifiedBy::Llm {

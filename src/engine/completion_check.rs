@@ -127,6 +127,10 @@ pub struct CheckResult {
     pub usage: Usage,
     /// Queries sent (1, or 2 after a retry).
     pub attempts: u32,
+    /// The LLM's failure when no answer came at all, for the engine to
+    /// tell an outage (wait) from a refusal (fail the run); not stored.
+    #[serde(skip)]
+    pub llm_error: Option<LlmError>,
 }
 
 /// Checks completion with an LLM.
@@ -170,6 +174,7 @@ impl CompletionCheck {
             error: None,
             usage: Usage::default(),
             attempts: 0,
+            llm_error: None,
         };
         let mut params = prompt_params(input);
         let default = PromptId::new(&input.c2, &input.c3, "default");
@@ -231,7 +236,10 @@ impl CompletionCheck {
             Err(e @ (LlmError::NotJson(_) | LlmError::NoContent(_))) => {
                 Attempt::Invalid(vec![e.to_string()])
             }
-            Err(e) => Attempt::Failed(e.to_string()),
+            Err(e) => {
+                result.llm_error = Some(e.clone());
+                Attempt::Failed(e.to_string())
+            }
         }
     }
 

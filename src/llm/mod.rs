@@ -103,6 +103,23 @@ pub enum LlmError {
     Config(String),
 }
 
+impl LlmError {
+    /// The server could not be reached or kept failing (timeouts,
+    /// connections, 5xx, 429): a later try may work as it is.
+    pub fn is_outage(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Timeout { .. } | LlmError::Transport(_) | LlmError::Unavailable { .. }
+        )
+    }
+
+    /// The server refused the request itself (credentials, model, size) or
+    /// the client is misconfigured: every later try would fail the same way.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LlmError::Rejected { .. } | LlmError::Config(_))
+    }
+}
+
 /// Anything that answers an [`LlmRequest`].
 pub trait LlmClient: Send + Sync {
     /// Asks once (transient failures retried inside), returning the structured answer.

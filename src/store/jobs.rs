@@ -8,6 +8,8 @@
 //! concurrent claimers use `FOR UPDATE SKIP LOCKED`: the loser of a race on
 //! the same key gets a unique violation, which reads as "nothing claimed".
 //! A lease that expires (its worker died) makes the job claimable again.
+//! A deferred job (what it depends on is down) is queued again without
+//! its attempt counting, for up to [`OUTAGE_PATIENCE`].
 
 use std::time::Duration;
 
@@ -273,6 +275,48 @@ pub async fn fail(
     } else {
         FailOutcome::LeaseLost
     })
+}
+
+/// How long after it was queued a job may wait out an outage without its
+/// attempts counting: a day. Past it, a deferral is an ordinary failure, so
+/// a request GitHub refuses with a 5xx forever ends in the dead letters.
+pub const OUTAGE_PATIENCE: Duration = Duration::from_secs(24 * 3600);
+
+/// Queues a job again after `delay` without counting the attempt (its
+/// `max_attempts` grows by one, so `attempts` still drives the backoff).
+/// `None` when the job is older than [`OUTAGE_PATIENCE`]: nothing was
+/// changed, the caller records an ordinary failure instead.
+pub async fn defer(
+    pool: &AnyPool,
+    job: &LeasedJob,
+    owner: &str,
+    now: Millis,
+    error: &str,
+    delay: Duration,
+) -> Result<Option<FailOutcome>, StoreError> {
+    let run_at = now + delay.as_millis() as Millis;
+    let cutoff = now - OUTAGE_PATIENCE.as_millis() as Millis;
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'queued', run_at = $1, last_error = $2, \
+         max_attempts = max_attempts + 1, lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = $3 WHERE id = $4 AND state = 'leased' AND lease_owner = $5 \
+         AND created_at > $6",
+    )
+    .bind(run_at)
+    .bind(truncate(error, 4000))
+    .bind(now)
+    .bind(job.id)
+    .bind(owner)
+    .bind(cutoff)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(Some(FailOutcome::Retrying { run_at }));
+    }
+    let held = get(pool, job.id).await?.is_some_and(|row| {
+        row.state == JobState::Leased && row.lease_owner.as_deref() == Some(owner)
+    });
+    Ok((!held).then_some(FailOutcome::LeaseLost))
 }
 
 /// Gives a lease back without counting the attempt (graceful shutdown).

@@ -300,6 +300,24 @@ pub async fn start_iteration(
     Ok(())
 }
 
+/// Keeps the agent's result of an iteration not finished yet (to be judged).
+pub async fn keep_agent_result(
+    pool: &AnyPool,
+    run_id: &RunId,
+    number: u32,
+    agent: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE iterations SET agent = $1 WHERE run_id = $2 AND number = $3 AND finished_at IS NULL",
+    )
+    .bind(agent)
+    .bind(run_id.as_str())
+    .bind(i64::from(number))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Records an iteration's result.
 pub async fn finish_iteration(
     pool: &AnyPool,

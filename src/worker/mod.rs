@@ -6,7 +6,10 @@
 //! A worker never holds a job it lost: when a heartbeat finds the lease gone
 //! (it expired and another worker took it), the runner is abandoned. A
 //! runner that panics fails its job permanently, with the message recorded;
-//! the worker goes on with the next job.
+//! the worker goes on with the next job. A job deferred because something
+//! it depends on is down (GitHub, the LLM) waits with the usual backoff but
+//! keeps its attempts: an outage the job waits out never dead-letters it
+//! (for up to [`jobs::OUTAGE_PATIENCE`] after it was queued).
 
 pub mod delivery;
 
@@ -33,6 +36,10 @@ pub enum JobError {
     RetryAfter(String, Duration),
     /// Will never succeed; dead-letter it now.
     Permanent(String),
+    /// Something the job depends on is down (GitHub answers 5xx, the LLM
+    /// is unreachable): try again after the usual backoff, at least this
+    /// long, without counting the attempt against the job.
+    Defer(String, Duration),
 }
 
 /// The future a runner returns.
@@ -109,6 +116,8 @@ pub enum Settled {
     Done,
     /// Failed; queued again after its backoff.
     Retry,
+    /// Deferred (a dependency is down); queued again, the attempt not counted.
+    Deferred,
     /// Failed for the last time (or permanently).
     Dead,
     /// Another worker holds it now (our lease expired).
@@ -123,6 +132,7 @@ impl Settled {
         match self {
             Settled::Done => "done",
             Settled::Retry => "retry",
+            Settled::Deferred => "deferred",
             Settled::Dead => "dead",
             Settled::LeaseLost => "lease_lost",
             Settled::Abandoned => "abandoned",
@@ -310,6 +320,10 @@ impl WorkerPool {
             }
             Err(JobError::RetryAfter(m, delay)) => (m, Some(delay)),
             Err(JobError::Permanent(m)) => (m, None),
+            Err(JobError::Defer(m, at_least)) => {
+                let delay = self.settings.backoff.delay(job.attempts, fastrand::f64());
+                return self.defer(job, owner, &m, delay.max(at_least)).await;
+            }
         };
         let outcome = jobs::fail(pool, job, owner, now, &message, retry_after).await?;
         match outcome {
@@ -322,6 +336,30 @@ impl WorkerPool {
                 Ok(Settled::Dead)
             }
             FailOutcome::LeaseLost => Ok(Settled::LeaseLost),
+        }
+    }
+
+    /// Queues a deferred job again after `delay`, its attempt not counted;
+    /// past [`jobs::OUTAGE_PATIENCE`] a deferral counts like any failure.
+    async fn defer(
+        &self,
+        job: &LeasedJob,
+        owner: &str,
+        message: &str,
+        delay: Duration,
+    ) -> Result<Settled, StoreError> {
+        let (pool, now) = (self.store.pool(), self.store.now_ms());
+        match jobs::defer(pool, job, owner, now, message, delay).await? {
+            Some(FailOutcome::Retrying { run_at }) => {
+                tracing::warn!(job = job.id, kind = %job.kind, error = %message, retry_in_ms = run_at - now, "job deferred: a dependency is down");
+                Ok(Settled::Deferred)
+            }
+            Some(_) => Ok(Settled::LeaseLost),
+            None => match jobs::fail(pool, job, owner, now, message, Some(delay)).await? {
+                FailOutcome::Retrying { .. } => Ok(Settled::Retry),
+                FailOutcome::Dead => Ok(Settled::Dead),
+                FailOutcome::LeaseLost => Ok(Settled::LeaseLost),
+            },
         }
     }
 }

@@ -352,3 +352,100 @@ async fn a_missing_program_is_reported_as_missing_not_as_a_sandbox_failure() {
         assert!(err.to_string().contains("closer-no-such-program"), "{err}");
     }
 }
+
+mod runs {
+    use closer::agent::confine::{Backend, Confinement, SandboxConfig};
+    use closer::model::RunState;
+
+    use crate::support::db::TestDb;
+    use crate::support::process::closer_command;
+    use crate::support::story::{CONFIG, Story};
+
+    /// What `auto` leaves when a machine has neither bwrap nor Landlock.
+    fn no_sandbox() -> Confinement {
+        let reason = "no confinement is available here (bubblewrap (bwrap) is not installed; \
+                      Landlock is not enabled in this kernel)";
+        Confinement::new(
+            Backend::Unavailable {
+                reason: reason.into(),
+            },
+            &SandboxConfig::default(),
+            "",
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn without_a_sandbox_a_run_fails_at_once_saying_why_and_nothing_runs() {
+        let mut s = Story::start("nosandbox", Some(CONFIG)).await;
+        s.kill_workers();
+        s.confinement = Some(no_sandbox());
+        s.spawn_workers();
+        s.agent_step(1, "echo ran > ran.txt\necho '{\"summary\": \"done\"}'\n");
+        let n = s
+            .open_issue("add subtracts", "", &["closer", "type:bug"])
+            .await;
+        s.idle().await;
+        let run = s.run(n).await.expect("a run");
+        assert_eq!(run.state, RunState::Failed, "{run:#?}");
+        assert!(!s.path("prompt-1.txt").exists(), "the agent never ran");
+        // The diagnosis says why.
+        let comments = s.github.comments(&s.repo, n);
+        assert!(
+            comments
+                .iter()
+                .any(|c| c.body.contains("no confinement is available here")),
+            "{comments:#?}"
+        );
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mode_none_runs_and_every_status_comment_says_it_is_unconfined() {
+        let mut s = Story::start("unconfined", Some(CONFIG)).await;
+        s.kill_workers();
+        s.confinement = Some(Confinement::unconfined());
+        s.spawn_workers();
+        s.agent_step(1, &crate::stories::fix_add());
+        s.llm
+            .push([crate::support::fake_llm::Reply::closer(true, 0.95, &[])]);
+        let n = s
+            .open_issue("add subtracts", "", &["closer", "type:bug"])
+            .await;
+        s.idle().await;
+        let run = s.run(n).await.expect("a run");
+        assert_eq!(run.state, RunState::Done, "{run:#?}");
+        let status = s.status_comment(n);
+        assert!(status.body.contains("**unconfined**"), "{}", status.body);
+        s.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_backend_asked_for_by_name_that_is_missing_stops_closer_at_start() {
+        let db = TestDb::new("nobwrap").await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("closer.toml");
+        std::fs::write(&config, "[sandbox]\nmode = \"bwrap\"\n").unwrap();
+        // A PATH without bwrap on it.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for tool in ["git", "sh"] {
+            let found =
+                closer::agent::process::resolve_program(tool, Some("/usr/local/bin:/usr/bin:/bin"));
+            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+        }
+        let output = closer_command(&db.url, &[("PATH", bin.to_str().unwrap())])
+            .arg("--config")
+            .arg(&config)
+            .args(["serve", "--dry-run", "--bind", "127.0.0.1:0"])
+            .output()
+            .await
+            .expect("closer runs");
+        let text = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{text}");
+        assert!(
+            text.contains("mode = \"bwrap\" is not available here")
+                && text.contains("not installed"),
+            "{text}"
+        );
+    }
+}

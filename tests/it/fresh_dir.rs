@@ -28,7 +28,7 @@ use crate::support::fake_llm::{FakeLlm, Reply};
 use crate::support::fake_models::{FakeModel, Turn, Wire};
 use crate::support::git::Origin;
 use crate::support::process::free_port;
-use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING, report};
+use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING};
 use crate::support::{client, sign};
 
 const SECRET: &str = "fresh-dir secret";
@@ -37,12 +37,10 @@ const REPO: &str = "octo/fresh";
 
 /// The agent: the fix, with the test that reproduces the bug.
 fn agent_script() -> String {
-    format!(
-        "#!/bin/sh\ncat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
-         cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}\
-         echo '{{\"summary\": \"Fixed add, with a regression test.\"}}'\n",
-        report("fix: add")
-    )
+    "#!/bin/sh\ncat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
+         cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+         echo '{\"summary\": \"Fixed add, with a regression test.\"}'\n"
+        .to_owned()
 }
 
 /// The binary, started in `fresh` with `closer.toml` (already written
@@ -154,12 +152,16 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     let (github, repo, origin, llm) = installed(&files, CONFIG).await;
     let fresh = tempfile::tempdir().expect("a fresh directory");
     let tools = tempfile::tempdir().expect("the agent's directory");
-    let agent = tools.path().join("agent.sh");
+    // An executable of its own: the sandbox shows the agent the directory
+    // its program is installed in, and nothing else of the operator's.
+    let agent = tools.path().join("bin/agent.sh");
+    std::fs::create_dir_all(agent.parent().unwrap()).unwrap();
     std::fs::write(&agent, agent_script()).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(
         fresh.path().join("closer.toml"),
         format!(
-            "[agents.default]\nadapter = \"command\"\ncommand = [\"sh\", \"{}\"]\ntimeout_secs = 60\n",
+            "[agents.default]\nadapter = \"command\"\ncommand = [\"{}\"]\ntimeout_secs = 60\n",
             agent.display()
         ),
     )

@@ -71,6 +71,7 @@ fn checked(all_complete: bool, confidence: f64) -> CheckResult {
         error: None,
         usage: Usage::default(),
         attempts: 1,
+        llm_error: None,
     }
 }
 

@@ -560,7 +560,10 @@ async fn task_types_come_from_a_label_or_the_llm() {
         assert!(fake.requests()[0].prompt().contains("Crash on start"));
 
         fake.push([Reply::Answer(json!({"task_type": "chore", "reason": "?"}))]);
-        let e = classify(&[], "t", "b", &llm, &prompts).await.unwrap_err();
+        let e = classify(&[], "t", "b", &llm, &prompts)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not follow the schema"), "{e}");
     }
 }

@@ -143,6 +143,55 @@ async fn a_failed_job_is_retried_after_its_backoff_then_dead_lettered() {
     assert!(claim(&store, "w").await.is_none(), "dead jobs stay dead");
 }
 
+/// A job whose dependency is down (GitHub, the LLM) is deferred: it keeps
+/// its failures left however long the outage, so it is never dead-lettered
+/// by one; past `OUTAGE_PATIENCE` a deferral counts like any failure. The
+/// control: the same failures recorded as ordinary ones kill it.
+#[tokio::test]
+async fn a_deferred_job_keeps_its_attempts_until_the_outage_outlasts_a_day() {
+    let (_db, clock, store) = setup("q_defer").await;
+    let id = jobs::enqueue(store.pool(), &job("k", 2), T0).await.unwrap();
+    let control = jobs::enqueue(store.pool(), &job("c", 2), T0).await.unwrap();
+    let minute = Duration::from_secs(60);
+    // Twenty minutes of outage, both jobs failing every minute.
+    for _ in 0..20 {
+        while let Some(leased) = claim(&store, "w").await {
+            let now = store.now_ms();
+            if leased.id == id {
+                let deferred = jobs::defer(store.pool(), &leased, "w", now, "502", minute);
+                assert!(deferred.await.unwrap().is_some());
+            } else {
+                jobs::fail(store.pool(), &leased, "w", now, "502", Some(minute))
+                    .await
+                    .unwrap();
+            }
+        }
+        clock.advance(minute);
+    }
+    let deferred = jobs::get(store.pool(), id).await.unwrap().unwrap();
+    assert_eq!(deferred.state, JobState::Queued, "{deferred:?}");
+    assert_eq!(deferred.attempts, 20, "{deferred:?}");
+    assert_eq!(
+        deferred.max_attempts - deferred.attempts,
+        2,
+        "no failure counted: both attempts left"
+    );
+    let dead = jobs::get(store.pool(), control).await.unwrap().unwrap();
+    assert_eq!(
+        dead.state,
+        JobState::Dead,
+        "the control: counted failures kill"
+    );
+
+    // A day after it was queued, the outage is no longer waited out.
+    clock.advance(jobs::OUTAGE_PATIENCE);
+    let leased = claim(&store, "w").await.expect("due");
+    let outcome = jobs::defer(store.pool(), &leased, "w", store.now_ms(), "502", minute)
+        .await
+        .unwrap();
+    assert_eq!(outcome, None, "past the patience the caller fails it");
+}
+
 #[tokio::test]
 async fn a_permanent_failure_is_dead_at_once() {
     let (_db, _clock, store) = setup("q_permanent").await;

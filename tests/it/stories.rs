@@ -14,37 +14,33 @@ use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::process::alive;
-use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, report};
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 
 /// Iteration 1 of the bug story: a regression test that fails.
-fn add_failing_test() -> String {
-    format!(
-        r#"cat > tests/add.sh <<'T'
+pub(crate) fn add_failing_test() -> String {
+    r#"cat > tests/add.sh <<'T'
 r=$(. ./calc.sh; add 2 3)
 [ "$r" = 5 ]
 T
-{}echo '{{"summary": "Added a regression test for add."}}'
-"#,
-        report("test: add")
-    )
+echo '{"summary": "Added a regression test for add."}'
+"#
+    .to_owned()
 }
 
 /// The fix, with its regression test (written again if iteration 1 did):
 /// the test fails on the base commit's code and passes with the fix, which
 /// is the reproduction a bug needs.
-fn fix_add() -> String {
-    format!(
-        r#"cat > tests/add.sh <<'T'
+pub(crate) fn fix_add() -> String {
+    r#"cat > tests/add.sh <<'T'
 r=$(. ./calc.sh; add 2 3)
 [ "$r" = 5 ]
 T
 cat > calc.sh <<'T'
-add() {{ echo $(( $1 + $2 )); }}
+add() { echo $(( $1 + $2 )); }
 T
-{}echo '{{"summary": "Fixed add to add."}}'
-"#,
-        report("fix: add")
-    )
+echo '{"summary": "Fixed add to add."}'
+"#
+    .to_owned()
 }
 
 /// An iteration in which the agent asks the author something.
@@ -80,7 +76,7 @@ fn comment_posts_carrying(s: &Story, text: &str) -> usize {
         .count()
 }
 
-fn classify(task: &str) -> Reply {
+pub(crate) fn classify(task: &str) -> Reply {
     Reply::Answer(json!({"task_type": task, "reason": "scripted"}))
 }
 
@@ -737,12 +733,9 @@ async fn a_run_over_its_cost_budget_stops_with_a_clear_comment() {
     // The agent reports what it spent, as claude-code does.
     s.agent_step(
         1,
-        &format!(
-            r#"echo note > notes.txt
-{}echo '{{"summary": "Tried.", "total_cost_usd": 0.75, "usage": {{"input_tokens": 1000, "output_tokens": 500}}}}'
+        r#"echo note > notes.txt
+echo '{"summary": "Tried.", "total_cost_usd": 0.75, "usage": {"input_tokens": 1000, "output_tokens": 500}}'
 "#,
-            report("wip")
-        ),
     );
     s.agent_step(2, &fix_add());
     s.llm.push([

@@ -10,7 +10,7 @@ use closer::model::{RunState, Stage};
 use serde_json::{Value, json};
 
 use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, Story, report};
+use crate::support::story::{CONFIG, Story};
 
 /// The issue's own example: `add` subtracts, and both of its tests fail on
 /// the default branch because of the bug.
@@ -33,8 +33,7 @@ async fn python_story(name: &str, config: &str, tests: &str) -> Story {
 /// An agent step that rewrites `add` and reports `summary`.
 fn write_add(body: &str, summary: &str) -> String {
     format!(
-        "cat > calc.py <<'T'\ndef add(a, b):\n    return {body}\n\n\ndef legacy():\n    return 0\nT\n{}echo '{{\"summary\": \"{summary}\"}}'\n",
-        report("fix add")
+        "cat > calc.py <<'T'\ndef add(a, b):\n    return {body}\n\n\ndef legacy():\n    return 0\nT\necho '{{\"summary\": \"{summary}\"}}'\n"
     )
 }
 
@@ -216,14 +215,8 @@ async fn a_tolerated_failure_within_the_issues_scope_keeps_the_run_open() {
 async fn a_bug_fix_without_a_reproducing_test_is_asked_for_one_and_then_closes() {
     let mut s = Story::start("verified-repro", Some(CONFIG)).await;
     s.llm.push([done(), done()]);
-    let fix_only = format!(
-        "cat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
-        report("fix: add")
-    );
-    let the_test = format!(
-        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Added a test that reproduces the bug.\"}}'\n",
-        report("test: add")
-    );
+    let fix_only = "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed add.\"}'\n".to_owned();
+    let the_test = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\necho '{\"summary\": \"Added a test that reproduces the bug.\"}'\n".to_owned();
     s.agent_step(1, &fix_only);
     s.agent_step(2, &the_test);
     let n = s
@@ -259,8 +252,7 @@ async fn one_persistent_failure_among_changing_others_escalates_then_fails_namin
     s.llm.push([not_done(), not_done(), not_done(), not_done()]);
     let step = |passing: &str, failing: &str| {
         format!(
-            "echo 'exit 1' > tests/persist.sh\necho 'true' > tests/{passing}.sh\necho 'exit 1' > tests/{failing}.sh\necho '# {failing}' >> calc.sh\n{}echo '{{\"summary\": \"Working on it.\"}}'\n",
-            report("wip")
+            "echo 'exit 1' > tests/persist.sh\necho 'true' > tests/{passing}.sh\necho 'exit 1' > tests/{failing}.sh\necho '# {failing}' >> calc.sh\necho '{{\"summary\": \"Working on it.\"}}'\n"
         )
     };
     s.agent_step(1, &step("z", "a"));
@@ -314,10 +306,7 @@ const LIMIT_2: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lying_agent_that_claims_success_with_a_failing_goal_is_never_closed() {
     let s = Story::start("liar-claims", Some(LIMIT_2)).await;
-    let failing_test = format!(
-        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        report("test: add")
-    );
+    let failing_test = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\necho '{\"summary\": \"Fixed. All tests pass.\"}'\n".to_owned();
     never_closed(s, &[&failing_test, CLAIMS_DONE]).await;
 }
 
@@ -325,10 +314,7 @@ async fn a_lying_agent_that_claims_success_with_a_failing_goal_is_never_closed()
 async fn a_lying_agent_that_deletes_the_failing_test_is_never_closed() {
     let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
     let s = python_story("liar-deletes", &config, TEST_CALC_PY).await;
-    let delete = format!(
-        "cat > test_calc.py <<'T'\nimport unittest\n\n\nclass CalcTest(unittest.TestCase):\n    def test_nothing(self):\n        pass\nT\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        report("tests")
-    );
+    let delete = "cat > test_calc.py <<'T'\nimport unittest\n\n\nclass CalcTest(unittest.TestCase):\n    def test_nothing(self):\n        pass\nT\necho '{\"summary\": \"Fixed. All tests pass.\"}'\n".to_owned();
     never_closed(s, &[&delete, CLAIMS_DONE]).await;
 }
 
@@ -336,10 +322,7 @@ async fn a_lying_agent_that_deletes_the_failing_test_is_never_closed() {
 async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
     let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
     let s = python_story("liar-skips", &config, TEST_CALC_PY).await;
-    let skip = format!(
-        "sed -i 's/    def test_add/    @unittest.skip(\"flaky\")\\n    def test_add/' test_calc.py\n{}echo '{{\"summary\": \"Fixed. All tests pass.\"}}'\n",
-        report("tests")
-    );
+    let skip = "sed -i 's/    def test_add/    @unittest.skip(\"flaky\")\\n    def test_add/' test_calc.py\necho '{\"summary\": \"Fixed. All tests pass.\"}'\n".to_owned();
     never_closed(s, &[&skip, CLAIMS_DONE]).await;
 }
 
@@ -347,20 +330,14 @@ async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
 async fn a_lying_agent_that_edits_outside_the_allowed_paths_is_never_closed() {
     let config = format!("{LIMIT_2}convergence:\n  allowed_paths: [\"calc.sh\", \"tests/**\"]\n");
     let s = Story::start("liar-scope", Some(&config)).await;
-    let outside = format!(
-        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\necho '# reviewed' >> run_tests.sh\n{}echo '{{\"summary\": \"Fixed add.\"}}'\n",
-        report("fix")
-    );
+    let outside = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '# reviewed' >> run_tests.sh\necho '{\"summary\": \"Fixed add.\"}'\n".to_owned();
     never_closed(s, &[&outside, CLAIMS_DONE]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lying_agent_whose_test_passes_at_base_too_is_never_closed() {
     let s = Story::start("liar-no-repro", Some(LIMIT_2)).await;
-    let trivial = format!(
-        "echo 'true' > tests/add.sh\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo '{{\"summary\": \"Fixed add, with a test.\"}}'\n",
-        report("fix")
-    );
+    let trivial = "echo 'true' > tests/add.sh\ncat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed add, with a test.\"}'\n".to_owned();
     never_closed(s, &[&trivial, CLAIMS_DONE]).await;
 }
 
@@ -376,10 +353,7 @@ async fn a_lying_agent_that_only_asks_questions_is_never_closed() {
 async fn a_verified_fix_ending_with_an_offer_is_closed_not_left_waiting() {
     let mut s = Story::start("verified-offer", Some(CONFIG)).await;
     s.llm.push([done()]);
-    let fix = format!(
-        "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() {{ echo $(( $1 + $2 )); }}\nT\n{}echo 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n",
-        report("fix: add")
-    );
+    let fix = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n".to_owned();
     s.agent_step(1, &fix);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])

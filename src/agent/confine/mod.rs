@@ -25,9 +25,12 @@
 //! is dropped. Resource limits ([`limits`]) apply under either.
 //!
 //! `mode = "auto"` takes bwrap when it works here, else Landlock; when neither
-//! is available closer refuses to start unless the operator chose
-//! `mode = "none"`, which is logged at start and shown in every status
-//! comment.
+//! is available closer still starts (intake, `--dry-run`) but says so in its
+//! log and refuses to run anything for a repository: each run fails at
+//! once naming why, until the operator installs a sandbox or chooses
+//! `mode = "none"` — which is logged at start and shown in every status
+//! comment. Asking for `bwrap` or `landlock` by name where it is missing
+//! stops closer at start.
 
 pub mod bwrap;
 pub mod landlock;
@@ -128,9 +131,17 @@ pub struct SandboxConfig {
 /// The backend in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    Bwrap { program: PathBuf },
-    Landlock { abi: u32 },
+    Bwrap {
+        program: PathBuf,
+    },
+    Landlock {
+        abi: u32,
+    },
     Unconfined,
+    /// `auto` found nothing: every process is refused, with this reason.
+    Unavailable {
+        reason: String,
+    },
 }
 
 impl Backend {
@@ -139,6 +150,7 @@ impl Backend {
             Backend::Bwrap { .. } => "bwrap",
             Backend::Landlock { .. } => "landlock",
             Backend::Unconfined => "none",
+            Backend::Unavailable { .. } => "unavailable",
         }
     }
 }
@@ -191,9 +203,12 @@ impl Confinement {
             }
             Mode::Auto => match bwrap::probe() {
                 Ok(backend) => backend,
-                Err(no_bwrap) => landlock::probe().map_err(|no_landlock| {
-                    ConfineError::Unavailable(format!("{no_bwrap}; {no_landlock}"))
-                })?,
+                Err(no_bwrap) => {
+                    landlock::probe().unwrap_or_else(|no_landlock| Backend::Unavailable {
+                        reason: ConfineError::Unavailable(format!("{no_bwrap}; {no_landlock}"))
+                            .to_string(),
+                    })
+                }
             },
         };
         if let Backend::Landlock { abi } = backend
@@ -213,15 +228,17 @@ impl Confinement {
                 ),
             });
         }
-        Ok(Confinement::with_backend(backend, config, path))
+        Ok(Confinement::new(backend, config, path))
     }
 
     /// No confinement (`mode = "none"`).
     pub fn unconfined() -> Confinement {
-        Confinement::with_backend(Backend::Unconfined, &SandboxConfig::default(), "")
+        Confinement::new(Backend::Unconfined, &SandboxConfig::default(), "")
     }
 
-    fn with_backend(backend: Backend, config: &SandboxConfig, path: &str) -> Confinement {
+    /// `backend` with the view `config` and `path` describe (what
+    /// [`Confinement::detect`] builds once it has picked the backend).
+    pub fn new(backend: Backend, config: &SandboxConfig, path: &str) -> Confinement {
         let mut read_only = view::system_dirs();
         read_only.extend(view::toolchain_dirs(path));
         read_only.extend(config.read_only.iter().cloned());
@@ -244,6 +261,14 @@ impl Confinement {
     /// True when processes run with closer's own access.
     pub fn is_unconfined(&self) -> bool {
         self.inner.backend == Backend::Unconfined
+    }
+
+    /// Why no process can run, when `auto` found no sandbox.
+    pub fn unavailable(&self) -> Option<&str> {
+        match &self.inner.backend {
+            Backend::Unavailable { reason } => Some(reason),
+            _ => None,
+        }
     }
 
     /// The jail of one process: this confinement with a run's `view`.

@@ -60,8 +60,8 @@ pub async fn run_process(
         message,
     };
     let env: BTreeMap<String, String> = env.iter().cloned().collect();
-    let (mut command, lifeline) =
-        process::command(&[name.clone()], cwd, &env, jail).map_err(|e| spawn(e.to_string()))?;
+    let (mut command, lifeline) = process::command(std::slice::from_ref(&name), cwd, &env, jail)
+        .map_err(|e| spawn(e.to_string()))?;
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -3,8 +3,10 @@
 //! verification, the judgment, and the decision (`decide.rs`).
 //!
 //! An iteration a crash interrupted (started, never finished) runs again
-//! under its own number; a stop that lands while the agent works kills the
-//! agent and records the iteration as stopped.
+//! under its own number; when its agent had finished (its result is kept
+//! before the judgment), only the verification and the judgment run again.
+//! A stop that lands while the agent works kills the agent and records the
+//! iteration as stopped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,11 +64,21 @@ impl Engine {
             return self.fail(ctx, RunFailure::Error { message }).await;
         };
         let iteration = self.set_up(ctx, llm, agent).await?;
-        self.follow_branch(ctx, &iteration.worktree).await?;
-        let prompt = self.begin(ctx, &iteration).await?;
-        let mut result = self
-            .work(ctx, &iteration, (&agent_name, agent), prompt)
-            .await;
+        // The agent's result is kept, as it came, until it is judged: an
+        // iteration whose judgment did not happen (the LLM was down, a
+        // crash) is judged again without the agent working twice.
+        let mut result = match self.runs.unjudged_work(&ctx.run, iteration.n).await? {
+            Some(result) => result,
+            None => {
+                // A fresh iteration continues from the branch on GitHub.
+                self.follow_branch(ctx, &iteration.worktree).await?;
+                let prompt = self.begin(ctx, &iteration).await?;
+                let work = (agent_name.as_str(), agent);
+                let result = self.work(ctx, &iteration, work, prompt).await;
+                self.runs.keep_work(&ctx.run, iteration.n, &result).await?;
+                result
+            }
+        };
         account_session(ctx, &mut result);
         self.budget.add_agent(&mut ctx.run, &result.usage);
         if self.stopped_since_start(ctx, &iteration, &result).await? {
@@ -78,8 +90,17 @@ impl Engine {
         self.commit_for_agent(&iteration, &mut result).await;
         let verification = self.verify(ctx, &iteration).await?;
         self.workspace.clean_after_goals(&iteration.worktree).await;
-        let record = self.judge(ctx, &iteration, &result, &verification).await;
+        let record = self.judge(ctx, &iteration, &result, &verification).await?;
         self.record(ctx, &iteration, &result, &record).await?;
+        let llm_error = record
+            .judgment
+            .check
+            .as_ref()
+            .and_then(|c| c.llm_error.as_ref());
+        if let Some(e) = llm_error.filter(|e| e.is_refusal()) {
+            let message = super::start::llm_refused(e);
+            return self.fail(ctx, RunFailure::Error { message }).await;
+        }
         self.decide(ctx, record, &verification).await
     }
 
@@ -298,14 +319,16 @@ impl Engine {
         Ok(verification)
     }
 
-    /// The completion check on the agent's report and the goal results.
+    /// The completion check on the agent's report and the goal results. An
+    /// LLM that cannot be reached ends the step here, the iteration not
+    /// judged: the step waits for the LLM, no iteration is spent.
     async fn judge(
         &self,
         ctx: &mut RunContext,
         iteration: &Iteration,
         result: &AgentResult,
         verification: &IterationVerification,
-    ) -> IterationRecord {
+    ) -> Result<IterationRecord, EngineError> {
         let tolerated = verification.tolerated.iter().map(failure_id).collect();
         let summary = summary_of(iteration, result, &verification.goals, tolerated);
         let threshold = ctx.config.completion.confidence_threshold;
@@ -324,15 +347,19 @@ impl Engine {
             previous: self.previous_check(ctx, verification).await,
         };
         let judgment = judge(&judge_ctx, input).await;
+        let llm_error = judgment.check.as_ref().and_then(|c| c.llm_error.as_ref());
+        if let Some(e) = llm_error.filter(|e| e.is_outage()) {
+            return Err(EngineError::LlmUnavailable(e.to_string()));
+        }
         self.budget.add_llm(&mut ctx.run, judgment.usage);
         let complete =
             judgment.decision == crate::model::Decision::Complete && verification.complete();
-        IterationRecord {
+        Ok(IterationRecord {
             summary,
             judgment,
             verification: Some(verification.clone()),
             complete,
-        }
+        })
     }
 
     /// The last check, when it found the work incomplete, with what changed

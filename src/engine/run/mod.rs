@@ -182,22 +182,30 @@ pub enum EngineError {
     /// The run was stopped while this step ran; the step ends quietly.
     #[error("the run was stopped meanwhile")]
     Stopped,
+    /// The LLM could not be reached (timeout, connection, 5xx, 429 after
+    /// the client's own retries): the step waits for it, no iteration is
+    /// spent.
+    #[error("the LLM is unavailable: {0}")]
+    LlmUnavailable(String),
 }
 
 impl EngineError {
-    /// The job error for the queue: after a rate limit not before it lifts,
-    /// after a write that may have been applied not before `recheck_after`;
-    /// unreadable stored data is permanent; anything else is worth another
-    /// attempt.
+    /// The job error for the queue. GitHub or the LLM being down defers
+    /// the step without spending an attempt (an outage is waited out): after
+    /// a rate limit not before it lifts, after a write that may have been
+    /// applied not before `recheck_after`. Unreadable stored data is
+    /// permanent; anything else is worth another attempt.
     pub fn into_job_error(self, now: crate::clock::Millis, recheck_after: Duration) -> JobError {
         match &self {
             EngineError::GitHub(GitHubError::RateLimited { until }) => {
                 let wait = (*until - now).clamp(1_000, 3_600_000) as u64;
-                JobError::RetryAfter(self.to_string(), Duration::from_millis(wait))
+                JobError::Defer(self.to_string(), Duration::from_millis(wait))
             }
             EngineError::GitHub(GitHubError::MaybeApplied { .. }) => {
-                JobError::RetryAfter(self.to_string(), recheck_after)
+                JobError::Defer(self.to_string(), recheck_after)
             }
+            EngineError::GitHub(GitHubError::Server { .. } | GitHubError::Network(_))
+            | EngineError::LlmUnavailable(_) => JobError::Defer(self.to_string(), Duration::ZERO),
             EngineError::CorruptRun { .. } | EngineError::Store(StoreError::Unknown(_)) => {
                 JobError::Permanent(self.to_string())
             }
@@ -392,12 +400,36 @@ mod tests {
             status: Some(502),
         });
         match maybe.into_job_error(0, recheck) {
-            JobError::RetryAfter(_, wait) => assert_eq!(wait, recheck),
+            JobError::Defer(_, wait) => assert_eq!(wait, recheck),
             other => panic!("{other:?}"),
         }
         let other = EngineError::Other("git failed".into());
         assert!(matches!(
             other.into_job_error(0, recheck),
+            JobError::Retry(_)
+        ));
+    }
+
+    #[test]
+    fn an_outage_defers_the_step_and_a_refusal_is_retried_as_a_failure() {
+        let outages = [
+            EngineError::GitHub(GitHubError::Server { status: 502 }),
+            EngineError::GitHub(GitHubError::Network("connection refused".into())),
+            EngineError::GitHub(GitHubError::RateLimited { until: 60_000 }),
+            EngineError::LlmUnavailable("HTTP 503".into()),
+        ];
+        for e in outages {
+            let shown = e.to_string();
+            assert!(
+                matches!(e.into_job_error(0, Duration::ZERO), JobError::Defer(..)),
+                "{shown}"
+            );
+        }
+        let refused = EngineError::GitHub(GitHubError::Forbidden {
+            message: "Resource not accessible by integration".into(),
+        });
+        assert!(matches!(
+            refused.into_job_error(0, Duration::ZERO),
             JobError::Retry(_)
         ));
     }

@@ -148,6 +148,41 @@ impl Runs {
             .is_some_and(|i| i.number == run.iteration && i.finished_at.is_none()))
     }
 
+    /// Keeps what the agent did in iteration `n` until it is judged.
+    pub async fn keep_work(
+        &self,
+        run: &Run,
+        n: u32,
+        result: &crate::agent::adapter::AgentResult,
+    ) -> Result<(), EngineError> {
+        let json = serde_json::to_string(result).map_err(super::other)?;
+        runs::keep_agent_result(self.store.pool(), &run.id, n, &json).await?;
+        Ok(())
+    }
+
+    /// The agent's result of iteration `n`, when the agent finished it and
+    /// the iteration was never judged (interrupted after the agent).
+    pub async fn unjudged_work(
+        &self,
+        run: &Run,
+        n: u32,
+    ) -> Result<Option<crate::agent::adapter::AgentResult>, EngineError> {
+        let iterations = runs::iterations(self.store.pool(), &run.id).await?;
+        let Some(kept) = iterations
+            .iter()
+            .find(|i| i.number == n && i.finished_at.is_none())
+            .and_then(|i| i.agent.as_deref())
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(kept)
+            .map(Some)
+            .map_err(|e| EngineError::CorruptRun {
+                run: run.id.clone(),
+                message: format!("iteration {n}'s agent result: {e}"),
+            })
+    }
+
     /// The replies of a run, oldest first.
     pub async fn messages(&self, run_id: &RunId) -> Result<Vec<MessageRow>, EngineError> {
         Ok(runs::messages(self.store.pool(), run_id).await?)

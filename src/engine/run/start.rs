@@ -1,18 +1,29 @@
 //! The `start` step: labels, the phase, a retry's cleanup, the task type,
-//! the worktree and the baseline; then the first iteration is queued.
+//! the worktree and the baseline; then the first iteration is queued. An
+//! LLM that cannot be reached for the task type defers the step; one that
+//! refuses closer's requests fails the run, naming the `[llm]` settings.
 
 use super::context::RunContext;
 use super::failure::RunFailure;
 use super::{Engine, EngineError, Step, other};
 use crate::agent::sandbox::Worktree;
 use crate::engine::baseline::{self, Baseline};
-use crate::engine::classify::classify;
+use crate::engine::classify::{ClassifyError, classify};
 use crate::engine::evidence;
+use crate::llm::LlmError;
 use crate::model::{Phase, RunState};
 
 /// What the operator must set for runs to be judged at all.
 const NO_LLM: &str = "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
      CLOSER_LLM_BASE_URL and CLOSER_LLM_MODEL";
+
+/// The diagnosis of an LLM that refuses closer's requests.
+pub(super) fn llm_refused(e: &LlmError) -> String {
+    format!(
+        "{e}. The LLM refuses closer's requests; the operator must fix the `[llm]` settings \
+         (CLOSER_LLM_API_KEY, CLOSER_LLM_MODEL), then `/closer retry`"
+    )
+}
 
 impl Engine {
     pub(super) async fn start(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
@@ -29,6 +40,9 @@ impl Engine {
             return self.fail(ctx, RunFailure::Error { message }).await;
         }
         self.classify(ctx).await?;
+        if ctx.run.state.is_final() {
+            return Ok(()); // the LLM refused: the run failed, with the reason
+        }
         let worktree = self.workspace.prepare(ctx).await?;
         match self.baseline(ctx, &worktree).await? {
             Ok(b) => {
@@ -58,15 +72,25 @@ impl Engine {
         }
         let prompts = self.checks.prompts(ctx);
         let data = &ctx.data;
-        let c = classify(
+        let classified = classify(
             &data.issue_labels,
             &data.issue_title,
             &data.issue_body,
             &llm,
             &prompts,
         )
-        .await
-        .map_err(|e| other(format!("classifying the issue failed: {e}")))?;
+        .await;
+        let c = match classified {
+            Ok(c) => c,
+            Err(ClassifyError::Llm(e)) if e.is_outage() => {
+                return Err(EngineError::LlmUnavailable(e.to_string()));
+            }
+            Err(ClassifyError::Llm(e)) if e.is_refusal() => {
+                let message = llm_refused(&e);
+                return self.fail(ctx, RunFailure::Error { message }).await;
+            }
+            Err(e) => return Err(other(format!("classifying the issue failed: {e}"))),
+        };
         ctx.run.task_type = Some(c.task_type);
         self.budget.add_llm(&mut ctx.run, c.usage);
         self.runs.save(ctx).await

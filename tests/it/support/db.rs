@@ -21,6 +21,15 @@ impl TestDb {
         }
     }
 
+    /// A SQLite database file in `dir` (e.g. on a small disk of its own).
+    pub fn sqlite_in(dir: &std::path::Path) -> TestDb {
+        TestDb {
+            url: format!("sqlite://{}", dir.join("closer.db").display()),
+            backend: Backend::Sqlite,
+            _dir: None,
+        }
+    }
+
     fn sqlite() -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("closer.db").display());

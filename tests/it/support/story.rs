@@ -3,14 +3,19 @@
 //! repository's `clone_url` and a scripted agent (the `command` adapter
 //! running shell scripts, one per iteration). Webhooks are posted signed,
 //! as GitHub would; tests wait on the workers' settled signals, never sleep.
+//! A story on a manual clock ([`Story::start_on_clock`]) lets hours of
+//! backoff pass in moments: [`Story::pass_time`] moves the clock to the
+//! next queued job whenever the workers are quiet.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use closer::agent::process::BaseEnv;
+use closer::clock::{Clock, ManualClock, SharedClock};
 use closer::config::agents::{AdapterKind, AgentConfig};
-use closer::engine::run::{Engine, EngineSettings, LlmPrices};
+use closer::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK};
+use closer::github::RetrySettings;
 use closer::github::types::{IssueNumber, RepoName};
 use closer::github::{GitHubApp, GitHubSettings};
 use closer::llm::{LlmSettings, Provider, build_client};
@@ -48,6 +53,64 @@ pub const TEST_EXISTING: &str = "echo existing test passes\n";
 /// The default repository config of the stories.
 pub const CONFIG: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\n";
 
+/// How the story's time runs: the queue's backoff and attempts, the
+/// re-check after a write that may have been applied, and the GitHub
+/// client's own (in-call, real-time) retries.
+#[derive(Clone)]
+pub struct Timing {
+    pub worker: WorkerSettings,
+    pub run_attempts: i64,
+    pub delivery_attempts: i64,
+    pub recheck_after: Duration,
+    pub github_retry: RetrySettings,
+    pub github_timeout: Duration,
+}
+
+impl Timing {
+    /// Quick retries in real time, for stories with a few faults.
+    pub fn quick() -> Timing {
+        Timing {
+            worker: WorkerSettings {
+                lease: Duration::from_secs(2),
+                poll_interval: Duration::from_millis(50),
+                backoff: closer::store::jobs::Backoff {
+                    base: Duration::from_millis(100),
+                    max: Duration::from_secs(1),
+                },
+                ..WorkerSettings::default()
+            },
+            run_attempts: 3,
+            delivery_attempts: 5,
+            recheck_after: Duration::from_millis(200),
+            github_retry: RetrySettings::default(),
+            github_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// `closer serve`'s queue (8 attempts, backoff from 2 s to 10 min, the
+    /// 30 s re-check), for a story that moves a manual clock through an
+    /// outage; the GitHub client's in-call retries, which sleep in real
+    /// time, stay short (10–50 ms apart, a 300 ms answer timeout).
+    pub fn serve() -> Timing {
+        let quick = Timing::quick();
+        Timing {
+            worker: WorkerSettings {
+                backoff: closer::store::jobs::Backoff::default(),
+                ..quick.worker
+            },
+            run_attempts: 8,
+            delivery_attempts: 8,
+            recheck_after: MAYBE_APPLIED_RECHECK,
+            github_retry: RetrySettings {
+                base_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(50),
+                ..RetrySettings::default()
+            },
+            github_timeout: Duration::from_millis(300),
+        }
+    }
+}
+
 pub struct Story {
     pub github: FakeGitHub,
     pub llm: FakeLlm,
@@ -68,11 +131,17 @@ pub struct Story {
     /// The agent the workers run (default: the scripted `agent.sh`);
     /// takes effect at the next [`Story::spawn_workers`].
     pub agent: Option<AgentConfig>,
+    /// The sandbox (default: the machine's, as `closer serve` picks it);
+    /// takes effect at the next [`Story::spawn_workers`].
+    pub confinement: Option<closer::agent::confine::Confinement>,
     /// Live progress edits while the agent works (default: off).
     pub progress_every: Option<Duration>,
     /// `--dry-run`: GitHub writes (and pushes) recorded here, not sent;
     /// takes effect at the next [`Story::spawn_workers`].
     pub dry_run: Option<Arc<closer::github::MemoryRecorder>>,
+    timing: Timing,
+    /// The queue's clock, when the story moves it by hand.
+    clock: Option<Arc<ManualClock>>,
     _db: TestDb,
 }
 
@@ -95,8 +164,38 @@ impl Story {
         config: Option<&str>,
         files: &[(&str, &str)],
     ) -> Story {
+        Story::build(name, config, files, None, Timing::quick()).await
+    }
+
+    /// Like [`Story::start`], with the store (the queue, the intake) on
+    /// `clock`, which only [`Story::pass_time`] moves, and `timing`.
+    pub async fn start_on_clock(
+        name: &str,
+        config: Option<&str>,
+        clock: Arc<ManualClock>,
+        timing: Timing,
+    ) -> Story {
+        let files = [
+            ("run_tests.sh", RUN_TESTS),
+            ("calc.sh", CALC),
+            ("tests/existing.sh", TEST_EXISTING),
+        ];
+        Story::build(name, config, &files, Some(clock), timing).await
+    }
+
+    async fn build(
+        name: &str,
+        config: Option<&str>,
+        files: &[(&str, &str)],
+        clock: Option<Arc<ManualClock>>,
+        timing: Timing,
+    ) -> Story {
         let db = TestDb::new(name).await;
-        let store = db.store().await;
+        let shared: SharedClock = match &clock {
+            Some(manual) => manual.clone(),
+            None => closer::clock::system(),
+        };
+        let store = db.store_with_clock(shared).await;
         let github = FakeGitHub::start().await;
         github.add_installation(INSTALLATION, "octo");
         let repo = github.add_repo(INSTALLATION, REPO);
@@ -127,7 +226,7 @@ impl Story {
             Some(writer),
             &SecretString::from(SECRET),
             ready.clone(),
-            5,
+            timing.delivery_attempts,
         ));
         let router = server::router(state, "/webhooks");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -159,8 +258,11 @@ impl Story {
             worker_stop: watch::channel(false).0,
             deliveries: 0,
             agent: None,
+            confinement: None,
             progress_every: None,
             dry_run: None,
+            timing,
+            clock,
             _db: db,
         };
         story.spawn_workers();
@@ -177,6 +279,8 @@ impl Story {
                     app_id: Some(self.github.app_id()),
                     private_key: Some(self.github.private_key_pem()),
                     dry_run: self.dry_run.is_some(),
+                    retry: self.timing.github_retry.clone(),
+                    request_timeout: self.timing.github_timeout,
                     ..GitHubSettings::default()
                 },
                 closer::clock::system(),
@@ -214,29 +318,23 @@ impl Story {
                 agents: [("default".to_owned(), agent)].into_iter().collect(),
                 llm: Some(build_client(llm_settings).expect("LLM client")),
                 data_dir: self.dir.path().join("data"),
-                confinement: super::confinement(self.dir.path(), &self.dir.path().join("data")),
+                confinement: self.confinement.clone().unwrap_or_else(|| {
+                    super::confinement(self.dir.path(), &self.dir.path().join("data"))
+                }),
                 base_env: BaseEnv::from_process(),
-                max_attempts: 3,
+                max_attempts: self.timing.run_attempts,
                 dashboard_url: None,
                 max_tokens_per_run: None,
                 max_cost_usd_per_run: None,
                 llm_prices: LlmPrices::default(),
-                recheck_after: Duration::from_millis(200),
+                recheck_after: self.timing.recheck_after,
                 progress_every: self.progress_every,
             },
             self.ready.clone(),
         );
         // The same wiring as `closer serve`.
         let runners = closer::service::job_runners(&self.store, &engine);
-        let settings = WorkerSettings {
-            lease: Duration::from_secs(2),
-            poll_interval: Duration::from_millis(50),
-            backoff: closer::store::jobs::Backoff {
-                base: Duration::from_millis(100),
-                max: Duration::from_secs(1),
-            },
-            ..WorkerSettings::default()
-        };
+        let settings = self.timing.worker.clone();
         let pool = WorkerPool::new(self.store.clone(), runners, settings, self.ready.clone());
         self.settled = pool.subscribe();
         let (stop, stop_rx) = watch::channel(false);
@@ -435,6 +533,69 @@ impl Story {
         }
     }
 
+    /// Time passes on the story's manual clock until `until` (ms): each
+    /// time the workers are quiet (no job leased, none due), the clock moves
+    /// to the next queued job's time, as the hours of an outage would pass.
+    /// Returns how many jobs were deferred meanwhile; panics when one is
+    /// dead-lettered.
+    pub async fn pass_time(&mut self, until: i64) -> usize {
+        let clock = self.clock.clone().expect("a story on a manual clock");
+        let mut deferred = 0;
+        loop {
+            deferred += self.drain_settled();
+            if !self.quiet().await {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            let next: Option<i64> =
+                sqlx::query("SELECT MIN(run_at) AS next FROM jobs WHERE state = 'queued'")
+                    .fetch_one(self.store.pool())
+                    .await
+                    .unwrap()
+                    .get("next");
+            match next {
+                Some(at) if at <= until => clock.set(at.max(clock.now_ms())),
+                _ => {
+                    clock.set(until.max(clock.now_ms()));
+                    return deferred + self.drain_settled();
+                }
+            }
+            self.ready.notify_waiters();
+        }
+    }
+
+    /// No job leased and none due at the story's time.
+    async fn quiet(&self) -> bool {
+        let busy: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM jobs WHERE state = 'leased' \
+             OR (state = 'queued' AND run_at <= $1)",
+        )
+        .bind(self.store.now_ms())
+        .fetch_one(self.store.pool())
+        .await
+        .unwrap()
+        .get("n");
+        busy == 0
+    }
+
+    /// The deferrals among the jobs settled so far; panics on a dead one.
+    fn drain_settled(&mut self) -> usize {
+        let mut deferred = 0;
+        loop {
+            match self.settled.try_recv() {
+                Ok(job) if job.outcome == Settled::Dead => {
+                    panic!(
+                        "job {} ({} {}) was dead-lettered",
+                        job.id, job.kind, job.key
+                    )
+                }
+                Ok(job) => deferred += usize::from(job.outcome == Settled::Deferred),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => return deferred,
+            }
+        }
+    }
+
     /// Waits until `done` holds for the issue's run (checked after every
     /// settled job).
     pub async fn until(&mut self, done: impl Fn(Option<&Run>) -> bool, number: IssueNumber) {
@@ -614,11 +775,4 @@ impl Story {
 
 pub fn user_json(user: &FakeUser) -> Value {
     json!({"login": user.login, "id": user.id(), "type": if user.is_bot { "Bot" } else { "User" }})
-}
-
-/// The agent's report of what it changed. The agent cannot commit (its
-/// git metadata is read-only in the sandbox): closer commits what it left,
-/// with this report as the subject.
-pub fn report(message: &str) -> String {
-    format!("echo \"{message}\"\n")
 }

@@ -1,7 +1,7 @@
 //! Faults the fake can inject, for the retry tests: the next N requests
 //! (optionally only those with a given method and path prefix) answer with a
 //! server error, a rate limit, or hang, or are carried out and then answered
-//! with a server error. Injected answers are recorded like
+//! with a server error or not at all. Injected answers are recorded like
 //! any other request.
 
 use std::time::Duration;
@@ -33,6 +33,9 @@ pub enum Fault {
     /// GitHub does this when its front end times out on a request the API
     /// behind it completed (probot/probot#921: a comment posted four times).
     AfterApplying(u16),
+    /// Carry the request out, then answer nothing for this long: the
+    /// moment a crash loses the answer to a write GitHub made.
+    HangAfterApplying(Duration),
 }
 
 impl Fault {
@@ -143,7 +146,7 @@ pub async fn respond(fault: Fault) -> Response {
             let body = json!({ "data": null, "errors": [{ "type": kind, "message": message }] });
             (StatusCode::OK, axum::Json(body)).into_response()
         }
-        Fault::Hang(how_long) => {
+        Fault::Hang(how_long) | Fault::HangAfterApplying(how_long) => {
             tokio::time::sleep(how_long).await;
             (StatusCode::GATEWAY_TIMEOUT, "hung").into_response()
         }

@@ -520,6 +520,11 @@ impl FakeGitHub {
         self.with(|st| st.faults.push(rule.into()));
     }
 
+    /// Lifts every injected fault (an outage is over).
+    pub fn clear_faults(&self) {
+        self.with(|st| st.faults.clear());
+    }
+
     /// Sets the primary rate limit's remaining count reported in headers.
     pub fn set_rate_limit_remaining(&self, remaining: u32) {
         self.with(|st| st.rate_limit.remaining = remaining);

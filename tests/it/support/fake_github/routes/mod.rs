@@ -151,7 +151,7 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         fault
     };
     let mut resp = match fault {
-        Some(fault @ Fault::AfterApplying(_)) => {
+        Some(fault @ (Fault::AfterApplying(_) | Fault::HangAfterApplying(_))) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
             faults::respond(fault).await
