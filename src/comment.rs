@@ -11,6 +11,7 @@
 pub mod labels;
 pub mod markdown;
 pub mod pull_request;
+pub mod review;
 pub mod status;
 pub mod texts;
 mod verification;
@@ -24,6 +25,7 @@ pub use markdown::redact;
 pub use pull_request::{
     CommitRow, FileRow, PullRequestView, pull_request_body, pull_request_title,
 };
+pub use review::{ThreadAnswer, pull_closed_comment, thread_reply};
 pub use status::{MAX_COMMENT_LEN, parse_run_marker, run_marker, status_comment};
 pub use texts::{
     BudgetExceeded, DeliverableFooter, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,

@@ -360,16 +360,7 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
     let program = spec.argv.first().cloned().unwrap_or_default();
     let (mut cmd, lifeline) = command(&spec.argv, &spec.cwd, &spec.env, spec.jail.as_ref())?;
     if let Some(fd) = spec.fd3.clone() {
-        // SAFETY: dup2 is async-signal-safe; the duplicate (unlike the
-        // original, made O_CLOEXEC) survives the exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(fd.as_raw_fd(), 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        give_fd3(&mut cmd, fd);
     }
     cmd.stdin(if spec.stdin.is_some() {
         Stdio::piped()
@@ -443,6 +434,20 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
         stdout,
         stderr,
     })
+}
+
+/// The child gets `fd` as its descriptor 3.
+fn give_fd3(cmd: &mut Command, fd: Arc<OwnedFd>) {
+    // SAFETY: dup2 is async-signal-safe; the duplicate (unlike the
+    // original, made O_CLOEXEC) survives the exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd.as_raw_fd(), 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Resolves once `stop` turns true; never without one.

@@ -54,6 +54,8 @@ pub enum IssuesAction {
     Closed,
     Reopened,
     Deleted,
+    Assigned,
+    Unassigned,
     Other(String),
 }
 
@@ -67,6 +69,8 @@ impl IssuesAction {
             "closed" => Self::Closed,
             "reopened" => Self::Reopened,
             "deleted" => Self::Deleted,
+            "assigned" => Self::Assigned,
+            "unassigned" => Self::Unassigned,
             other => Self::Other(other.to_owned()),
         }
     }

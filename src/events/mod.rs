@@ -114,6 +114,63 @@ pub struct PullRef {
     pub base_ref: String,
     pub merged: bool,
     pub open: bool,
+    /// Who opened it (`pull_request.user`): closer's own pull requests are
+    /// opened by the App's bot user.
+    pub author: Actor,
+    /// The head commit (`head.sha`), when GitHub gives it.
+    pub head_sha: Option<String>,
+}
+
+/// A pull request review's state (`review.state`), lower-cased as the
+/// webhook sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewState {
+    Approved,
+    ChangesRequested,
+    Commented,
+    Dismissed,
+    Other(String),
+}
+
+impl ReviewState {
+    pub fn parse(s: &str) -> Self {
+        match s.to_ascii_lowercase().as_str() {
+            "approved" => Self::Approved,
+            "changes_requested" => Self::ChangesRequested,
+            "commented" => Self::Commented,
+            "dismissed" => Self::Dismissed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// A pull request review as the event shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewRef {
+    pub id: i64,
+    pub state: ReviewState,
+    /// The review's summary text (empty when it has none).
+    pub body: String,
+    pub author: Actor,
+}
+
+/// A review comment (a comment on a line of the diff) as the event shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewCommentRef {
+    pub id: i64,
+    pub body: String,
+    pub author: Actor,
+    pub path: String,
+    /// The comment's (last) line, when it is on a line of the diff.
+    pub line: Option<u64>,
+    /// The first line of a multi-line comment.
+    pub start_line: Option<u64>,
+    pub diff_hunk: String,
+    /// The thread's first comment, for a reply in a thread.
+    pub in_reply_to: Option<i64>,
+    pub review_id: Option<i64>,
+    /// The App that posted it, when one did.
+    pub via_app_id: Option<i64>,
 }
 
 /// One typed webhook event.
@@ -145,6 +202,8 @@ pub enum Event {
         issue: IssueRef,
         /// The label added or removed (`labeled` / `unlabeled`).
         label: Option<String>,
+        /// The user assigned or unassigned (`assigned` / `unassigned`).
+        assignee: Option<Actor>,
         sender: Actor,
     },
     IssueComment {
@@ -169,6 +228,7 @@ pub enum Event {
         installation: Option<InstallationId>,
         repo: Repo,
         pull: PullRef,
+        review: ReviewRef,
         sender: Actor,
     },
     PullRequestReviewComment {
@@ -176,6 +236,7 @@ pub enum Event {
         installation: Option<InstallationId>,
         repo: Repo,
         pull: PullRef,
+        comment: ReviewCommentRef,
         sender: Actor,
     },
 }

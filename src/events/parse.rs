@@ -123,9 +123,48 @@ struct RawComment {
 }
 
 #[derive(Deserialize)]
+struct RawReview {
+    id: i64,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    user: Option<RawActor>,
+}
+
+#[derive(Deserialize)]
+struct RawReviewComment {
+    id: i64,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    user: Option<RawActor>,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    line: Option<u64>,
+    #[serde(default)]
+    start_line: Option<u64>,
+    /// Older payloads have no `line`, only the original one.
+    #[serde(default)]
+    original_line: Option<u64>,
+    #[serde(default)]
+    diff_hunk: String,
+    #[serde(default)]
+    in_reply_to_id: Option<i64>,
+    #[serde(default)]
+    pull_request_review_id: Option<i64>,
+    #[serde(default)]
+    performed_via_github_app: Option<RawApp>,
+}
+
+#[derive(Deserialize)]
 struct RawBranch {
     #[serde(rename = "ref")]
     name: String,
+    #[serde(default)]
+    sha: Option<String>,
     /// The repository the branch is in (`null` when a fork was deleted).
     #[serde(default)]
     repo: Option<RawRepoName>,
@@ -139,6 +178,8 @@ struct RawPull {
     #[serde(default)]
     merged: Option<bool>,
     state: String,
+    #[serde(default)]
+    user: Option<RawActor>,
 }
 
 #[derive(Deserialize)]
@@ -164,12 +205,17 @@ struct RawPayload {
     sender: Option<RawActor>,
     #[serde(default)]
     issue: Option<RawIssue>,
+    /// An issue comment, or a review comment (`pull_request_review_comment`).
     #[serde(default)]
-    comment: Option<RawComment>,
+    comment: Option<serde_json::Value>,
     #[serde(default)]
     pull_request: Option<RawPull>,
     #[serde(default)]
     label: Option<RawLabel>,
+    #[serde(default)]
+    assignee: Option<RawActor>,
+    #[serde(default)]
+    review: Option<RawReview>,
     #[serde(default)]
     changes: Option<RawChanges>,
     #[serde(default)]
@@ -274,9 +320,11 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
     let RawPayload {
         repository,
         issue: raw_issue,
-        comment: raw_comment,
+        comment: raw_comment_value,
         pull_request,
         label,
+        assignee,
+        review,
         changes,
         ..
     } = raw;
@@ -291,6 +339,7 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
             repo,
             issue: the_issue(raw_issue)?,
             label: label.map(|l| l.name),
+            assignee: assignee.map(Actor::from),
             sender,
         },
         EventKind::IssueComment => Event::IssueComment {
@@ -298,7 +347,10 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
             installation,
             repo,
             issue: the_issue(raw_issue)?,
-            comment: comment(raw_comment.ok_or_else(|| p.missing("comment"))?),
+            comment: comment(
+                serde_json::from_value(raw_comment_value.ok_or_else(|| p.missing("comment"))?)
+                    .map_err(|e| err(format!("comment: {e}")))?,
+            ),
             previous_body: changes.and_then(|c| c.body).map(|b| b.from),
             sender,
         },
@@ -314,6 +366,7 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
             installation,
             repo,
             pull: the_pull(pull_request)?,
+            review: review.map(review_ref).ok_or_else(|| p.missing("review"))?,
             sender,
         },
         _ => Event::PullRequestReviewComment {
@@ -321,6 +374,10 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
             installation,
             repo,
             pull: the_pull(pull_request)?,
+            comment: review_comment(
+                serde_json::from_value(raw_comment_value.ok_or_else(|| p.missing("comment"))?)
+                    .map_err(|e| err(format!("comment: {e}")))?,
+            ),
             sender,
         },
     })
@@ -364,9 +421,35 @@ fn pull(raw: RawPull) -> PullRef {
         number: IssueNumber(raw.number),
         head_repo: raw.head.repo.map(|r| r.full_name),
         head_ref: raw.head.name,
+        head_sha: raw.head.sha,
         base_ref: raw.base.name,
         merged: raw.merged.unwrap_or(false),
         open: raw.state == "open",
+        author: actor(raw.user),
+    }
+}
+
+fn review_ref(raw: RawReview) -> ReviewRef {
+    ReviewRef {
+        id: raw.id,
+        state: ReviewState::parse(&raw.state),
+        body: raw.body.unwrap_or_default(),
+        author: actor(raw.user),
+    }
+}
+
+fn review_comment(raw: RawReviewComment) -> ReviewCommentRef {
+    ReviewCommentRef {
+        id: raw.id,
+        body: raw.body.unwrap_or_default(),
+        author: actor(raw.user),
+        path: raw.path,
+        line: raw.line.or(raw.original_line),
+        start_line: raw.start_line,
+        diff_hunk: raw.diff_hunk,
+        in_reply_to: raw.in_reply_to_id,
+        review_id: raw.pull_request_review_id,
+        via_app_id: raw.performed_via_github_app.map(|a| a.id),
     }
 }
 
@@ -474,6 +557,70 @@ mod tests {
         );
         assert!(!comment.author.is_bot);
         assert_eq!(issue.number, IssueNumber(1));
+    }
+
+    #[test]
+    fn a_review_and_a_review_comment_keep_what_the_review_loop_needs() {
+        let event = parse_event(
+            EventKind::PullRequestReview,
+            &fixture("pull_request_review.submitted.2.json"),
+        )
+        .unwrap();
+        let Event::PullRequestReview { review, pull, .. } = event else {
+            panic!("not a review");
+        };
+        assert_eq!(review.id, 237895671);
+        assert_eq!(review.state, ReviewState::Commented);
+        assert_eq!(review.body, "");
+        assert_eq!(review.author.login, "Codertocat");
+        assert_eq!(pull.author.login, "Codertocat");
+        assert_eq!(pull.head_ref, "changes");
+        assert_eq!(
+            pull.head_sha.as_deref(),
+            Some("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
+        );
+
+        let event = parse_event(
+            EventKind::PullRequestReviewComment,
+            &fixture("pull_request_review_comment.created.2.json"),
+        )
+        .unwrap();
+        let Event::PullRequestReviewComment { comment, .. } = event else {
+            panic!("not a review comment");
+        };
+        assert_eq!(comment.id, 284312630);
+        assert_eq!(comment.path, "README.md");
+        assert_eq!(comment.line, Some(265));
+        assert_eq!(comment.start_line, None);
+        assert_eq!(comment.diff_hunk, "@@ -1 +1 @@\n-# Hello-World");
+        assert_eq!(comment.in_reply_to, None);
+        assert_eq!(comment.review_id, Some(237895671));
+        assert_eq!(
+            comment.body,
+            "Maybe you should use more emoji on this line."
+        );
+    }
+
+    /// No `issues.assigned` example exists in the fixtures; it is derived
+    /// from `issues.opened.json` as GitHub documents it: `assignee` names
+    /// the user assigned.
+    #[test]
+    fn an_assignment_names_the_assignee() {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("issues.opened.json")).unwrap();
+        v["action"] = "assigned".into();
+        v["assignee"] = serde_json::json!({"login": "closer-bot[bot]", "id": 9, "type": "Bot"});
+        let body = serde_json::to_vec(&v).unwrap();
+        let Event::Issues {
+            action, assignee, ..
+        } = parse_event(EventKind::Issues, &body).unwrap()
+        else {
+            panic!("not an issues event");
+        };
+        assert_eq!(action, IssuesAction::Assigned);
+        let assignee = assignee.expect("an assignee");
+        assert_eq!(assignee.login, "closer-bot[bot]");
+        assert!(assignee.is_bot);
     }
 
     #[test]

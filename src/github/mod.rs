@@ -16,6 +16,7 @@ pub mod projects;
 mod pulls;
 mod repos;
 pub mod retry;
+mod reviews;
 pub mod scope;
 mod token;
 mod transport;
@@ -31,7 +32,7 @@ pub use jwt::AppClaims;
 pub use models::{
     Actor, AppInfo, Comment, CommentId, FileFetch, Issue, IssueEdit, IssueState, Label,
     LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit, PullRequest,
-    PullState, Reaction, Repository, StateReason,
+    PullState, Reaction, Repository, ReviewComment, StateReason,
 };
 pub use projects::{Board, DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
 pub use retry::RetrySettings;

@@ -272,3 +272,23 @@ pub struct ProjectOption {
     pub id: String,
     pub name: String,
 }
+
+/// A review comment: a comment on lines of a pull request's diff, the first
+/// of a thread or a reply in one (`in_reply_to`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewComment {
+    pub id: u64,
+    pub body: String,
+    pub author: Actor,
+    /// The App that posted it, when a GitHub App did.
+    pub performed_via_app_id: Option<i64>,
+    pub path: String,
+    /// The comment's (last) line; `None` when the line left the diff.
+    pub line: Option<u64>,
+    /// The first line of a comment on several lines.
+    pub start_line: Option<u64>,
+    pub diff_hunk: String,
+    /// The thread's first comment, for a reply.
+    pub in_reply_to: Option<u64>,
+    pub review_id: Option<u64>,
+}

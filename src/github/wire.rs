@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::error::GitHubError;
 use super::models::{
     Actor, AppInfo, Comment, CommentId, Issue, IssueState, Label, ProjectBoard, ProjectField,
-    ProjectOption, PullRequest, PullState, Repository, StateReason,
+    ProjectOption, PullRequest, PullState, Repository, ReviewComment, StateReason,
 };
 use super::types::{IssueNumber, RepoName};
 
@@ -130,6 +130,52 @@ impl From<WireComment> for Comment {
             author_is_bot: author.is_bot,
             performed_via_app_id: w.performed_via_github_app.map(|a| a.id),
             html_url: w.html_url,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireReviewComment {
+    pub id: u64,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub user: Option<WireUser>,
+    #[serde(default)]
+    pub performed_via_github_app: Option<WireAppRef>,
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub line: Option<u64>,
+    #[serde(default)]
+    pub original_line: Option<u64>,
+    #[serde(default)]
+    pub start_line: Option<u64>,
+    #[serde(default)]
+    pub diff_hunk: String,
+    #[serde(default)]
+    pub in_reply_to_id: Option<u64>,
+    #[serde(default)]
+    pub pull_request_review_id: Option<u64>,
+}
+
+impl From<WireReviewComment> for ReviewComment {
+    fn from(w: WireReviewComment) -> Self {
+        let author = w.user.map(WireUser::actor).unwrap_or(Actor {
+            login: "ghost".to_owned(),
+            is_bot: false,
+        });
+        ReviewComment {
+            id: w.id,
+            body: w.body.unwrap_or_default(),
+            author,
+            performed_via_app_id: w.performed_via_github_app.map(|a| a.id),
+            path: w.path,
+            line: w.line.or(w.original_line),
+            start_line: w.start_line,
+            diff_hunk: w.diff_hunk,
+            in_reply_to: w.in_reply_to_id,
+            review_id: w.pull_request_review_id,
         }
     }
 }

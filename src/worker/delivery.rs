@@ -3,8 +3,9 @@
 //!
 //! A payload that cannot be typed is marked `failed` with the reason and not
 //! retried (the same bytes will not parse better next time); a database error
-//! is retried. Installation bookkeeping happens here; issue, comment and pull
-//! request events go to the [`EventReactor`] it was given (the engine, wired
+//! is retried. Installation bookkeeping happens here; issue, comment, pull
+//! request, review and review comment events go to the [`EventReactor`] it
+//! was given (the engine, wired
 //! in `service.rs`), which it knows by that interface only.
 
 use std::future::Future;
@@ -19,7 +20,7 @@ use crate::model::{DeliveryStatus, Named};
 use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError, deliveries, installations};
 
-/// What acts on issue, comment and pull request events: returns a short
+/// What acts on issue, comment, pull request and review events: returns a short
 /// description of what was done, or the job error to settle with.
 pub trait EventReactor: Send + Sync {
     fn on_event<'a>(
@@ -93,6 +94,8 @@ impl DeliveryRunner {
                         Event::Issues { .. }
                             | Event::IssueComment { .. }
                             | Event::PullRequest { .. }
+                            | Event::PullRequestReview { .. }
+                            | Event::PullRequestReviewComment { .. }
                     )
                 {
                     let done = events.on_event(&event).await?;

@@ -33,6 +33,7 @@ mod security;
 mod store;
 mod stories;
 mod story_agents;
+mod story_review;
 mod story_verified;
 mod token_scope;
 mod verification;

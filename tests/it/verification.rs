@@ -986,7 +986,10 @@ async fn the_token_never_reaches_the_worktree_the_mirror_or_the_agent() {
     .await;
     // Fetch again (a second run on the same mirror) and push.
     let other = fx.prepare_issue("run-token-2", 5).await;
-    fx.sandbox.push(&wt, &fx.source()).await.expect("push");
+    fx.sandbox
+        .push(&wt, &fx.source(), None)
+        .await
+        .expect("push");
     let head = git(&wt.path, &["rev-parse", "HEAD"]);
     assert_eq!(
         fx.origin.branch_head("closer/issue-4").as_deref(),
@@ -1038,7 +1041,10 @@ async fn what_an_agent_writes_into_the_repository_config_takes_no_part_in_the_pu
         "the agent did write: {tampered}"
     );
 
-    fx.sandbox.push(&wt, &fx.source()).await.expect("push");
+    fx.sandbox
+        .push(&wt, &fx.source(), None)
+        .await
+        .expect("push");
     let head = git(&wt.path, &["rev-parse", "HEAD"]);
     assert_eq!(
         fx.origin.branch_head("closer/issue-4").as_deref(),

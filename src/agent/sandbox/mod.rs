@@ -6,9 +6,13 @@
 //! It must never write the installation token anywhere: not into the
 //! mirror's or worktree's config (remotes are given as URLs per command, no
 //! `origin` is configured), not into files, logs or the agent's environment.
-//! Pushing is closer's job, done here with the token at push time.
+//! Pushing is closer's job, done here with the token at push time, with
+//! `--force-with-lease` against the head closer last saw on the remote
+//! (`branch.rs`): never a plain force, so a commit somebody else pushed to
+//! the branch is never lost.
 
 pub mod base_file;
+pub mod branch;
 pub mod commit;
 pub mod git;
 pub mod lock;
@@ -85,6 +89,10 @@ pub enum SandboxError {
     UnexpectedLayout(String),
     #[error("{0}")]
     BaseFile(String),
+    /// The push was refused: the branch on the remote is no longer at the
+    /// commit closer last saw (somebody pushed to it).
+    #[error("the branch {branch} moved on the remote since closer last saw it")]
+    StaleBranch { branch: String },
 }
 
 /// Settings of the sandbox.
@@ -275,8 +283,16 @@ impl Sandbox {
         Ok(head.trim().to_owned())
     }
 
-    /// Pushes the run's branch to the remote (force: the branch is closer's).
-    pub async fn push(&self, worktree: &Worktree, source: &RepoSource) -> Result<(), SandboxError> {
+    /// Pushes the run's branch to the remote, with `--force-with-lease`
+    /// against `seen`, the branch's head on the remote when closer last
+    /// looked (`None`: it was not there). A branch that moved since is
+    /// refused as [`SandboxError::StaleBranch`]; nothing is overwritten.
+    pub async fn push(
+        &self,
+        worktree: &Worktree,
+        source: &RepoSource,
+        seen: Option<&str>,
+    ) -> Result<(), SandboxError> {
         // The commit comes from the worktree (a local read, no token); the
         // push runs in the mirror, whose config closer has just rewritten, so
         // nothing the agent configured (a proxy, an `insteadOf` rewrite, a
@@ -284,17 +300,26 @@ impl Sandbox {
         let head = worktree
             .git(&self.git, &["rev-parse", "--verify", "HEAD^{commit}"])
             .await?;
-        let refspec = format!("+{}:refs/heads/{}", head.trim(), worktree.branch);
+        let remote_ref = format!("refs/heads/{}", worktree.branch);
+        let refspec = format!("{}:{remote_ref}", head.trim());
+        let lease = format!("--force-with-lease={remote_ref}:{}", seen.unwrap_or(""));
         let _lock = lock::lock(&worktree.mirror.with_extension("lock")).await?;
         self.reset_config(&worktree.mirror).await?;
-        self.git
+        let pushed = self
+            .git
             .run_with(
                 &worktree.mirror,
-                &["push", "--quiet", &source.url, &refspec],
+                &["push", "--quiet", &lease, &source.url, &refspec],
                 source.token(),
             )
-            .await?;
-        Ok(())
+            .await;
+        match pushed {
+            Ok(_) => Ok(()),
+            Err(e) if branch::is_stale(&e) => Err(SandboxError::StaleBranch {
+                branch: worktree.branch.clone(),
+            }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Writes the mirror's config as closer wants it, dropping whatever an

@@ -10,7 +10,7 @@ mod markdown;
 mod parser;
 mod suggest;
 
-pub use parser::{is_addressed_to_bot, new_commands, parse_commands};
+pub use parser::{is_addressed_to_bot, mentions_bot, new_commands, parse_commands, request};
 
 use std::fmt;
 

@@ -62,6 +62,59 @@ pub fn is_addressed_to_bot(body: &str, app_slug: &str) -> bool {
         .any(|line| addressed_rest(line, app_slug).is_some())
 }
 
+/// Whether `body` mentions the App (`@<app-slug>` or `@<app-slug>[bot]`)
+/// anywhere in its prose — not in code, quotes or hidden text.
+pub fn mentions_bot(body: &str, app_slug: &str) -> bool {
+    !app_slug.is_empty()
+        && prose_lines(body)
+            .iter()
+            .any(|line| line_mentions(line, app_slug))
+}
+
+/// A request written to the App in a comment: the comment mentions it and
+/// is not a command — no `/closer …` line, and no `@<app-slug> <word>`
+/// line whose word is a command, is missing, or is close to one (those are
+/// commands, or typos of one, answered with the help text). The request is
+/// the whole comment, trimmed.
+pub fn request(body: &str, app_slug: &str) -> Option<String> {
+    let lines = prose_lines(body);
+    let command_like = lines.iter().any(|line| {
+        let line = line.trim_start();
+        if strip_prefix_ignore_case(line, PREFIX).is_some()
+            && addressed_rest(line, app_slug).is_some()
+        {
+            return true;
+        }
+        matches!(
+            parse_line(line, app_slug),
+            Some(Ok(_))
+                | Some(Err(CommandError::Missing))
+                | Some(Err(CommandError::Unknown {
+                    suggestion: Some(_),
+                    ..
+                }))
+        )
+    });
+    let mentioned = lines.iter().any(|line| line_mentions(line, app_slug));
+    (mentioned && !command_like && !app_slug.is_empty()).then(|| body.trim().to_owned())
+}
+
+/// Whether one visible line holds a mention of the App, as GitHub reads a
+/// mention: `@` not inside a word, the slug, optionally `[bot]`, then no
+/// further login character.
+fn line_mentions(line: &str, app_slug: &str) -> bool {
+    let bytes = line.as_bytes();
+    line.match_indices('@').any(|(at, _)| {
+        let inside_word =
+            at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+        let Some(after) = mention_rest(&line[at..], app_slug) else {
+            return false;
+        };
+        let next = after.chars().next();
+        !inside_word && !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
 /// The command on one visible line, if the line is addressed to the bot.
 fn parse_line(line: &str, app_slug: &str) -> Option<Result<Command, CommandError>> {
     let rest = addressed_rest(line, app_slug)?;
@@ -126,6 +179,30 @@ mod tests {
     }
 
     const MISSING: Result<Command, CommandError> = Err(CommandError::Missing);
+
+    #[test]
+    fn a_mention_with_words_that_are_no_command_is_a_request() {
+        let asked = "@closer-bot please also update the docs";
+        assert_eq!(request(asked, SLUG).as_deref(), Some(asked));
+        let inline = "Looks good. Hey @closer-bot[bot], handle negative numbers too.";
+        assert_eq!(request(inline, SLUG).as_deref(), Some(inline));
+        // Commands, typos of commands and `/closer` lines are not requests.
+        for not_a_request in [
+            "@closer-bot run",
+            "@closer-bot stat",
+            "@closer-bot",
+            "/closer please do it",
+            "@closer-bot2 please do it",
+            "mail me at me@closer-bot.example",
+            "`@closer-bot please`",
+            "> @closer-bot please",
+            "nothing for the bot",
+        ] {
+            assert_eq!(request(not_a_request, SLUG), None, "{not_a_request}");
+        }
+        assert!(mentions_bot("thanks @Closer-Bot!", SLUG));
+        assert!(!mentions_bot("thanks @closer-bots", SLUG));
+    }
 
     #[test]
     fn table() {

@@ -13,7 +13,7 @@ use super::context::RunContext;
 use super::triggers::{Thread, digest};
 use super::{Engine, EngineError, Step};
 use crate::comment;
-use crate::engine::command::{Command, CommandError, new_commands};
+use crate::engine::command::{Command, CommandError, new_commands, request};
 use crate::events::{CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
@@ -29,8 +29,11 @@ impl Engine {
         created: bool,
     ) -> Result<String, EngineError> {
         let app = self.github.app_info().await?;
-        let commands = new_commands(previous, &comment.body, &app.slug);
         let client = self.github.client(thread.installation).await?;
+        if created && let Some(request) = request(&comment.body, &app.slug) {
+            return self.on_request(&client, thread, comment, &request).await;
+        }
+        let commands = new_commands(previous, &comment.body, &app.slug);
         if commands.is_empty() {
             return match created {
                 true => self.on_reply(&client, thread, comment).await,
@@ -173,6 +176,63 @@ impl Engine {
         // writing the run, and runs only change state in their own steps.
         self.runs.enqueue(run_id, Step::Resume).await?;
         Ok(format!("reply by {login}: run resumed"))
+    }
+
+    /// A request written to the App ("@closer-bot please also update the
+    /// docs") by an authorised user: stored for the next prompt, and a run
+    /// started for it (or a review round of a run at rest with its pull
+    /// request open, or the run resumed when it awaits an answer).
+    async fn on_request(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+        request: &str,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let config = self.read_config(client, thread.repo).await?;
+        let minimum = config.min_permission();
+        let login = &comment.author.login;
+        if !self.permitted(client, repo, login, minimum).await {
+            let refusal = comment::refusal_comment(login, minimum);
+            let key = reply_key(comment);
+            self.status
+                .post_once_marked(client, repo, number, &key, &refusal)
+                .await?;
+            return Ok(format!("request by {login} refused"));
+        }
+        let pool = self.runs.store().pool();
+        let mut run = runs::by_issue(pool, repo, number).await?;
+        let with_pull = |r: &crate::model::Run| r.pull_request.is_some();
+        let step = match &run {
+            Some(r) if r.state == RunState::Done && with_pull(r) => Some(Step::Review),
+            Some(r) if r.state == RunState::AwaitingResponse => Some(Step::Resume),
+            Some(r) if r.state == RunState::Verifying && with_pull(r) => Some(Step::Review),
+            Some(r) if !r.state.is_final() => None,
+            _ => {
+                let started = self.trigger(client, thread, config, true).await?;
+                run = runs::by_issue(pool, repo, number).await?;
+                tracing::info!(%repo, %number, %started, "run for a request");
+                None
+            }
+        };
+        let Some(run) = run else {
+            return Ok(format!("request by {login}: no run"));
+        };
+        // Stored after a new run was queued: if its first prompt was built
+        // before, the request stays unused and the run's next prompt (or,
+        // once verified, a review round) carries it.
+        self.store_message(&run, comment.id, login, request).await?;
+        if let Err(e) = client
+            .add_comment_reaction(repo, CommentId(comment.id.max(0) as u64), Reaction::Eyes)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot react to a request");
+        }
+        if let Some(step) = step {
+            self.runs.enqueue(&run.id, step).await?;
+        }
+        Ok(format!("request by {login}: stored for run {}", run.id))
     }
 
     /// Answers `/closer status` with a short comment, once per `key`.

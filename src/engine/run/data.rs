@@ -46,6 +46,9 @@ pub struct RunData {
     pub awaiting_merge: bool,
     /// The issue of a done run was closed (the last write of a done run).
     pub issue_closed: bool,
+    /// closer opened the issue again after closing it (its run failed
+    /// afterwards: the pull request was closed, or a review round failed).
+    pub reopened: bool,
     /// A problem with the configured project board, reported once.
     pub board_problem: Option<String>,
     /// The last status comment body written, to skip no-op edits.
@@ -55,6 +58,21 @@ pub struct RunData {
     /// The session's running token total as the tool last reported it
     /// (tools that report totals rather than per run).
     pub agent_session_tokens: crate::agent::outcome::Tokens,
+    /// The run's branch on the remote as closer last saw it (`None`: not
+    /// there): what the next push's lease expects.
+    pub branch_head: Option<String>,
+    /// What the next prompt must say about the branch (somebody pushed to
+    /// it; the agent's earlier commits were rebased or must be redone).
+    pub branch_note: Option<String>,
+    /// A review round is under way: iterations started by reviews or
+    /// requests on the run's pull request, after it was verified.
+    pub review_round: bool,
+    /// The review threads (their first comments' ids) the prompts of this
+    /// round carried, answered once the round is verified.
+    pub pending_threads: Vec<u64>,
+    /// The verification re-run after a person pushed to the branch; shown
+    /// instead of the last iteration's until the next iteration.
+    pub reverified: Option<IterationVerification>,
 }
 
 impl RunData {

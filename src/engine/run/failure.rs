@@ -49,6 +49,10 @@ pub enum RunFailure {
     Error {
         message: String,
     },
+    /// The run's pull request was closed without being merged.
+    PullRequestClosed {
+        number: u64,
+    },
 }
 
 impl RunFailure {
@@ -77,6 +81,11 @@ impl RunFailure {
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
+            // Reported by its own comment (`pull_closed_comment`), never
+            // by a diagnosis.
+            RunFailure::PullRequestClosed { number } => FailureReason::AgentError {
+                message: format!("pull request #{number} was closed without being merged"),
+            },
         }
     }
 
@@ -92,6 +101,9 @@ impl RunFailure {
             }
             RunFailure::PushRefused { detail } => format!("push refused: {detail}"),
             RunFailure::Error { message } => message.clone(),
+            RunFailure::PullRequestClosed { number } => {
+                format!("pull request #{number} closed unmerged")
+            }
         })
     }
 }
@@ -114,15 +126,33 @@ impl Engine {
     }
 
     /// The label, the diagnosis and the status of a failed run; each once.
+    /// An issue closer had closed (a verified run whose pull request was
+    /// then closed, or whose review round failed) is opened again, without
+    /// its `phase:*` label: a closed issue never shows a failed run.
     pub(super) async fn report_failure(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         self.status.set_failed_label(ctx, true).await?;
         self.status.set_awaiting_label(ctx, false).await?;
+        let reopened = ctx.data.issue_closed;
+        if reopened {
+            ctx.client.reopen_issue(ctx.repo(), ctx.issue()).await?;
+            ctx.data.issue_closed = false;
+            ctx.data.reopened = true;
+            self.runs.save(ctx).await?;
+        }
+        if matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. })) {
+            self.status.clear_phase(ctx).await?;
+        }
         if !ctx.data.diagnosis_posted {
             let failure = ctx.data.failure.clone().unwrap_or(RunFailure::Error {
                 message: "unknown".to_owned(),
             });
             let records = self.runs.records(&ctx.run.id).await?;
-            let body = comment::diagnosis_comment(&diagnosis(ctx, &failure, &records));
+            let body = match failure {
+                RunFailure::PullRequestClosed { number } => {
+                    comment::pull_closed_comment(number, ctx.data.reopened)
+                }
+                _ => comment::diagnosis_comment(&diagnosis(ctx, &failure, &records)),
+            };
             self.status
                 .post_once_for_run(ctx, "diagnosis", &body)
                 .await?;
@@ -224,6 +254,7 @@ mod tests {
             RunFailure::Error {
                 message: "no LLM".into(),
             },
+            RunFailure::PullRequestClosed { number: 7 },
         ];
         for failure in all {
             let json = serde_json::to_string(&failure).unwrap();

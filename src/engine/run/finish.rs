@@ -5,7 +5,11 @@
 //!
 //! The pull request is found again by its head branch, so a repeated step
 //! never opens a second one. Nothing is pushed but the commit verification
-//! checked, from a clean worktree (`agent::sandbox::verified`).
+//! checked, from a clean worktree (`agent::sandbox::verified`). The push has
+//! a lease on the branch's head as closer last saw it: when a person pushed
+//! meanwhile, their commits are taken in and the run iterates again instead
+//! (`review_round.rs`). After a review round the threads it worked on are
+//! answered, and a round asked for meanwhile is queued.
 
 use super::context::RunContext;
 use super::data::IterationRecord;
@@ -42,17 +46,37 @@ impl Engine {
             let detail = refusal.to_string();
             return self.fail(ctx, RunFailure::PushRefused { detail }).await;
         }
-        self.workspace.push(ctx, &worktree).await?;
+        if !self.workspace.push(ctx, &worktree).await? {
+            return self.branch_moved(ctx, &worktree).await;
+        }
+        self.runs.save(ctx).await?;
         let number = self.open_pull_request(ctx, task, last.as_ref()).await?;
         ctx.run.pull_request = Some(number);
         self.runs.save(ctx).await?;
-        self.status.set_phase(ctx, Phase::Review).await?;
+        let head = ctx.data.branch_head.clone().unwrap_or_default();
+        self.answer_threads(ctx, number, &head, last.as_ref())
+            .await?;
+        // A review round leaves the phase as the pull request left it.
+        if !ctx.data.review_round {
+            self.status.set_phase(ctx, Phase::Review).await?;
+        }
         if ctx.config.close_on == CloseOn::Merged {
             ctx.data.awaiting_merge = true;
             self.runs.save(ctx).await?;
-            return self.status.publish(ctx).await;
+            self.status.publish(ctx).await?;
+        } else {
+            self.complete(ctx).await?;
         }
-        self.complete(ctx).await
+        self.next_round_if_asked(ctx).await
+    }
+
+    /// Writes the pull request's title and body (the verification table)
+    /// again, as the run stands now.
+    pub(super) async fn update_pull_request(&self, ctx: &RunContext) -> Result<(), EngineError> {
+        let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
+        let last = self.runs.last_record(&ctx.run.id).await?;
+        self.open_pull_request(ctx, task, last.as_ref()).await?;
+        Ok(())
     }
 
     /// The answer of a `read_info`/`report` run, posted once.
@@ -92,7 +116,11 @@ impl Engine {
         self.runs.save(ctx).await?;
         self.status.publish(ctx).await?;
         self.close_done(ctx).await?;
-        if let Some(w) = ctx.data.worktree.as_ref() {
+        // A code task's worktree is kept while its pull request may get
+        // reviews: the next round continues in it.
+        if ctx.run.pull_request.is_none()
+            && let Some(w) = ctx.data.worktree.as_ref()
+        {
             self.workspace.remove(w, &ctx.run.id).await;
         }
         Ok(())
@@ -162,7 +190,12 @@ impl Engine {
         task: TaskType,
         last: Option<&IterationRecord>,
     ) -> Result<PullRequestView, EngineError> {
-        let status = self.status.view(ctx).await?;
+        let mut status = self.status.view(ctx).await?;
+        // After a person pushed, the table shows the verification of the
+        // branch as it is now (the status comment keeps the run's own).
+        if let Some(again) = &ctx.data.reverified {
+            status.verification = Some(super::status_view::verification_view(again));
+        }
         let verification = last.and_then(|r| r.verification.as_ref());
         let commits = verification.map(|v| {
             v.artifacts

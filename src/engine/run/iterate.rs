@@ -52,7 +52,10 @@ pub(super) struct Iteration {
 
 impl Engine {
     pub(super) async fn iterate(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        self.status.set_phase(ctx, Phase::Processing).await?;
+        // A review round keeps the phase the pull request gave the issue.
+        if !ctx.data.review_round {
+            self.status.set_phase(ctx, Phase::Processing).await?;
+        }
         if let Some(failure) = self.limits(ctx).await? {
             return self.fail(ctx, failure).await;
         }
@@ -68,6 +71,8 @@ impl Engine {
         let mut result = match self.runs.unjudged_work(&ctx.run, iteration.n).await? {
             Some(result) => result,
             None => {
+                // A fresh iteration continues from the branch on GitHub.
+                self.follow_branch(ctx, &iteration.worktree).await?;
                 let prompt = self.begin(ctx, &iteration).await?;
                 let work = (agent_name.as_str(), agent);
                 let result = self.work(ctx, &iteration, work, prompt).await;
@@ -111,7 +116,7 @@ impl Engine {
     }
 
     /// The worktree, the completion handler, the prompts and the number.
-    async fn set_up(
+    pub(super) async fn set_up(
         &self,
         ctx: &RunContext,
         llm: Arc<dyn LlmClient>,
@@ -181,6 +186,13 @@ impl Engine {
         runs::start_iteration(pool, &ctx.run.id, n, &prompt.text, now).await?;
         runs::mark_messages_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
         ctx.run.iteration = n;
+        for root in prompt.threads {
+            if !ctx.data.pending_threads.contains(&root) {
+                ctx.data.pending_threads.push(root);
+            }
+        }
+        ctx.data.branch_note = None;
+        ctx.data.reverified = None;
         // No status edit here: the edit that ended the previous step
         // already says this iteration is being worked on.
         self.runs.save(ctx).await?;

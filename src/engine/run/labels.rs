@@ -66,6 +66,20 @@ impl StatusPublisher {
         self.sync_board(ctx, phase).await
     }
 
+    /// Takes every `phase:*` label off the issue (a run whose pull request
+    /// was closed unmerged: `closer:failed` says where it stands).
+    pub async fn clear_phase(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let (repo, number) = (ctx.repo().clone(), ctx.issue());
+        let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
+        for label in Phase::ALL.iter().map(|p| p.issue_label()) {
+            if on_issue.contains(&label) {
+                ctx.client.remove_label(&repo, number, &label).await?;
+            }
+        }
+        ctx.data.phase_label = None;
+        self.runs().save(ctx).await
+    }
+
     /// Sets the project board's Status to the phase, when the config names
     /// a board. A problem with the board or its fields is reported once in
     /// the status comment and not retried; a GitHub failure is.

@@ -29,10 +29,13 @@ mod progress;
 mod prompt;
 mod reconcile;
 mod reproduce;
+mod review;
+mod review_round;
 mod runs;
 mod start;
 mod status;
 mod status_view;
+mod threads;
 mod throttle;
 mod triggers;
 mod usage;
@@ -79,6 +82,15 @@ pub enum Step {
     /// issue. Queued by the delivery, run as the run's own step, so it never
     /// races the `finish` step that opened the pull request.
     Merged,
+    /// Reviews or requests arrived on the run's pull request: when the run
+    /// is at rest (done, or waiting for the merge) and something is left to
+    /// address, a review round of iterations starts on the same branch.
+    Review,
+    /// A person pushed to the run's branch: the verification runs again at
+    /// its new head and the tables are updated, without the agent.
+    Reverify,
+    /// The run's pull request was closed without being merged.
+    PullClosed,
 }
 
 /// Which state each step acts in: a step whose run is in another state does
@@ -327,8 +339,13 @@ impl Engine {
         {
             return self.resume_question(&mut ctx).await;
         }
-        if ctx.run.state != step.acts_in() {
-            return Ok(());
+        match step {
+            // The pull request's steps act on a run at rest; each checks.
+            Step::Review => return self.review_round(&mut ctx).await,
+            Step::Reverify => return self.reverify(&mut ctx).await,
+            Step::PullClosed => return self.pull_closed(&mut ctx).await,
+            _ if ctx.run.state != step.acts_in() => return Ok(()),
+            _ => {}
         }
         match step {
             Step::Start => self.start(&mut ctx).await,
@@ -336,6 +353,7 @@ impl Engine {
             Step::Finish => self.finish(&mut ctx).await,
             Step::Resume => self.resume(&mut ctx).await,
             Step::Merged => self.merged(&mut ctx).await,
+            Step::Review | Step::Reverify | Step::PullClosed => Ok(()),
         }
     }
 }

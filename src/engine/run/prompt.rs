@@ -1,17 +1,21 @@
 //! The prompt of an iteration: the initial one, or the continuation with
 //! the history, the pending actions, the maintainer's replies and, in
-//! stage 2, the minimal-fix rules.
+//! stage 2, the minimal-fix rules; then what happened to the branch when
+//! people pushed to it, and in a review round the open review threads.
 
 use super::context::RunContext;
 use super::iterate::Iteration;
+use super::threads::threads_section;
 use super::{Engine, EngineError, other};
 use crate::engine::handlers::{Continuation, IterationSummary};
 use crate::model::Stage;
 
-/// A prompt and the comment ids of the replies it carries.
+/// A prompt, the comment ids of the replies it carries and the review
+/// threads it asks the agent to address.
 pub(super) struct Prompt {
     pub text: String,
     pub carried: Vec<i64>,
+    pub threads: Vec<u64>,
 }
 
 impl Engine {
@@ -72,6 +76,23 @@ impl Engine {
             text.push_str("\n\n");
             text.push_str(&fix.instructions());
         }
-        Ok(Prompt { text, carried })
+        if let Some(note) = &ctx.data.branch_note {
+            text.push_str("\n\n## The branch moved\n\n");
+            text.push_str(note);
+        }
+        let threads = match (ctx.data.review_round, ctx.run.pull_request) {
+            (true, Some(pull)) => self.open_threads(ctx, pull).await?,
+            _ => Vec::new(),
+        };
+        if !threads.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&threads_section(&threads));
+        }
+        let threads = threads.iter().map(|t| t.root).collect();
+        Ok(Prompt {
+            text,
+            carried,
+            threads,
+        })
     }
 }

@@ -85,7 +85,10 @@ impl Engine {
             Err(GitHubError::NotFound) => return Ok(Some("the issue is gone")),
             Err(e) => return Err(e.into()),
         };
-        if issue.state == IssueState::Closed && !ctx.data.awaiting_merge {
+        // Closed by closer itself: a review round of a verified run works
+        // under the closed issue.
+        let closed_by_us = ctx.data.review_round && ctx.data.issue_closed;
+        if issue.state == IssueState::Closed && !ctx.data.awaiting_merge && !closed_by_us {
             return Ok(Some("the issue was closed"));
         }
         if ctx.data.by_label && !issue.labels.contains(&ctx.config.trigger_label) {

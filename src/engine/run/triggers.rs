@@ -1,6 +1,8 @@
 //! Webhook events → engine actions: the trigger label (on `opened` and
-//! `labeled`), comments (commands and replies, `commands.rs`), a human
-//! closing the issue (stop), a merged pull request (`close_on: merged`).
+//! `labeled`), assigning the issue to the App's bot user (unassigning
+//! stops), comments (commands, requests and replies, `commands.rs`), a
+//! human closing the issue (stop), a merged pull request (`close_on:
+//! merged`), and the events on closer's own pull request (`review.rs`).
 //!
 //! Never reacts to a bot, to a comment `performed_via_github_app` by our App,
 //! or to our App's own user; a permission that cannot be read counts as
@@ -10,6 +12,7 @@ use std::sync::Arc;
 
 use super::context::{CONFIG_PATH, parse_config};
 use super::data::RunData;
+use super::review::PullEvent;
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
@@ -69,6 +72,7 @@ impl Engine {
                 repo,
                 issue,
                 label,
+                assignee,
                 sender,
             } if !issue.is_pull_request => {
                 if self.github.is_us_or_bot(sender).await? {
@@ -79,8 +83,16 @@ impl Engine {
                     repo,
                     issue,
                 };
-                self.on_issue(&thread, action, label.as_deref(), sender)
-                    .await
+                match action {
+                    IssuesAction::Assigned | IssuesAction::Unassigned => {
+                        self.on_assignment(&thread, action, assignee.as_ref(), sender)
+                            .await
+                    }
+                    _ => {
+                        self.on_issue(&thread, action, label.as_deref(), sender)
+                            .await
+                    }
+                }
             }
             Event::IssueComment {
                 action,
@@ -90,7 +102,7 @@ impl Engine {
                 comment,
                 previous_body,
                 sender,
-            } if !issue.is_pull_request => {
+            } => {
                 if self.github.is_us_or_bot(sender).await?
                     || self.github.is_us_or_bot(&comment.author).await?
                     || self.github.is_our_app(comment.via_app_id).await?
@@ -107,16 +119,75 @@ impl Engine {
                     repo,
                     issue,
                 };
+                if issue.is_pull_request {
+                    return match previous {
+                        None => self.on_pull_request_comment(&thread, comment).await,
+                        Some(_) => Ok("edited pull request comment: ignored".to_owned()),
+                    };
+                }
                 let created = *action == CommentAction::Created;
                 self.on_comment(&thread, comment, previous, created).await
             }
+            _ => self.dispatch_pull(event).await,
+        }
+    }
+
+    /// The events about pull requests: closer's own (reviews, review
+    /// comments, pushes, closing) and the merge of a run's pull request.
+    async fn dispatch_pull(&self, event: &Event) -> Result<String, EngineError> {
+        match event {
             Event::PullRequest {
-                action: PullRequestAction::Closed,
-                installation: Some(_),
+                action,
+                installation: Some(installation),
                 repo,
                 pull,
+                sender,
+            } => {
+                let on = PullEvent {
+                    installation: *installation,
+                    repo,
+                    pull,
+                };
+                match action {
+                    PullRequestAction::Closed if pull.merged => {
+                        self.on_merged(&repo.name, pull).await
+                    }
+                    PullRequestAction::Closed => self.on_pull_closed(&on).await,
+                    PullRequestAction::Synchronize => self.on_synchronize(&on, sender).await,
+                    _ => Ok(format!("pull_request {action:?}: nothing to do")),
+                }
+            }
+            Event::PullRequestReview {
+                action,
+                installation: Some(installation),
+                repo,
+                pull,
+                review,
                 ..
-            } if pull.merged => self.on_merged(&repo.name, pull).await,
+            } => {
+                let on = PullEvent {
+                    installation: *installation,
+                    repo,
+                    pull,
+                };
+                self.on_review(&on, action, review).await
+            }
+            Event::PullRequestReviewComment {
+                action,
+                installation: Some(installation),
+                repo,
+                pull,
+                comment,
+                ..
+            } => {
+                let on = PullEvent {
+                    installation: *installation,
+                    repo,
+                    pull,
+                };
+                let created = *action == CommentAction::Created;
+                self.on_review_comment(&on, created, comment).await
+            }
             _ => Ok("not an engine event".to_owned()),
         }
     }
@@ -165,6 +236,47 @@ impl Engine {
             }
             _ => Ok(format!("issues {action:?}: nothing to do")),
         }
+    }
+
+    /// The issue assigned to the App's bot user by an authorised user
+    /// starts a run (restarting an ended one, as `/closer run` does);
+    /// unassigning it stops the run. Other assignees are not closer's
+    /// business.
+    async fn on_assignment(
+        &self,
+        thread: &Thread<'_>,
+        action: &IssuesAction,
+        assignee: Option<&Actor>,
+        sender: &Actor,
+    ) -> Result<String, EngineError> {
+        let app = self.github.app_info().await?;
+        let ours = assignee.is_some_and(|a| {
+            a.login.eq_ignore_ascii_case(&app.bot_login) || a.login.eq_ignore_ascii_case(&app.slug)
+        });
+        if !ours {
+            return Ok(format!("issues {action:?}: not closer"));
+        }
+        let client = self.github.client(thread.installation).await?;
+        let config = self.read_config(&client, thread.repo).await?;
+        let minimum = config.min_permission();
+        if !self
+            .permitted(&client, &thread.repo.name, &sender.login, minimum)
+            .await
+        {
+            return Ok(format!("assignment by {}: not authorised", sender.login));
+        }
+        if *action == IssuesAction::Unassigned {
+            let pool = self.runs.store().pool();
+            let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
+            return match run {
+                Some(run) if !run.state.is_final() => {
+                    self.stop(&run, "closer was unassigned").await?;
+                    Ok("unassigned: run stopped".to_owned())
+                }
+                _ => Ok("unassigned: no active run".to_owned()),
+            };
+        }
+        self.trigger(&client, thread, config, true).await
     }
 
     async fn on_merged(&self, repo: &RepoName, pull: &PullRef) -> Result<String, EngineError> {
@@ -238,6 +350,9 @@ impl Engine {
             phase_label: old.phase_label,
             failed_label: old.failed_label,
             awaiting_label: old.awaiting_label,
+            // The branch as last seen on GitHub: a retry continues from it
+            // (people's commits included) and pushes with a lease on it.
+            branch_head: old.branch_head,
             ..data
         };
         run.state = RunState::Queued;

@@ -11,7 +11,8 @@ use super::context::RunContext;
 use super::{EngineError, other};
 use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
-use crate::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
+use crate::agent::sandbox::branch::BranchSync;
+use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
 use crate::model::RunId;
 
@@ -135,17 +136,55 @@ impl Workspace {
         }
     }
 
-    /// Pushes the run's branch.
-    /// In dry run nothing is pushed: the push is recorded with the other
-    /// writes that were not sent.
-    pub async fn push(&self, ctx: &RunContext, worktree: &Worktree) -> Result<(), EngineError> {
+    /// Pushes the run's branch, with a lease on the head closer last saw
+    /// (`RunData::branch_head`); `Ok(false)` when the branch moved on the
+    /// remote meanwhile (nothing was pushed). In dry run nothing is pushed:
+    /// the push is recorded with the other writes that were not sent.
+    pub async fn push(
+        &self,
+        ctx: &mut RunContext,
+        worktree: &Worktree,
+    ) -> Result<bool, EngineError> {
+        let head = self.sandbox.head(worktree).await.map_err(other)?;
         if ctx.client.is_dry_run() {
-            let head = self.sandbox.head(worktree).await.map_err(other)?;
             ctx.client.record_push(ctx.repo(), &worktree.branch, &head);
-            return Ok(());
+            return Ok(true);
         }
         let source = self.source(ctx, TokenScope::Push).await?;
-        self.sandbox.push(worktree, &source).await.map_err(other)
+        let seen = ctx.data.branch_head.as_deref();
+        match self.sandbox.push(worktree, &source, seen).await {
+            Ok(()) => {
+                ctx.data.branch_head = Some(head);
+                Ok(true)
+            }
+            Err(SandboxError::StaleBranch { .. }) => Ok(false),
+            Err(e) => Err(other(e)),
+        }
+    }
+
+    /// Continues the worktree from the branch's head on the remote (people
+    /// may have pushed to it) and remembers that head for the next push's
+    /// lease.
+    pub async fn follow_branch(
+        &self,
+        ctx: &mut RunContext,
+        worktree: &Worktree,
+    ) -> Result<BranchSync, EngineError> {
+        let source = self.source(ctx, TokenScope::Read).await?;
+        let remote = self
+            .sandbox
+            .fetch_branch(worktree, &source)
+            .await
+            .map_err(other)?;
+        ctx.data.branch_head = remote.clone();
+        match remote {
+            None => Ok(BranchSync::Absent),
+            Some(sha) => self
+                .sandbox
+                .continue_from(worktree, &sha)
+                .await
+                .map_err(other),
+        }
     }
 
     /// Removes the HOMEs of runs not used for longer than `keep` (their

@@ -90,6 +90,51 @@ impl Origin {
         );
     }
 
+    /// Pushes a commit by `author` to `branch` (which must exist), as a
+    /// person helping on closer's pull request would; answers its sha.
+    pub fn push_to_branch(&self, branch: &str, author: &str, path: &str, content: &str) -> String {
+        let work = self
+            .dir
+            .path()
+            .join(format!("helper-{}", fastrand::u32(..)));
+        let bare = self.bare.to_str().expect("utf-8 path");
+        let work_str = work.to_str().expect("utf-8 path");
+        git(
+            self.dir.path(),
+            &["clone", "--quiet", "--branch", branch, bare, work_str],
+        );
+        if let Some(parent) = work.join(path).parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(work.join(path), content).expect("write");
+        git(&work, &["add", "-A"]);
+        let who = format!("user.name={author}");
+        let mail = format!("user.email={author}@example.com");
+        git(
+            &work,
+            &[
+                "-c",
+                &who,
+                "-c",
+                &mail,
+                "commit",
+                "--quiet",
+                "-m",
+                &format!("{author}: {path}"),
+            ],
+        );
+        git(&work, &["push", "--quiet", "origin", branch]);
+        git(&work, &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    /// The commits of `branch`, newest first, as `sha subject` lines.
+    pub fn log(&self, branch: &str) -> Vec<String> {
+        git(&self.bare, &["log", "--format=%H %s", branch])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The sha a branch of the origin points at, if it exists.
     pub fn branch_head(&self, branch: &str) -> Option<String> {
         let out = Command::new("git")

@@ -11,6 +11,7 @@ pub mod fake_models;
 pub mod git;
 pub mod process;
 pub mod story;
+pub mod story_pull;
 
 /// The bytes of a webhook fixture (`tests/fixtures/github-webhooks/<name>`).
 pub fn fixture(name: &str) -> Vec<u8> {

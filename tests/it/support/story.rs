@@ -492,7 +492,7 @@ impl Story {
         status
     }
 
-    fn issue_json(&self, number: IssueNumber) -> Value {
+    pub fn issue_json(&self, number: IssueNumber) -> Value {
         let issue = self.github.issue(&self.repo, number);
         json!({
             "number": issue.number,
@@ -781,6 +781,6 @@ impl Story {
     }
 }
 
-fn user_json(user: &FakeUser) -> Value {
+pub fn user_json(user: &FakeUser) -> Value {
     json!({"login": user.login, "id": user.id(), "type": if user.is_bot { "Bot" } else { "User" }})
 }

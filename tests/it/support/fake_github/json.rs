@@ -5,7 +5,10 @@
 use closer::clock::Millis;
 use serde_json::{Value, json};
 
-use super::state::{FakeComment, FakeIssue, FakeLabel, FakePull, FakeUser, Repo, State};
+use super::state::{
+    FakeComment, FakeIssue, FakeLabel, FakePull, FakeReview, FakeReviewComment, FakeUser, Repo,
+    State,
+};
 
 /// RFC 3339 time, as GitHub writes it.
 pub fn time(ms: Millis) -> String {
@@ -109,8 +112,8 @@ pub fn issue(base: &str, repo: &Repo, i: &FakeIssue) -> Value {
         "body": i.body,
         "user": user(base, &i.author),
         "labels": issue_labels(base, repo, &i.labels),
-        "assignee": null,
-        "assignees": [],
+        "assignee": i.assignees.first().map(|a| user(base, &assignee(a))),
+        "assignees": i.assignees.iter().map(|a| user(base, &assignee(a))).collect::<Vec<_>>(),
         "milestone": null,
         "locked": false,
         "active_lock_reason": null,
@@ -120,6 +123,85 @@ pub fn issue(base: &str, repo: &Repo, i: &FakeIssue) -> Value {
         "updated_at": time(i.updated_at),
         "author_association": "OWNER",
     })
+}
+
+/// An assignee by login (`…[bot]` logins are bots).
+fn assignee(login: &str) -> FakeUser {
+    match login.ends_with("[bot]") {
+        true => FakeUser::bot(login),
+        false => FakeUser::user(login),
+    }
+}
+
+/// A pull request review, as `GET /pulls/{n}/reviews/{id}` answers it.
+pub fn review(st: &State, repo: &Repo, r: &FakeReview) -> Value {
+    let base = &st.base_url;
+    json!({
+        "id": r.id,
+        "node_id": format!("PRR_{}", r.id),
+        "user": user(base, &r.author),
+        "body": r.body,
+        "state": r.state,
+        "html_url": format!("{base}/{}/pull/{}#pullrequestreview-{}", repo.full_name(), r.pull, r.id),
+        "pull_request_url": format!("{base}/repos/{}/pulls/{}", repo.full_name(), r.pull),
+        "_links": {
+            "html": {"href": format!("{base}/{}/pull/{}#pullrequestreview-{}", repo.full_name(), r.pull, r.id)},
+            "pull_request": {"href": format!("{base}/repos/{}/pulls/{}", repo.full_name(), r.pull)},
+        },
+        "submitted_at": time(r.submitted_at),
+        "commit_id": "0000000000000000000000000000000000000000",
+        "author_association": "OWNER",
+    })
+}
+
+/// A review comment, as `GET /pulls/{n}/comments` answers it (GitHub's
+/// "Pull Request Review Comment" schema).
+pub fn review_comment(st: &State, repo: &Repo, c: &FakeReviewComment) -> Value {
+    let base = &st.base_url;
+    let api = format!("{base}/repos/{}/pulls/comments/{}", repo.full_name(), c.id);
+    let html = format!(
+        "{base}/{}/pull/{}#discussion_r{}",
+        repo.full_name(),
+        c.pull,
+        c.id
+    );
+    let pull_url = format!("{base}/repos/{}/pulls/{}", repo.full_name(), c.pull);
+    let mut v = json!({
+        "url": api,
+        "pull_request_review_id": c.review,
+        "id": c.id,
+        "node_id": format!("PRRC_{}", c.id),
+        "diff_hunk": c.diff_hunk,
+        "path": c.path,
+        "position": c.line,
+        "original_position": c.line,
+        "commit_id": "0000000000000000000000000000000000000000",
+        "original_commit_id": "0000000000000000000000000000000000000000",
+        "user": user(base, &c.author),
+        "body": c.body,
+        "created_at": time(c.created_at),
+        "updated_at": time(c.created_at),
+        "html_url": html,
+        "pull_request_url": pull_url,
+        "author_association": if c.author.is_bot { "NONE" } else { "OWNER" },
+        "_links": {
+            "self": {"href": api},
+            "html": {"href": html},
+            "pull_request": {"href": pull_url},
+        },
+        "start_line": c.start_line,
+        "original_start_line": c.start_line,
+        "start_side": c.start_line.map(|_| "RIGHT"),
+        "line": c.line,
+        "original_line": c.line,
+        "side": "RIGHT",
+        "subject_type": "line",
+        "performed_via_github_app": c.via_app.map(|_| app(st)),
+    });
+    if let Some(to) = c.in_reply_to {
+        v["in_reply_to_id"] = json!(to);
+    }
+    v
 }
 
 pub fn comment(st: &State, repo: &Repo, c: &FakeComment) -> Value {
@@ -249,6 +331,8 @@ mod tests {
             permissions: Default::default(),
             reactions: Vec::new(),
             pulls: Default::default(),
+            reviews: Default::default(),
+            review_comments: Default::default(),
             next_number: 0,
         };
         (st, repo)
@@ -268,6 +352,7 @@ mod tests {
             state_reason: Some("completed".into()),
             labels: vec!["bug".into()],
             author: FakeUser::user("alice"),
+            assignees: vec!["closer-test[bot]".into()],
             created_at: 0,
             updated_at: 0,
             closed_at: Some(0),
@@ -311,5 +396,33 @@ mod tests {
         serde_json::from_value::<models::Author>(super::user(&base, &FakeUser::bot("x[bot]")))
             .unwrap();
         serde_json::from_value::<models::App>(super::app(&st)).unwrap();
+        let thread = FakeReviewComment {
+            id: 11,
+            pull: 2,
+            review: Some(10),
+            body: "rename this".into(),
+            author: FakeUser::user("maria"),
+            via_app: None,
+            path: "calc.sh".into(),
+            line: Some(3),
+            start_line: Some(1),
+            diff_hunk: "@@ -1 +1 @@".into(),
+            in_reply_to: Some(9),
+            created_at: 0,
+        };
+        serde_json::from_value::<models::pulls::Comment>(super::review_comment(
+            &st, &repo, &thread,
+        ))
+        .unwrap();
+        let review = FakeReview {
+            id: 10,
+            pull: 2,
+            state: "CHANGES_REQUESTED".into(),
+            body: "please".into(),
+            author: FakeUser::user("maria"),
+            submitted_at: 0,
+        };
+        serde_json::from_value::<models::pulls::Review>(super::review(&st, &repo, &review))
+            .unwrap();
     }
 }

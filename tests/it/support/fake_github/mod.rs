@@ -30,8 +30,8 @@ pub use faults::{Fault, FaultRule};
 pub use projects::{FakeProject, ProjectOwner};
 use state::{AppIdentity, Installation, Repo, State};
 pub use state::{
-    FakeComment, FakeFile, FakeIssue, FakeLabel, FakePull, FakeReaction, FakeUser, ReactionSubject,
-    RecordedRequest,
+    FakeComment, FakeFile, FakeIssue, FakeLabel, FakePull, FakeReaction, FakeReview,
+    FakeReviewComment, FakeUser, ReactionSubject, RecordedRequest,
 };
 
 /// The App private key the fake trusts (PKCS#1 PEM, test-only).
@@ -182,6 +182,8 @@ impl FakeGitHub {
                     permissions: HashMap::new(),
                     reactions: Vec::new(),
                     pulls: BTreeMap::new(),
+                    reviews: BTreeMap::new(),
+                    review_comments: BTreeMap::new(),
                     next_number: 0,
                 },
             );
@@ -258,6 +260,7 @@ impl FakeGitHub {
                     state_reason: None,
                     labels: Vec::new(),
                     author: FakeUser::user(author),
+                    assignees: Vec::new(),
                     created_at: now,
                     updated_at: now,
                     closed_at: None,
@@ -378,6 +381,103 @@ impl FakeGitHub {
             pull.merged = true;
             pull.state = "closed".to_owned();
             pull.updated_at = now;
+        });
+    }
+
+    /// Closes a pull request without merging it, as a maintainer would.
+    pub fn close_pull(&self, repo: &RepoName, number: IssueNumber) {
+        self.with(|st| {
+            let now = st.now();
+            let pull = st
+                .repo_mut(&repo.to_string())
+                .pulls
+                .get_mut(&number.0)
+                .expect("pull request");
+            pull.state = "closed".to_owned();
+            pull.updated_at = now;
+        });
+    }
+
+    /// Submits a review of a pull request as `author`: `state` as the REST
+    /// API writes it (`CHANGES_REQUESTED`, `COMMENTED`, `APPROVED`), a
+    /// summary `body`, and one new thread per `(path, line, body)`. Answers
+    /// the review's id and its comments' ids.
+    pub fn review_pull(
+        &self,
+        repo: &RepoName,
+        pull: IssueNumber,
+        author: FakeUser,
+        state: &str,
+        body: &str,
+        comments: &[(&str, u64, &str)],
+    ) -> (u64, Vec<u64>) {
+        self.with(|st| {
+            let id = st.take_id();
+            let now = st.now();
+            let ids: Vec<u64> = comments.iter().map(|_| st.take_id()).collect();
+            let r = st.repo_mut(&repo.to_string());
+            r.reviews.insert(
+                id,
+                FakeReview {
+                    id,
+                    pull: pull.0,
+                    state: state.to_owned(),
+                    body: body.to_owned(),
+                    author: author.clone(),
+                    submitted_at: now,
+                },
+            );
+            for (cid, (path, line, text)) in ids.iter().zip(comments) {
+                r.review_comments.insert(
+                    *cid,
+                    FakeReviewComment {
+                        id: *cid,
+                        pull: pull.0,
+                        review: Some(id),
+                        body: (*text).to_owned(),
+                        author: author.clone(),
+                        via_app: None,
+                        path: (*path).to_owned(),
+                        line: Some(*line),
+                        start_line: None,
+                        diff_hunk: format!("@@ -{line},1 +{line},1 @@\n+{path} line {line}"),
+                        in_reply_to: None,
+                        created_at: now,
+                    },
+                );
+            }
+            (id, ids)
+        })
+    }
+
+    /// A review comment by id.
+    pub fn review_comment(&self, repo: &RepoName, id: u64) -> FakeReviewComment {
+        self.with(|st| st.repo(&repo.to_string()).review_comments[&id].clone())
+    }
+
+    /// The review comments of a pull request, oldest first.
+    pub fn review_comments(&self, repo: &RepoName, pull: IssueNumber) -> Vec<FakeReviewComment> {
+        self.with(|st| {
+            st.repo(&repo.to_string())
+                .review_comments
+                .values()
+                .filter(|c| c.pull == pull.0)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Assigns an issue to `login` (a person, or a bot's `…[bot]` login).
+    pub fn assign(&self, repo: &RepoName, number: IssueNumber, login: &str) {
+        self.with(|st| {
+            let issue = st
+                .repo_mut(&repo.to_string())
+                .issues
+                .get_mut(&number.0)
+                .expect("issue");
+            if !issue.assignees.iter().any(|a| a == login) {
+                issue.assignees.push(login.to_owned());
+            }
         });
     }
 

@@ -1,5 +1,6 @@
 //! The fake GitHub's model: installations, tokens, repositories with their
-//! files, issues, comments, labels, permissions, reactions and pull requests,
+//! files, issues, comments, labels, permissions, reactions, pull requests
+//! with their reviews and review comments, assignees,
 //! project boards (`projects.rs`), plus the log of every request it
 //! received. Plain data, no HTTP here; the routes read and change it under
 //! one lock.
@@ -104,6 +105,8 @@ pub struct FakeIssue {
     pub state_reason: Option<String>,
     pub labels: Vec<String>,
     pub author: FakeUser,
+    /// Logins of the assignees.
+    pub assignees: Vec<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
     pub closed_at: Option<Millis>,
@@ -159,6 +162,38 @@ pub struct FakePull {
     pub updated_at: Millis,
 }
 
+/// A pull request review.
+#[derive(Debug, Clone)]
+pub struct FakeReview {
+    pub id: u64,
+    pub pull: u64,
+    /// `APPROVED`, `CHANGES_REQUESTED` or `COMMENTED` (as the REST API
+    /// writes it).
+    pub state: String,
+    pub body: String,
+    pub author: FakeUser,
+    pub submitted_at: Millis,
+}
+
+/// A review comment: on lines of a pull request's diff, the first of a
+/// thread or a reply in one.
+#[derive(Debug, Clone)]
+pub struct FakeReviewComment {
+    pub id: u64,
+    pub pull: u64,
+    pub review: Option<u64>,
+    pub body: String,
+    pub author: FakeUser,
+    /// The App id when a GitHub App posted it.
+    pub via_app: Option<u64>,
+    pub path: String,
+    pub line: Option<u64>,
+    pub start_line: Option<u64>,
+    pub diff_hunk: String,
+    pub in_reply_to: Option<u64>,
+    pub created_at: Millis,
+}
+
 #[derive(Debug, Clone)]
 pub struct Repo {
     pub id: u64,
@@ -177,6 +212,8 @@ pub struct Repo {
     pub permissions: HashMap<String, String>,
     pub reactions: Vec<FakeReaction>,
     pub pulls: BTreeMap<u64, FakePull>,
+    pub reviews: BTreeMap<u64, FakeReview>,
+    pub review_comments: BTreeMap<u64, FakeReviewComment>,
     /// Issues and pull requests share numbers.
     pub next_number: u64,
 }

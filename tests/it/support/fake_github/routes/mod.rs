@@ -9,6 +9,7 @@ mod issues;
 mod labels;
 mod pulls;
 mod repos;
+mod reviews;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -107,6 +108,22 @@ fn api() -> Router<Fake> {
         .route(
             &format!("{repo}/pulls/{{number}}"),
             get(pulls::get).patch(pulls::update),
+        )
+        .route(
+            &format!("{repo}/pulls/{{number}}/comments"),
+            get(reviews::list_comments),
+        )
+        .route(
+            &format!("{repo}/pulls/{{number}}/comments/{{id}}/replies"),
+            post(reviews::create_reply),
+        )
+        .route(
+            &format!("{repo}/pulls/{{number}}/reviews"),
+            get(reviews::list_reviews),
+        )
+        .route(
+            &format!("{repo}/pulls/{{number}}/reviews/{{id}}/comments"),
+            get(reviews::review_comments),
         )
 }
 

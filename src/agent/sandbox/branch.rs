@@ -1,0 +1,150 @@
+//! The run's branch on the remote, which people may push to: what its head
+//! is, continuing the worktree from it (fast-forward, or the run's own
+//! unpushed commits rebased onto it, or — when they do not apply — dropped
+//! for the agent to redo), and the lease a push is made against.
+//!
+//! It must never discard a commit that is on the remote: closer pushes with
+//! `--force-with-lease` against the head it last saw (see
+//! [`super::Sandbox::push`]), and the worktree only ever moves forward to
+//! the remote's head or onto it.
+
+use serde::{Deserialize, Serialize};
+
+use super::git::GitError;
+use super::{RepoSource, Sandbox, SandboxError, Worktree, safe_name};
+
+/// What continuing from the remote branch did to the worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchSync {
+    /// The branch is not on the remote (nothing pushed yet).
+    Absent,
+    /// The worktree already holds the remote's head.
+    UpToDate,
+    /// The remote had new commits and the worktree none of its own: moved
+    /// forward to them.
+    FastForwarded,
+    /// Both had new commits: the worktree's were rebased onto the remote's.
+    Rebased,
+    /// Both had new commits and the worktree's did not apply on the
+    /// remote's: the worktree now holds the remote's head, its own commits
+    /// are to be redone.
+    Redone,
+}
+
+impl BranchSync {
+    /// Whether somebody else's commits were taken in.
+    pub fn took_others(self) -> bool {
+        matches!(
+            self,
+            BranchSync::FastForwarded | BranchSync::Rebased | BranchSync::Redone
+        )
+    }
+}
+
+impl Sandbox {
+    /// The head of `worktree.branch` on the remote, fetched into the mirror
+    /// (`refs/closer/remote/<branch>`); `None` when the remote has no such
+    /// branch.
+    pub async fn fetch_branch(
+        &self,
+        worktree: &Worktree,
+        source: &RepoSource,
+    ) -> Result<Option<String>, SandboxError> {
+        let remote_ref = format!("refs/heads/{}", worktree.branch);
+        let _lock = super::lock::lock(&worktree.mirror.with_extension("lock")).await?;
+        self.reset_config(&worktree.mirror).await?;
+        let listed = self
+            .git
+            .run_with(
+                &worktree.mirror,
+                &["ls-remote", &source.url, &remote_ref],
+                source.token(),
+            )
+            .await?;
+        let Some(sha) = listed
+            .lines()
+            .find_map(|l| l.split_once('\t').filter(|(_, r)| *r == remote_ref))
+            .map(|(sha, _)| sha.trim().to_owned())
+        else {
+            return Ok(None);
+        };
+        let local = format!("refs/closer/remote/{}", safe_name(&worktree.branch));
+        let refspec = format!("+{remote_ref}:{local}");
+        self.git
+            .run_with(
+                &worktree.mirror,
+                &["fetch", "--quiet", "--no-tags", &source.url, &refspec],
+                source.token(),
+            )
+            .await?;
+        Ok(Some(sha))
+    }
+
+    /// Brings the worktree (clean: closer committed the agent's work) onto
+    /// `remote`, the branch's head on the remote, keeping both sides'
+    /// commits where they apply.
+    pub async fn continue_from(
+        &self,
+        worktree: &Worktree,
+        remote: &str,
+    ) -> Result<BranchSync, SandboxError> {
+        let head = self.head(worktree).await?;
+        if head == remote || self.is_ancestor(worktree, remote, &head).await? {
+            return Ok(BranchSync::UpToDate);
+        }
+        if self.is_ancestor(worktree, &head, remote).await? {
+            worktree
+                .git(&self.git, &["reset", "--quiet", "--hard", remote])
+                .await?;
+            return Ok(BranchSync::FastForwarded);
+        }
+        let rebased = worktree
+            .git(
+                &self.git,
+                &["-c", "core.editor=true", "rebase", "--quiet", remote],
+            )
+            .await;
+        match rebased {
+            Ok(_) => Ok(BranchSync::Rebased),
+            Err(GitError::Failed { .. }) => {
+                let _ = worktree.git(&self.git, &["rebase", "--abort"]).await;
+                worktree
+                    .git(&self.git, &["reset", "--quiet", "--hard", remote])
+                    .await?;
+                Ok(BranchSync::Redone)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn is_ancestor(
+        &self,
+        worktree: &Worktree,
+        ancestor: &str,
+        of: &str,
+    ) -> Result<bool, SandboxError> {
+        match worktree
+            .git(&self.git, &["merge-base", "--is-ancestor", ancestor, of])
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(GitError::Failed { detail, .. }) if detail.starts_with("exit Some(1)") => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Whether a failed push was refused because the branch moved on the remote
+/// (the lease did not hold), not for another reason.
+pub fn is_stale(error: &GitError) -> bool {
+    match error {
+        GitError::Failed { detail, .. } => {
+            detail.contains("stale info")
+                || detail.contains("[rejected]")
+                || detail.contains("fetch first")
+                || detail.contains("non-fast-forward")
+        }
+        _ => false,
+    }
+}

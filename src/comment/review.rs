@@ -1,0 +1,84 @@
+//! The texts of the review loop: closer's reply in a review thread it
+//! worked on (what changed, with the commit, or why nothing did), and the
+//! comment on the issue when closer's pull request was closed unmerged.
+//!
+//! The agent's words are untrusted: they are escaped and cut here.
+
+use super::markdown;
+use super::status::hard_fit;
+
+/// Bytes of the agent's answer in a thread.
+const ANSWER_MAX: usize = 4_000;
+
+/// What closer did about one review thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadAnswer {
+    /// Changed in `commit`; `what` is the agent's account (may be empty).
+    Changed { commit: String, what: String },
+    /// Deliberately not changed, and why.
+    NotChanged { why: String },
+}
+
+/// closer's one reply in a review thread.
+pub fn thread_reply(answer: &ThreadAnswer) -> String {
+    let out = match answer {
+        ThreadAnswer::Changed { commit, what } => {
+            let short = markdown::code_span(&commit[..commit.len().min(12)], 40);
+            match what.trim() {
+                "" => format!("Changed in {short}; the verification passes."),
+                what => format!(
+                    "Changed in {short}; the verification passes.\n\n{}",
+                    markdown::quote(what, ANSWER_MAX)
+                ),
+            }
+        }
+        ThreadAnswer::NotChanged { why } => format!(
+            "Not changed. The agent's reason:\n\n{}\n\nReply here if it should change \
+             after all; closer picks the thread up again.",
+            markdown::quote(why, ANSWER_MAX)
+        ),
+    };
+    hard_fit(&out)
+}
+
+/// The issue's comment when closer's pull request `number` was closed
+/// without being merged.
+pub fn pull_closed_comment(number: u64, reopened: bool) -> String {
+    let issue = match reopened {
+        true => "This issue is open again and marked `closer:failed`",
+        false => "This issue stays open and is marked `closer:failed`",
+    };
+    format!(
+        "Pull request #{number} was closed without being merged. {issue}. \
+         `/closer retry` starts again (from the branch as it is, commits pushed \
+         to it by people included)."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_thread_names_the_commit_and_quotes_the_agent_escaped() {
+        let text = thread_reply(&ThreadAnswer::Changed {
+            commit: "0123456789abcdef0123".into(),
+            what: "Handled negatives; @maria <b>see</b>".into(),
+        });
+        insta::assert_snapshot!(text);
+        assert!(!text.contains("@maria"), "no mention through the agent");
+    }
+
+    #[test]
+    fn a_thread_left_unchanged_says_why() {
+        insta::assert_snapshot!(thread_reply(&ThreadAnswer::NotChanged {
+            why: "The name is the public API.".into(),
+        }));
+    }
+
+    #[test]
+    fn the_closed_pull_request_comment_says_how_to_start_again() {
+        insta::assert_snapshot!(pull_closed_comment(7, true));
+        assert!(pull_closed_comment(7, false).contains("stays open"));
+    }
+}

@@ -1,0 +1,196 @@
+//! The run's steps after its pull request is open: a review round (more
+//! iterations on the same branch for what reviewers and requests asked),
+//! the verification again after a person pushed to the branch, and the end
+//! of the run when the pull request is closed without a merge; and the
+//! branch followed before each iteration, so commits people push are kept.
+//!
+//! A run is at rest here when it is done, or verified and waiting for its
+//! merge; a step that finds it anywhere else does nothing (a round that is
+//! under way asks for the next one when it ends, see `finish.rs`).
+
+use super::context::RunContext;
+use super::failure::RunFailure;
+use super::{Engine, EngineError, Step, other};
+use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::branch::BranchSync;
+use crate::engine::baseline::Baseline;
+use crate::engine::convergence::CheckId;
+use crate::engine::verify::{self, VerifyContext};
+use crate::github::PullState;
+use crate::model::{IssueNumber, RunState};
+
+impl Engine {
+    /// Whether the run is at rest with its pull request open on GitHub.
+    async fn open_pull_at_rest(
+        &self,
+        ctx: &RunContext,
+    ) -> Result<Option<IssueNumber>, EngineError> {
+        let at_rest = match ctx.run.state {
+            RunState::Done => true,
+            RunState::Verifying => ctx.data.awaiting_merge,
+            _ => false,
+        };
+        let Some(number) = ctx.run.pull_request.filter(|_| at_rest) else {
+            return Ok(None);
+        };
+        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
+        Ok((pull.state == PullState::Open).then_some(number))
+    }
+
+    /// The `review` step: when something on the pull request is left to
+    /// address (an open thread, a review's summary, a request), the run
+    /// goes back to work on its branch for up to `max_iterations` more
+    /// iterations; its phase label stays as it is.
+    pub(super) async fn review_round(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let Some(pull) = self.open_pull_at_rest(ctx).await? else {
+            return Ok(());
+        };
+        let asked = self
+            .runs
+            .messages(&ctx.run.id)
+            .await?
+            .iter()
+            .any(|m| m.used_in.is_none());
+        let threads = self.open_threads(ctx, pull).await?;
+        if !asked && threads.is_empty() {
+            if ctx.data.review_round {
+                ctx.data.review_round = false;
+                self.runs.save(ctx).await?;
+            }
+            return Ok(());
+        }
+        tracing::info!(run = %ctx.run.id, threads = threads.len(), asked, "review round");
+        ctx.data.review_round = true;
+        ctx.data.awaiting_merge = false;
+        ctx.run.state = RunState::Running;
+        ctx.run.outcome = None;
+        ctx.run.max_iterations = ctx.run.iteration + ctx.config.completion.max_iterations;
+        self.runs.save(ctx).await?;
+        self.status.publish(ctx).await?;
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+    }
+
+    /// After the run ended at rest: another round when more was asked
+    /// meanwhile (several reviews during one round make one more round).
+    pub(super) async fn next_round_if_asked(&self, ctx: &RunContext) -> Result<(), EngineError> {
+        let asked = self
+            .runs
+            .messages(&ctx.run.id)
+            .await?
+            .iter()
+            .any(|m| m.used_in.is_none());
+        if ctx.data.review_round || asked {
+            self.runs.enqueue(&ctx.run.id, Step::Review).await?;
+        }
+        Ok(())
+    }
+
+    /// Before an iteration: continue from the branch's head on GitHub, so
+    /// commits people pushed are kept; what happened is told to the agent.
+    pub(super) async fn follow_branch(
+        &self,
+        ctx: &mut RunContext,
+        worktree: &Worktree,
+    ) -> Result<(), EngineError> {
+        let sync = self.workspace.follow_branch(ctx, worktree).await?;
+        let head = ctx.data.branch_head.clone().unwrap_or_default();
+        let short = &head[..head.len().min(12)];
+        let note = match sync {
+            BranchSync::Absent | BranchSync::UpToDate => return Ok(()),
+            BranchSync::FastForwarded => format!(
+                "Somebody pushed to the branch (now at {short}); you continue from their commits: keep them."
+            ),
+            BranchSync::Rebased => format!(
+                "Somebody pushed to the branch (now at {short}) while you worked; your earlier commits were rebased onto theirs: keep both."
+            ),
+            BranchSync::Redone => format!(
+                "Somebody pushed to the branch (now at {short}) while you worked, and your earlier commits did not apply on theirs: they were dropped. Redo your change on top of theirs."
+            ),
+        };
+        tracing::info!(run = %ctx.run.id, ?sync, "the branch moved on GitHub");
+        ctx.data.branch_note = Some(note);
+        self.runs.save(ctx).await
+    }
+
+    /// The push found the branch moved since closer last looked: take the
+    /// new commits in and iterate again (the next iteration verifies the
+    /// combination before anything is pushed).
+    pub(super) async fn branch_moved(
+        &self,
+        ctx: &mut RunContext,
+        worktree: &Worktree,
+    ) -> Result<(), EngineError> {
+        self.follow_branch(ctx, worktree).await?;
+        ctx.run.state = RunState::Running;
+        self.runs.save(ctx).await?;
+        self.status.publish(ctx).await?;
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+    }
+
+    /// The `reverify` step: a person pushed to the branch; the verification
+    /// runs at the new head (no agent), and the pull request's table shows
+    /// it. The status comment on the issue keeps what closer verified.
+    pub(super) async fn reverify(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if self.open_pull_at_rest(ctx).await?.is_none() {
+            return Ok(());
+        }
+        let agent_name = ctx.config.agent.clone();
+        let (Some(llm), Some(agent)) = (self.checks.llm(), self.agents.get(&agent_name)) else {
+            return Ok(());
+        };
+        let mut iteration = self.set_up(ctx, llm, agent).await?;
+        iteration.n = ctx.run.iteration;
+        self.workspace
+            .follow_branch(ctx, &iteration.worktree)
+            .await?;
+        let baseline = ctx
+            .data
+            .baseline
+            .clone()
+            .unwrap_or_else(|| Baseline::empty(&iteration.worktree.base_commit));
+        let verify = VerifyContext {
+            git: self.workspace.sandbox().git(),
+            worktree: &iteration.worktree,
+            repo: &ctx.config,
+            task: iteration.task,
+            acceptance: &[],
+            baseline: &baseline,
+            settings: self.checks.goals(),
+        };
+        let found = verify::evaluate(verify).await.map_err(other)?;
+        let reproduction = self.reproduce(ctx, &iteration, &baseline, &found).await?;
+        // The run's convergence history is about the agent's iterations:
+        // this check is not one of them.
+        let mut state = ctx.data.convergence.clone();
+        let check = CheckId::generate(&mut fastrand::Rng::new());
+        let verification =
+            verify::conclude(verify, found, reproduction, &mut state, iteration.n, check)
+                .map_err(other)?;
+        self.workspace.clean_after_goals(&iteration.worktree).await;
+        ctx.data.reverified = Some(verification);
+        self.runs.save(ctx).await?;
+        self.update_pull_request(ctx).await
+    }
+
+    /// The `pull_closed` step: the pull request was closed without a merge.
+    /// The run fails (`closer:failed` instead of the phase label), the
+    /// issue is open again if closer had closed it, and one comment says
+    /// so and how to start again.
+    pub(super) async fn pull_closed(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let at_rest = match ctx.run.state {
+            RunState::Done => true,
+            RunState::Verifying => ctx.data.awaiting_merge,
+            _ => false,
+        };
+        let Some(number) = ctx.run.pull_request.filter(|_| at_rest) else {
+            return Ok(());
+        };
+        if ctx.client.get_pull(ctx.repo(), number).await?.state == PullState::Open {
+            return Ok(());
+        }
+        ctx.data.awaiting_merge = false;
+        ctx.data.review_round = false;
+        self.fail(ctx, RunFailure::PullRequestClosed { number: number.0 })
+            .await
+    }
+}

@@ -1,0 +1,218 @@
+//! Review threads on the run's pull request: which are open, what the
+//! prompt says about them, and closer's one reply in each after the round
+//! is verified.
+//!
+//! GitHub keeps a thread's "resolved" flag in GraphQL only; closer reads
+//! threads over REST (`GET /pulls/{n}/comments`, grouped by
+//! `in_reply_to_id`) and counts a thread as open when its last comment is
+//! not closer's and a person with at least `commands.min_permission` wrote
+//! in it since closer's last reply. Answering a thread therefore closes it
+//! for closer; a person writing in it again opens it again.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::context::RunContext;
+use super::data::IterationRecord;
+use super::{Engine, EngineError};
+use crate::comment::{self, ThreadAnswer};
+use crate::github::{AppInfo, ReviewComment};
+use crate::model::IssueNumber;
+
+/// Bytes of a thread's diff hunk in the prompt.
+const HUNK_MAX: usize = 3_000;
+
+/// One open review thread, as the prompt shows it.
+#[derive(Debug, Clone)]
+pub(super) struct ReviewThread {
+    /// The id of the thread's first comment (what a reply is posted to).
+    pub root: u64,
+    pub path: String,
+    pub start_line: Option<u64>,
+    pub line: Option<u64>,
+    pub diff_hunk: String,
+    /// `(author, body)`, oldest first.
+    pub comments: Vec<(String, String)>,
+}
+
+fn is_ours(app: &AppInfo, c: &ReviewComment) -> bool {
+    c.performed_via_app_id == Some(app.id) || c.author.login == app.bot_login
+}
+
+/// Review comments grouped into threads by their first comment, oldest
+/// first within each.
+fn group(comments: Vec<ReviewComment>) -> BTreeMap<u64, Vec<ReviewComment>> {
+    let mut threads: BTreeMap<u64, Vec<ReviewComment>> = BTreeMap::new();
+    for c in comments {
+        threads
+            .entry(c.in_reply_to.unwrap_or(c.id))
+            .or_default()
+            .push(c);
+    }
+    for thread in threads.values_mut() {
+        thread.sort_by_key(|c| c.id);
+    }
+    threads
+}
+
+impl Engine {
+    /// The pull request's open threads (see the module notes).
+    pub(super) async fn open_threads(
+        &self,
+        ctx: &RunContext,
+        pull: IssueNumber,
+    ) -> Result<Vec<ReviewThread>, EngineError> {
+        let app = self.github.app_info().await?;
+        let comments = ctx.client.list_review_comments(ctx.repo(), pull).await?;
+        let minimum = ctx.config.commands.min_permission;
+        let mut allowed: HashMap<String, bool> = HashMap::new();
+        let mut open = Vec::new();
+        for (root, thread) in group(comments) {
+            let since_ours: Vec<&ReviewComment> = thread
+                .iter()
+                .rev()
+                .take_while(|c| !is_ours(&app, c))
+                .collect();
+            let mut by_person = false;
+            for c in since_ours.iter().filter(|c| !c.author.is_bot) {
+                let login = c.author.login.clone();
+                let ok = match allowed.get(&login) {
+                    Some(ok) => *ok,
+                    None => {
+                        let ok = self
+                            .permitted(&ctx.client, ctx.repo(), &login, minimum)
+                            .await;
+                        allowed.insert(login, ok);
+                        ok
+                    }
+                };
+                by_person |= ok;
+            }
+            if by_person {
+                open.push(thread_of(root, &thread));
+            }
+        }
+        Ok(open)
+    }
+
+    /// Replies once in each thread the round's prompts carried: what
+    /// changed, with the pushed commit, or why nothing did. A reply already
+    /// posted (its marker found) is not posted again.
+    pub(super) async fn answer_threads(
+        &self,
+        ctx: &mut RunContext,
+        pull: IssueNumber,
+        head: &str,
+        last: Option<&IterationRecord>,
+    ) -> Result<(), EngineError> {
+        if ctx.data.pending_threads.is_empty() {
+            return Ok(());
+        }
+        let existing = ctx.client.list_review_comments(ctx.repo(), pull).await?;
+        let said = last
+            .map(|r| agent_answers(&r.summary.structured_output))
+            .unwrap_or_default();
+        let app = self.github.app_info().await?;
+        while let Some(root) = ctx.data.pending_threads.first().copied() {
+            let marker = format!("<!-- closer:once={}:thread-{root}-{head} -->", ctx.run.id);
+            let posted = existing
+                .iter()
+                .any(|c| is_ours(&app, c) && c.body.contains(&marker));
+            if !posted {
+                let answer = said.get(&root).cloned().unwrap_or(ThreadAnswer::Changed {
+                    commit: head.to_owned(),
+                    what: String::new(),
+                });
+                let answer = match answer {
+                    ThreadAnswer::Changed { what, .. } => ThreadAnswer::Changed {
+                        commit: head.to_owned(),
+                        what,
+                    },
+                    other => other,
+                };
+                let body = format!("{}\n{marker}", comment::thread_reply(&answer));
+                ctx.client
+                    .reply_to_review_comment(ctx.repo(), pull, root, &body)
+                    .await?;
+            }
+            ctx.data.pending_threads.remove(0);
+            self.runs.save(ctx).await?;
+        }
+        Ok(())
+    }
+}
+
+fn thread_of(root: u64, thread: &[ReviewComment]) -> ReviewThread {
+    let first = &thread[0];
+    ReviewThread {
+        root,
+        path: first.path.clone(),
+        start_line: first.start_line,
+        line: first.line,
+        diff_hunk: first.diff_hunk.clone(),
+        comments: thread
+            .iter()
+            .map(|c| (c.author.login.clone(), c.body.clone()))
+            .collect(),
+    }
+}
+
+/// What the agent said about each thread, from its structured report:
+/// `"threads": [{"thread": <id>, "changed": true|false, "reply": "…"}]`.
+fn agent_answers(structured: &Value) -> HashMap<u64, ThreadAnswer> {
+    let Some(items) = structured.get("threads").and_then(Value::as_array) else {
+        return HashMap::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let id = item.get("thread").and_then(Value::as_u64)?;
+            let reply = item
+                .get("reply")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let changed = item.get("changed").and_then(Value::as_bool).unwrap_or(true);
+            Some((
+                id,
+                match changed {
+                    true => ThreadAnswer::Changed {
+                        commit: String::new(),
+                        what: reply,
+                    },
+                    false => ThreadAnswer::NotChanged { why: reply },
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The prompt's section on the open threads, and how to answer them.
+pub(super) fn threads_section(threads: &[ReviewThread]) -> String {
+    let mut out = String::from(
+        "## Review comments on the pull request\n\n\
+         Reviewers left these comments on your pull request. Address each one on \
+         the same branch. If you decide not to change something, say why. End \
+         your report with a JSON object that has a \"threads\" list with one \
+         entry per thread: {\"thread\": <thread id>, \"changed\": true or false, \
+         \"reply\": \"what you changed, or why not\"}.\n",
+    );
+    for t in threads {
+        let lines = match (t.start_line, t.line) {
+            (Some(a), Some(b)) if a != b => format!("lines {a}–{b}"),
+            (_, Some(b)) => format!("line {b}"),
+            _ => "a line no longer in the diff".to_owned(),
+        };
+        out.push_str(&format!(
+            "\n### Thread {} — `{}`, {lines}\n\n```diff\n{}\n```\n\n",
+            t.root,
+            t.path,
+            crate::comment::markdown::cut(&t.diff_hunk, HUNK_MAX)
+        ));
+        for (author, body) in &t.comments {
+            out.push_str(&format!("@{author}: {}\n", body.trim()));
+        }
+    }
+    out
+}

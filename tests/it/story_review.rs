@@ -1,0 +1,708 @@
+//! The review loop (issue 14): closer works with people on its pull
+//! request. A review starts one more iteration on the same branch whose
+//! prompt carries the open threads, and closer answers each thread once;
+//! a read-only reviewer changes nothing; a maintainer's commit on the
+//! branch is verified again and kept in closer's next push; reviews that
+//! arrive while an iteration runs make one further iteration; assigning
+//! the issue to the App or asking it in a comment starts a run; a pull
+//! request closed unmerged opens the issue again with one comment.
+
+use std::time::{Duration, Instant};
+
+use closer::github::types::IssueNumber;
+use closer::model::RunState;
+use serde_json::Value;
+use sqlx::Row;
+
+use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
+
+/// The fix of the bug stories, with its regression test.
+fn fix_add() -> String {
+    "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
+     cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+     echo '{\"message\": \"fix: add\", \"summary\": \"Fixed add to add.\"}'\n"
+        .to_owned()
+}
+
+/// A review iteration: reads the thread ids from its prompt, documents
+/// `add` (the first thread: changed), keeps the name (the second: not
+/// changed, with the reason), and says so per thread.
+fn answer_review(n: u32) -> String {
+    format!(
+        "set -- $(grep -o '^### Thread [0-9]*' \"$(dirname \"$0\")/prompt-{n}.txt\" | cut -d' ' -f3)\n\
+         printf '# add: adds two numbers\\n' >> calc.sh\n\
+         echo \"{{\\\"message\\\": \\\"docs: add\\\", \\\"summary\\\": \\\"Addressed the review.\\\", \\\"threads\\\": [\
+         {{\\\"thread\\\": $1, \\\"changed\\\": true, \\\"reply\\\": \\\"Documented add.\\\"}}, \
+         {{\\\"thread\\\": $2, \\\"changed\\\": false, \\\"reply\\\": \\\"The name add is what callers use.\\\"}}]}}\"\n"
+    )
+}
+
+/// A review iteration that changes `calc.sh` and reports plainly.
+fn small_change(n: u32) -> String {
+    format!(
+        "printf '# iteration {n}\\n' >> calc.sh\n\
+         echo '{{\"message\": \"review {n}\", \"summary\": \"Done as asked.\"}}'\n"
+    )
+}
+
+fn done() -> Reply {
+    Reply::closer(true, 0.95, &[])
+}
+
+/// A story whose issue #1 was fixed in one iteration, verified, its pull
+/// request opened and the issue closed.
+async fn verified_story(name: &str, config: &str) -> (Story, IssueNumber, IssueNumber) {
+    let mut s = Story::start(name, Some(config)).await;
+    s.llm.push([done()]);
+    s.agent_step(1, &fix_add());
+    let n = s
+        .open_issue(
+            "add subtracts",
+            "`add 2 3` prints -1.",
+            &["closer", "type:bug"],
+        )
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert!(run.pull_request.is_some(), "{}", s.journal().await);
+    let pull = s.the_pull();
+    (s, n, pull)
+}
+
+/// closer's replies in the pull request's review threads.
+fn thread_replies(
+    s: &Story,
+    pull: IssueNumber,
+) -> Vec<crate::support::fake_github::FakeReviewComment> {
+    s.github
+        .review_comments(&s.repo, pull)
+        .into_iter()
+        .filter(|c| c.author.is_bot && c.in_reply_to.is_some())
+        .collect()
+}
+
+/// The bodies of the PATCHes to the pull request.
+fn pull_edits(s: &Story, pull: IssueNumber) -> Vec<String> {
+    s.github
+        .requests_to("PATCH", &format!("/repos/{REPO}/pulls/{}", pull.0))
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
+        .filter_map(|b| b["body"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits until every delivery so far was processed (the agent may still
+/// be at work: the run's steps are not waited for).
+async fn deliveries_handled(s: &Story) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM deliveries WHERE status = 'received'")
+                .fetch_one(s.store.pool())
+                .await
+                .unwrap()
+                .get("n");
+        if waiting == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "deliveries not handled in 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_with_two_comments_is_one_iteration_and_two_thread_answers() {
+    let (mut s, n, pull) = verified_story("review-two", CONFIG).await;
+    let status_before = s.status_comment(n);
+    s.github.clear_requests();
+    s.llm.push([done()]);
+    s.agent_step(2, &answer_review(2));
+
+    let threads = s
+        .review_as(
+            pull,
+            MAINTAINER,
+            "CHANGES_REQUESTED",
+            "Two things.",
+            &[
+                ("calc.sh", 1, "Please document what add does."),
+                ("calc.sh", 1, "Rename add to sum?"),
+            ],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "one iteration for the review");
+    let prompt = s.prompt(2);
+    for needle in [
+        "Please document what add does.",
+        "Rename add to sum?",
+        "@maria",
+        "`calc.sh`, line 1",
+        "@@ -1,1 +1,1 @@",
+        "Two things.",
+        &format!("Thread {}", threads[0]),
+        &format!("Thread {}", threads[1]),
+    ] {
+        assert!(
+            prompt.contains(needle),
+            "{needle:?} not in the prompt:\n{prompt}"
+        );
+    }
+
+    // One answer per thread: the change with the pushed commit, the reason
+    // where nothing changed.
+    let replies = thread_replies(&s, pull);
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    let head = s.origin.branch_head("closer/issue-1").expect("pushed");
+    let first = replies
+        .iter()
+        .find(|r| r.in_reply_to == Some(threads[0]))
+        .unwrap();
+    assert!(
+        first.body.contains(&head[..12]) && first.body.contains("Documented add."),
+        "{}",
+        first.body
+    );
+    let second = replies
+        .iter()
+        .find(|r| r.in_reply_to == Some(threads[1]))
+        .unwrap();
+    assert!(
+        second.body.contains("Not changed") && second.body.contains("callers use"),
+        "{}",
+        second.body
+    );
+    assert!(s.origin.log("closer/issue-1")[0].contains("docs: add"));
+
+    // The pull request's body and the status comment were written again;
+    // still one status comment; the issue keeps its phase.
+    let edits = pull_edits(&s, pull);
+    assert!(
+        edits.iter().any(|b| b.contains("Verification")),
+        "{edits:#?}"
+    );
+    let status = s.status_comment(n);
+    assert_eq!(status.id, status_before.id);
+    assert!(status.body.contains("Iteration:** 2"), "{}", status.body);
+    let path = format!("/repos/{REPO}/issues/comments/{}", status.id);
+    assert!(!s.github.requests_to("PATCH", &path).is_empty());
+    let phases: Vec<String> = s
+        .labels(n)
+        .into_iter()
+        .filter(|l| l.starts_with("phase:"))
+        .collect();
+    assert_eq!(phases, ["phase:complete"]);
+    assert!(
+        s.phases_added(n).is_empty(),
+        "no phase label moved: {:?}",
+        s.phases_added(n)
+    );
+
+    // A second delivery of the same review changes nothing: its threads
+    // are answered.
+    s.github.clear_requests();
+    s.deliver_review_comment(pull, threads[0]).await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().iteration, 2);
+    assert_eq!(thread_replies(&s, pull).len(), 2);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_by_a_read_only_user_or_a_bot_changes_nothing() {
+    let (mut s, n, pull) = verified_story("review-reader", CONFIG).await;
+    s.github.set_permission(&s.repo, "rita", "read");
+    s.github.clear_requests();
+    s.review_as(
+        pull,
+        "rita",
+        "CHANGES_REQUESTED",
+        "Do it differently.",
+        &[("calc.sh", 1, "No.")],
+    )
+    .await;
+    s.comment_on_pull_as(pull, "rita", "@closer-test please rewrite it")
+        .await;
+    s.review_by(
+        pull,
+        FakeUser::bot("linter[bot]"),
+        "CHANGES_REQUESTED",
+        "Style.",
+        &[("calc.sh", 1, "Lint this.")],
+    )
+    .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().iteration, 1);
+    assert!(thread_replies(&s, pull).is_empty());
+    assert!(s.github.writes().is_empty(), "{:#?}", s.github.writes());
+    assert!(!s.path("prompt-2.txt").exists());
+
+    // The control: the same review by the maintainer is taken up.
+    s.llm.push([done()]);
+    s.agent_step(2, &small_change(2));
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Yes, this.")],
+    )
+    .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().iteration, 2);
+    assert!(
+        !s.prompt(2).contains("No.") && !s.prompt(2).contains("Lint this."),
+        "the reader's and the bot's threads are not in the prompt"
+    );
+    assert!(s.prompt(2).contains("Yes, this."));
+    assert_eq!(thread_replies(&s, pull).len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_maintainers_commit_is_verified_again_and_kept_in_the_next_push() {
+    let (mut s, n, pull) = verified_story("review-push", CONFIG).await;
+    s.github.clear_requests();
+    // The maintainer adds a test that fails: the verification runs again
+    // (no agent) and the pull request's table shows it.
+    let theirs = s
+        .push_to_pull_as(
+            pull,
+            MAINTAINER,
+            "tests/neg.sh",
+            "r=$(. ./calc.sh; add -1 1)\n[ \"$r\" = 0 ] && [ -f NEGATIVE_OK ]\n",
+        )
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().iteration, 1, "no agent");
+    assert!(!s.path("prompt-2.txt").exists());
+    let edits = pull_edits(&s, pull);
+    let table = edits.last().expect("the pull request's body was updated");
+    assert!(
+        table.contains("tests/neg.sh") && table.contains("❌"),
+        "{table}"
+    );
+
+    // A review asks for it to pass: closer continues from the maintainer's
+    // commit and pushes on top of it.
+    s.llm.push([done()]);
+    s.agent_step(
+        2,
+        "touch NEGATIVE_OK\necho '{\"message\": \"neg ok\", \"summary\": \"Made tests/neg.sh pass.\"}'\n",
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("tests/neg.sh", 2, "Make this pass.")],
+    )
+    .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 2),
+        "{}",
+        s.journal().await
+    );
+    let log = s.origin.log("closer/issue-1");
+    assert!(
+        log.iter().any(|l| l.starts_with(&theirs)),
+        "their commit is kept: {log:#?}"
+    );
+    assert!(log[0].contains("neg ok"), "{log:#?}");
+    let table = pull_edits(&s, pull).pop().unwrap();
+    assert!(!table.contains("❌"), "{table}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reviews_arriving_while_an_iteration_runs_make_one_further_iteration() {
+    let (mut s, n, pull) = verified_story("review-batch", CONFIG).await;
+    s.llm.push([done(), done()]);
+    let release = s.path("release");
+    s.agent_step(
+        2,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            small_change(2)
+        ),
+    );
+    s.agent_step(3, &small_change(3));
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "First review.")],
+    )
+    .await;
+    // The agent of iteration 2 is at work (it wrote its prompt down).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s.path("prompt-2.txt").exists() {
+        assert!(Instant::now() < deadline, "iteration 2 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "COMMENTED",
+        "",
+        &[("calc.sh", 1, "Second review.")],
+    )
+    .await;
+    s.review_as(pull, MAINTAINER, "CHANGES_REQUESTED", "Third review.", &[])
+        .await;
+    deliveries_handled(&s).await;
+    std::fs::write(&release, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 3),
+        "{}",
+        s.journal().await
+    );
+    assert!(s.prompt(2).contains("First review."));
+    let third = s.prompt(3);
+    assert!(
+        third.contains("Second review.") && third.contains("Third review."),
+        "{third}"
+    );
+    assert!(
+        !third.contains("### Thread") || !third.contains("First review."),
+        "{third}"
+    );
+    assert_eq!(thread_replies(&s, pull).len(), 2);
+    assert!(!s.path("prompt-4.txt").exists());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_while_the_agent_works_is_taken_in_and_the_iteration_redone_on_top() {
+    let (mut s, n, pull) = verified_story("review-race", CONFIG).await;
+    s.llm.push([done(), done()]);
+    let release = s.path("release");
+    s.agent_step(
+        2,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            small_change(2)
+        ),
+    );
+    s.agent_step(
+        3,
+        "echo '{\"summary\": \"Checked: both changes are in.\"}'\n",
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Explain add.")],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s.path("prompt-2.txt").exists() {
+        assert!(Instant::now() < deadline, "iteration 2 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The maintainer pushes while the agent works (their webhook comes
+    // later): closer's push is refused, never forced.
+    let theirs = s.push_quietly_as(MAINTAINER, "NOTES.md", "notes\n");
+    std::fs::write(&release, "").unwrap();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 3),
+        "{}",
+        s.journal().await
+    );
+    let third = s.prompt(3);
+    assert!(third.contains("Somebody pushed to the branch"), "{third}");
+    assert!(third.contains("rebased onto theirs"), "{third}");
+    let log = s.origin.log("closer/issue-1");
+    assert!(log.iter().any(|l| l.starts_with(&theirs)), "{log:#?}");
+    assert!(log.iter().any(|l| l.ends_with("review 2")), "{log:#?}");
+    assert_eq!(thread_replies(&s, pull).len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_round_that_cannot_be_verified_reopens_the_issue_and_pushes_nothing() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story("review-fails", &config).await;
+    let pushed = s.origin.branch_head("closer/issue-1");
+    s.llm.push([done()]);
+    s.agent_step(
+        2,
+        "echo 'exit 1' > tests/add.sh\necho '{\"message\": \"break it\", \"summary\": \"Done.\"}'\n",
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Change it.")],
+    )
+    .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(
+        s.github.issue(&s.repo, n).state,
+        "open",
+        "a closed issue never shows a failed run"
+    );
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        pushed,
+        "nothing unverified pushed"
+    );
+    assert!(thread_replies(&s, pull).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn assigning_the_issue_to_the_app_starts_a_run() {
+    let mut s = Story::start("review-assign", Some(CONFIG)).await;
+    s.github.set_permission(&s.repo, "rita", "read");
+    s.llm.push([done()]);
+    s.agent_step(1, &fix_add());
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.idle().await;
+    assert!(s.run(n).await.is_none());
+
+    // Assigned to somebody else, or by a reader: nothing.
+    s.assign_as(n, MAINTAINER, &FakeUser::user("bob")).await;
+    let bot = FakeUser::bot(&s.github.bot_login());
+    s.assign_as(n, "rita", &bot).await;
+    s.idle().await;
+    assert!(s.run(n).await.is_none());
+
+    s.assign_as(n, MAINTAINER, &bot).await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert!(!run.data.contains("\"by_label\":true"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unassigning_the_app_stops_its_run() {
+    let mut s = Story::start("review-unassign", Some(CONFIG)).await;
+    let release = s.path("release");
+    s.agent_step(
+        1,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            fix_add()
+        ),
+    );
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let bot = FakeUser::bot(&s.github.bot_login());
+    s.assign_as(n, MAINTAINER, &bot).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s.path("prompt-1.txt").exists() {
+        assert!(Instant::now() < deadline, "iteration 1 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.unassign_as(n, MAINTAINER, &bot).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
+    assert!(s.github.pulls(&s.repo).is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mention_with_a_request_starts_a_run_with_the_request_in_the_prompt() {
+    let mut s = Story::start("review-mention", Some(CONFIG)).await;
+    s.llm.push([done()]);
+    s.agent_step(1, &fix_add());
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.idle().await;
+    s.comment_as(
+        n,
+        FakeUser::user(MAINTAINER),
+        "@closer-test please also handle negative numbers",
+    )
+    .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert!(
+        s.prompt(1).contains("please also handle negative numbers"),
+        "{}",
+        s.prompt(1)
+    );
+    // Not answered as an unknown command.
+    assert!(
+        !s.bot_comments(n)
+            .iter()
+            .any(|c| c.body.contains("did you mean") || c.body.contains("`/closer run`"))
+    );
+
+    // On the open pull request, a request starts one more iteration.
+    let pull = s.the_pull();
+    s.llm.push([done()]);
+    s.agent_step(2, &small_change(2));
+    s.comment_on_pull_as(pull, MAINTAINER, "@closer-test please also update the docs")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().iteration, 2);
+    assert!(
+        s.prompt(2).contains("please also update the docs"),
+        "{}",
+        s.prompt(2)
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_closed_unmerged_reopens_the_issue_with_one_comment() {
+    let (mut s, n, pull) = verified_story("review-closed", CONFIG).await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let before = s.bot_comments(n).len();
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+
+    let issue = s.github.issue(&s.repo, n);
+    assert_eq!(issue.state, "open");
+    let labels = s.labels(n);
+    assert!(labels.contains(&"closer:failed".to_owned()), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| l.starts_with("phase:")),
+        "{labels:?}"
+    );
+    let bot = s.bot_comments(n);
+    assert_eq!(bot.len(), before + 1, "{bot:#?}");
+    let said = &bot.last().unwrap().body;
+    assert!(
+        said.contains(&format!(
+            "Pull request #{} was closed without being merged",
+            pull.0
+        )),
+        "{said}"
+    );
+    assert!(said.contains("/closer retry"), "{said}");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_the_comment() {
+    let (mut s, n, pull) = verified_story(
+        "review-closed-merged",
+        &format!("{CONFIG}close_on: merged\n"),
+    )
+    .await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    let said = s.bot_comments(n).last().unwrap().body.clone();
+    assert!(
+        said.contains("stays open") && said.contains("/closer retry"),
+        "{said}"
+    );
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    s.stop().await;
+}
+
+/// The sandbox underneath: a push never overwrites a commit somebody else
+/// pushed (the lease is refused), the worktree takes that commit in by
+/// rebasing closer's own onto it, and the next push keeps both. The
+/// control shows the probe is real: a plain forced push of the same
+/// worktree would have dropped the person's commit.
+#[tokio::test]
+async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
+    use closer::agent::process::BaseEnv;
+    use closer::agent::sandbox::branch::BranchSync;
+    use closer::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions};
+
+    use crate::support::git::{Origin, git};
+
+    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
+    let root = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxOptions {
+        root: root.path().join("sandbox"),
+        base_env: BaseEnv::from_process(),
+        git_timeout: Duration::from_secs(60),
+        committer_name: "closer".into(),
+        committer_email: "closer@localhost".into(),
+    });
+    let source = RepoSource {
+        url: origin.url.clone(),
+        token: None,
+        default_branch: Some("main".into()),
+    };
+    let wt = sandbox
+        .prepare(&source, 4, "run-lease", None)
+        .await
+        .unwrap();
+    let change = |file: &str| std::fs::write(wt.path.join(file), "x\n").unwrap();
+
+    change("first.txt");
+    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
+    sandbox
+        .push(&wt, &source, None)
+        .await
+        .expect("the first push");
+    let ours = origin.branch_head("closer/issue-4").unwrap();
+    let theirs = origin.push_to_branch("closer/issue-4", "maria", "theirs.txt", "y\n");
+
+    change("second.txt");
+    sandbox
+        .commit_changes(&wt, "second", "second")
+        .await
+        .unwrap();
+    let refused = sandbox.push(&wt, &source, Some(&ours)).await;
+    assert!(
+        matches!(refused, Err(SandboxError::StaleBranch { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        origin.branch_head("closer/issue-4").as_deref(),
+        Some(theirs.as_str())
+    );
+
+    let seen = sandbox.fetch_branch(&wt, &source).await.unwrap();
+    assert_eq!(seen.as_deref(), Some(theirs.as_str()));
+    let sync = sandbox.continue_from(&wt, &theirs).await.unwrap();
+    assert_eq!(sync, BranchSync::Rebased);
+    sandbox
+        .push(&wt, &source, seen.as_deref())
+        .await
+        .expect("pushed on top");
+    let log = origin.log("closer/issue-4");
+    assert!(log[0].ends_with("second"), "{log:#?}");
+    assert!(log.iter().any(|l| l.starts_with(&theirs)), "{log:#?}");
+
+    // The control: what a plain force (`+` refspec, the old push) does to
+    // a commit pushed meanwhile.
+    let later = origin.push_to_branch("closer/issue-4", "maria", "later.txt", "z\n");
+    let head = git(&wt.path, &["rev-parse", "HEAD"]);
+    let forced = format!("+{}:refs/heads/closer/issue-4", head.trim());
+    git(&wt.mirror, &["push", "--quiet", &origin.url, &forced]);
+    assert!(
+        !origin
+            .log("closer/issue-4")
+            .iter()
+            .any(|l| l.starts_with(&later)),
+        "a plain force drops the person's commit"
+    );
+}

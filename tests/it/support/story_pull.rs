@@ -1,0 +1,196 @@
+//! The story tester's pull request side: reviews and review comments, a
+//! conversation comment on the pull request, a push by a person to closer's
+//! branch, the pull request closed, the issue assigned. Each changes the
+//! fake GitHub (or the origin repository) first, then delivers what GitHub
+//! would send, built from the real webhook payloads in
+//! `tests/fixtures/github-webhooks/` with this story's values put in.
+
+use closer::github::types::IssueNumber;
+use serde_json::{Value, json};
+
+use super::fake_github::state::FakeUser;
+use super::story::{REPO, Story, user_json};
+
+/// A real payload of the fixtures, as JSON.
+fn fixture(name: &str) -> Value {
+    serde_json::from_slice(&super::fixture(name)).expect("fixtures are JSON")
+}
+
+impl Story {
+    /// The pull request as webhook payloads show it, over the fixture's.
+    pub fn pull_json(&self, number: IssueNumber, template: &Value) -> Value {
+        let pull = self
+            .github
+            .pulls(&self.repo)
+            .into_iter()
+            .find(|p| p.number == number.0)
+            .expect("the pull request");
+        let mut v = template.clone();
+        v["number"] = json!(pull.number);
+        v["state"] = json!(pull.state);
+        v["merged"] = json!(pull.merged);
+        v["title"] = json!(pull.title);
+        v["body"] = json!(pull.body);
+        v["user"] = user_json(&pull.author);
+        v["head"]["ref"] = json!(pull.head);
+        v["head"]["sha"] = json!(self.origin.branch_head(&pull.head));
+        v["head"]["repo"]["full_name"] = json!(REPO);
+        v["base"]["ref"] = json!(pull.base);
+        v["base"]["repo"]["full_name"] = json!(REPO);
+        v
+    }
+
+    /// The one pull request of the story.
+    pub fn the_pull(&self) -> IssueNumber {
+        let pulls = self.github.pulls(&self.repo);
+        assert_eq!(pulls.len(), 1, "one pull request: {pulls:#?}");
+        IssueNumber(pulls[0].number)
+    }
+
+    /// `author` submits a review (`state`: `CHANGES_REQUESTED`,
+    /// `COMMENTED`, `APPROVED`) with `body` and one thread per
+    /// `(path, line, text)`; `pull_request_review.submitted` and one
+    /// `pull_request_review_comment.created` per thread are delivered.
+    /// Answers the threads' comment ids.
+    pub async fn review_as(
+        &mut self,
+        pull: IssueNumber,
+        author: &str,
+        state: &str,
+        body: &str,
+        threads: &[(&str, u64, &str)],
+    ) -> Vec<u64> {
+        self.review_by(pull, FakeUser::user(author), state, body, threads)
+            .await
+    }
+
+    /// [`Story::review_as`] by any user (a bot, too).
+    pub async fn review_by(
+        &mut self,
+        pull: IssueNumber,
+        user: FakeUser,
+        state: &str,
+        body: &str,
+        threads: &[(&str, u64, &str)],
+    ) -> Vec<u64> {
+        let (review_id, ids) =
+            self.github
+                .review_pull(&self.repo, pull, user.clone(), state, body, threads);
+        let mut payload = fixture("pull_request_review.submitted.2.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        payload["review"]["id"] = json!(review_id);
+        payload["review"]["state"] = json!(state.to_lowercase());
+        payload["review"]["body"] = json!((!body.is_empty()).then_some(body));
+        payload["review"]["user"] = user_json(&user);
+        payload["sender"] = user_json(&user);
+        self.deliver("pull_request_review", payload).await;
+        for id in &ids {
+            self.deliver_review_comment(pull, *id).await;
+        }
+        ids
+    }
+
+    /// Delivers `pull_request_review_comment.created` for an existing
+    /// review comment.
+    pub async fn deliver_review_comment(&mut self, pull: IssueNumber, id: u64) {
+        let c = self.github.review_comment(&self.repo, id);
+        let mut payload = fixture("pull_request_review_comment.created.2.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        let comment = &mut payload["comment"];
+        comment["id"] = json!(c.id);
+        comment["body"] = json!(c.body);
+        comment["user"] = user_json(&c.author);
+        comment["path"] = json!(c.path);
+        comment["line"] = json!(c.line);
+        comment["original_line"] = json!(c.line);
+        comment["start_line"] = json!(c.start_line);
+        comment["diff_hunk"] = json!(c.diff_hunk);
+        comment["pull_request_review_id"] = json!(c.review);
+        if let Some(to) = c.in_reply_to {
+            comment["in_reply_to_id"] = json!(to);
+        }
+        payload["sender"] = user_json(&c.author);
+        self.deliver("pull_request_review_comment", payload).await;
+    }
+
+    /// `author` comments in the pull request's conversation
+    /// (`issue_comment.created` on the pull request).
+    pub async fn comment_on_pull_as(&mut self, pull: IssueNumber, author: &str, body: &str) {
+        let user = FakeUser::user(author);
+        let id = fastrand::u64(1_000_000..2_000_000);
+        let payload = json!({
+            "action": "created",
+            "issue": {"number": pull.0, "title": "pull request", "body": null,
+                      "user": user_json(&FakeUser::bot(&self.github.bot_login())),
+                      "labels": [], "state": "open",
+                      "pull_request": {"url": format!("{}/repos/{REPO}/pulls/{}", self.github.url(), pull.0)}},
+            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
+            "sender": user_json(&user),
+        });
+        self.deliver("issue_comment", payload).await;
+    }
+
+    /// `author` pushes a commit to the pull request's branch, and no
+    /// webhook arrives (yet). Answers the commit.
+    pub fn push_quietly_as(&self, author: &str, path: &str, content: &str) -> String {
+        let head = self.github.pulls(&self.repo)[0].head.clone();
+        self.origin.push_to_branch(&head, author, path, content)
+    }
+
+    /// `author` pushes a commit to the pull request's branch;
+    /// `pull_request.synchronize` is delivered. Answers the commit.
+    pub async fn push_to_pull_as(
+        &mut self,
+        pull: IssueNumber,
+        author: &str,
+        path: &str,
+        content: &str,
+    ) -> String {
+        let head = self.github.pulls(&self.repo)[0].head.clone();
+        let sha = self.origin.push_to_branch(&head, author, path, content);
+        let mut payload = fixture("pull_request.synchronize.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        payload["sender"] = user_json(&FakeUser::user(author));
+        self.deliver("pull_request", payload).await;
+        sha
+    }
+
+    /// A maintainer closes the pull request without merging it;
+    /// `pull_request.closed` (`merged: false`) is delivered.
+    pub async fn close_pull_as(&mut self, pull: IssueNumber, author: &str) {
+        self.github.close_pull(&self.repo, pull);
+        let mut payload = fixture("pull_request.closed.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        payload["pull_request"]["merged"] = json!(false);
+        payload["sender"] = user_json(&FakeUser::user(author));
+        self.deliver("pull_request", payload).await;
+    }
+
+    /// `sender` takes `assignee` off the issue; `issues.unassigned` is
+    /// delivered.
+    pub async fn unassign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {
+        let payload = json!({
+            "action": "unassigned",
+            "issue": self.issue_json(number),
+            "assignee": user_json(assignee),
+            "sender": user_json(&FakeUser::user(sender)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
+    /// `sender` assigns the issue to `assignee`; `issues.assigned` is
+    /// delivered (shaped as GitHub documents it: the issue, `assignee`,
+    /// `sender`).
+    pub async fn assign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {
+        self.github.assign(&self.repo, number, &assignee.login);
+        let mut issue = self.issue_json(number);
+        issue["assignees"] = json!([user_json(assignee)]);
+        let payload = json!({
+            "action": "assigned",
+            "issue": issue,
+            "assignee": user_json(assignee),
+            "sender": user_json(&FakeUser::user(sender)),
+        });
+        self.deliver("issues", payload).await;
+    }
+}
