@@ -27,4 +27,5 @@ mod store;
 mod stories;
 mod story_agents;
 mod story_verified;
+mod triage;
 mod verification;

@@ -30,8 +30,11 @@ pub const MAX_BATCH: usize = 256;
 /// What became of a submitted delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// Written now, with its job.
+    /// Written now, with its job (if it has one).
     Stored,
+    /// Written now as `ignored`, without its job: it was wanted only while
+    /// closer has work on its issue or pull request, and there is none.
+    Ignored,
     /// That delivery id was already stored; nothing written.
     Duplicate,
 }
