@@ -16,6 +16,7 @@ Per 1,000 requests (schedule.tsv, one line per request slot):
       10 installation_repositories.added, 4 pull_request.closed on a
       closer/issue-N branch, and 1 issues.labeled `closer` on a new issue
       each time (triggers.tsv: a run starts).
+installation.tsv is the installation.created delivery sent once before.
 """
 import hashlib
 import hmac
@@ -114,6 +115,9 @@ schedule = [schedule[(i * 379) % 1000] for i in range(1000)]
 assert sorted(schedule) == sorted(slots())
 with open(os.path.join(out, "schedule.tsv"), "w") as f:
     f.write("\n".join(schedule) + "\n")
+# Sent once before the load: the installation the mix's events come from.
+with open(os.path.join(out, "installation.tsv"), "w") as f:
+    f.write(body("installation", "installation.created.json", lambda p: None) + "\n")
 with open(os.path.join(out, "triggers.tsv"), "w") as f:
     for n in range(100001, 101001):
         f.write(body(f"trigger-{n}", "issues.labeled.json",
