@@ -396,3 +396,58 @@ async fn a_comment_batched_behind_a_label_on_its_issue_is_kept() {
     assert!(!job_for(&app, "d-other-62").await, "control: another issue");
     app.stop().await;
 }
+
+/// The engine answers as intake does for a delivery that reaches it anyway
+/// (one stored before triage existed, say): a plain comment on an issue
+/// without a run is answered at once, with no GitHub call; the control, the
+/// same comment while the issue has an open run, goes on to the engine's
+/// handling (the author's reply is stored for the run).
+#[tokio::test]
+async fn the_engine_answers_as_intake_for_a_delivery_that_reaches_it() {
+    use closer::events::{EventKind, parse_event};
+
+    use crate::support::story::{INSTALLATION, MAINTAINER, REPO as STORY_REPO, Story};
+
+    let mut story = Story::start("triage-engine", None).await;
+    story.spawn_workers();
+    let number = story.open_issue("Crash on save", "It crashes.", &[]).await;
+    story.idle().await;
+    let engine = story.engine.clone().expect("workers spawned");
+    let event = |comment_id: u64| {
+        let payload = json!({
+            "action": "created",
+            "installation": {"id": INSTALLATION},
+            "repository": {"full_name": STORY_REPO, "default_branch": "main", "private": false},
+            "issue": {"number": number.0, "title": "Crash on save", "body": "It crashes.",
+                      "user": {"login": MAINTAINER, "id": 1, "type": "User"}, "labels": [], "state": "open"},
+            "comment": {"id": comment_id, "body": "Still broken for me.",
+                        "user": {"login": MAINTAINER, "id": 1, "type": "User"}},
+            "sender": {"login": MAINTAINER, "id": 1, "type": "User"},
+        });
+        parse_event(EventKind::IssueComment, payload.to_string().as_bytes()).unwrap()
+    };
+    // Calls about the repository; the App's identity (`GET /app`, asked
+    // once per process for its slug) is not one.
+    let repository_calls = || {
+        let requests = story.github.requests();
+        requests
+            .iter()
+            .filter(|r| r.path.starts_with("/repos"))
+            .count()
+    };
+    let calls = repository_calls();
+    let outcome = engine.on_event(&event(901)).await.unwrap();
+    assert!(outcome.starts_with("triage:"), "{outcome}");
+    assert_eq!(repository_calls(), calls, "no call about the repository");
+
+    let run = a_run(number.0, RunState::Running, None);
+    let run = Run {
+        repository: RepoName::parse(STORY_REPO).unwrap(),
+        installation_id: InstallationId(INSTALLATION),
+        ..run
+    };
+    runs::insert_or_get(story.store.pool(), &run).await.unwrap();
+    let outcome = engine.on_event(&event(902)).await.unwrap();
+    assert!(outcome.starts_with("reply by maria"), "{outcome}");
+    story.stop().await;
+}
