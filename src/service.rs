@@ -4,7 +4,7 @@
 //! intake writer, let workers finish (or give back) their jobs, exit 0.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -80,6 +80,12 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         jobs_ready,
         max_attempts,
     ));
+    if config.github.app_id.is_some() {
+        tokio::spawn(announce_app(
+            Arc::downgrade(&github),
+            state.app_slug.clone(),
+        ));
+    }
     serve_http(&config, state, shutdown_tx).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");
@@ -145,11 +151,7 @@ fn github_app(
     };
     let github = GitHubApp::new(settings, store.clock().clone(), Some(Arc::new(recorder)))
         .context("invalid GitHub App settings")?;
-    let github = Arc::new(github);
-    if config.github.app_id.is_some() {
-        tokio::spawn(announce_app(github.clone()));
-    }
-    Ok((github, recorder_task))
+    Ok((Arc::new(github), recorder_task))
 }
 
 /// The engine, its reconciliation, and the worker pool.
@@ -258,12 +260,23 @@ pub fn job_runners(store: &Store, engine: &Arc<Engine>) -> HashMap<JobKind, Arc<
     ])
 }
 
-/// Checks the App credentials once at start and says whom they belong to; a
-/// failure is logged, not fatal (GitHub may be briefly unreachable).
-async fn announce_app(github: Arc<GitHubApp>) {
-    match github.app_info().await {
-        Ok(app) => tracing::info!(app = %app.slug, id = app.id, "authenticated as the GitHub App"),
-        Err(e) => tracing::warn!(error = %e, "cannot authenticate as the GitHub App yet"),
+/// Checks the App credentials at start, says whom they belong to and hands
+/// the slug to intake's triage. A failure is logged, not fatal (GitHub may be
+/// briefly unreachable), and tried again a minute later; meanwhile triage
+/// counts any `@` in a comment as a possible mention of the App.
+async fn announce_app(github: Weak<GitHubApp>, slug: Arc<std::sync::OnceLock<String>>) {
+    // Weak: a retry pending at shutdown must not keep the client alive.
+    while let Some(app) = github.upgrade() {
+        match app.app_info().await {
+            Ok(app) => {
+                tracing::info!(app = %app.slug, id = app.id, "authenticated as the GitHub App");
+                let _ = slug.set(app.slug);
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot authenticate as the GitHub App yet"),
+        }
+        drop(app);
+        tokio::time::sleep(Duration::from_secs(60)).await;
     }
 }
 

@@ -34,4 +34,5 @@ pub mod secrets;
 pub mod task_rules;
 pub mod tasklist;
 pub mod tolerance;
+pub mod triage;
 pub mod verify;

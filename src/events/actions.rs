@@ -24,6 +24,18 @@ impl InstallationAction {
             other => Self::Other(other.to_owned()),
         }
     }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Created => "created",
+            Self::Deleted => "deleted",
+            Self::Suspend => "suspend",
+            Self::Unsuspend => "unsuspend",
+            Self::NewPermissionsAccepted => "new_permissions_accepted",
+            Self::Other(other) => other,
+        }
+    }
 }
 
 /// `installation_repositories` actions.
@@ -40,6 +52,15 @@ impl RepositoriesAction {
             "added" => Self::Added,
             "removed" => Self::Removed,
             other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Added => "added",
+            Self::Removed => "removed",
+            Self::Other(other) => other,
         }
     }
 }
@@ -74,6 +95,22 @@ impl IssuesAction {
             other => Self::Other(other.to_owned()),
         }
     }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Opened => "opened",
+            Self::Edited => "edited",
+            Self::Labeled => "labeled",
+            Self::Unlabeled => "unlabeled",
+            Self::Closed => "closed",
+            Self::Reopened => "reopened",
+            Self::Deleted => "deleted",
+            Self::Assigned => "assigned",
+            Self::Unassigned => "unassigned",
+            Self::Other(other) => other,
+        }
+    }
 }
 
 /// `issue_comment` and `pull_request_review_comment` actions.
@@ -92,6 +129,16 @@ impl CommentAction {
             "edited" => Self::Edited,
             "deleted" => Self::Deleted,
             other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Created => "created",
+            Self::Edited => "edited",
+            Self::Deleted => "deleted",
+            Self::Other(other) => other,
         }
     }
 }
@@ -118,6 +165,18 @@ impl PullRequestAction {
             other => Self::Other(other.to_owned()),
         }
     }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Opened => "opened",
+            Self::Closed => "closed",
+            Self::Reopened => "reopened",
+            Self::Synchronize => "synchronize",
+            Self::Edited => "edited",
+            Self::Other(other) => other,
+        }
+    }
 }
 
 /// `pull_request_review` actions.
@@ -136,6 +195,16 @@ impl ReviewAction {
             "edited" => Self::Edited,
             "dismissed" => Self::Dismissed,
             other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::Edited => "edited",
+            Self::Dismissed => "dismissed",
+            Self::Other(other) => other,
         }
     }
 }

@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod envelope;
 pub mod parse;
+pub mod signals;
 
 pub use actions::*;
 pub use parse::{ParseError, parse_event};

@@ -6,7 +6,7 @@ pub mod health;
 pub mod metrics;
 pub mod webhook;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -30,6 +30,9 @@ pub struct AppState {
     pub jobs_ready: Arc<Notify>,
     /// Attempts before a delivery job is dead-lettered.
     pub max_attempts: i64,
+    /// The App's slug once closer has asked GitHub for it: triage then tells
+    /// a mention of the App from any other mention.
+    pub app_slug: Arc<OnceLock<String>>,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ impl AppState {
             metrics: metrics::handle(),
             jobs_ready,
             max_attempts,
+            app_slug: Arc::new(OnceLock::new()),
         }
     }
 }

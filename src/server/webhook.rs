@@ -5,7 +5,9 @@
 //! constant time) and whose event and delivery headers are present. Nothing
 //! is parsed before the signature is checked, nothing rejected is stored, and
 //! the body never appears in a log line. The answer (202) is sent only after
-//! the delivery and its job are committed.
+//! the delivery and its job are committed. Triage (`engine::triage`) decides
+//! here, from the parsed envelope, whether the delivery gets a job at all;
+//! one that cannot matter is stored as `ignored` in the same batch.
 
 use std::sync::Arc;
 
@@ -16,10 +18,11 @@ use axum::response::{IntoResponse, Response};
 use hmac::Mac;
 
 use super::AppState;
+use crate::engine::triage::{Verdict, triage};
 use crate::events::EventKind;
 use crate::events::envelope::Envelope;
 use crate::model::{DeliveryStatus, JobKind};
-use crate::store::deliveries::{self, NewDelivery};
+use crate::store::deliveries::{self, NewDelivery, Thread};
 use crate::store::jobs::NewJob;
 use crate::store::writer::WriteOutcome;
 
@@ -148,7 +151,8 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The handler: store the verified delivery (and its job), then answer.
+/// The handler: triage, store the verified delivery (and its job, when it
+/// can matter), then answer.
 pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDelivery) -> Response {
     let envelope = match Envelope::parse(&delivery.body) {
         Ok(envelope) => envelope,
@@ -158,36 +162,14 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let kind = EventKind::from_header(&delivery.event);
-    let job = kind.map(|kind| NewJob {
-        kind: JobKind::Delivery,
-        key: envelope.job_key(kind, &delivery.delivery_id),
-        payload: serde_json::json!({ "delivery_id": delivery.delivery_id }).to_string(),
-        max_attempts: state.max_attempts,
-        run_at: state.store.now_ms(),
-    });
-    let (payload, encoding) = deliveries::encode_payload(&delivery.body);
-    let new = NewDelivery {
-        delivery_id: delivery.delivery_id.clone(),
-        event: delivery.event.clone(),
-        action: envelope.action.clone(),
-        installation_id: envelope.installation_id(),
-        repository: envelope.repository().map(str::to_owned),
-        payload,
-        encoding,
-        received_at: state.store.now_ms(),
-        status: if job.is_some() {
-            DeliveryStatus::Received
-        } else {
-            DeliveryStatus::Ignored
-        },
-        job,
-    };
+    let new = new_delivery(&state, &delivery, &envelope, kind);
     let event_label = kind.map_or("other", EventKind::as_str);
     match writer.submit(new).await {
-        Ok(WriteOutcome::Stored) => {
-            let outcome = if kind.is_some() { "stored" } else { "ignored" };
+        Ok(outcome @ (WriteOutcome::Stored | WriteOutcome::Ignored)) => {
+            let queued = kind.is_some() && outcome == WriteOutcome::Stored;
+            let outcome = if queued { "stored" } else { "ignored" };
             count(event_label, outcome);
-            if kind.is_some() {
+            if queued {
                 state.jobs_ready.notify_waiters();
             }
             tracing::debug!(delivery = %delivery.delivery_id, event = %delivery.event, outcome, "delivery stored");
@@ -203,6 +185,52 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
             tracing::error!(delivery = %delivery.delivery_id, error = %e, "delivery not stored");
             (StatusCode::SERVICE_UNAVAILABLE, "not stored, try again\n").into_response()
         }
+    }
+}
+
+/// The row to write: the delivery, its job for an event closer handles, and
+/// triage's condition on that job (`engine::triage`). A payload whose
+/// triage facts cannot be read keeps its job: the worker records why.
+fn new_delivery(
+    state: &AppState,
+    delivery: &SignedDelivery,
+    envelope: &Envelope,
+    kind: Option<EventKind>,
+) -> NewDelivery {
+    let job = kind.map(|kind| NewJob {
+        kind: JobKind::Delivery,
+        key: envelope.job_key(kind, &delivery.delivery_id),
+        payload: serde_json::json!({ "delivery_id": delivery.delivery_id }).to_string(),
+        max_attempts: state.max_attempts,
+        run_at: state.store.now_ms(),
+    });
+    let verdict = kind
+        .and_then(|kind| envelope.signals(kind))
+        .map(|signals| triage(&signals, state.app_slug.get().map(String::as_str)));
+    let only_with_work = match (verdict, envelope.thread()) {
+        (Some(Verdict::IfOpenRun), Some((repository, number))) => Some(Thread {
+            repository: repository.to_owned(),
+            number: i64::try_from(number).unwrap_or(i64::MAX),
+        }),
+        _ => None,
+    };
+    let (payload, encoding) = deliveries::encode_payload(&delivery.body);
+    NewDelivery {
+        delivery_id: delivery.delivery_id.clone(),
+        event: delivery.event.clone(),
+        action: envelope.action.clone(),
+        installation_id: envelope.installation_id(),
+        repository: envelope.repository().map(str::to_owned),
+        payload,
+        encoding,
+        received_at: state.store.now_ms(),
+        status: if job.is_some() {
+            DeliveryStatus::Received
+        } else {
+            DeliveryStatus::Ignored
+        },
+        job,
+        only_with_work,
     }
 }
 

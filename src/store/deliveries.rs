@@ -26,7 +26,24 @@ pub struct NewDelivery {
     pub status: DeliveryStatus,
     /// The job that processes it, when there is one.
     pub job: Option<super::jobs::NewJob>,
+    /// Set when the job is wanted only while closer has work on this issue
+    /// or pull request (triage's "if open run"): the writer then checks, in
+    /// the batch's transaction, and stores the delivery as `ignored` with
+    /// [`IGNORED_NO_WORK`] and no job when there is none.
+    pub only_with_work: Option<Thread>,
 }
+
+/// An issue or pull request of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    /// `owner/name`.
+    pub repository: String,
+    pub number: i64,
+}
+
+/// The outcome of a delivery triage kept no job for.
+pub const IGNORED_NO_WORK: &str =
+    "ignored at intake: nothing to act on, no open run, no queued delivery";
 
 /// How a payload is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,6 +40,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0004_handled_commands.sql"),
         postgres: include_str!("../../migrations/postgres/0004_handled_commands.sql"),
     },
+    Migration {
+        version: 5,
+        name: "triage",
+        sqlite: include_str!("../../migrations/sqlite/0005_triage.sql"),
+        postgres: include_str!("../../migrations/postgres/0005_triage.sql"),
+    },
 ];
 
 /// An arbitrary constant naming closer's migration lock on PostgreSQL.

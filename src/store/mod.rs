@@ -17,6 +17,7 @@ pub mod installations;
 pub mod jobs;
 pub mod migrate;
 mod nodelay;
+pub mod open_work;
 pub mod runs;
 pub mod verification;
 pub mod writer;

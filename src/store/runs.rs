@@ -142,6 +142,31 @@ pub async fn by_issue(
     row.map(|r| from_row(&r)).transpose()
 }
 
+/// Whether an issue or pull request has a run that has not ended: the run
+/// of that issue, or the run whose pull request it is.
+pub async fn open_on_thread(
+    pool: &AnyPool,
+    repository: &RepoName,
+    number: IssueNumber,
+) -> Result<bool, StoreError> {
+    let ended = RunState::ALL
+        .iter()
+        .filter(|s| s.is_final())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT COUNT(*) AS n FROM runs WHERE repository = $1 \
+         AND (issue_number = $2 OR pull_request = $2) AND state NOT IN ({ended})"
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(repository.to_string())
+        .bind(db_int(number.0))
+        .fetch_one(pool)
+        .await?;
+    Ok(row.try_get::<i64, _>("n")? > 0)
+}
+
 /// Runs in any of `states`, oldest first.
 pub async fn in_states(pool: &AnyPool, states: &[RunState]) -> Result<Vec<Run>, StoreError> {
     let mut out = Vec::new();

@@ -36,5 +36,6 @@ mod story_agents;
 mod story_review;
 mod story_verified;
 mod token_scope;
+mod triage;
 mod verification;
 mod verified_push;

@@ -61,6 +61,7 @@ fn delivery(id: &str, received_at: i64) -> NewDelivery {
             max_attempts: 3,
             run_at: received_at,
         }),
+        only_with_work: None,
     }
 }
 

@@ -4,6 +4,10 @@
 //! human closing the issue (stop), a merged pull request (`close_on:
 //! merged`), and the events on closer's own pull request (`review.rs`).
 //!
+//! A delivery triage (`engine::triage`) finds nothing to act on in, about an
+//! issue or pull request with no open run, is answered at once, as the
+//! intake would have stored it as ignored.
+//!
 //! Never reacts to a bot, to a comment `performed_via_github_app` by our App,
 //! or to our App's own user; a permission that cannot be read counts as
 //! denied.
@@ -17,6 +21,8 @@ use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
 use crate::config::repo::RepoConfig;
+use crate::engine::triage::{Verdict, triage};
+use crate::events::signals::Signals;
 use crate::events::{
     Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
 };
@@ -58,10 +64,38 @@ impl Engine {
     /// Acts on an issue, comment or pull request event; returns a short
     /// description of what was done (recorded on the delivery).
     pub async fn on_event(&self, event: &Event) -> Result<String, EngineError> {
+        if !self.can_matter(event).await? {
+            return Ok("triage: nothing to act on and no open run".to_owned());
+        }
         match self.dispatch(event).await {
             Err(EngineError::Stopped) => Ok("the run was stopped meanwhile".to_owned()),
             other => other,
         }
+    }
+
+    /// Triage's answer (`engine::triage`, the one the intake gave), with the
+    /// open run checked now: deliveries about one thread are processed in
+    /// order, so any earlier one that could start a run has done so.
+    async fn can_matter(&self, event: &Event) -> Result<bool, EngineError> {
+        let signals = Signals::of(event);
+        let slug = match signals.comment {
+            Some(_) => Some(self.github.app_info().await?.slug),
+            None => None,
+        };
+        if let Verdict::Matters(_) = triage(&signals, slug.as_deref()) {
+            return Ok(true);
+        }
+        let (repo, number) = match event {
+            Event::Issues { repo, issue, .. } | Event::IssueComment { repo, issue, .. } => {
+                (repo, issue.number)
+            }
+            Event::PullRequest { repo, pull, .. }
+            | Event::PullRequestReview { repo, pull, .. }
+            | Event::PullRequestReviewComment { repo, pull, .. } => (repo, pull.number),
+            _ => return Ok(true),
+        };
+        let pool = self.runs.store().pool();
+        Ok(runs::open_on_thread(pool, &repo.name, number).await?)
     }
 
     async fn dispatch(&self, event: &Event) -> Result<String, EngineError> {

@@ -5,7 +5,13 @@
 //! them and their jobs in one transaction, commits, and only then answers each
 //! request. One commit per batch instead of per request is what lets SQLite
 //! take thousands of deliveries a second, and with `fsync` durability it is
-//! one fsync per batch. A pool of writers would only contend for SQLite's
+//! one fsync per batch.
+//!
+//! A delivery triage keeps only while closer has work on its issue or pull
+//! request (`NewDelivery::only_with_work`) is checked inside that same
+//! transaction (`store::open_work`), after the batch's earlier deliveries:
+//! with work, it is written with its job; without, as `ignored` with no job
+//! ([`WriteOutcome::Ignored`]). A pool of writers would only contend for SQLite's
 //! single write lock.
 //!
 //! Two implementations share that contract:
@@ -30,8 +36,11 @@ pub const MAX_BATCH: usize = 256;
 /// What became of a submitted delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// Written now, with its job.
+    /// Written now, with its job (if it has one).
     Stored,
+    /// Written now as `ignored`, without its job: it was wanted only while
+    /// closer has work on its issue or pull request, and there is none.
+    Ignored,
     /// That delivery id was already stored; nothing written.
     Duplicate,
 }

@@ -6,13 +6,13 @@ use std::collections::HashSet;
 
 use sqlx::{Any, Row, Transaction};
 
-use crate::model::Named;
+use crate::model::{DeliveryStatus, Named};
 use tokio::sync::mpsc;
 
 use super::{MAX_BATCH, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written};
-use crate::store::deliveries::NewDelivery;
+use crate::store::deliveries::{IGNORED_NO_WORK, NewDelivery, Thread};
 use crate::store::jobs::NewJob;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, open_work};
 
 pub(super) async fn run(store: Store, mut rx: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -60,11 +60,19 @@ async fn write_batch(store: &Store, batch: &[Pending]) -> Result<Vec<WriteOutcom
         .map(|(p, _)| &p.delivery)
         .collect();
     let mut tx = store.pool().begin().await?;
-    let inserted = insert_deliveries(&mut tx, &unique).await?;
+    let wanted = jobs_wanted(&mut tx, &unique).await?;
+    let inserted = insert_deliveries(&mut tx, &unique, &wanted).await?;
     let jobs: Vec<_> = unique
         .iter()
-        .filter(|d| inserted.contains(d.delivery_id.as_str()))
-        .filter_map(|d| d.job.as_ref())
+        .zip(&wanted)
+        .filter(|(d, wanted)| **wanted && inserted.contains(d.delivery_id.as_str()))
+        .filter_map(|(d, _)| d.job.as_ref())
+        .collect();
+    let ignored: HashSet<&str> = unique
+        .iter()
+        .zip(&wanted)
+        .filter(|(d, wanted)| d.job.is_some() && !**wanted)
+        .map(|(d, _)| d.delivery_id.as_str())
         .collect();
     insert_jobs(&mut tx, &jobs, store.now_ms()).await?;
     tx.commit().await?;
@@ -72,31 +80,109 @@ async fn write_batch(store: &Store, batch: &[Pending]) -> Result<Vec<WriteOutcom
         .iter()
         .zip(firsts)
         .map(|(p, first)| {
-            if first && inserted.contains(p.delivery.delivery_id.as_str()) {
-                WriteOutcome::Stored
-            } else {
-                WriteOutcome::Duplicate
+            let d = &p.delivery;
+            match first && inserted.contains(d.delivery_id.as_str()) {
+                false => WriteOutcome::Duplicate,
+                true if ignored.contains(d.delivery_id.as_str()) => WriteOutcome::Ignored,
+                true => WriteOutcome::Stored,
             }
         })
         .collect())
+}
+
+/// Whether each delivery of `unique` gets its job: one without a condition
+/// does; one kept only while closer has work on its thread does when the
+/// database says so (one statement for the batch, `store::open_work`) or an
+/// earlier delivery of this batch about the same thread gets a job.
+async fn jobs_wanted(
+    tx: &mut Transaction<'static, Any>,
+    unique: &[&NewDelivery],
+) -> Result<Vec<bool>, StoreError> {
+    let with_work = threads_with_work(tx, unique).await?;
+    let mut keys = HashSet::new();
+    Ok(unique
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let Some(job) = &d.job else { return false };
+            let wanted = d.only_with_work.is_none()
+                || with_work.contains(&(i as i64))
+                || keys.contains(job.key.as_str());
+            if wanted {
+                keys.insert(job.key.as_str());
+            }
+            wanted
+        })
+        .collect())
+}
+
+/// The positions in `unique` of the conditional deliveries whose thread has
+/// work in the database.
+async fn threads_with_work(
+    tx: &mut Transaction<'static, Any>,
+    unique: &[&NewDelivery],
+) -> Result<HashSet<i64>, StoreError> {
+    let conditional: Vec<(i64, &str, &Thread)> = unique
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            Some((
+                i as i64,
+                d.job.as_ref()?.key.as_str(),
+                d.only_with_work.as_ref()?,
+            ))
+        })
+        .collect();
+    if conditional.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut sql = String::from("SELECT t.i FROM (VALUES ");
+    for r in 0..conditional.len() {
+        let p = r * 4;
+        let sep = if r > 0 { ", " } else { "" };
+        sql.push_str(&format!(
+            "{sep}(${}::BIGINT, ${}::TEXT, ${}::TEXT, ${}::BIGINT)",
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4
+        ));
+    }
+    sql.push_str(") AS t (i, k, repo, n) WHERE ");
+    sql.push_str(&open_work::condition("t.k", "t.repo", "t.n"));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (i, key, thread) in &conditional {
+        query = query
+            .bind(*i)
+            .bind(*key)
+            .bind(thread.repository.as_str())
+            .bind(thread.number);
+    }
+    let rows = query.fetch_all(&mut **tx).await?;
+    rows.iter().map(|r| Ok(r.try_get::<i64, _>("i")?)).collect()
 }
 
 /// Inserts the deliveries whose id is new; returns those ids.
 async fn insert_deliveries(
     tx: &mut Transaction<'static, Any>,
     deliveries: &[&NewDelivery],
+    wanted: &[bool],
 ) -> Result<HashSet<String>, StoreError> {
     if deliveries.is_empty() {
         return Ok(HashSet::new());
     }
     let mut sql = String::from(
         "INSERT INTO deliveries (delivery_id, event, action, installation_id, repository, \
-         payload, payload_encoding, received_at, status) VALUES ",
+         payload, payload_encoding, received_at, status, outcome) VALUES ",
     );
-    push_placeholders(&mut sql, deliveries.len(), 9, "");
+    push_placeholders(&mut sql, deliveries.len(), 10, "");
     sql.push_str(" ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for d in deliveries {
+    for (d, wanted) in deliveries.iter().zip(wanted) {
+        let (status, outcome) = match (&d.job, wanted) {
+            (Some(_), false) => (DeliveryStatus::Ignored, Some(IGNORED_NO_WORK)),
+            _ => (d.status, None),
+        };
         query = query
             .bind(d.delivery_id.as_str())
             .bind(d.event.as_str())
@@ -106,7 +192,8 @@ async fn insert_deliveries(
             .bind(d.payload.as_slice())
             .bind(d.encoding.as_str())
             .bind(d.received_at)
-            .bind(d.status.as_str());
+            .bind(status.as_str())
+            .bind(outcome);
     }
     let rows = query.fetch_all(&mut **tx).await?;
     rows.iter()

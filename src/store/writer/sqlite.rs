@@ -19,12 +19,13 @@ use super::{
     MAX_BATCH, Outcomes, Pending, WriteOutcome, all_failed, answer, batch_failed, failed, written,
 };
 use crate::clock::SharedClock;
-use crate::model::Named;
-use crate::store::{Store, StoreError, sqlite_pragmas};
+use crate::model::{DeliveryStatus, Named};
+use crate::store::deliveries::{IGNORED_NO_WORK, NewDelivery, Thread};
+use crate::store::{Store, StoreError, open_work, sqlite_pragmas};
 
 const INSERT_DELIVERY: &str = "INSERT INTO deliveries (delivery_id, event, action, \
-    installation_id, repository, payload, payload_encoding, received_at, status) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (delivery_id) DO NOTHING";
+    installation_id, repository, payload, payload_encoding, received_at, status, outcome) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (delivery_id) DO NOTHING";
 
 const INSERT_JOB: &str = "INSERT INTO jobs (kind, job_key, payload, max_attempts, run_at, \
     created_at, updated_at, state, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 'queued', 0)";
@@ -39,6 +40,12 @@ pub(super) struct SqliteWriter {
 struct Statements<'c> {
     delivery: Statement<'c>,
     job: Statement<'c>,
+    /// Whether closer has work on a thread (`store::open_work`).
+    open_work: Statement<'c>,
+}
+
+fn open_work_sql() -> String {
+    format!("SELECT {}", open_work::condition("?1", "?2", "?3"))
 }
 
 impl SqliteWriter {
@@ -58,6 +65,7 @@ impl SqliteWriter {
         // Fails here, at start, when the schema is not there.
         conn.prepare(INSERT_DELIVERY)?;
         conn.prepare(INSERT_JOB)?;
+        conn.prepare(&open_work_sql())?;
         Ok(SqliteWriter {
             conn,
             clock: store.clock().clone(),
@@ -90,6 +98,7 @@ impl SqliteWriter {
         Ok(Statements {
             delivery: prepare(INSERT_DELIVERY)?,
             job: prepare(INSERT_JOB)?,
+            open_work: prepare(&open_work_sql())?,
         })
     }
 
@@ -105,6 +114,16 @@ impl SqliteWriter {
         let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for Pending { delivery: d, .. } in batch {
+            // Jobs written earlier in this transaction count: this
+            // connection reads its own writes.
+            let job = match &d.only_with_work {
+                Some(thread) if !has_work(&mut statements.open_work, d, thread)? => None,
+                _ => d.job.as_ref(),
+            };
+            let (status, outcome) = match (&d.job, job) {
+                (Some(_), None) => (DeliveryStatus::Ignored, Some(IGNORED_NO_WORK)),
+                _ => (d.status, None),
+            };
             let inserted = statements.delivery.execute(params![
                 d.delivery_id,
                 d.event,
@@ -114,9 +133,10 @@ impl SqliteWriter {
                 d.payload,
                 d.encoding.as_str(),
                 d.received_at,
-                d.status.as_str(),
+                status.as_str(),
+                outcome,
             ])? == 1;
-            if inserted && let Some(job) = &d.job {
+            if inserted && let Some(job) = job {
                 statements.job.execute(params![
                     job.kind.as_str(),
                     job.key,
@@ -126,15 +146,27 @@ impl SqliteWriter {
                     now,
                 ])?;
             }
-            outcomes.push(if inserted {
-                WriteOutcome::Stored
-            } else {
-                WriteOutcome::Duplicate
+            outcomes.push(match (inserted, outcome) {
+                (false, _) => WriteOutcome::Duplicate,
+                (true, Some(_)) => WriteOutcome::Ignored,
+                (true, None) => WriteOutcome::Stored,
             });
         }
         tx.commit()?;
         Ok(outcomes)
     }
+}
+
+/// Whether closer has work on the delivery's thread.
+fn has_work(
+    statement: &mut Statement<'_>,
+    delivery: &NewDelivery,
+    thread: &Thread,
+) -> rusqlite::Result<bool> {
+    let key = delivery.job.as_ref().map_or("", |j| j.key.as_str());
+    statement.query_row(params![key, thread.repository, thread.number], |row| {
+        row.get::<_, bool>(0)
+    })
 }
 
 /// Writes each delivery of a failed batch in a transaction of its own. Once

@@ -3,7 +3,7 @@
 //! the workers' "settled" signals, never on sleeps.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use closer::model::JobKind;
@@ -29,6 +29,8 @@ pub struct TestApp {
     server: tokio::task::JoinHandle<()>,
     /// Kept so a SQLite temp dir outlives the app.
     pub db: TestDb,
+    /// The App slug intake's triage knows (unset until a test sets it).
+    pub app_slug: Arc<OnceLock<String>>,
 }
 
 impl TestApp {
@@ -58,6 +60,7 @@ impl TestApp {
             ready,
             5,
         ));
+        let app_slug = state.app_slug.clone();
         let app = server::router(state, "/webhooks");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -78,6 +81,7 @@ impl TestApp {
             shutdown,
             server,
             db,
+            app_slug,
         }
     }
 

@@ -231,6 +231,8 @@ impl Story {
             ready.clone(),
             timing.delivery_attempts,
         ));
+        // As `closer serve` does once it has asked GitHub who it is.
+        let _ = state.app_slug.set(super::fake_github::APP_SLUG.to_owned());
         let router = server::router(state, "/webhooks");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# closer against Probot on a realistic delivery mix, side by side in one run:
+# Probot (a minimal app that stores nothing), then `closer serve` as role
+# `intake` (no workers) and as the default role `all` (intake and workers in
+# one process), each on SQLite and on PostgreSQL. The same wrk load, payload
+# mix (bench/mix.py: 95 % deliveries that cannot matter, 5 % that can, 0.1 %
+# label triggers that start runs) and webhook secret for all.
+#
+#   bench/compare.sh [seconds per cell, default 15] [connections, default 32]
+#
+# closer runs the release build with --dry-run against bench/fake_github.py
+# (GITHUB_API_URL), so runs really start: config read, permission check,
+# status comment, labels, then the start step, which fails at once because no
+# LLM is configured. After each `all` cell closer is given up to 60 s to work
+# off its queue; the runs it started are counted then.
+#
+# Needs: wrk, openssl, node + npm (Probot is installed into bench/probot,
+# pinned by its package-lock.json), psql for PostgreSQL.
+# Prints one Markdown table for docs/benchmarks.md.
+set -euo pipefail
+
+seconds=${1:-15}
+connections=${2:-32}
+threads=${BENCH_THREADS:-2}
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup
+
+(cd "$root/bench/probot" && [ -d node_modules ] || npm ci --no-audit --no-fund --silent)
+python3 "$root/bench/mix.py" "$root/tests/fixtures/github-webhooks" "$work/mix" "$secret"
+openssl genrsa -out "$work/app.pem" 2048 2>/dev/null
+gh_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 "$root/bench/fake_github.py" "$gh_port" &
+fake_pid=$!
+pids_to_kill=("$fake_pid")
+trap 'kill "${pids_to_kill[@]}" 2>/dev/null || true; bench_cleanup' EXIT
+
+wait_http() {
+  for _ in $(seq 200); do
+    curl -s -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  echo "$2 did not come up" >&2
+  return 1
+}
+
+# Drives the server at $1 (path $2) with the mix, after the installation
+# its events come from; sets rps p50 p99 non2xx requests.
+drive() {
+  IFS=$'\t' read -r event signature file <"$work/mix/installation.tsv"
+  curl -sf -o /dev/null -X POST -H "Content-Type: application/json" -H "X-GitHub-Event: $event" \
+    -H "X-GitHub-Delivery: install-$RANDOM$RANDOM" -H "X-Hub-Signature-256: $signature" \
+    --data-binary "@$file" "$1$2"
+  BENCH_MIX="$work/mix" BENCH_PATH=$2 BENCH_RUN="r$RANDOM$RANDOM" BENCH_THREADS=$threads \
+    wrk -t"$threads" -c"$connections" -d"${seconds}s" --latency \
+    -s "$root/bench/mix.lua" "$1" >"$work/wrk.txt"
+  rps=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/wrk.txt")
+  p50=$(awk '$1 == "50%" {print $2}' "$work/wrk.txt")
+  p99=$(awk '$1 == "99%" {print $2}' "$work/wrk.txt")
+  non2xx=$(awk '/Non-2xx/ {print $5}' "$work/wrk.txt")
+  non2xx=${non2xx:-0}
+  requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
+}
+
+peak_rss_mb() { awk '/VmHWM/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
+
+row() {
+  echo "| $1 | $2 | $rps | $p50 | $p99 | $3 MB | $requests sent, $non2xx non-2xx | $4 |"
+}
+
+probot() {
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  (cd "$root/bench/probot" && APP_ID=1 PRIVATE_KEY_PATH="$work/app.pem" WEBHOOK_SECRET=$secret \
+    PORT=$port HOST=127.0.0.1 LOG_LEVEL=fatal exec node node_modules/probot/bin/probot.js run ./index.js \
+    >"$work/probot.log" 2>&1) &
+  local pid=$!
+  pids_to_kill+=("$pid")
+  wait_http "http://127.0.0.1:$port/" Probot
+  drive "http://127.0.0.1:$port" /api/github/webhooks
+  local rss
+  rss=$(peak_rss_mb "$pid")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  row "Probot $(node -p 'require("./bench/probot/node_modules/probot/package.json").version' 2>/dev/null || echo 14)" "—" "$rss" "stores nothing"
+}
+
+# SQL on the cell's database.
+sql() {
+  case "$backend" in
+    sqlite) python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])" "$work/$cell.db" "$1" ;;
+    postgres) psql -tA -h 127.0.0.1 -U postgres -c "$1" "$dbname" ;;
+  esac
+}
+
+closer() {
+  backend=$1
+  local role=$2
+  cell="closer-$backend-$role-$RANDOM"
+  case "$backend" in
+    sqlite) db="sqlite://$work/$cell.db" ;;
+    postgres)
+      dbname="closer_compare_$$_$RANDOM"
+      psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $dbname" postgres
+      db="postgres://postgres@127.0.0.1:5432/$dbname" ;;
+  esac
+  mkdir -p "$work/$cell-data"
+  GITHUB_WEBHOOK_SECRET=$secret DATABASE_URL=$db CLOSER_BIND=127.0.0.1:$port \
+    GITHUB_APP_ID=1 GITHUB_PRIVATE_KEY_PATH="$work/app.pem" GITHUB_API_URL="http://127.0.0.1:$gh_port" \
+    CLOSER_DATA_DIR="$work/$cell-data" RUST_LOG=warn \
+    "$bin" serve --dry-run --role "$role" >"$work/$cell.log" 2>&1 &
+  server_pid=$!
+  wait_http "http://127.0.0.1:$port/readyz" closer
+  sleep 1 # the App's slug, asked of the fake GitHub at start
+  drive "http://127.0.0.1:$port" /webhooks
+  local rss
+  rss=$(peak_rss_mb "$server_pid")
+  local note="intake only: relevant deliveries stay queued"
+  if [ "$role" = all ]; then
+    for _ in $(seq 60); do
+      [ "$(sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')")" = 0 ] && break
+      sleep 1
+    done
+    note="$(sql "SELECT COUNT(*) FROM runs") runs started; queue after ≤ 60 s: $(sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')") jobs left"
+  fi
+  note="$(sql "SELECT COUNT(*) FROM deliveries WHERE status = 'ignored'") ignored, $(sql "SELECT COUNT(*) FROM deliveries WHERE status <> 'ignored'") with a job; $note"
+  kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true
+  server_pid=
+  [ "$backend" = postgres ] && psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE $dbname" postgres
+  row "closer, role $role" "$backend" "$rss" "$note"
+}
+
+echo "| server | database | deliveries/s | p50 | p99 | peak RSS | requests | deliveries |"
+echo "|---|---|---|---|---|---|---|---|"
+probot
+for backend in sqlite postgres; do
+  closer "$backend" intake
+  closer "$backend" all
+done
+curl -s "http://127.0.0.1:$gh_port/_stats" >&2; echo >&2
