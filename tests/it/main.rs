@@ -11,6 +11,7 @@ mod bench_agents;
 mod cli;
 mod doctor;
 mod durability;
+mod edge;
 mod fresh_dir;
 mod github_client;
 mod github_projects;
