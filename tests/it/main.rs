@@ -15,6 +15,7 @@ mod edge;
 mod fresh_dir;
 mod github_client;
 mod github_projects;
+mod github_redirects;
 mod handlers;
 mod intake;
 mod judgment;
