@@ -30,3 +30,4 @@ mod stories;
 mod story_agents;
 mod story_verified;
 mod verification;
+mod worktree_limits;

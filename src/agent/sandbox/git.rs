@@ -16,8 +16,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::agent::process::{self, BaseEnv, ProcessSpec};
 
-/// Git output larger than this is cut (a diff of a huge change).
-const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
+/// Git output larger than this is cut (a diff of a huge change); readers
+/// that must see all of it refuse output this long (`engine::artifacts`).
+pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 
 /// A git command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,10 @@ pub enum GitError {
     TimedOut { args: String },
     #[error("could not run git: {0}")]
     Spawn(String),
+    /// The worktree holds more than closer reads: a named failure instead
+    /// of memory spent without bound (see `engine::artifacts`).
+    #[error("the change is too large to check: {0}")]
+    TooLarge(String),
 }
 
 /// How closer runs git: the base environment and a deadline per command.
