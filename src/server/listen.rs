@@ -138,6 +138,7 @@ impl Connection {
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(self.limits.header_read_timeout)
+            .max_header_size(MAX_HEAD_BYTES)
             .max_buf_size(MAX_HEAD_BYTES)
             .serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);

@@ -419,3 +419,19 @@ async fn wait_for_status(edge: &Edge, status: &str) -> bool {
     }
     false
 }
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_is_refused() {
+    let edge = Edge::start("edge_head", HttpLimits::default()).await;
+    let mut conn = edge.connect().await;
+    let filler = "a".repeat(100 * 1024);
+    let head = format!("GET /healthz HTTP/1.1\r\nHost: closer\r\nX-Filler: {filler}\r\n\r\n");
+    let _ = conn.write_all(head.as_bytes()).await;
+    let answer = read_answer(&mut conn, Duration::from_secs(5)).await;
+    let answer = answer.unwrap_or_default();
+    assert!(status_line(&answer).contains("431"), "{answer:?}");
+    // Control: the same request with a small header is answered.
+    let (status, _) = edge.get("/healthz").await;
+    assert!(status.contains("200"), "{status}");
+    edge.stop().await;
+}
