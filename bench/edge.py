@@ -12,9 +12,10 @@
       Samples the server's RSS and the latency of GET /healthz every 0.25 s
       for SECONDS. Prints one line of key=value figures.
 
-  edge.py idle PORT N
+  edge.py idle PORT N [half]
       Opens N keep-alive connections, sends one GET /healthz on each, reads
-      the answer, and then holds them idle until killed (prints "ready").
+      the answer, and then holds them idle until killed (prints "ready");
+      with "half", also one request whose head never ends.
 """
 
 import os
@@ -131,17 +132,17 @@ def load(pid, port, seconds, connections):
     )
 
 
-def idle(port, n):
+def idle(port, n, half):
     held = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: b\r\n\r\n")
         s.recv(256)
         held.append(s)
-    # and one request whose head never ends
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: b")
-    held.append(s)
+    if half:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: b")
+        held.append(s)
     print("ready", flush=True)
     while True:
         time.sleep(60)
@@ -151,7 +152,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "load":
         load(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     elif sys.argv[1] == "idle":
-        idle(int(sys.argv[2]), int(sys.argv[3]))
+        idle(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] == ["half"])
     else:
         sys.exit(__doc__)
     os._exit(0)

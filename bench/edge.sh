@@ -6,9 +6,9 @@
 #     (half-open, slowloris heads, 25 MB bodies with a wrong signature,
 #     unsigned 25 MB posts) while sampling the server's RSS and the latency
 #     of GET /healthz every 0.25 s;
-#  2. restarts it, opens three idle keep-alive connections and one request
-#     whose head never ends, sends SIGTERM and times the exit against
-#     `[http] shutdown_grace_secs` (GRACE).
+#  2. restarts it, opens three idle keep-alive connections (and, the second
+#     time, one request whose head never ends), sends SIGTERM and times the
+#     exit against `[http] shutdown_grace_secs` (GRACE).
 #
 #   bench/edge.sh [connections] [seconds] [grace]
 #
@@ -45,16 +45,21 @@ start
 echo "load: $(python3 "$root/bench/edge.py" load "$server_pid" "$port" "$seconds" "$connections")"
 kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
-start
-python3 "$root/bench/edge.py" idle "$port" 3 >"$work/idle.out" &
-idle_pid=$!
-for _ in $(seq 50); do grep -q ready "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
-started=$(date +%s.%N)
-kill -TERM "$server_pid"
-status=0
-wait "$server_pid" || status=$?
-ended=$(date +%s.%N)
-server_pid=
-kill "$idle_pid" 2>/dev/null || true
-wait "$idle_pid" 2>/dev/null || true
-echo "sigterm: exit_status=$status exit_secs=$(echo "$ended - $started" | bc) grace_secs=$grace (3 idle keep-alive + 1 unfinished head)"
+# SIGTERM with idle keep-alive connections, then with one unfinished head too.
+sigterm() {
+  start
+  python3 "$root/bench/edge.py" idle "$port" 3 $1 >"$work/idle.out" &
+  idle_pid=$!
+  for _ in $(seq 50); do grep -q ready "$work/idle.out" 2>/dev/null && break; sleep 0.1; done
+  started=$(date +%s.%N)
+  kill -TERM "$server_pid"
+  status=0
+  wait "$server_pid" || status=$?
+  ended=$(date +%s.%N)
+  server_pid=
+  kill "$idle_pid" 2>/dev/null || true
+  wait "$idle_pid" 2>/dev/null || true
+  echo "sigterm ($2): exit_status=$status exit_secs=$(echo "$ended - $started" | bc) grace_secs=$grace"
+}
+sigterm "" "3 idle keep-alive connections"
+sigterm half "3 idle keep-alive connections + 1 unfinished request head"
