@@ -28,6 +28,16 @@ use crate::model::{JobKind, Named};
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
 
+/// A worker's task, aborted when its supervisor is (a supervisor's handle
+/// stands for its worker: aborting it stops the worker, as before).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How a runner failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobError {
@@ -223,8 +233,10 @@ impl WorkerPool {
     async fn supervise_worker(self, owner: String, mut shutdown: watch::Receiver<bool>) {
         loop {
             self.health.live.fetch_add(1, Ordering::SeqCst);
-            let worker = tokio::spawn(self.clone().run(owner.clone(), shutdown.clone()));
-            let ended = worker.await;
+            let mut worker = AbortOnDrop(tokio::spawn(
+                self.clone().run(owner.clone(), shutdown.clone()),
+            ));
+            let ended = (&mut worker.0).await;
             self.health.live.fetch_sub(1, Ordering::SeqCst);
             let Err(death) = ended else { return };
             metrics::counter!("closer_worker_restarts_total").increment(1);
