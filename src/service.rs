@@ -1,7 +1,9 @@
 //! `closer serve`: wires the store, the intake writer, the HTTP server, the
 //! workers and housekeeping together, and takes them down in order on
 //! SIGTERM / Ctrl-C: stop accepting, finish in-flight requests, drain the
-//! intake writer, let workers finish (or give back) their jobs, exit 0.
+//! intake writer, let workers finish (or give back) their jobs, exit 0 —
+//! all within `[http] shutdown_grace_secs` of the signal (HTTP connections
+//! and in-flight jobs get that long, side by side).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -22,7 +24,7 @@ use crate::store::dry_run::DbRecorder;
 use crate::store::writer::IntakeWriter;
 use crate::store::{Store, deliveries, jobs};
 use crate::worker::delivery::{DeliveryRunner, EventReactor};
-use crate::worker::{JobRunner, WorkerPool, WorkerSettings};
+use crate::worker::{JobRunner, WorkerHealth, WorkerPool, WorkerSettings};
 
 /// How often open runs are compared with the queue and with GitHub.
 const RECONCILE_EVERY: Duration = Duration::from_secs(600);
@@ -60,26 +62,28 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         }
         false => (None, None),
     };
-    let worker_tasks = match options.role.runs_workers() {
-        true => start_workers(
-            &config,
-            confined(&config)?,
-            &store,
-            &github,
-            &jobs_ready,
-            &shutdown_rx,
-        ),
-        false => Vec::new(),
+    let (worker_tasks, workers) = match options.role.runs_workers() {
+        true => {
+            let (tasks, health) = start_workers(
+                &config,
+                confined(&config)?,
+                &store,
+                &github,
+                &jobs_ready,
+                &shutdown_rx,
+            );
+            (tasks, Some(health))
+        }
+        false => (Vec::new(), None),
     };
     let housekeeping = tokio::spawn(housekeeping(store.clone(), config.retention, shutdown_rx));
     let max_attempts = config.queue.max_attempts;
-    let state = Arc::new(AppState::new(
-        store.clone(),
-        writer,
-        &secret,
-        jobs_ready,
-        max_attempts,
-    ));
+    let mut state = AppState::new(store.clone(), writer, &secret, jobs_ready, max_attempts)
+        .with_http_limits(&config.http);
+    if let Some(workers) = workers {
+        state = state.with_workers(workers);
+    }
+    let state = Arc::new(state);
     if config.github.app_id.is_some() {
         tokio::spawn(announce_app(
             Arc::downgrade(&github),
@@ -154,7 +158,8 @@ fn github_app(
     Ok((Arc::new(github), recorder_task))
 }
 
-/// The engine, its reconciliation, and the worker pool.
+/// The engine, its reconciliation, and the worker pool; with the pool's
+/// health for `/readyz`.
 fn start_workers(
     config: &ServerConfig,
     confinement: Confinement,
@@ -162,7 +167,7 @@ fn start_workers(
     github: &Arc<GitHubApp>,
     jobs_ready: &Arc<Notify>,
     shutdown: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> (Vec<tokio::task::JoinHandle<()>>, WorkerHealth) {
     let engine = build_engine(
         config,
         confinement,
@@ -174,15 +179,17 @@ fn start_workers(
     tokio::spawn(engine.reconcile_forever(RECONCILE_EVERY, shutdown.clone()));
     let settings = WorkerSettings {
         lease: config.queue.lease,
+        shutdown_grace: config.http.shutdown_grace,
         ..WorkerSettings::default()
     };
     let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
     let tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
     tracing::info!(count = config.queue.workers, "workers started");
-    tasks
+    (tasks, pool.health())
 }
 
-/// Serves HTTP until the shutdown signal, then finishes in-flight requests.
+/// Serves HTTP until the shutdown signal, then finishes in-flight requests
+/// (for at most the shutdown grace).
 async fn serve_http(
     config: &ServerConfig,
     state: Arc<AppState>,
@@ -192,11 +199,10 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
+    crate::server::listen::raise_file_limit(config.http.max_connections);
     tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal(shutdown))
-        .await
-        .context("HTTP server failed")
+    server::listen::serve(listener, app, config.http, shutdown_signal(shutdown)).await;
+    Ok(())
 }
 
 /// The engine from the operator's config. Without `[llm]` the engine still

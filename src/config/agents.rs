@@ -82,6 +82,35 @@ fn default_keep_home() -> u64 {
 }
 
 impl AgentConfig {
+    /// Everything wrong with this entry, for `check-config` and start: a
+    /// command adapter without a command, a duration or size out of bounds,
+    /// an unusable `config_files` entry.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.adapter == AdapterKind::Command && self.command.is_empty() {
+            problems.push("the command adapter needs `command = [\"program\", …]`".to_owned());
+        }
+        let bounds: [(&str, u64, u64, u64); 3] = [
+            ("timeout_secs", self.timeout_secs, 1, MAX_TIMEOUT_SECS),
+            (
+                "max_output_bytes",
+                self.max_output_bytes as u64,
+                1024,
+                MAX_OUTPUT_BYTES,
+            ),
+            ("keep_home_secs", self.keep_home_secs, 0, MAX_KEEP_HOME_SECS),
+        ];
+        for (key, value, min, max) in bounds {
+            if !(min..=max).contains(&value) {
+                problems.push(format!(
+                    "{key} must be between {min} and {max}, got {value}"
+                ));
+            }
+        }
+        problems.extend(self.config_file_problems());
+        problems
+    }
+
     /// Problems with `config_files`: a target that is not a plain relative
     /// path under HOME, or a source that cannot be read.
     pub fn config_file_problems(&self) -> Vec<String> {
@@ -106,6 +135,13 @@ impl AgentConfig {
         problems
     }
 }
+
+/// The longest iteration an agent may be given: a week.
+const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;
+/// The largest capture of stdout or stderr: 1 GiB.
+const MAX_OUTPUT_BYTES: u64 = 1024 * 1024 * 1024;
+/// The longest a run's HOME is kept: a year.
+const MAX_KEEP_HOME_SECS: u64 = 365 * 86_400;
 
 fn default_timeout() -> u64 {
     1800

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::repo_goal::RawGoal;
 use crate::config::repo_parse::{
-    at_least_one, at_least_one_u64, positive_f64, unit_interval, valid_globs,
+    at_least_one_u64, iteration_limit, line_budget, positive_f64, stagnation_limit, unit_interval,
+    valid_globs,
 };
 pub use crate::model::CompletionType;
 use crate::model::TaskType;
@@ -85,8 +86,8 @@ pub struct CompletionConfig {
     /// Which completion handler decides.
     #[serde(rename = "type")]
     pub kind: CompletionType,
-    /// The most iterations a run may take (default 10, at least 1).
-    #[serde(deserialize_with = "at_least_one")]
+    /// The most iterations a run may take (default 10, 1 to 1000).
+    #[serde(deserialize_with = "iteration_limit")]
     pub max_iterations: u32,
     /// The completion check's minimum confidence, 0 to 1 (default 0.8).
     #[serde(deserialize_with = "unit_interval")]
@@ -192,14 +193,14 @@ pub const MAX_GOAL_TIMEOUT_SECS: u64 = 86_400;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConvergenceConfig {
-    /// Iterations with the same failure set before the next stage (default 2, at least 1).
-    #[serde(deserialize_with = "at_least_one")]
+    /// Iterations with the same failure set before the next stage (default 2, 1 to 100).
+    #[serde(deserialize_with = "stagnation_limit")]
     pub stagnation_threshold: u32,
     /// Globs the change may touch; empty means anywhere.
     #[serde(deserialize_with = "valid_globs")]
     pub allowed_paths: Vec<String>,
-    /// Changed lines allowed in stage 2 (default 400, at least 1).
-    #[serde(deserialize_with = "at_least_one")]
+    /// Changed lines allowed in stage 2 (default 400, 1 to 10 000 000).
+    #[serde(deserialize_with = "line_budget")]
     pub diff_budget: u32,
     /// `false` switches the controller off: no minimal-fix stage, no stop
     /// for going round in circles (the iteration limit still holds).

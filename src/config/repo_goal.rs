@@ -186,6 +186,11 @@ impl RawGoal {
                 "`url` must start with http:// or https://, got `{url}`"
             ));
         }
+        if let Some(status) = raw.status.filter(|s| !(100..=599).contains(s)) {
+            return Err(format!(
+                "`status` must be an HTTP status from 100 to 599, got {status}"
+            ));
+        }
         if raw.timeout_secs == Some(0) {
             return Err("`timeout_secs` must be at least 1".to_owned());
         }

@@ -280,13 +280,27 @@ fn from_yaml_error(e: &serde_saphyr::Error) -> ConfigError {
 // Field validators used by `#[serde(deserialize_with)]` in `repo.rs`: an error
 // raised here carries the value's line and column.
 
-/// A `u32` of at least 1.
-pub(crate) fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = u32::deserialize(d)?;
-    if v == 0 {
-        return Err(D::Error::custom("must be at least 1, got 0"));
+/// A `u32` from `min` to `max`, with the error naming both.
+fn within<E: serde::de::Error>(v: u32, min: u32, max: u32) -> Result<u32, E> {
+    if !(min..=max).contains(&v) {
+        return Err(E::custom(format!("must be from {min} to {max}, got {v}")));
     }
     Ok(v)
+}
+
+/// `completion.max_iterations`: 1 to 1000.
+pub(crate) fn iteration_limit<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    within(u32::deserialize(d)?, 1, 1000)
+}
+
+/// `convergence.stagnation_threshold`: 1 to 100.
+pub(crate) fn stagnation_limit<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    within(u32::deserialize(d)?, 1, 100)
+}
+
+/// `convergence.diff_budget`: 1 to 10 000 000 changed lines.
+pub(crate) fn line_budget<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    within(u32::deserialize(d)?, 1, 10_000_000)
 }
 
 /// A `u64` of at least 1.

@@ -69,6 +69,17 @@ struct FileQueue {
     max_attempts: Option<i64>,
 }
 
+/// `[http]` in the TOML file: the limits of the HTTP edge.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHttp {
+    header_read_timeout_secs: Option<u64>,
+    request_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
+    body_memory_mb: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+}
+
 /// The whole TOML file; every key optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +104,8 @@ struct FileConfig {
     limits: Limits,
     #[serde(default)]
     sandbox: SandboxConfig,
+    #[serde(default)]
+    http: FileHttp,
 }
 
 /// GitHub settings.
@@ -137,6 +150,35 @@ pub struct QueueConfig {
     pub max_attempts: i64,
 }
 
+/// The limits of the HTTP edge (`[http]`), see `server::listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// A request's head must arrive within this; also how long a keep-alive
+    /// connection may sit idle.
+    pub header_read_timeout: Duration,
+    /// A request is answered within this (its body read included), or 503.
+    pub request_timeout: Duration,
+    /// Connections served at once; more are accepted and closed at once.
+    pub max_connections: usize,
+    /// Bytes of webhook bodies held in memory at once, all requests together.
+    pub body_memory_bytes: usize,
+    /// From the shutdown signal to exit: in-flight requests and jobs get
+    /// this long, then connections are dropped and jobs given back.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            body_memory_bytes: 32 * 1024 * 1024,
+            shutdown_grace: Duration::from_secs(25),
+        }
+    }
+}
+
 /// The operator's ceilings; no repository configuration can raise them.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +205,7 @@ pub struct ServerConfig {
     /// How often the status comment shows what a working agent is doing
     /// (`progress_interval_secs`, default 30; 0 turns it off).
     pub progress_every: Option<Duration>,
+    pub http: HttpLimits,
 }
 
 pub const DEFAULT_BIND: &str = "127.0.0.1:3000";
@@ -241,13 +284,7 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
             "webhook_path must start with '/', got {webhook_path:?}"
         )));
     }
-    let workers = s.workers.or(file.workers).unwrap_or(4);
-    let lease_secs = file.queue.lease_secs.unwrap_or(300);
-    if lease_secs < 5 {
-        return Err(ConfigError::Invalid(
-            "queue.lease_secs must be at least 5".to_owned(),
-        ));
-    }
+    let queue = resolve_queue(s.workers.or(file.workers), &file.queue)?;
     let mut store = StoreOptions::new(
         s.database_url
             .clone()
@@ -255,13 +292,21 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
             .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
     );
     store.durability = s.durability.or(file.durability).unwrap_or_default();
-    store.max_connections = (workers as u32 + 4).max(8);
+    store.max_connections = (queue.workers as u32 + 4).max(8);
     crate::store::Backend::from_url(&store.url)
         .map_err(|e| ConfigError::Invalid(format!("DATABASE_URL: {e}")))?;
     if let Some(problem) = file.sandbox.limits.problem() {
         return Err(ConfigError::Invalid(problem));
     }
     check_agents(&file.agents)?;
+    let retention_days = s.retention_days.or(file.retention_days);
+    let progress = bounded(
+        "progress_interval_secs",
+        file.progress_interval_secs,
+        30,
+        0,
+        86_400,
+    )?;
     let data_dir = absolute(
         "data_dir",
         s.data_dir
@@ -283,33 +328,107 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
         github,
         llm,
         agents: file.agents,
-        queue: QueueConfig {
-            workers,
-            lease: Duration::from_secs(lease_secs),
-            max_attempts: file.queue.max_attempts.unwrap_or(8).max(1),
-        },
-        retention: Duration::from_secs(
-            86_400 * s.retention_days.or(file.retention_days).unwrap_or(14),
-        ),
+        queue,
+        retention: days(bounded("retention_days", retention_days, 14, 1, 36_500)?),
         data_dir,
-        limits: file.limits,
+        limits: resolve_limits(file.limits)?,
         sandbox,
-        progress_every: match file.progress_interval_secs.unwrap_or(30) {
-            0 => None,
-            secs => Some(Duration::from_secs(secs)),
-        },
+        progress_every: (progress > 0).then(|| Duration::from_secs(progress)),
+        http: resolve_http(&file.http)?,
     })
+}
+
+fn days(n: u64) -> Duration {
+    Duration::from_secs(86_400 * n)
+}
+
+/// A number from the configuration, `default` when unset, refused with a
+/// clear error outside `min..=max`: every duration, count and size is
+/// bounded here, once, so no arithmetic later can overflow on it.
+pub(crate) fn bounded(
+    key: &str,
+    value: Option<u64>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    match value.unwrap_or(default) {
+        v if (min..=max).contains(&v) => Ok(v),
+        v => Err(ConfigError::Invalid(format!(
+            "{key} must be between {min} and {max}, got {v}"
+        ))),
+    }
+}
+
+/// `workers` and `[queue]`.
+fn resolve_queue(workers: Option<usize>, file: &FileQueue) -> Result<QueueConfig, ConfigError> {
+    let workers = bounded("workers", workers.map(|w| w as u64), 4, 0, 256)?;
+    let lease_secs = bounded("queue.lease_secs", file.lease_secs, 300, 5, 86_400)?;
+    let max_attempts = file.max_attempts.map(|n| n.max(0) as u64);
+    let max_attempts = bounded("queue.max_attempts", max_attempts, 8, 1, 100)?;
+    Ok(QueueConfig {
+        workers: workers as usize,
+        lease: Duration::from_secs(lease_secs),
+        max_attempts: max_attempts as i64,
+    })
+}
+
+/// `[http]`, see [`HttpLimits`].
+fn resolve_http(file: &FileHttp) -> Result<HttpLimits, ConfigError> {
+    let d = HttpLimits::default();
+    let secs = |key: &str, value: Option<u64>, default: Duration, max: u64| {
+        bounded(key, value, default.as_secs(), 1, max).map(Duration::from_secs)
+    };
+    let max_connections = file.max_connections.map(|n| n as u64);
+    let body_mb = (d.body_memory_bytes / (1024 * 1024)) as u64;
+    Ok(HttpLimits {
+        header_read_timeout: secs(
+            "http.header_read_timeout_secs",
+            file.header_read_timeout_secs,
+            d.header_read_timeout,
+            300,
+        )?,
+        request_timeout: secs(
+            "http.request_timeout_secs",
+            file.request_timeout_secs,
+            d.request_timeout,
+            600,
+        )?,
+        max_connections: bounded(
+            "http.max_connections",
+            max_connections,
+            d.max_connections as u64,
+            16,
+            65_536,
+        )? as usize,
+        body_memory_bytes: bounded(
+            "http.body_memory_mb",
+            file.body_memory_mb,
+            body_mb,
+            25,
+            4096,
+        )? as usize
+            * 1024
+            * 1024,
+        shutdown_grace: secs(
+            "http.shutdown_grace_secs",
+            file.shutdown_grace_secs,
+            d.shutdown_grace,
+            3600,
+        )?,
+    })
+}
+
+/// `[limits]`: a cost ceiling is a finite, non-negative number.
+fn resolve_limits(limits: Limits) -> Result<Limits, ConfigError> {
+    price("[limits] max_cost_usd_per_run", limits.max_cost_usd_per_run)?;
+    Ok(limits)
 }
 
 /// Every agent is runnable as configured.
 fn check_agents(agents: &Agents) -> Result<(), ConfigError> {
     for (name, agent) in agents {
-        if agent.adapter == super::agents::AdapterKind::Command && agent.command.is_empty() {
-            return Err(ConfigError::Invalid(format!(
-                "[agents.{name}]: the command adapter needs `command = [\"program\", …]`"
-            )));
-        }
-        if let Some(problem) = agent.config_file_problems().first() {
+        if let Some(problem) = agent.problems().first() {
             return Err(ConfigError::Invalid(format!("[agents.{name}]: {problem}")));
         }
     }
@@ -424,8 +543,8 @@ fn resolve_llm(s: &Settings, file: FileLlm) -> Result<Option<LlmConfig>, ConfigE
             .to_owned(),
         api_key: secret(&s.llm_api_key).or(file.api_key),
         model,
-        input_usd_per_mtok: price("input_usd_per_mtok", file.input_usd_per_mtok)?,
-        output_usd_per_mtok: price("output_usd_per_mtok", file.output_usd_per_mtok)?,
+        input_usd_per_mtok: price("[llm] input_usd_per_mtok", file.input_usd_per_mtok)?,
+        output_usd_per_mtok: price("[llm] output_usd_per_mtok", file.output_usd_per_mtok)?,
     }))
 }
 
@@ -433,7 +552,7 @@ fn resolve_llm(s: &Settings, file: FileLlm) -> Result<Option<LlmConfig>, ConfigE
 fn price(key: &str, value: Option<f64>) -> Result<Option<f64>, ConfigError> {
     match value {
         Some(v) if !v.is_finite() || v < 0.0 => Err(ConfigError::Invalid(format!(
-            "[llm] {key} must be a non-negative number of US dollars, got {v}"
+            "{key} must be a non-negative number of US dollars, got {v}"
         ))),
         v => Ok(v),
     }
@@ -548,6 +667,95 @@ mod tests {
         let file = parse("[llm]\nprovider = \"openai\"\nmodel = \"m\"\ninput_usd_per_mtok = -1.0");
         let err = resolve(&settings(), file).unwrap_err().to_string();
         assert!(err.contains("input_usd_per_mtok"), "{err}");
+    }
+
+    #[test]
+    fn every_duration_count_and_size_is_bounded_with_a_clear_error() {
+        let cases = [
+            (
+                "workers = 100000",
+                "workers must be between 0 and 256, got 100000",
+            ),
+            (
+                "retention_days = 18446744073709551615",
+                "retention_days must be between 1 and 36500",
+            ),
+            (
+                "retention_days = 0",
+                "retention_days must be between 1 and 36500, got 0",
+            ),
+            (
+                "progress_interval_secs = 999999999",
+                "progress_interval_secs must be between 0 and 86400",
+            ),
+            (
+                "[queue]\nlease_secs = 2",
+                "queue.lease_secs must be between 5 and 86400, got 2",
+            ),
+            (
+                "[queue]\nlease_secs = 18446744073709551615",
+                "queue.lease_secs must be between 5",
+            ),
+            (
+                "[queue]\nmax_attempts = 0",
+                "queue.max_attempts must be between 1 and 100, got 0",
+            ),
+            (
+                "[queue]\nmax_attempts = -3",
+                "queue.max_attempts must be between 1 and 100, got 0",
+            ),
+            (
+                "[http]\nheader_read_timeout_secs = 0",
+                "http.header_read_timeout_secs must be between 1 and 300",
+            ),
+            (
+                "[http]\nrequest_timeout_secs = 100000",
+                "http.request_timeout_secs must be between 1 and 600",
+            ),
+            (
+                "[http]\nmax_connections = 1",
+                "http.max_connections must be between 16 and 65536, got 1",
+            ),
+            (
+                "[http]\nbody_memory_mb = 1",
+                "http.body_memory_mb must be between 25 and 4096, got 1",
+            ),
+            (
+                "[http]\nshutdown_grace_secs = 0",
+                "http.shutdown_grace_secs must be between 1 and 3600",
+            ),
+            (
+                "[limits]\nmax_cost_usd_per_run = -1.0",
+                "max_cost_usd_per_run must be a non-negative",
+            ),
+            (
+                "[agents.a]\nadapter = \"claude-code\"\ntimeout_secs = 18446744073709551615",
+                "[agents.a]: timeout_secs must be between 1 and 604800",
+            ),
+            (
+                "[agents.a]\nadapter = \"codex\"\nmax_output_bytes = 0",
+                "[agents.a]: max_output_bytes must be between 1024 and 1073741824, got 0",
+            ),
+            (
+                "[agents.a]\nadapter = \"codex\"\nkeep_home_secs = 18446744073709551615",
+                "[agents.a]: keep_home_secs must be between 0 and 31536000",
+            ),
+        ];
+        for (toml_text, expected) in cases {
+            let err = resolve(&settings(), parse(toml_text))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{toml_text}: {err}");
+        }
+        // Control: the bounds themselves are accepted.
+        let file = parse(
+            "workers = 256\nretention_days = 36500\n[queue]\nlease_secs = 86400\nmax_attempts = 100\n\
+             [http]\nmax_connections = 16\nbody_memory_mb = 25\nshutdown_grace_secs = 3600",
+        );
+        let config = resolve(&settings(), file).unwrap();
+        assert_eq!(config.http.body_memory_bytes, 25 * 1024 * 1024);
+        assert_eq!(config.http.max_connections, 16);
+        assert_eq!(config.queue.max_attempts, 100);
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! the branch — and which of those the task type expects.
 //!
 //! Read from git only; what the agent says it did is never consulted.
+//! Everything read is bounded (the diff, the added lines, the untracked
+//! files' number and bytes) and symbolic links are never followed: a
+//! worktree past a bound is a named failure, not memory without end.
 
 use std::path::Path;
 
@@ -11,11 +14,22 @@ use sha2::{Digest, Sha256};
 
 use super::diff::{AddedLine, parse_added};
 use crate::agent::sandbox::Worktree;
-use crate::agent::sandbox::git::{GitError, GitRunner};
+use crate::agent::sandbox::git::{GIT_OUTPUT_CAP, GitError, GitRunner};
 use crate::model::TaskType;
 
+const MIB: usize = 1024 * 1024;
+// Bounds on what reading a worktree holds in memory; past any of them the
+// reading fails, named (`GitError::TooLarge`), instead of growing.
 /// Untracked files larger than this are listed but not read.
-const MAX_UNTRACKED_READ: u64 = 1024 * 1024;
+const MAX_UNTRACKED_READ: u64 = MIB as u64;
+/// Bytes read from untracked files, all together.
+const MAX_UNTRACKED_BYTES: u64 = 32 * MIB as u64;
+/// Untracked files listed.
+const MAX_UNTRACKED_FILES: usize = 10_000;
+/// The diff against the base (`--binary`), in bytes.
+const MAX_DIFF_BYTES: usize = 32 * MIB;
+/// Added lines kept for the checks; each costs a copy of its path and text.
+const MAX_ADDED_LINES: usize = 200_000;
 
 /// A commit made in the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +133,6 @@ pub struct Collected {
 
 /// Reads the worktree's state against its base commit.
 pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, GitError> {
-    let dir = worktree.path.as_path();
     let base = worktree.base_commit.as_str();
     let head = worktree
         .git(git, &["rev-parse", "HEAD"])
@@ -145,45 +158,12 @@ pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, 
         })
         .collect();
     let changed_files = changed_files(git, worktree, base).await?;
-    let diff = worktree
-        .git(
-            git,
-            &[
-                "diff",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--no-renames",
-                "--binary",
-                base,
-                "--",
-            ],
-        )
-        .await?;
-    let mut added_lines = parse_added(&diff);
+    let diff = diff_against_base(git, worktree, base).await?;
     let mut hasher = Sha256::new();
     hasher.update(diff.as_bytes());
-    let listed = worktree
-        .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
-        .await?;
-    let mut untracked = Vec::new();
-    for path in listed.split('\0').filter(|p| !p.is_empty()) {
-        let (lines, content) = read_untracked(&dir.join(path)).await;
-        hasher.update(path.as_bytes());
-        hasher.update([0u8]);
-        hasher.update(Sha256::digest(content.as_bytes()));
-        added_lines.extend(content.lines().enumerate().map(|(i, text)| AddedLine {
-            path: path.to_owned(),
-            line: u32::try_from(i + 1).unwrap_or(u32::MAX),
-            text: text.to_owned(),
-        }));
-        untracked.push(ChangedFile {
-            path: path.to_owned(),
-            added: lines,
-            deleted: 0,
-            new: true,
-        });
-    }
+    let mut added_lines = parse_added(&diff, MAX_ADDED_LINES).map_err(|_| too_many_lines())?;
+    drop(diff);
+    let untracked = untracked_files(git, worktree, &mut hasher, &mut added_lines).await?;
     Ok(Collected {
         artifacts: Artifacts {
             base_commit: base.to_owned(),
@@ -254,19 +234,154 @@ async fn changed_files(
         .collect())
 }
 
-/// Line count and text of an untracked file (empty text when binary or large).
-async fn read_untracked(path: &Path) -> (u64, String) {
-    let Ok(meta) = tokio::fs::metadata(path).await else {
-        return (0, String::new());
-    };
-    if !meta.is_file() || meta.len() > MAX_UNTRACKED_READ {
-        return (0, String::new());
+/// `git diff` against the base, refused when longer than [`MAX_DIFF_BYTES`]
+/// (the git runner cuts longer output, so a cut diff is refused too).
+async fn diff_against_base(
+    git: &GitRunner,
+    worktree: &Worktree,
+    base: &str,
+) -> Result<String, GitError> {
+    let args = [
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        "--binary",
+        base,
+        "--",
+    ];
+    let diff = worktree.git(git, &args).await?;
+    if diff.len() > MAX_DIFF_BYTES {
+        return Err(GitError::TooLarge(format!(
+            "the diff against the base is over {} MiB",
+            MAX_DIFF_BYTES / MIB
+        )));
     }
-    match tokio::fs::read(path).await {
-        Ok(bytes) if !bytes.contains(&0) => {
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            (text.lines().count() as u64, text)
+    Ok(diff)
+}
+
+fn too_many_lines() -> GitError {
+    GitError::TooLarge(format!("more than {MAX_ADDED_LINES} added lines"))
+}
+
+/// The untracked files (not ignored), their contents hashed into `hasher`
+/// and their lines appended to `added`, within the bounds above.
+async fn untracked_files(
+    git: &GitRunner,
+    worktree: &Worktree,
+    hasher: &mut Sha256,
+    added: &mut Vec<AddedLine>,
+) -> Result<Vec<ChangedFile>, GitError> {
+    let listed = worktree
+        .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
+        .await?;
+    let paths: Vec<&str> = listed.split('\0').filter(|p| !p.is_empty()).collect();
+    if paths.len() > MAX_UNTRACKED_FILES || listed.len() >= GIT_OUTPUT_CAP {
+        return Err(GitError::TooLarge(format!(
+            "{} untracked files (at most {MAX_UNTRACKED_FILES} are read)",
+            paths.len()
+        )));
+    }
+    let mut budget = MAX_UNTRACKED_BYTES;
+    let mut untracked = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = read_untracked(&worktree.path.join(path), &mut budget).await?;
+        hasher.update(path.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(file.fingerprint);
+        for (i, text) in file.text.lines().enumerate() {
+            if added.len() == MAX_ADDED_LINES {
+                return Err(too_many_lines());
+            }
+            added.push(AddedLine {
+                path: path.to_owned(),
+                line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                text: text.to_owned(),
+            });
         }
-        _ => (0, String::new()),
+        untracked.push(ChangedFile {
+            path: path.to_owned(),
+            added: file.lines,
+            deleted: 0,
+            new: true,
+        });
     }
+    Ok(untracked)
+}
+
+/// What was learnt of one untracked file.
+struct Untracked {
+    lines: u64,
+    /// The text, when it was read (empty for a binary, large or special
+    /// file, and for a symbolic link, which is never followed).
+    text: String,
+    /// Changes when the file does: its content's hash, or for what is not
+    /// read, its link target or its size and time.
+    fingerprint: [u8; 32],
+}
+
+/// Reads one untracked file of at most [`MAX_UNTRACKED_READ`] bytes,
+/// charging `budget`. A symbolic link is not followed (its target could be
+/// any file closer can read); a larger file is listed, not read.
+async fn read_untracked(path: &Path, budget: &mut u64) -> Result<Untracked, GitError> {
+    let unread = |fingerprint: &[u8]| Untracked {
+        lines: 0,
+        text: String::new(),
+        fingerprint: Sha256::digest(fingerprint).into(),
+    };
+    let Ok(meta) = tokio::fs::symlink_metadata(path).await else {
+        return Ok(unread(b"gone"));
+    };
+    if meta.file_type().is_symlink() {
+        let target = tokio::fs::read_link(path).await.unwrap_or_default();
+        return Ok(unread(format!("symlink {}", target.display()).as_bytes()));
+    }
+    if !meta.is_file() || meta.len() > MAX_UNTRACKED_READ {
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        return Ok(unread(format!("{} {modified:?}", meta.len()).as_bytes()));
+    }
+    if meta.len() > *budget {
+        return Err(GitError::TooLarge(format!(
+            "untracked files over {} MiB together",
+            MAX_UNTRACKED_BYTES / MIB as u64
+        )));
+    }
+    let Ok(bytes) = read_no_follow(path).await else {
+        return Ok(unread(b"unreadable"));
+    };
+    *budget = budget.saturating_sub(bytes.len() as u64);
+    let fingerprint = Sha256::digest(&bytes).into();
+    if bytes.contains(&0) {
+        return Ok(Untracked {
+            lines: 0,
+            text: String::new(),
+            fingerprint,
+        });
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(Untracked {
+        lines: text.lines().count() as u64,
+        text,
+        fingerprint,
+    })
+}
+
+/// The file's first [`MAX_UNTRACKED_READ`] bytes, opened without following
+/// a symbolic link put in its place since it was looked at.
+async fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await?;
+    let mut bytes = Vec::new();
+    file.take(MAX_UNTRACKED_READ)
+        .read_to_end(&mut bytes)
+        .await?;
+    Ok(bytes)
 }

@@ -1,6 +1,8 @@
 //! Reading a unified diff: the lines a run added, with their file and line
 //! number in the new version, for the secret scanner. Binary patches are
-//! skipped; parsing never fails on odd input, it just finds fewer lines.
+//! skipped; parsing never fails on odd input, it just finds fewer lines. It
+//! stops at a limit on added lines, each of which costs a copy of its path
+//! and text: a diff past it is refused, not half-read.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,8 +15,15 @@ pub struct AddedLine {
     pub text: String,
 }
 
-/// The added lines of `git diff` output (any context size).
-pub fn parse_added(unified: &str) -> Vec<AddedLine> {
+/// More added lines than a reader takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyLines {
+    pub limit: usize,
+}
+
+/// The added lines of `git diff` output (any context size), at most
+/// `max_lines` of them.
+pub fn parse_added(unified: &str, max_lines: usize) -> Result<Vec<AddedLine>, TooManyLines> {
     let mut out = Vec::new();
     let mut path: Option<String> = None;
     let mut next_line: u32 = 0;
@@ -40,19 +49,22 @@ pub fn parse_added(unified: &str) -> Vec<AddedLine> {
         } else if in_hunk {
             if let Some(text) = line.strip_prefix('+') {
                 if let Some(p) = &path {
+                    if out.len() == max_lines {
+                        return Err(TooManyLines { limit: max_lines });
+                    }
                     out.push(AddedLine {
                         path: p.clone(),
                         line: next_line,
                         text: text.to_owned(),
                     });
                 }
-                next_line += 1;
+                next_line = next_line.saturating_add(1);
             } else if line.starts_with(' ') {
-                next_line += 1;
+                next_line = next_line.saturating_add(1);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -62,7 +74,7 @@ mod tests {
     #[test]
     fn numbers_added_lines_in_the_new_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,4 @@\n fn a() {}\n-fn b() {}\n+fn b2() {}\n+fn c() {}\n fn d() {}\ndiff --git a/img.png b/img.png\nGIT binary patch\nliteral 3\n+abc\n\ndiff --git a/old.txt b/old.txt\n--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n";
-        let added = parse_added(diff);
+        let added = parse_added(diff, 100).unwrap();
         let got: Vec<(&str, u32, &str)> = added
             .iter()
             .map(|a| (a.path.as_str(), a.line, a.text.as_str()))
@@ -71,5 +83,7 @@ mod tests {
             got,
             [("src/a.rs", 2, "fn b2() {}"), ("src/a.rs", 3, "fn c() {}")]
         );
+        assert_eq!(parse_added(diff, 1), Err(TooManyLines { limit: 1 }));
+        assert_eq!(parse_added(diff, 2).unwrap().len(), 2);
     }
 }

@@ -183,10 +183,17 @@ impl InstallationClient {
         .repeatable();
         req.body = key.exchange_body();
         let resp = match self.ctx.transport.send(&req, &jwt, &self.label).await {
-            // GitHub refuses to mint a token for a repository the
-            // installation does not cover: to the caller, it is not there.
+            // GitHub refuses to mint a token for a name it does not know — a
+            // repository the installation does not cover, or an old name of
+            // a renamed one, which the API still redirects. The same
+            // permissions for the installation's repositories: the call is
+            // then answered (redirected, or not found) as GitHub sees it.
             Err(GitHubError::Validation { .. }) if *key != TokenKey::Installation => {
-                return Err(GitHubError::NotFound);
+                req.body = key.exchange_body().map(|mut body| {
+                    body.as_object_mut().map(|b| b.remove("repositories"));
+                    body
+                });
+                self.ctx.transport.send(&req, &jwt, &self.label).await?
             }
             other => other?,
         };

@@ -1,5 +1,5 @@
 //! Labels: add to / remove from an issue, create repository labels with a
-//! colour. Removing an absent label and creating an existing one are not
+//! colour, list a repository's labels (every page). Removing an absent label and creating an existing one are not
 //! errors: both leave the repository as the caller wants it.
 
 use http::Method;
@@ -7,10 +7,14 @@ use serde_json::json;
 
 use super::client::{InstallationClient, encode, repo_path};
 use super::error::GitHubError;
+use super::links::next_page;
 use super::models::{Label, LabelCreated};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
 use super::wire::{WireLabel, parse};
+
+/// 5,000 labels: far past any repository closer works in.
+const MAX_LABEL_PAGES: usize = 50;
 
 impl InstallationClient {
     /// POST /issues/{n}/labels: adds (never replaces) labels. GitHub creates
@@ -76,11 +80,18 @@ impl InstallationClient {
         }
     }
 
-    /// The repository's labels (first 100: closer's own are few).
+    /// The repository's labels, page by page as the `Link` header leads
+    /// (at most [`MAX_LABEL_PAGES`] pages of 100).
     pub async fn list_repo_labels(&self, repo: &RepoName) -> Result<Vec<Label>, GitHubError> {
-        let path = format!("{}/labels?per_page=100", repo_path(repo));
-        let resp = self.send(ApiRequest::get(path)).await?;
-        let labels: Vec<WireLabel> = parse(&resp.body, "labels")?;
-        Ok(labels.into_iter().map(Label::from).collect())
+        let mut next = Some(format!("{}/labels?per_page=100", repo_path(repo)));
+        let mut all = Vec::new();
+        for _ in 0..MAX_LABEL_PAGES {
+            let Some(path) = next.take() else { break };
+            let resp = self.send(ApiRequest::get(path)).await?;
+            let labels: Vec<WireLabel> = parse(&resp.body, "labels")?;
+            all.extend(labels.into_iter().map(Label::from));
+            next = next_page(&resp.headers);
+        }
+        Ok(all)
     }
 }

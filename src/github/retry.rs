@@ -143,8 +143,24 @@ pub fn is_idempotent(method: &Method) -> bool {
     method != Method::POST
 }
 
-/// How long a 403/429 asks us to wait, or `None` when it is not a rate limit.
+/// The longest wait a rate-limit answer is believed for: GitHub's primary
+/// limit resets within the hour, so a `retry-after` or reset time past
+/// that is a broken or hostile header, clamped here.
+pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
+
+/// How long a 403/429 asks us to wait (at most [`MAX_RATE_LIMIT_WAIT`]), or
+/// `None` when it is not a rate limit.
 fn rate_limit_wait(
+    status: u16,
+    headers: &HeaderMap,
+    rate_limit_hint: bool,
+    now: Millis,
+    settings: &RetrySettings,
+) -> Option<Duration> {
+    asked_wait(status, headers, rate_limit_hint, now, settings).map(|w| w.min(MAX_RATE_LIMIT_WAIT))
+}
+
+fn asked_wait(
     status: u16,
     headers: &HeaderMap,
     rate_limit_hint: bool,
@@ -157,7 +173,9 @@ fn rate_limit_wait(
     if header_u64(headers, "x-ratelimit-remaining") == Some(0)
         && let Some(reset) = header_u64(headers, "x-ratelimit-reset")
     {
-        let reset_ms = (reset as Millis).saturating_mul(1000);
+        let reset_ms = Millis::try_from(reset)
+            .unwrap_or(Millis::MAX)
+            .saturating_mul(1000);
         return Some(Duration::from_millis(
             reset_ms.saturating_sub(now).max(0) as u64
         ));
@@ -354,6 +372,18 @@ mod tests {
             answered(Method::GET, 403, &h, false, 1),
             RetryDecision::Final
         );
+    }
+
+    #[test]
+    fn absurd_rate_limit_times_are_clamped_to_an_hour() {
+        let hour = RetryDecision::RateLimitedUntil(NOW + 3_600_000);
+        let h = headers(&[("retry-after", "18446744073709551615")]);
+        assert_eq!(answered(Method::GET, 429, &h, false, 1), hour);
+        let h = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "18446744073709551615"),
+        ]);
+        assert_eq!(answered(Method::GET, 403, &h, false, 1), hour);
     }
 
     #[test]

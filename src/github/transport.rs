@@ -1,4 +1,5 @@
-//! Sends one API request through octocrab and applies our retry policy.
+//! Sends one API request through octocrab and applies our retry policy and
+//! redirect rules (`redirect.rs`).
 //! octocrab is only the HTTP transport here (its own retry is compiled out,
 //! it holds no credentials): we set the bearer ourselves, see every status
 //! and header, and record the call in metrics. Never logs a header value.
@@ -11,6 +12,7 @@ use http::{HeaderMap, Method};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::error::GitHubError;
+use super::redirect::{Hop, MAX_REDIRECTS, Origin, next_hop};
 use super::retry::{Outcome, RetryDecision, RetrySettings, decide_with, is_idempotent};
 use super::wire::WireError;
 use crate::clock::SharedClock;
@@ -102,6 +104,8 @@ pub(crate) struct Transport {
     octocrab: octocrab::Octocrab,
     /// The same settings, rooted at the GraphQL API's root.
     graphql: octocrab::Octocrab,
+    /// The API's scheme and host: the only one given the token.
+    origin: Origin,
     clock: SharedClock,
     retry: RetrySettings,
     rng: Mutex<fastrand::Rng>,
@@ -145,10 +149,14 @@ impl Transport {
         };
         let octocrab = build(api_url)?;
         let graphql = build(&graphql_root(api_url))?;
+        let origin = Origin::of(api_url).ok_or_else(|| {
+            GitHubError::Config(format!("GITHUB_API_URL {api_url:?} is not an absolute URL"))
+        })?;
         let rng = seed.map(fastrand::Rng::with_seed).unwrap_or_default();
         Ok(Self {
             octocrab,
             graphql,
+            origin,
             clock,
             retry,
             rng: Mutex::new(rng),
@@ -159,11 +167,46 @@ impl Transport {
         &self.clock
     }
 
-    /// Sends `req` with `bearer`, retrying as the policy says. `installation`
-    /// labels the rate-limit gauge. Non-2xx/304 answers become errors.
+    /// Sends `req` with `bearer`, retrying as the policy says and following
+    /// GitHub's redirects (see [`super::redirect`]). `installation` labels
+    /// the rate-limit gauge. Non-2xx/304 answers become errors.
     pub async fn send(
         &self,
         req: &ApiRequest,
+        bearer: &SecretString,
+        installation: &str,
+    ) -> Result<ApiResponse, GitHubError> {
+        let mut target = req.path.clone();
+        let mut last = 0;
+        for _ in 0..=MAX_REDIRECTS {
+            let resp = self.send_to(req, &target, bearer, installation).await?;
+            last = resp.status;
+            match next_hop(resp.status, resp.header("location"), &self.origin) {
+                // A 304 answers an ETag closer sent, or nothing.
+                Hop::Answer if resp.status == 304 && req.if_none_match.is_none() => {
+                    return Err(status_error(&resp));
+                }
+                Hop::Answer => return Ok(resp),
+                Hop::Refuse => return Err(status_error(&resp)),
+                Hop::Follow(location) => {
+                    tracing::info!(method = %req.method, path = %req.path, status = resp.status,
+                        %location, "GitHub redirected the call; following");
+                    target = location;
+                }
+            }
+        }
+        Err(GitHubError::Unexpected {
+            status: last,
+            message: format!("more than {MAX_REDIRECTS} redirects from {}", req.path),
+        })
+    }
+
+    /// [`Self::send`] for one address (the request's path, or where a
+    /// redirect pointed), with retries; 3xx answers come back as they are.
+    async fn send_to(
+        &self,
+        req: &ApiRequest,
+        target: &str,
         bearer: &SecretString,
         installation: &str,
     ) -> Result<ApiResponse, GitHubError> {
@@ -171,7 +214,9 @@ impl Transport {
         loop {
             attempt += 1;
             // A request that cannot be built will not build on a second try.
-            let request = self.build(req, bearer).map_err(GitHubError::Config)?;
+            let request = self
+                .build(req, target, bearer)
+                .map_err(GitHubError::Config)?;
             let result = self.attempt(req.api, request).await;
             let now = self.clock.now_ms();
             let jitter = self.jitter();
@@ -221,6 +266,7 @@ impl Transport {
                         status: answer.ok().map(|resp| resp.status),
                     });
                 }
+                // 2xx, 304, and redirects for `send` to follow or refuse.
                 (_, Ok(resp)) if resp.status < 400 => return Ok(resp),
                 (_, Ok(resp)) => return Err(status_error(&resp)),
                 (_, Err(e)) => return Err(GitHubError::Network(e.message)),
@@ -260,19 +306,24 @@ impl Transport {
         })
     }
 
+    /// The request to `target`; with the token only when `target` is on
+    /// the API's own host.
     fn build(
         &self,
         req: &ApiRequest,
+        target: &str,
         bearer: &SecretString,
     ) -> Result<http::Request<octocrab::OctoBody>, String> {
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", bearer.expose_secret()))
-            .map_err(|_| "the token is not a valid header value".to_owned())?;
-        auth.set_sensitive(true);
         let mut builder = http::Request::builder()
             .method(req.method.clone())
-            .uri(req.path.as_str())
-            .header(ACCEPT, "application/vnd.github+json")
-            .header(AUTHORIZATION, auth);
+            .uri(target)
+            .header(ACCEPT, "application/vnd.github+json");
+        if self.origin.owns(target) {
+            let mut auth = HeaderValue::from_str(&format!("Bearer {}", bearer.expose_secret()))
+                .map_err(|_| "the token is not a valid header value".to_owned())?;
+            auth.set_sensitive(true);
+            builder = builder.header(AUTHORIZATION, auth);
+        }
         if let Some(etag) = &req.if_none_match {
             builder = builder.header(IF_NONE_MATCH, etag.as_str());
         }

@@ -1,8 +1,11 @@
-//! The HTTP face of closer: the webhook intake, health, readiness and metrics.
-//! Handlers store and answer; they never do the work (workers do, from the
-//! queue), so GitHub's 10-second delivery timeout is never at risk.
+//! The HTTP face of closer: the webhook intake, health, readiness and metrics,
+//! served by [`listen`], which bounds what a client can hold (connections,
+//! time, memory). Handlers store and answer; they never do the work (workers
+//! do, from the queue), so GitHub's 10-second delivery timeout is never at
+//! risk.
 
 pub mod health;
+pub mod listen;
 pub mod metrics;
 pub mod webhook;
 
@@ -13,10 +16,12 @@ use axum::routing::{get, post};
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
+use crate::config::server::HttpLimits;
 use crate::store::Store;
 use crate::store::writer::IntakeWriter;
+use crate::worker::WorkerHealth;
 
 /// What the handlers share.
 pub struct AppState {
@@ -33,6 +38,10 @@ pub struct AppState {
     /// The App's slug once closer has asked GitHub for it: triage then tells
     /// a mention of the App from any other mention.
     pub app_slug: Arc<OnceLock<String>>,
+    /// Bytes of webhook bodies that may be held at once (one permit a byte).
+    pub body_budget: Semaphore,
+    /// This process's workers, for `/readyz`; `None` in an intake-only process.
+    pub workers: Option<WorkerHealth>,
 }
 
 impl AppState {
@@ -53,7 +62,21 @@ impl AppState {
             jobs_ready,
             max_attempts,
             app_slug: Arc::new(OnceLock::new()),
+            body_budget: Semaphore::new(HttpLimits::default().body_memory_bytes),
+            workers: None,
         }
+    }
+
+    /// With the operator's HTTP limits (the webhook body budget).
+    pub fn with_http_limits(mut self, limits: &HttpLimits) -> AppState {
+        self.body_budget = Semaphore::new(limits.body_memory_bytes);
+        self
+    }
+
+    /// With the workers `/readyz` reports on.
+    pub fn with_workers(mut self, workers: WorkerHealth) -> AppState {
+        self.workers = Some(workers);
+        self
     }
 }
 

@@ -2,12 +2,15 @@
 //!
 //! [`SignedDelivery`] is an extractor: a handler only ever sees a delivery
 //! whose `X-Hub-Signature-256` matched the raw body (HMAC-SHA256, compared in
-//! constant time) and whose event and delivery headers are present. Nothing
-//! is parsed before the signature is checked, nothing rejected is stored, and
-//! the body never appears in a log line. The answer (202) is sent only after
-//! the delivery and its job are committed. Triage (`engine::triage`) decides
-//! here, from the parsed envelope, whether the delivery gets a job at all;
-//! one that cannot matter is stored as `ignored` in the same batch.
+//! constant time) and whose event and delivery headers are present. Those
+//! headers are checked before the body is read; the body is read under the
+//! 25 MB cap as it streams and under a budget shared by all requests, so
+//! unsigned or oversized requests cost no memory. Nothing is parsed before
+//! the signature is checked, nothing rejected is stored, and the body never
+//! appears in a log line. The answer (202) is sent only after the delivery
+//! and its job are committed. Triage (`engine::triage`) decides here, from
+//! the parsed envelope, whether the delivery gets a job at all; one that
+//! cannot matter is stored as `ignored` in the same batch.
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hmac::Mac;
+use http_body_util::BodyExt;
 
 use super::AppState;
 use crate::engine::triage::{Verdict, triage};
@@ -90,16 +94,23 @@ pub struct SignedDelivery {
 impl FromRequest<Arc<AppState>> for SignedDelivery {
     type Rejection = Rejection;
 
+    /// The headers are checked before a byte of the body is read: a request
+    /// without a well-formed signature, an event or a delivery id costs
+    /// nothing but its head.
     async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Rejection> {
         let (parts, body) = req.into_parts();
-        let body = read_body(&parts.headers, body).await?;
-        verify_signature(state, &parts.headers, &body)?;
+        let expected = signature(&parts.headers)?;
         let event = header(&parts.headers, "x-github-event").ok_or(Rejection::MissingEvent)?;
         let delivery_id =
             header(&parts.headers, "x-github-delivery").ok_or(Rejection::MissingDeliveryId)?;
         if delivery_id.len() > 128 {
             return Err(Rejection::MissingDeliveryId);
         }
+        let body = read_body(state, &parts.headers, body).await?;
+        let mut mac = state.webhook_mac.clone();
+        mac.update(&body);
+        mac.verify_slice(&expected)
+            .map_err(|_| Rejection::BadSignature)?;
         Ok(SignedDelivery {
             event,
             delivery_id,
@@ -108,25 +119,38 @@ impl FromRequest<Arc<AppState>> for SignedDelivery {
     }
 }
 
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, Rejection> {
+/// Reads the body while it streams in, refusing it as soon as it passes
+/// [`MAX_BODY_BYTES`]. The bytes held at once by all webhook requests
+/// together are bounded by the state's body budget: a request waits for its
+/// share (its declared length, or the cap when it declares none), under the
+/// request timeout.
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, Rejection> {
     let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(Rejection::BodyTooLarge);
     }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
+    let share = declared.unwrap_or(MAX_BODY_BYTES);
+    let _held = state
+        .body_budget
+        .acquire_many(u32::try_from(share).unwrap_or(u32::MAX))
         .await
-        .map_err(|e| {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if too_large {
-                Rejection::BodyTooLarge
-            } else {
-                Rejection::UnreadableBody
+        .map_err(|_| Rejection::UnreadableBody)?;
+    let mut buffer = Vec::with_capacity(share);
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Rejection::UnreadableBody)?;
+        if let Some(data) = frame.data_ref() {
+            if buffer.len() + data.len() > share {
+                return Err(Rejection::BodyTooLarge);
             }
-        })
+            buffer.extend_from_slice(data);
+        }
+    }
+    Ok(Bytes::from(buffer))
 }
 
-fn verify_signature(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Rejection> {
+/// The digest from `X-Hub-Signature-256: sha256=<hex>`.
+fn signature(headers: &HeaderMap) -> Result<Vec<u8>, Rejection> {
     let signature = headers
         .get("x-hub-signature-256")
         .ok_or(Rejection::MissingSignature)?;
@@ -135,11 +159,10 @@ fn verify_signature(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Resul
         .ok()
         .and_then(|s| s.strip_prefix("sha256="))
         .ok_or(Rejection::MalformedSignature)?;
-    let expected = hex::decode(hex_digest).map_err(|_| Rejection::MalformedSignature)?;
-    let mut mac = state.webhook_mac.clone();
-    mac.update(body);
-    mac.verify_slice(&expected)
-        .map_err(|_| Rejection::BadSignature)
+    match hex::decode(hex_digest) {
+        Ok(digest) if digest.len() == 32 => Ok(digest),
+        _ => Err(Rejection::MalformedSignature),
+    }
 }
 
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {

@@ -10,6 +10,9 @@
 //! it depends on is down (GitHub, the LLM) waits with the usual backoff but
 //! keeps its attempts: an outage the job waits out never dead-letters it
 //! (for up to [`jobs::OUTAGE_PATIENCE`] after it was queued).
+//! A worker that dies all the same (a panic outside the job's guard, e.g.
+//! while a runner's future is dropped) is restarted by its supervisor;
+//! [`WorkerHealth`] counts the live ones for `/readyz`.
 
 pub mod delivery;
 
@@ -18,6 +21,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,16 @@ use tokio::sync::{Notify, broadcast, watch};
 use crate::model::{JobKind, Named};
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
+
+/// A worker's task, aborted when its supervisor is (a supervisor's handle
+/// stands for its worker: aborting it stops the worker, as before).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// How a runner failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +74,8 @@ pub struct WorkerSettings {
     pub poll_interval: Duration,
     /// How long shutdown waits for an in-flight job before giving its lease back.
     pub shutdown_grace: Duration,
+    /// How long a dead worker's supervisor waits before starting it again.
+    pub restart_delay: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -69,6 +85,7 @@ impl Default for WorkerSettings {
             backoff: Backoff::default(),
             poll_interval: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(30),
+            restart_delay: Duration::from_secs(1),
         }
     }
 }
@@ -140,6 +157,30 @@ impl Settled {
     }
 }
 
+/// How many of a process's workers run, against how many were started.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerHealth {
+    configured: Arc<AtomicUsize>,
+    live: Arc<AtomicUsize>,
+}
+
+impl WorkerHealth {
+    /// Workers this process was asked to run.
+    pub fn configured(&self) -> usize {
+        self.configured.load(Ordering::SeqCst)
+    }
+
+    /// Workers running now (a dead one waiting for its restart is not).
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Every worker asked for is running.
+    pub fn all_running(&self) -> bool {
+        self.live() >= self.configured()
+    }
+}
+
 /// A process's workers and their job runners.
 #[derive(Clone)]
 pub struct WorkerPool {
@@ -148,6 +189,7 @@ pub struct WorkerPool {
     settings: WorkerSettings,
     ready: Arc<Notify>,
     settled: broadcast::Sender<JobSettled>,
+    health: WorkerHealth,
 }
 
 impl WorkerPool {
@@ -163,7 +205,13 @@ impl WorkerPool {
             settings,
             ready,
             settled: broadcast::channel(1024).0,
+            health: WorkerHealth::default(),
         }
+    }
+
+    /// The live and configured worker counts, for `/readyz`.
+    pub fn health(&self) -> WorkerHealth {
+        self.health.clone()
     }
 
     /// Every job this pool settles from now on.
@@ -171,21 +219,46 @@ impl WorkerPool {
         self.settled.subscribe()
     }
 
-    /// Starts `count` workers; they stop when `shutdown` turns true.
+    /// Starts `count` supervised workers; they stop when `shutdown` turns
+    /// true, and each handle completes when its worker has stopped.
     pub fn spawn(
         &self,
         count: usize,
         name: &str,
         shutdown: watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
+        self.health.configured.fetch_add(count, Ordering::SeqCst);
         (0..count)
             .map(|i| {
                 let pool = self.clone();
                 let owner = format!("{name}/{i}");
                 let shutdown = shutdown.clone();
-                tokio::spawn(async move { pool.run(owner, shutdown).await })
+                tokio::spawn(async move { pool.supervise_worker(owner, shutdown).await })
             })
             .collect()
+    }
+
+    /// Runs one worker, and starts it again (after `restart_delay`) each
+    /// time it dies before shutdown.
+    async fn supervise_worker(self, owner: String, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            self.health.live.fetch_add(1, Ordering::SeqCst);
+            let mut worker = AbortOnDrop(tokio::spawn(
+                self.clone().run(owner.clone(), shutdown.clone()),
+            ));
+            let ended = (&mut worker.0).await;
+            self.health.live.fetch_sub(1, Ordering::SeqCst);
+            let Err(death) = ended else { return };
+            metrics::counter!("closer_worker_restarts_total").increment(1);
+            tracing::error!(%owner, error = %death, "a worker died; restarting it");
+            tokio::select! {
+                _ = tokio::time::sleep(self.settings.restart_delay) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+        }
     }
 
     async fn run(self, owner: String, mut shutdown: watch::Receiver<bool>) {
@@ -264,7 +337,10 @@ impl WorkerPool {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<Result<(), JobError>> {
         // A panic in a runner is the job's failure, not the worker's end.
-        let work = CatchPanic(runner.run(job));
+        let work = match std::panic::catch_unwind(AssertUnwindSafe(|| runner.run(job))) {
+            Ok(work) => CatchPanic(work),
+            Err(panic) => return Some(Err(panicked(panic.as_ref()))),
+        };
         tokio::pin!(work);
         let beat = self.settings.lease / 3;
         let mut next_beat = tokio::time::Instant::now() + beat;

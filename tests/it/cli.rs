@@ -47,7 +47,7 @@ async fn check_config_names_the_line_of_the_problem_and_exits_1() {
     .await;
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("closer.yml:3:19: must be at least 1, got 0"),
+        out.contains("closer.yml:3:19: must be from 1 to 1000, got 0"),
         "{out}"
     );
 }

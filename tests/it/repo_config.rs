@@ -155,6 +155,10 @@ const MALFORMED: &[(&str, &str)] = &[
         ".github/closer.yml:2:5: `timeout_secs` must be at most 86400 (a day), got 10000000000000000000",
     ),
     (
+        "dod:\n  - { type: endpoint_responds, command: \"./serve\", url: \"http://127.0.0.1:8080/\", status: 999 }\n",
+        ".github/closer.yml:2:5: `status` must be an HTTP status from 100 to 599, got 999",
+    ),
+    (
         "reproduction: maybe\n",
         ".github/closer.yml:1:15: unknown variant `maybe`, expected one of required, report, off",
     ),
@@ -176,7 +180,15 @@ const MALFORMED: &[(&str, &str)] = &[
     ),
     (
         "completion:\n  max_iterations: 0\n",
-        ".github/closer.yml:2:19: must be at least 1, got 0",
+        ".github/closer.yml:2:19: must be from 1 to 1000, got 0",
+    ),
+    (
+        "completion:\n  max_iterations: 4000000000\n",
+        ".github/closer.yml:2:19: must be from 1 to 1000, got 4000000000",
+    ),
+    (
+        "convergence:\n  diff_budget: 0\n",
+        ".github/closer.yml:2:16: must be from 1 to 10000000, got 0",
     ),
     (
         "completion:\n  confidence_threshold: 1.5\n",
@@ -252,7 +264,7 @@ const MALFORMED: &[(&str, &str)] = &[
     ),
     (
         "convergence:\n  stagnation_threshold: 0\n",
-        ".github/closer.yml:2:25: must be at least 1, got 0",
+        ".github/closer.yml:2:25: must be from 1 to 100, got 0",
     ),
     (
         "convergence:\n  allowed_paths: \"src/**\"\n",

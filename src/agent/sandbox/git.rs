@@ -40,6 +40,10 @@ pub enum GitError {
         "git {args} printed more than closer reads ({cap} bytes): its output is not used cut short"
     )]
     Truncated { args: String, cap: usize },
+    /// The worktree holds more than closer reads: a named failure instead
+    /// of memory spent without bound (see `engine::artifacts`).
+    #[error("the change is too large to check: {0}")]
+    TooLarge(String),
 }
 
 /// How closer runs git: the base environment and a deadline per command.

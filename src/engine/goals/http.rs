@@ -1,7 +1,9 @@
 //! Live goals (`endpoint_responds`, `response_contains`): start the command
 //! the goal names in its own process group, wait for the URL's port, make one
 //! GET request, compare. What was started is always stopped (the group is
-//! killed when the guard drops, on every path out of here).
+//! killed when the guard drops, on every path out of here). A response body
+//! is read up to [`MAX_RESPONSE_BYTES`] as it streams; past that the goal
+//! fails, named, instead of closer holding whatever the server sends.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -16,6 +18,9 @@ use crate::config::repo::{GoalKind, GoalSpec};
 /// How often the port is tried while the server starts.
 const PORT_POLL: Duration = Duration::from_millis(100);
 
+/// The most of a response body read; a larger one fails the goal.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
 /// How long a stopped server may take to release its port.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -24,12 +29,22 @@ struct Response {
     body: String,
 }
 
+/// What a goal needs of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// The status alone: the body is never read.
+    Status,
+    /// The status and the body (capped).
+    Body,
+}
+
 /// Starts `command`, waits for `url`'s port, GETs `url`.
 async fn fetch(
     ctx: GoalContext<'_>,
     command: &str,
     url: &str,
     timeout: Duration,
+    want: Want,
 ) -> Result<Response, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
@@ -46,7 +61,12 @@ async fn fetch(
         .stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
     let mut group = GroupGuard::new(child.id(), lifeline);
-    let result = request(&mut child, &host, port, parsed, timeout).await;
+    let target = Target {
+        host: &host,
+        port,
+        url: parsed,
+    };
+    let result = request(&mut child, target, timeout, want).await;
     // Stop what was started, and wait until it no longer listens, so a
     // following goal can bind the same port.
     group.stop(&mut child).await;
@@ -61,13 +81,20 @@ async fn fetch(
     result
 }
 
+/// Where the goal's request goes.
+struct Target<'a> {
+    host: &'a str,
+    port: u16,
+    url: reqwest::Url,
+}
+
 async fn request(
     child: &mut tokio::process::Child,
-    host: &str,
-    port: u16,
-    parsed: reqwest::Url,
+    target: Target<'_>,
     timeout: Duration,
+    want: Want,
 ) -> Result<Response, String> {
+    let Target { host, port, url } = target;
     let deadline = Instant::now()
         .checked_add(timeout)
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_GOAL_TIMEOUT_SECS));
@@ -99,16 +126,45 @@ async fn request(
         .build()
         .map_err(|e| format!("http client: {e}"))?;
     let response = client
-        .get(parsed)
+        .get(url)
         .send()
         .await
         .map_err(|e| format!("request failed: {e}"))?;
     let status = response.status().as_u16();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| format!("reading the body failed: {e}"))?;
+    let body = match want {
+        Want::Status => String::new(),
+        Want::Body => read_capped(response).await?,
+    };
     Ok(Response { status, body })
+}
+
+/// The body as it streams in, refused past [`MAX_RESPONSE_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<String, String> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("reading the body failed: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+fn too_large() -> String {
+    format!(
+        "the response body is larger than {} MiB",
+        MAX_RESPONSE_BYTES / (1024 * 1024)
+    )
 }
 
 /// The URL answers with the expected status.
@@ -122,7 +178,7 @@ pub(super) async fn endpoint_responds(
     timeout: Duration,
 ) -> GoalResult {
     let mut result = GoalResult::new(level, spec, url);
-    match fetch(ctx, command, url, timeout).await {
+    match fetch(ctx, command, url, timeout, Want::Status).await {
         Ok(response) => {
             result.passed = response.status == expected;
             result.evidence = format!("status {} (expected {expected})", response.status);
@@ -151,7 +207,7 @@ pub(super) async fn response_contains(
     else {
         return result;
     };
-    let response = match fetch(ctx, command, url, timeout).await {
+    let response = match fetch(ctx, command, url, timeout, Want::Body).await {
         Ok(response) => response,
         Err(e) => {
             result.evidence = e;

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use closer::config::server::HttpLimits;
 use closer::model::JobKind;
 use closer::server::{self, AppState};
 use closer::store::Store;
@@ -53,25 +54,26 @@ impl TestApp {
         let pool = WorkerPool::new(store.clone(), runners, settings, ready.clone());
         let settled = pool.subscribe();
         pool.spawn(2, "test", shutdown_rx.clone());
-        let state = Arc::new(AppState::new(
-            store.clone(),
-            Some(writer),
-            &SecretString::from(SECRET),
-            ready,
-            5,
-        ));
+        let state = Arc::new(
+            AppState::new(
+                store.clone(),
+                Some(writer),
+                &SecretString::from(SECRET),
+                ready,
+                5,
+            )
+            .with_workers(pool.health()),
+        );
         let app_slug = state.app_slug.clone();
         let app = server::router(state, "/webhooks");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let mut stop = shutdown_rx;
         let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.changed().await;
-                })
-                .await
-                .unwrap();
+            let stopped = async move {
+                let _ = stop.changed().await;
+            };
+            server::listen::serve(listener, app, HttpLimits::default(), stopped).await;
         });
         TestApp {
             url,

@@ -209,6 +209,58 @@ impl FakeGitHub {
         self.with(|st| st.repo_mut(&repo.to_string()).private = private);
     }
 
+    /// Renames (or transfers) a repository, as GitHub does: its state moves
+    /// to `new_full_name`, and calls to the old name are redirected there.
+    pub fn rename_repo(&self, repo: &RepoName, new_full_name: &str) -> RepoName {
+        let new = RepoName::parse(new_full_name).expect("owner/name");
+        let old = repo.to_string();
+        self.with(|st| {
+            let mut moved = st.repos.remove(&old).expect("a repository to rename");
+            moved.owner = new.owner().to_owned();
+            moved.name = new.name().to_owned();
+            st.repos.insert(new_full_name.to_owned(), moved);
+            for installation in st.installations.values_mut() {
+                if installation.repos.remove(&old) {
+                    installation.repos.insert(new_full_name.to_owned());
+                }
+            }
+            // GitHub binds a token to the repository, not to its name: the
+            // tokens minted for it still cover it under the new name.
+            let old_name = repo.name().to_owned();
+            for token in st.tokens.values_mut() {
+                if let Some(repos) = token.repositories.as_mut()
+                    && repos.remove(&old_name)
+                {
+                    repos.insert(new.name().to_owned());
+                }
+            }
+            st.moved.insert(old, format!("/repos/{new_full_name}"));
+        });
+        new
+    }
+
+    /// Redirects calls to `repo` to `url` (`{url}/issues/1` for
+    /// `/repos/{repo}/issues/1`), e.g. another host, leaving its state here.
+    pub fn redirect_repo_to(&self, repo: &RepoName, url: &str) {
+        self.with(|st| st.moved.insert(repo.to_string(), url.to_owned()));
+    }
+
+    /// Adds a repository label directly.
+    pub fn add_repo_label(&self, repo: &RepoName, name: &str) {
+        self.with(|st| {
+            let id = st.take_id();
+            st.repo_mut(&repo.to_string())
+                .labels
+                .entry(name.to_lowercase())
+                .or_insert(FakeLabel {
+                    id,
+                    name: name.to_owned(),
+                    color: "ededed".to_owned(),
+                    description: None,
+                });
+        });
+    }
+
     /// Puts a file at a ref (branch name); its ETag changes with its content.
     pub fn set_file(&self, repo: &RepoName, git_ref: &str, path: &str, content: &str) {
         self.with(|st| {

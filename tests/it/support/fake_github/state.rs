@@ -268,6 +268,9 @@ pub struct State {
     pub rate_limit: RateLimit,
     /// Projects (v2) boards, reached through `POST /graphql`.
     pub projects: Vec<FakeProject>,
+    /// Repositories that moved: the old `owner/name` → where its API now
+    /// lives (`{base}/repos/new-owner/new-name`), answered as redirects.
+    pub moved: BTreeMap<String, String>,
     next_id: u64,
 }
 
@@ -291,6 +294,7 @@ impl State {
                 remaining: 5000,
             },
             projects: Vec::new(),
+            moved: BTreeMap::new(),
             next_id: 1000,
         }
     }

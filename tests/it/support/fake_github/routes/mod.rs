@@ -7,6 +7,7 @@ mod git;
 mod graphql;
 mod issues;
 mod labels;
+mod moved;
 mod pulls;
 mod repos;
 mod reviews;
@@ -140,29 +141,22 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let fault = {
+    let (fault, moved) = {
         let mut st = lock(&fake);
         let body = String::from_utf8_lossy(&bytes).into_owned();
         let fault = faults::take(&mut st.faults, &method, &path, &body);
+        let moved = moved::redirect(&st, &method, &path);
         st.requests.push(RecordedRequest {
             method: method.clone(),
             path: path.clone(),
             body,
             at: std::time::Instant::now(),
         });
-        fault
+        (fault, moved)
     };
-    let mut resp = match fault {
-        Some(fault @ (Fault::AfterApplying(_) | Fault::HangAfterApplying(_))) => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
-            faults::respond(fault).await
-        }
-        Some(fault) => faults::respond(fault).await,
-        None => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
+    let mut resp = match (fault, moved) {
+        (None, Some(redirect)) => redirect,
+        (fault, _) => answer(fault, next, parts, bytes).await,
     };
     let (limit, remaining, reset) = {
         let mut st = lock(&fake);
@@ -189,6 +183,27 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         }
     }
     resp
+}
+
+/// The handler's answer, or an injected fault's.
+async fn answer(
+    fault: Option<Fault>,
+    next: Next,
+    parts: axum::http::request::Parts,
+    bytes: Bytes,
+) -> Response {
+    match fault {
+        Some(fault @ (Fault::AfterApplying(_) | Fault::HangAfterApplying(_))) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            faults::respond(fault).await
+        }
+        Some(fault) => faults::respond(fault).await,
+        None => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
 }
 
 /// A JSON answer.

@@ -1,0 +1,268 @@
+//! What an agent leaves in a worktree cannot make closer read without end
+//! or read outside it: a symbolic link to a file elsewhere is listed, not
+//! followed; a sparse 10 GB file is listed, not read; too many files, too
+//! many added lines, too many untracked bytes or too large a diff is a named
+//! failure; a live goal's response body is read up to its cap.
+
+use std::path::Path;
+use std::time::Duration;
+
+use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::git::GitError;
+use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
+use closer::config::repo::{GoalKind, GoalSpec};
+use closer::engine::artifacts::{self, Collected};
+use closer::engine::goals::{self, GoalContext, GoalLevel, GoalSettings};
+use tempfile::TempDir;
+
+use crate::support::git::{Origin, git};
+
+/// An AWS-shaped key: the secret scanner's test pattern, here a marker of
+/// whether a file's content was read.
+const MARKER: &str = "aws_key = AKIAQWERTYUIOPASDFGHJ";
+
+struct Fixture {
+    origin: Origin,
+    _root: TempDir,
+    sandbox: Sandbox,
+    base_env: BaseEnv,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let origin = Origin::with_files(&[("README.md", "# app\n")]);
+        let root = tempfile::tempdir().expect("temp dir");
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let base_env = BaseEnv {
+            path: std::env::var("PATH").unwrap_or_default(),
+            home,
+            lang: "C.UTF-8".into(),
+        };
+        let sandbox = Sandbox::new(SandboxOptions {
+            root: root.path().join("sandbox"),
+            base_env: base_env.clone(),
+            git_timeout: Duration::from_secs(120),
+            committer_name: "closer".into(),
+            committer_email: "closer@localhost".into(),
+        });
+        Fixture {
+            origin,
+            _root: root,
+            sandbox,
+            base_env,
+        }
+    }
+
+    async fn worktree(&self, run: &str) -> Worktree {
+        let source = RepoSource {
+            url: self.origin.url.clone(),
+            token: None,
+            default_branch: None,
+        };
+        self.sandbox
+            .prepare(&source, 1, run, None)
+            .await
+            .expect("worktree")
+    }
+
+    async fn collect(&self, wt: &Worktree) -> Result<Collected, GitError> {
+        artifacts::collect(self.sandbox.git(), wt).await
+    }
+}
+
+fn lines_of<'a>(collected: &'a Collected, path: &str) -> Vec<&'a str> {
+    collected
+        .added_lines
+        .iter()
+        .filter(|l| l.path == path)
+        .map(|l| l.text.as_str())
+        .collect()
+}
+
+fn too_large(result: Result<Collected, GitError>) -> String {
+    match result {
+        Err(GitError::TooLarge(why)) => why,
+        Err(e) => panic!("another error: {e}"),
+        Ok(c) => panic!("read in full: {} untracked", c.artifacts.untracked.len()),
+    }
+}
+
+#[tokio::test]
+async fn a_symlink_to_a_file_outside_the_worktree_is_listed_not_followed() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("symlink").await;
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.env");
+    std::fs::write(&secret, format!("{MARKER}\n")).unwrap();
+    std::os::unix::fs::symlink(&secret, wt.path.join("leak.env")).unwrap();
+    // Control: the same content in a plain file is read.
+    std::fs::write(wt.path.join("copy.env"), format!("{MARKER}\n")).unwrap();
+
+    let collected = fx.collect(&wt).await.expect("collected");
+    let listed: Vec<&str> = collected
+        .artifacts
+        .untracked
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(listed, ["copy.env", "leak.env"]);
+    assert_eq!(lines_of(&collected, "copy.env"), [MARKER]);
+    assert!(
+        lines_of(&collected, "leak.env").is_empty(),
+        "the link was followed"
+    );
+    assert!(
+        collected.added_lines.iter().all(|l| l.path != "leak.env"),
+        "nothing of the linked file was read"
+    );
+}
+
+#[tokio::test]
+async fn a_sparse_10_gb_file_is_listed_not_read() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("sparse").await;
+    let big = std::fs::File::create(wt.path.join("disk.img")).unwrap();
+    big.set_len(10 * 1024 * 1024 * 1024).unwrap();
+    drop(big);
+    std::fs::write(wt.path.join("notes.txt"), "small\n").unwrap();
+
+    let started = std::time::Instant::now();
+    let collected = fx.collect(&wt).await.expect("collected");
+    assert!(started.elapsed() < Duration::from_secs(30), "it was read");
+    let disk = collected
+        .artifacts
+        .untracked
+        .iter()
+        .find(|f| f.path == "disk.img")
+        .expect("listed");
+    assert_eq!(disk.added, 0);
+    assert_eq!(lines_of(&collected, "notes.txt"), ["small"]);
+}
+
+fn many_files(dir: &Path, n: usize) {
+    let many = dir.join("many");
+    std::fs::create_dir_all(&many).unwrap();
+    for i in 0..n {
+        std::fs::write(many.join(format!("f{i}.txt")), "x\n").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn more_untracked_files_than_closer_reads_is_a_named_failure() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("many").await;
+    // Control: a thousand files are read.
+    many_files(&wt.path, 1_000);
+    let collected = fx.collect(&wt).await.expect("a thousand files are fine");
+    assert_eq!(collected.artifacts.untracked.len(), 1_000);
+    // Past ten thousand (a million fails the same way, after one listing).
+    many_files(&wt.path, 10_001);
+    let why = too_large(fx.collect(&wt).await);
+    assert_eq!(why, "10001 untracked files (at most 10000 are read)");
+}
+
+#[tokio::test]
+async fn a_file_of_newlines_and_too_many_untracked_bytes_are_named_failures() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("lines").await;
+    // 1 MiB of newlines: a million added lines, each a copy of its path.
+    std::fs::write(wt.path.join("blank.txt"), vec![b'\n'; 1024 * 1024]).unwrap();
+    let why = too_large(fx.collect(&wt).await);
+    assert_eq!(why, "more than 200000 added lines");
+
+    std::fs::remove_file(wt.path.join("blank.txt")).unwrap();
+    // 40 files of 1 MiB on one line each: few lines, many bytes.
+    let line = format!("{}\n", "a".repeat(1024 * 1024 - 1));
+    for i in 0..40 {
+        std::fs::write(wt.path.join(format!("wide{i:02}.txt")), &line).unwrap();
+    }
+    let why = too_large(fx.collect(&wt).await);
+    assert_eq!(why, "untracked files over 32 MiB together");
+    // Control: under the byte budget they are read.
+    for i in 20..40 {
+        std::fs::remove_file(wt.path.join(format!("wide{i:02}.txt"))).unwrap();
+    }
+    let collected = fx.collect(&wt).await.expect("20 MiB is read");
+    assert_eq!(collected.added_lines.len(), 20);
+}
+
+#[tokio::test]
+async fn a_diff_larger_than_closer_reads_is_a_named_failure() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("diff").await;
+    let text: String = (0..34 * 1024).map(|i| format!("{i:01023}\n")).collect();
+    std::fs::write(wt.path.join("data.txt"), text).unwrap();
+    git(&wt.path, &["add", "data.txt"]);
+    git(
+        &wt.path,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-qm",
+            "data",
+        ],
+    );
+    let why = too_large(fx.collect(&wt).await);
+    assert_eq!(why, "the diff against the base is over 32 MiB");
+}
+
+#[tokio::test]
+async fn a_live_goal_reads_a_response_body_up_to_its_cap() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("http").await;
+    let collected = fx.collect(&wt).await.expect("collected");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // A server whose answer never ends.
+    let server = format!(
+        "exec python3 -c \"import http.server as h\n\
+class E(h.BaseHTTPRequestHandler):\n \
+def do_GET(s):\n  s.send_response(200); s.end_headers()\n  \
+while True: s.wfile.write(b'needle ' * 8192)\n\
+h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let settings = GoalSettings {
+        base_env: fx.base_env.clone(),
+        confinement: crate::support::confinement(fx._root.path(), &fx._root.path().join("sandbox")),
+        scratch: fx._root.path().join("goals"),
+        default_timeout: Duration::from_secs(30),
+        max_output_bytes: 1024 * 1024,
+    };
+    let ctx = GoalContext {
+        worktree: &wt.path,
+        mirror: Some(&wt.mirror),
+        artifacts: &collected.artifacts,
+        added_lines: &collected.added_lines,
+        settings: &settings,
+    };
+    let spec = |kind| GoalSpec {
+        kind,
+        required: true,
+        timeout_secs: None,
+    };
+    let contains = spec(GoalKind::ResponseContains {
+        command: server.clone(),
+        url: url.clone(),
+        json_path: None,
+        expected: None,
+        contains: Some("needle".into()),
+    });
+    let result = goals::evaluate(ctx, GoalLevel::Dod, &contains).await;
+    assert!(!result.passed);
+    assert_eq!(result.evidence, "the response body is larger than 8 MiB");
+    // Control: the status alone does not read the body, and passes.
+    let status = spec(GoalKind::EndpointResponds {
+        command: server,
+        url,
+        status: None,
+    });
+    let result = goals::evaluate(ctx, GoalLevel::Dod, &status).await;
+    assert!(result.passed, "{}", result.evidence);
+}
