@@ -46,9 +46,9 @@ pub fn parse_added(unified: &str) -> Vec<AddedLine> {
                         text: text.to_owned(),
                     });
                 }
-                next_line += 1;
+                next_line = next_line.saturating_add(1);
             } else if line.starts_with(' ') {
-                next_line += 1;
+                next_line = next_line.saturating_add(1);
             }
         }
     }
@@ -71,5 +71,15 @@ mod tests {
             got,
             [("src/a.rs", 2, "fn b2() {}"), ("src/a.rs", 3, "fn c() {}")]
         );
+    }
+
+    /// Found by the fuzz target `diff` (tests/fuzz): a hunk that starts at
+    /// the last line number a `u32` holds overflowed the counter.
+    #[test]
+    fn a_hunk_at_the_largest_line_number_does_not_overflow() {
+        let diff = "+++ b/x\n@@ -1 +4294967295,3 @@\n+a\n b\n+c\n";
+        let added = parse_added(diff);
+        let lines: Vec<u32> = added.iter().map(|a| a.line).collect();
+        assert_eq!(lines, [u32::MAX, u32::MAX]);
     }
 }

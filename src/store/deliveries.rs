@@ -71,7 +71,8 @@ pub fn encode_payload(raw: &[u8]) -> (Vec<u8>, PayloadEncoding) {
     }
 }
 
-fn decode_payload(stored: Vec<u8>, encoding: PayloadEncoding) -> Result<Vec<u8>, StoreError> {
+/// The stored payload back as it arrived.
+pub fn decode_payload(stored: Vec<u8>, encoding: PayloadEncoding) -> Result<Vec<u8>, StoreError> {
     match encoding {
         PayloadEncoding::Identity => Ok(stored),
         PayloadEncoding::Zstd => zstd::stream::decode_all(stored.as_slice())

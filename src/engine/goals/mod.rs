@@ -9,6 +9,8 @@ mod command;
 mod files;
 mod http;
 
+pub use http::json_path_get;
+
 use std::path::Path;
 use std::time::Duration;
 
