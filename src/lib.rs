@@ -14,6 +14,7 @@ pub mod llm;
 pub mod model;
 pub mod prompts;
 pub mod replay;
+pub mod retention;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::agents::Agents;
+use super::retention::{FileRetention, RetentionConfig};
 use crate::cli::Settings;
 use crate::store::{Durability, StoreOptions};
 
@@ -89,6 +90,8 @@ struct FileConfig {
     queue: FileQueue,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    retention: FileRetention,
 }
 
 /// GitHub settings.
@@ -151,7 +154,7 @@ pub struct ServerConfig {
     pub llm: Option<LlmConfig>,
     pub agents: Agents,
     pub queue: QueueConfig,
-    pub retention: Duration,
+    pub retention: RetentionConfig,
     pub data_dir: PathBuf,
     pub limits: Limits,
     /// How often the status comment shows what a working agent is doing
@@ -276,9 +279,11 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
             lease: Duration::from_secs(lease_secs),
             max_attempts: file.queue.max_attempts.unwrap_or(8).max(1),
         },
-        retention: Duration::from_secs(
-            86_400 * s.retention_days.or(file.retention_days).unwrap_or(14),
-        ),
+        retention: RetentionConfig::resolve(
+            &file.retention,
+            s.retention_days,
+            file.retention_days,
+        )?,
         data_dir: absolute(
             "data_dir",
             s.data_dir

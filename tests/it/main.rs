@@ -22,6 +22,7 @@ mod question_corpus;
 mod question_corpus_real;
 mod queue;
 mod repo_config;
+mod retention;
 mod security;
 mod store;
 mod stories;

@@ -11,6 +11,7 @@
 pub mod commit;
 pub mod git;
 pub mod lock;
+pub mod prune;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

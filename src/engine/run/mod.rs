@@ -49,6 +49,7 @@ pub use data::{IterationRecord, RunData};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
+pub use workspace::Workspace;
 
 use crate::agent::process::BaseEnv;
 use crate::config::agents::Agents;

@@ -10,6 +10,7 @@ use super::context::RunContext;
 use super::{EngineError, other};
 use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
+use crate::agent::sandbox::prune::entries;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use crate::model::RunId;
 
@@ -111,6 +112,22 @@ impl Workspace {
         }
         let source = self.source(ctx).await?;
         self.sandbox.push(worktree, &source).await.map_err(other)
+    }
+
+    /// Every directory a run has under the data directory (its worktrees,
+    /// prompt files and HOME), with the run's id: what the retention task
+    /// removes once the run has ended.
+    pub async fn run_dirs(&self) -> Vec<(PathBuf, String)> {
+        let mut dirs = self.sandbox.worktree_dirs().await;
+        for root in [&self.scratch, &self.homes] {
+            for path in entries(root).await {
+                if let Some(run) = path.file_name().and_then(|n| n.to_str()) {
+                    let run = run.to_owned();
+                    dirs.push((path, run));
+                }
+            }
+        }
+        dirs
     }
 
     /// Removes the HOMEs of runs not used for longer than `keep` (their

@@ -91,10 +91,12 @@ fn one(rng: &mut Rng) {
         // the envelope refuses; every other kind reads the routing fields.
         // Text edits can repeat a key, which the envelope refuses and the
         // worker's lenient read takes the last of: GitHub never sends one.
-        if parse_event(kind, &body).is_ok() && kind != EventKind::Ping && well_formed {
-            if let Err(e) = Envelope::parse(&body) {
-                panic!("the intake refused ({e}) a body the {kind:?} parser reads");
-            }
+        if parse_event(kind, &body).is_ok()
+            && kind != EventKind::Ping
+            && well_formed
+            && let Err(e) = Envelope::parse(&body)
+        {
+            panic!("the intake refused ({e}) a body the {kind:?} parser reads");
         }
     }
 }
