@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use reqwest::StatusCode;
+
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
 use closer::config::retention::RetentionConfig;
@@ -20,7 +22,9 @@ use closer::store::jobs::{self, NewJob};
 use closer::store::writer::IntakeWriter;
 use closer::store::{Store, dry_run, runs};
 
+use crate::support::app::TestApp;
 use crate::support::db::{TestDb, manual_clock};
+use crate::support::fixture_for_installation;
 use crate::support::git::Origin;
 
 const DAY: i64 = 86_400_000;
@@ -353,4 +357,59 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The intake's own delivery job is what keeps a waiting delivery: a
+/// delivery stored through `POST /webhooks`, made old, survives while its
+/// job is queued, and goes once the job died long ago (the control).
+#[tokio::test]
+async fn a_delivery_from_the_intake_is_kept_while_its_job_waits() {
+    let mut app = TestApp::start(TestDb::new("retention_intake").await).await;
+    let body = fixture_for_installation("issues.opened.json", 42);
+    assert_eq!(
+        app.deliver("issues", "d-waiting", &body).await,
+        StatusCode::ACCEPTED
+    );
+    app.settled(1).await;
+    let store = app.store.clone();
+    let sql = |q: &'static str| sqlx::query(q).execute(store.pool());
+    sql("UPDATE deliveries SET status = 'received', received_at = 0")
+        .await
+        .unwrap();
+    // Queued again, for a time no worker of the running app reaches.
+    sql("UPDATE jobs SET state = 'queued', finished_at = NULL, run_at = 9000000000000000")
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        RetentionConfig::default(),
+    );
+
+    assert_eq!(retention.prune_once().await.orphaned_deliveries, 0);
+    assert!(
+        deliveries::get(store.pool(), "d-waiting")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    sql("UPDATE jobs SET state = 'dead', finished_at = 0")
+        .await
+        .unwrap();
+    let pruned = retention.prune_once().await;
+    assert_eq!(
+        (pruned.dead_jobs, pruned.orphaned_deliveries),
+        (1, 1),
+        "{pruned:?}"
+    );
+    assert!(
+        deliveries::get(store.pool(), "d-waiting")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    app.stop().await;
 }
