@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # closer's fuzz run: every target in tests/fuzz (or the ones named) for a
 # budget per target, built with the `fuzz` profile (optimised, overflow and
-# debug checks on). Prints inputs, panics, rate and slowest input per target,
-# and a total; exits non-zero on any panic, naming the seed to replay.
+# debug checks on; FUZZ_PROFILE=test uses the unoptimised test build, which
+# has the same checks and needs no second build). Prints inputs, panics, rate
+# and slowest input per target, and a total; exits non-zero on any panic,
+# naming the seed to replay.
 #
 #   bench/fuzz.sh 120s                 # 120 seconds per target
 #   bench/fuzz.sh 1000000              # one million inputs per target
@@ -24,5 +26,5 @@ case "$budget" in
   *) export CLOSER_FUZZ_INPUTS=$budget ;;
 esac
 export CLOSER_FUZZ_TARGETS=$targets
-nice -n 19 cargo test --quiet --profile fuzz --test fuzz budget -- --ignored --nocapture --test-threads 1 2>&1 |
-  grep -Ev '^(running [0-9]+ tests?|test budget \.\.\. ok|test result: .*)?$'
+nice -n 19 cargo test --quiet --profile "${FUZZ_PROFILE:-fuzz}" --test fuzz budget -- --ignored --nocapture --test-threads 1 2>&1 |
+  grep -Ev '^(running [0-9]+ tests?|test budget \.\.\. ok|test result: .*|\.)?$'
