@@ -27,4 +27,4 @@ case "$budget" in
 esac
 export CLOSER_FUZZ_TARGETS=$targets
 nice -n 19 cargo test --quiet --profile "${FUZZ_PROFILE:-fuzz}" --test fuzz budget -- --ignored --nocapture --test-threads 1 2>&1 |
-  grep -Ev '^(running [0-9]+ tests?|test budget \.\.\. ok|test result: .*|\.)?$'
+  grep --line-buffered -Ev '^(running [0-9]+ tests?|test budget \.\.\. ok|test result: .*|\.)?$'

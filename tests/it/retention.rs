@@ -114,24 +114,15 @@ fn workspace(data_dir: &Path) -> Workspace {
     Workspace::new(data_dir, &BaseEnv::from_process())
 }
 
-#[tokio::test]
-async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_open_and_young_ones_kept()
- {
-    let db = TestDb::new("retention_rows").await;
-    let (_clock, shared) = manual_clock(100 * DAY);
-    let store = db.store_with_clock(shared).await;
-    a_run(&store, "r-old-done", 1, RunState::Done, 60 * DAY).await;
-    a_run(&store, "r-old-stopped", 2, RunState::Stopped, 60 * DAY).await;
-    a_run(&store, "r-young-failed", 3, RunState::Failed, 95 * DAY).await;
+/// At day 100: ended runs old and young, an old open run, deliveries
+/// whose jobs died long ago, recently or never, and dry-run writes old and
+/// young.
+async fn seed_rows(store: &Store) {
+    a_run(store, "r-old-done", 1, RunState::Done, 60 * DAY).await;
+    a_run(store, "r-old-stopped", 2, RunState::Stopped, 60 * DAY).await;
+    a_run(store, "r-young-failed", 3, RunState::Failed, 95 * DAY).await;
     // Awaiting a reply for two months: open, so nothing of it goes.
-    a_run(
-        &store,
-        "r-old-open",
-        4,
-        RunState::AwaitingResponse,
-        40 * DAY,
-    )
-    .await;
+    a_run(store, "r-old-open", 4, RunState::AwaitingResponse, 40 * DAY).await;
 
     let (writer, _task) = IntakeWriter::spawn(store.clone(), 16).expect("intake writer");
     for (id, age) in [("orphan", 40), ("queued-long", 40), ("young-orphan", 5)] {
@@ -159,6 +150,15 @@ async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_ope
         .await
         .unwrap();
     }
+}
+
+#[tokio::test]
+async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_open_and_young_ones_kept()
+ {
+    let db = TestDb::new("retention_rows").await;
+    let (_clock, shared) = manual_clock(100 * DAY);
+    let store = db.store_with_clock(shared).await;
+    seed_rows(&store).await;
 
     let data = tempfile::tempdir().unwrap();
     let retention = Retention::new(

@@ -121,7 +121,7 @@ fn one(rng: &mut Rng) {
         return;
     };
     assert!(!errors.errors.is_empty(), "{text:?}");
-    let lines = text.lines().count() as u64 + 1;
+    let lines = yaml_lines(&text).count() as u64 + 1;
     for e in &errors.errors {
         assert!(!e.message.trim().is_empty(), "{text:?}");
         assert!(
@@ -158,11 +158,16 @@ fn plant(rng: &mut Rng, text: &str) -> (String, Vec<Option<u64>>) {
         lines[i] = format!("{}: {VALUE}{}", &lines[i][..key_end], rng.u32(..));
     }
     let text = lines.join("\n");
-    let planted = text
-        .lines()
+    let planted = yaml_lines(&text)
         .enumerate()
         .filter(|(_, l)| l.contains(VALUE))
         .map(|(i, _)| Some(i as u64 + 1))
         .collect();
     (text, planted)
+}
+
+/// The lines of `text` as YAML counts them: a lone carriage return breaks
+/// a line too (`str::lines` only splits at `\n`).
+fn yaml_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split("\r\n").flat_map(|part| part.split(['\n', '\r']))
 }
