@@ -88,7 +88,6 @@ const PIECES: &[&str] = &[
     ".inf",
     "%YAML 1.2",
     "? ",
-    VALUE,
 ];
 
 const SMALL: &[&str] = &[
