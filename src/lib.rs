@@ -15,6 +15,7 @@ pub mod model;
 pub mod prompts;
 pub mod redact;
 pub mod replay;
+pub mod retention;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -16,13 +16,14 @@ use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;
 use crate::cli::Role;
 use crate::config::server::ServerConfig;
-use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK};
+use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHECK, Workspace};
 use crate::github::{GitHubApp, GitHubSettings};
 use crate::model::JobKind;
+use crate::retention::Retention;
 use crate::server::{self, AppState};
+use crate::store::Store;
 use crate::store::dry_run::DbRecorder;
 use crate::store::writer::IntakeWriter;
-use crate::store::{Store, deliveries, jobs};
 use crate::worker::delivery::{DeliveryRunner, EventReactor};
 use crate::worker::{JobRunner, WorkerHealth, WorkerPool, WorkerSettings};
 
@@ -76,7 +77,6 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         }
         false => (Vec::new(), None),
     };
-    let housekeeping = tokio::spawn(housekeeping(store.clone(), config.retention, shutdown_rx));
     let max_attempts = config.queue.max_attempts;
     let mut state = AppState::new(store.clone(), writer, &secret, jobs_ready, max_attempts)
         .with_http_limits(&config.http);
@@ -90,6 +90,8 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
             state.app_slug.clone(),
         ));
     }
+    // After the state: it installs the metrics recorder the task reports to.
+    let housekeeping = start_retention(&config, &store, shutdown_rx);
     serve_http(&config, state, shutdown_tx).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");
@@ -112,6 +114,21 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The hourly retention task (`[retention]`).
+fn start_retention(
+    config: &ServerConfig,
+    store: &Store,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let retention = Retention::new(
+        store.clone(),
+        Workspace::new(&config.data_dir, &BaseEnv::from_process()),
+        config.data_dir.clone(),
+        config.retention,
+    );
+    tokio::spawn(retention.run_forever(shutdown))
 }
 
 /// The sandbox for agents, goals and handlers, announced in the log; an
@@ -305,25 +322,6 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
     }
     tracing::info!("shutdown signal received");
     let _ = tx.send(true);
-}
-
-/// Prunes handled deliveries and finished jobs past the retention, hourly.
-async fn housekeeping(store: Store, retention: Duration, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let cutoff = store.now_ms() - retention.as_millis() as i64;
-        match deliveries::prune(store.pool(), cutoff).await {
-            Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned old deliveries"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "pruning deliveries failed"),
-        }
-        if let Err(e) = jobs::prune_done(store.pool(), cutoff).await {
-            tracing::warn!(error = %e, "pruning jobs failed");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
-            _ = shutdown.changed() => return,
-        }
-    }
 }
 
 /// Names this process's workers in lease records: host and pid.

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod repo;
 pub mod repo_goal;
 pub mod repo_parse;
+pub mod retention;
 pub mod server;
 
 pub use repo_parse::{ConfigError, ConfigErrors, check_config_file, parse_repo_config};

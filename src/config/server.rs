@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::agents::Agents;
+use super::retention::{FileRetention, RetentionConfig};
 use crate::agent::confine::{ConfineError, Confinement, SandboxConfig};
 use crate::agent::process::BaseEnv;
 use crate::cli::Settings;
@@ -106,6 +107,8 @@ struct FileConfig {
     sandbox: SandboxConfig,
     #[serde(default)]
     http: FileHttp,
+    #[serde(default)]
+    retention: FileRetention,
 }
 
 /// GitHub settings.
@@ -197,7 +200,7 @@ pub struct ServerConfig {
     pub llm: Option<LlmConfig>,
     pub agents: Agents,
     pub queue: QueueConfig,
-    pub retention: Duration,
+    pub retention: RetentionConfig,
     pub data_dir: PathBuf,
     pub limits: Limits,
     /// `[sandbox]`, with closer's own files added to `hide`.
@@ -299,7 +302,6 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
         return Err(ConfigError::Invalid(problem));
     }
     check_agents(&file.agents)?;
-    let retention_days = s.retention_days.or(file.retention_days);
     let progress = bounded(
         "progress_interval_secs",
         file.progress_interval_secs,
@@ -329,17 +331,17 @@ fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> 
         llm,
         agents: file.agents,
         queue,
-        retention: days(bounded("retention_days", retention_days, 14, 1, 36_500)?),
+        retention: RetentionConfig::resolve(
+            &file.retention,
+            s.retention_days,
+            file.retention_days,
+        )?,
         data_dir,
         limits: resolve_limits(file.limits)?,
         sandbox,
         progress_every: (progress > 0).then(|| Duration::from_secs(progress)),
         http: resolve_http(&file.http)?,
     })
-}
-
-fn days(n: u64) -> Duration {
-    Duration::from_secs(86_400 * n)
 }
 
 /// A number from the configuration, `default` when unset, refused with a

@@ -22,49 +22,92 @@ pub struct TooManyLines {
 }
 
 /// The added lines of `git diff` output (any context size), at most
-/// `max_lines` of them.
+/// `max_lines` of them. Inside a hunk its header's line counts decide what
+/// a line is, so an added line that reads `++ x` (shown as `+++ x`) is an
+/// added line, not a file header.
 pub fn parse_added(unified: &str, max_lines: usize) -> Result<Vec<AddedLine>, TooManyLines> {
     let mut out = Vec::new();
     let mut path: Option<String> = None;
-    let mut next_line: u32 = 0;
-    let mut in_hunk = false;
+    let mut hunk: Option<Hunk> = None;
     for line in unified.lines() {
-        if line.starts_with("diff --git ") {
+        if let (Some(h), Some(p)) = (hunk.as_mut().filter(|h| h.open()), &path)
+            && h.take(line, p, &mut out)
+        {
+            if out.len() > max_lines {
+                return Err(TooManyLines { limit: max_lines });
+            }
+            continue;
+        }
+        hunk = None;
+        if line.starts_with("diff --git ") || line.starts_with("GIT binary patch") {
             path = None;
-            in_hunk = false;
         } else if let Some(p) = line.strip_prefix("+++ ") {
             path = p.strip_prefix("b/").map(str::to_owned);
-            in_hunk = false;
-        } else if line.starts_with("GIT binary patch") {
-            in_hunk = false;
-            path = None;
         } else if let Some(header) = line.strip_prefix("@@ ") {
-            next_line = header
-                .split_whitespace()
-                .find_map(|part| part.strip_prefix('+'))
-                .and_then(|range| range.split(',').next())
-                .and_then(|start| start.parse().ok())
-                .unwrap_or(0);
-            in_hunk = path.is_some();
-        } else if in_hunk {
-            if let Some(text) = line.strip_prefix('+') {
-                if let Some(p) = &path {
-                    if out.len() == max_lines {
-                        return Err(TooManyLines { limit: max_lines });
-                    }
-                    out.push(AddedLine {
-                        path: p.clone(),
-                        line: next_line,
-                        text: text.to_owned(),
-                    });
-                }
-                next_line = next_line.saturating_add(1);
-            } else if line.starts_with(' ') {
-                next_line = next_line.saturating_add(1);
-            }
+            hunk = Hunk::from_header(header);
         }
     }
     Ok(out)
+}
+
+/// Where the parser is inside a hunk: the next new line's number, and how
+/// many old and new lines the hunk's header says are still to come.
+struct Hunk {
+    next_line: u32,
+    old_left: u64,
+    new_left: u64,
+}
+
+impl Hunk {
+    /// From `-a,b +c,d @@ …` (a missing count is 1).
+    fn from_header(header: &str) -> Option<Hunk> {
+        let range = |prefix: char| {
+            let part = header
+                .split_whitespace()
+                .find_map(|p| p.strip_prefix(prefix))?;
+            let (start, count) = part.split_once(',').unwrap_or((part, "1"));
+            Some((start.parse::<u32>().ok()?, count.parse::<u64>().ok()?))
+        };
+        let (_, old_left) = range('-')?;
+        let (next_line, new_left) = range('+')?;
+        Some(Hunk {
+            next_line,
+            old_left,
+            new_left,
+        })
+    }
+
+    fn open(&self) -> bool {
+        self.old_left > 0 || self.new_left > 0
+    }
+
+    /// Reads one line of the hunk; `false` when the line is not one (the
+    /// hunk ended early: the diff was cut or its counts are wrong).
+    fn take(&mut self, line: &str, path: &str, out: &mut Vec<AddedLine>) -> bool {
+        match line.as_bytes().first() {
+            Some(b'+') => {
+                out.push(AddedLine {
+                    path: path.to_owned(),
+                    line: self.next_line,
+                    text: line[1..].to_owned(),
+                });
+                self.new_left = self.new_left.saturating_sub(1);
+                self.next_line = self.next_line.saturating_add(1);
+            }
+            Some(b'-') => self.old_left = self.old_left.saturating_sub(1),
+            // A context line; an empty one is a context line whose space
+            // an editor or a mail client stripped.
+            Some(b' ') | None => {
+                self.old_left = self.old_left.saturating_sub(1);
+                self.new_left = self.new_left.saturating_sub(1);
+                self.next_line = self.next_line.saturating_add(1);
+            }
+            // `\ No newline at end of file`
+            Some(b'\\') => {}
+            Some(_) => return false,
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -85,5 +128,39 @@ mod tests {
         );
         assert_eq!(parse_added(diff, 1), Err(TooManyLines { limit: 1 }));
         assert_eq!(parse_added(diff, 2).unwrap().len(), 2);
+    }
+
+    /// Found by the fuzz target `diff` (tests/fuzz): a hunk that starts at
+    /// the last line number a `u32` holds overflowed the counter.
+    #[test]
+    fn a_hunk_at_the_largest_line_number_does_not_overflow() {
+        let diff = "+++ b/x\n@@ -1 +4294967295,3 @@\n+a\n b\n+c\n";
+        let added = parse_added(diff, usize::MAX).unwrap();
+        let lines: Vec<u32> = added.iter().map(|a| a.line).collect();
+        assert_eq!(lines, [u32::MAX, u32::MAX]);
+    }
+
+    /// Found by the fuzz target `secrets` (tests/fuzz): an added line that
+    /// begins with `++ ` reads `+++ ` in the diff, and was taken for a file
+    /// header, so a credential on it went unscanned.
+    #[test]
+    fn an_added_line_that_looks_like_a_file_header_is_an_added_line() {
+        let diff =
+            "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -0,0 +1,2 @@\n+a\n+++ token\n";
+        let added = parse_added(diff, usize::MAX).unwrap();
+        let got: Vec<(&str, u32, &str)> = added
+            .iter()
+            .map(|a| (a.path.as_str(), a.line, a.text.as_str()))
+            .collect();
+        assert_eq!(got, [(".env", 1, "a"), (".env", 2, "++ token")]);
+        // The control: after the hunk's two lines, the same text is a header.
+        let next = format!("{diff}diff --git a/b b/b\n--- a/b\n+++ b/b\n@@ -0,0 +1 @@\n+x\n");
+        assert_eq!(
+            parse_added(&next, usize::MAX)
+                .unwrap()
+                .last()
+                .map(|a| a.path.as_str()),
+            Some("b")
+        );
     }
 }

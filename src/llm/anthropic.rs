@@ -81,7 +81,7 @@ impl LlmClient for AnthropicClient {
 }
 
 /// Reads a Messages API answer: the `tool_use` block named `tool`.
-fn parse_answer(answer: &Value, tool: &str) -> Result<LlmAnswer, LlmError> {
+pub fn parse_answer(answer: &Value, tool: &str) -> Result<LlmAnswer, LlmError> {
     let usage = Usage {
         input_tokens: answer
             .pointer("/usage/input_tokens")

@@ -85,7 +85,7 @@ impl LlmClient for OpenAiClient {
 }
 
 /// Reads a chat-completions answer.
-fn parse_answer(answer: &Value) -> Result<LlmAnswer, LlmError> {
+pub fn parse_answer(answer: &Value) -> Result<LlmAnswer, LlmError> {
     let usage = Usage {
         input_tokens: answer
             .pointer("/usage/prompt_tokens")

@@ -88,7 +88,8 @@ pub fn encode_payload(raw: &[u8]) -> (Vec<u8>, PayloadEncoding) {
     }
 }
 
-fn decode_payload(stored: Vec<u8>, encoding: PayloadEncoding) -> Result<Vec<u8>, StoreError> {
+/// The stored payload back as it arrived.
+pub fn decode_payload(stored: Vec<u8>, encoding: PayloadEncoding) -> Result<Vec<u8>, StoreError> {
     match encoding {
         PayloadEncoding::Identity => Ok(stored),
         PayloadEncoding::Zstd => zstd::stream::decode_all(stored.as_slice())
@@ -168,5 +169,21 @@ pub async fn prune(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
             .bind(before)
             .execute(pool)
             .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes deliveries received before `before` that are still `received`
+/// but have no job left to handle them (it died and was pruned, or was
+/// never made): nothing will ever mark them handled.
+pub async fn prune_orphaned(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM deliveries WHERE status = 'received' AND received_at < $1 \
+         AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.kind = 'delivery' \
+         AND jobs.state IN ('queued', 'leased') \
+         AND jobs.payload = '{\"delivery_id\":\"' || deliveries.delivery_id || '\"}')",
+    )
+    .bind(before)
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected())
 }

@@ -70,6 +70,15 @@ pub async fn list(pool: &AnyPool) -> Result<Vec<RecordedWrite>, StoreError> {
         .collect()
 }
 
+/// Deletes the writes recorded before `before`.
+pub async fn prune(pool: &AnyPool, before: i64) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM dry_run_writes WHERE recorded_at < $1")
+        .bind(before)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -404,6 +404,16 @@ pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(JobState, i64)>, Stor
         .collect()
 }
 
+/// Deletes dead-lettered jobs that died before `before` (kept until then
+/// for the operator to inspect and requeue).
+pub async fn prune_dead(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM jobs WHERE state = 'dead' AND finished_at < $1")
+        .bind(before)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
 /// Deletes finished (`done`) jobs older than `before`.
 pub async fn prune_done(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
     let done = sqlx::query("DELETE FROM jobs WHERE state = 'done' AND finished_at < $1")

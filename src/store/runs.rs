@@ -395,6 +395,22 @@ pub async fn iterations(pool: &AnyPool, run_id: &RunId) -> Result<Vec<IterationR
         .collect()
 }
 
+/// Empties the prompts and agent output (the bulk: up to 10 MiB each) of
+/// the iterations of runs that ended (done, failed or stopped) and were last
+/// updated before `before`. The judgments, which a retried run and the
+/// status comment build on, are kept; so is everything of an open run.
+pub async fn prune_output(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE iterations SET prompt = '', agent = NULL \
+         WHERE (prompt <> '' OR agent IS NOT NULL) AND run_id IN \
+         (SELECT id FROM runs WHERE state IN ('done', 'failed', 'stopped') AND updated_at < $1)",
+    )
+    .bind(before)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// A maintainer's reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageRow {

@@ -30,6 +30,7 @@ mod question_corpus;
 mod question_corpus_real;
 mod queue;
 mod repo_config;
+mod retention;
 mod retry_permission;
 mod security;
 mod store;

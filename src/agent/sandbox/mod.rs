@@ -16,6 +16,7 @@ pub mod branch;
 pub mod commit;
 pub mod git;
 pub mod lock;
+pub mod prune;
 pub mod verified;
 
 use std::path::{Path, PathBuf};

@@ -252,7 +252,7 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// A small JSONPath subset: `$.a.b[0].c` (also `a.b`, `$['a']`).
-pub(crate) fn json_path_get<'v>(
+pub fn json_path_get<'v>(
     value: &'v serde_json::Value,
     path: &str,
 ) -> Option<&'v serde_json::Value> {

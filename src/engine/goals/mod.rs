@@ -10,6 +10,8 @@ mod files;
 mod http;
 mod sandbox;
 
+pub use http::json_path_get;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -52,6 +52,7 @@ pub use data::{IterationRecord, RunData};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
+pub use workspace::Workspace;
 
 use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;

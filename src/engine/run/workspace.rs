@@ -12,6 +12,7 @@ use super::{EngineError, other};
 use crate::agent::adapter::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
+use crate::agent::sandbox::prune::entries;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
 use crate::model::RunId;
@@ -185,6 +186,22 @@ impl Workspace {
                 .await
                 .map_err(other),
         }
+    }
+
+    /// Every directory a run has under the data directory (its worktrees,
+    /// prompt files and HOME), with the run's id: what the retention task
+    /// removes once the run has ended.
+    pub async fn run_dirs(&self) -> Vec<(PathBuf, String)> {
+        let mut dirs = self.sandbox.worktree_dirs().await;
+        for root in [&self.scratch, &self.homes] {
+            for path in entries(root).await {
+                if let Some(run) = path.file_name().and_then(|n| n.to_str()) {
+                    let run = run.to_owned();
+                    dirs.push((path, run));
+                }
+            }
+        }
+        dirs
     }
 
     /// Removes the HOMEs of runs not used for longer than `keep` (their

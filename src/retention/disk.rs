@@ -1,0 +1,106 @@
+//! The retention task's files: the directories of ended runs, unused
+//! mirrors, and the data directory's size against its budget.
+
+use std::path::Path;
+
+use super::Retention;
+use crate::agent::sandbox::prune::remove_tree;
+use crate::store::runs;
+
+impl Retention {
+    /// Removes the worktrees, prompt files and HOMEs of runs that ended
+    /// before the cutoff (or, with no run row, whose directory is that
+    /// old). The run's state is read again right before its directory
+    /// goes: a run retried meanwhile keeps it.
+    pub(super) async fn prune_run_dirs(&self) -> u64 {
+        let cutoff = self.cutoff(self.config.run_files);
+        let mut removed = 0;
+        for (path, run_id) in self.workspace.run_dirs().await {
+            if !self.run_ended_before(&path, &run_id, cutoff).await {
+                continue;
+            }
+            match remove_tree(&path).await {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "run directory not removed")
+                }
+            }
+        }
+        removed
+    }
+
+    /// Whether the run owning `path` has ended and was last updated before
+    /// `cutoff`. An unreadable run is treated as open.
+    async fn run_ended_before(&self, path: &Path, run_id: &str, cutoff: i64) -> bool {
+        let id = crate::model::RunId::from_stored(run_id);
+        match runs::get(self.store.pool(), &id).await {
+            Ok(Some(run)) => run.state.is_final() && run.updated_at < cutoff,
+            Ok(None) => modified_ms(path).await.is_some_and(|t| t < cutoff),
+            Err(e) => {
+                tracing::warn!(run = run_id, error = %e, "run unreadable; its files are kept");
+                false
+            }
+        }
+    }
+
+    /// Removes mirrors unused for longer than `mirrors_unused`; never one a
+    /// worktree (an open run's, or one not yet pruned) is registered in.
+    pub(super) async fn prune_mirrors(&self) -> u64 {
+        let unused_before = self.file_cutoff(self.config.mirrors_unused);
+        let sandbox = self.workspace.sandbox();
+        let mut removed = 0;
+        for mirror in sandbox.mirror_dirs().await {
+            match sandbox.prune_mirror(&mirror, unused_before).await {
+                Ok(true) => removed += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(mirror = %mirror.display(), error = %e, "mirror not pruned")
+                }
+            }
+        }
+        removed
+    }
+
+    /// Measures the data directory, exports its size and budget, and warns
+    /// when the size is over the budget.
+    pub(super) async fn check_budget(&self) -> u64 {
+        let dir = self.data_dir.clone();
+        let bytes = tokio::task::spawn_blocking(move || dir_size(&dir))
+            .await
+            .unwrap_or(0);
+        metrics::gauge!("closer_data_dir_bytes").set(bytes as f64);
+        if let Some(budget) = self.config.disk_budget_bytes {
+            metrics::gauge!("closer_data_dir_budget_bytes").set(budget as f64);
+            if bytes > budget {
+                tracing::warn!(
+                    data_dir = %self.data_dir.display(),
+                    bytes,
+                    budget,
+                    "the data directory is over its disk budget; lower the [retention] ages or raise disk_budget_mb"
+                );
+            }
+        }
+        bytes
+    }
+}
+
+/// The bytes the files under `path` take (symbolic links not followed; a
+/// file that vanishes while being counted counts as nothing).
+pub fn dir_size(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|listing| listing.flatten().map(|e| dir_size(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+/// A path's modification time on the store's scale (ms since the epoch).
+async fn modified_ms(path: &Path) -> Option<i64> {
+    let modified = tokio::fs::metadata(path).await.ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_millis() as i64)
+}

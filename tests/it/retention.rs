@@ -1,0 +1,416 @@
+//! The retention task: what it prunes after each age, and the controls —
+//! an open run's rows and files, young rows and a delivery whose job is
+//! still queued all survive. Time moves on the store's manual clock (file
+//! ages are read against it too); the same tests run on PostgreSQL.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
+use closer::config::retention::RetentionConfig;
+use closer::engine::run::Workspace;
+use closer::model::{
+    CompletionType, DeliveryStatus, InstallationId, IssueNumber, JobKind, JobState, Phase,
+    RepoName, Run, RunId, RunState, Stage,
+};
+use closer::retention::Retention;
+use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
+use closer::store::jobs::{self, NewJob};
+use closer::store::writer::IntakeWriter;
+use closer::store::{Store, dry_run, runs};
+
+use crate::support::app::TestApp;
+use crate::support::db::{TestDb, manual_clock};
+use crate::support::fixture_for_installation;
+use crate::support::git::Origin;
+
+const DAY: i64 = 86_400_000;
+
+/// A run of `state`, last updated at `updated_at`, with one iteration
+/// holding a prompt and agent output.
+async fn a_run(store: &Store, id: &str, issue: u64, state: RunState, updated_at: i64) {
+    let run = Run {
+        id: RunId::from_stored(id),
+        installation_id: InstallationId(1),
+        repository: RepoName::new("octo", "calc"),
+        issue_number: IssueNumber(issue),
+        state,
+        phase: Phase::Processing,
+        completion_type: CompletionType::Issue,
+        task_type: None,
+        stage: Stage::Normal,
+        iteration: 1,
+        max_iterations: 10,
+        branch: format!("closer/issue-{issue}"),
+        base_commit: None,
+        clone_url: None,
+        default_branch: None,
+        pull_request: None,
+        status_comment_id: None,
+        tokens_used: 0,
+        cost_usd: 0.0,
+        outcome: None,
+        data: "{}".into(),
+        created_at: updated_at,
+        updated_at,
+    };
+    runs::insert_or_get(store.pool(), &run).await.unwrap();
+    let id = RunId::from_stored(id);
+    runs::start_iteration(store.pool(), &id, 1, "the whole prompt", updated_at)
+        .await
+        .unwrap();
+    runs::finish_iteration(
+        store.pool(),
+        &id,
+        1,
+        r#"{"message":"10 MiB of output"}"#,
+        r#"{"kept":true}"#,
+        closer::model::IterationEnd::Incomplete,
+        updated_at,
+    )
+    .await
+    .unwrap();
+}
+
+/// Whether the run's iteration still holds its prompt and agent output,
+/// and its judgment.
+async fn output_of(store: &Store, id: &str) -> (bool, bool) {
+    let rows = runs::iterations(store.pool(), &RunId::from_stored(id))
+        .await
+        .unwrap();
+    let i = &rows[0];
+    (
+        !i.prompt.is_empty() && i.agent.is_some(),
+        i.judgment.is_some(),
+    )
+}
+
+/// A delivery received at `at` with its job queued, as the intake stores it.
+fn delivery(id: &str, at: i64) -> NewDelivery {
+    NewDelivery {
+        delivery_id: id.to_owned(),
+        event: "issues".to_owned(),
+        action: Some("opened".to_owned()),
+        installation_id: None,
+        repository: None,
+        payload: b"{}".to_vec(),
+        encoding: PayloadEncoding::Identity,
+        received_at: at,
+        status: DeliveryStatus::Received,
+        only_with_work: None,
+        job: Some(NewJob {
+            kind: JobKind::Delivery,
+            key: format!("delivery:{id}"),
+            payload: serde_json::json!({ "delivery_id": id }).to_string(),
+            max_attempts: 3,
+            run_at: at,
+        }),
+    }
+}
+
+fn workspace(data_dir: &Path) -> Workspace {
+    Workspace::new(data_dir, &BaseEnv::from_process())
+}
+
+/// At day 100: ended runs old and young, an old open run, deliveries
+/// whose jobs died long ago, recently or never, and dry-run writes old and
+/// young.
+async fn seed_rows(store: &Store) {
+    a_run(store, "r-old-done", 1, RunState::Done, 60 * DAY).await;
+    a_run(store, "r-old-stopped", 2, RunState::Stopped, 60 * DAY).await;
+    a_run(store, "r-young-failed", 3, RunState::Failed, 95 * DAY).await;
+    // Awaiting a reply for two months: open, so nothing of it goes.
+    a_run(store, "r-old-open", 4, RunState::AwaitingResponse, 40 * DAY).await;
+
+    let (writer, _task) = IntakeWriter::spawn(store.clone(), 16).expect("intake writer");
+    for (id, age) in [("orphan", 40), ("queued-long", 40), ("young-orphan", 5)] {
+        writer
+            .submit(delivery(id, (100 - age) * DAY))
+            .await
+            .unwrap();
+    }
+    // The orphans' jobs died (one long ago); "queued-long" still waits.
+    for (id, died) in [("orphan", 50 * DAY), ("young-orphan", 96 * DAY)] {
+        sqlx::query("UPDATE jobs SET state = 'dead', finished_at = $1 WHERE job_key = $2")
+            .bind(died)
+            .bind(format!("delivery:{id}"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    for (at, path) in [(80 * DAY, "/old"), (99 * DAY, "/young")] {
+        sqlx::query(
+            "INSERT INTO dry_run_writes (recorded_at, method, path) VALUES ($1, 'POST', $2)",
+        )
+        .bind(at)
+        .bind(path)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_open_and_young_ones_kept()
+ {
+    let db = TestDb::new("retention_rows").await;
+    let (_clock, shared) = manual_clock(100 * DAY);
+    let store = db.store_with_clock(shared).await;
+    seed_rows(&store).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        RetentionConfig::default(),
+    );
+    let pruned = retention.prune_once().await;
+
+    assert_eq!(pruned.run_outputs, 2, "{pruned:?}");
+    for id in ["r-old-done", "r-old-stopped"] {
+        assert_eq!(
+            output_of(&store, id).await,
+            (false, true),
+            "{id}: output gone, judgment kept"
+        );
+        assert!(
+            runs::get(store.pool(), &RunId::from_stored(id))
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    for id in ["r-young-failed", "r-old-open"] {
+        assert_eq!(
+            output_of(&store, id).await,
+            (true, true),
+            "{id} is kept whole"
+        );
+    }
+    assert_eq!(
+        (pruned.dead_jobs, pruned.orphaned_deliveries),
+        (1, 1),
+        "{pruned:?}"
+    );
+    assert!(
+        deliveries::get(store.pool(), "orphan")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    for kept in ["queued-long", "young-orphan"] {
+        assert!(
+            deliveries::get(store.pool(), kept).await.unwrap().is_some(),
+            "{kept}"
+        );
+    }
+    assert_eq!(pruned.dry_run_writes, 1);
+    let left: Vec<String> = dry_run::list(store.pool())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.path)
+        .collect();
+    assert_eq!(left, ["/young"]);
+    let dead_left = jobs::depth_by_state(store.pool()).await.unwrap();
+    assert!(
+        dead_left
+            .iter()
+            .any(|(s, n)| *s == JobState::Dead && *n == 1),
+        "the young dead job is kept: {dead_left:?}"
+    );
+
+    // A second pass finds nothing more.
+    let again = retention.prune_once().await;
+    assert_eq!(
+        again.run_outputs + again.dead_jobs + again.orphaned_deliveries,
+        0
+    );
+}
+
+/// A sandbox on `data_dir`, laid out as the engine's workspace lays it out.
+fn sandbox(data_dir: &Path) -> Sandbox {
+    Sandbox::new(SandboxOptions {
+        root: data_dir.join("sandbox"),
+        base_env: BaseEnv::from_process(),
+        git_timeout: Duration::from_secs(60),
+        committer_name: "closer".into(),
+        committer_email: "closer@localhost".into(),
+    })
+}
+
+fn source(origin: &Origin) -> RepoSource {
+    RepoSource {
+        url: origin.url.clone(),
+        token: None,
+        default_branch: Some("main".into()),
+    }
+}
+
+/// The run's prompt-file directory and HOME, as the engine makes them.
+fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 2] {
+    let dirs = [
+        data_dir.join("scratch").join(run),
+        data_dir.join("homes").join(run),
+    ];
+    for dir in &dirs {
+        std::fs::create_dir_all(dir.join("inner")).unwrap();
+        std::fs::write(dir.join("inner/file"), "x").unwrap();
+    }
+    dirs
+}
+
+#[tokio::test]
+async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
+    let db = TestDb::new("retention_files").await;
+    let now = closer::clock::system().now_ms();
+    let (clock, shared) = manual_clock(now);
+    let store = db.store_with_clock(shared).await;
+    let data = tempfile::tempdir().unwrap();
+    let (open_origin, ended_origin) = (
+        Origin::with_files(&[("a", "1")]),
+        Origin::with_files(&[("b", "2")]),
+    );
+    let sandbox = sandbox(data.path());
+    let open = sandbox
+        .prepare(&source(&open_origin), 1, "r-open", None)
+        .await
+        .unwrap();
+    let ended = sandbox
+        .prepare(&source(&ended_origin), 2, "r-ended", None)
+        .await
+        .unwrap();
+    a_run(&store, "r-open", 1, RunState::Running, now).await;
+    a_run(&store, "r-ended", 2, RunState::Failed, now).await;
+    let open_files = run_files(data.path(), "r-open");
+    let ended_files = run_files(data.path(), "r-ended");
+    // Read-only directories, as Go's module cache leaves them.
+    let locked = ended.path.join("locked");
+    std::fs::create_dir_all(locked.join("deep")).unwrap();
+    std::fs::write(locked.join("deep/f"), "x").unwrap();
+    set_mode(&locked.join("deep"), 0o555);
+    set_mode(&locked, 0o555);
+    let config = RetentionConfig {
+        disk_budget_bytes: Some(1),
+        ..RetentionConfig::default()
+    };
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        config,
+    );
+
+    // The recorder `closer serve` installs at start.
+    let metrics = closer::server::metrics::handle();
+
+    // Three days on: the failed run may still be retried; nothing goes.
+    clock.set(now + 3 * DAY);
+    let young = retention.prune_once().await;
+    assert_eq!((young.run_dirs, young.mirrors), (0, 0), "{young:?}");
+    assert!(ended.path.exists() && ended.mirror.exists());
+    assert!(young.data_dir_bytes > 1, "the size is measured: {young:?}");
+    let metrics = metrics.render();
+    assert!(metrics.contains("closer_data_dir_bytes"), "{metrics}");
+    assert!(
+        metrics.contains("closer_data_dir_budget_bytes 1"),
+        "{metrics}"
+    );
+
+    // Forty days on: the ended run's worktree, prompt files and HOME go,
+    // and with its worktree gone its mirror is unused; the open run's
+    // worktree, files and mirror stay, however old.
+    clock.set(now + 40 * DAY);
+    let old = retention.prune_once().await;
+    assert_eq!((old.run_dirs, old.mirrors), (3, 1), "{old:?}");
+    assert!(!ended.path.exists() && !ended.mirror.exists());
+    assert!(ended_files.iter().all(|d| !d.exists()));
+    assert!(
+        open.path.join("a").exists(),
+        "the open run's worktree is kept"
+    );
+    assert!(
+        open.mirror.join("HEAD").exists(),
+        "the open run's mirror is kept"
+    );
+    assert!(open_files.iter().all(|d| d.exists()));
+
+    // The open run goes on in its worktree: the mirror still knows it.
+    let again = sandbox
+        .prepare(&source(&open_origin), 1, "r-open", None)
+        .await
+        .unwrap();
+    assert_eq!(again.path, open.path);
+    assert!(
+        data.path()
+            .join("sandbox/worktrees")
+            .read_dir()
+            .unwrap()
+            .count()
+            == 1
+    );
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The intake's own delivery job is what keeps a waiting delivery: a
+/// delivery stored through `POST /webhooks`, made old, survives while its
+/// job is queued, and goes once the job died long ago (the control).
+#[tokio::test]
+async fn a_delivery_from_the_intake_is_kept_while_its_job_waits() {
+    let mut app = TestApp::start(TestDb::new("retention_intake").await).await;
+    let body = fixture_for_installation("issues.opened.json", 42);
+    assert_eq!(
+        app.deliver("issues", "d-waiting", &body).await,
+        StatusCode::ACCEPTED
+    );
+    app.settled(1).await;
+    let store = app.store.clone();
+    let sql = |q: &'static str| sqlx::query(q).execute(store.pool());
+    sql("UPDATE deliveries SET status = 'received', received_at = 0")
+        .await
+        .unwrap();
+    // Queued again, for a time no worker of the running app reaches.
+    sql("UPDATE jobs SET state = 'queued', finished_at = NULL, run_at = 9000000000000000")
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        RetentionConfig::default(),
+    );
+
+    assert_eq!(retention.prune_once().await.orphaned_deliveries, 0);
+    assert!(
+        deliveries::get(store.pool(), "d-waiting")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    sql("UPDATE jobs SET state = 'dead', finished_at = 0")
+        .await
+        .unwrap();
+    let pruned = retention.prune_once().await;
+    assert_eq!(
+        (pruned.dead_jobs, pruned.orphaned_deliveries),
+        (1, 1),
+        "{pruned:?}"
+    );
+    assert!(
+        deliveries::get(store.pool(), "d-waiting")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    app.stop().await;
+}
