@@ -680,11 +680,11 @@ mod tests {
             ),
             (
                 "retention_days = 18446744073709551615",
-                "retention_days must be between 1 and 36500",
+                "retention.deliveries_days must be from 1 to 3650 days",
             ),
             (
                 "retention_days = 0",
-                "retention_days must be between 1 and 36500, got 0",
+                "retention.deliveries_days must be from 1 to 3650 days, got 0",
             ),
             (
                 "progress_interval_secs = 999999999",
@@ -751,7 +751,7 @@ mod tests {
         }
         // Control: the bounds themselves are accepted.
         let file = parse(
-            "workers = 256\nretention_days = 36500\n[queue]\nlease_secs = 86400\nmax_attempts = 100\n\
+            "workers = 256\nretention_days = 3650\n[queue]\nlease_secs = 86400\nmax_attempts = 100\n\
              [http]\nmax_connections = 16\nbody_memory_mb = 25\nshutdown_grace_secs = 3600",
         );
         let config = resolve(&settings(), file).unwrap();
