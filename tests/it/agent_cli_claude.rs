@@ -229,58 +229,50 @@ async fn a_permission_the_operator_denies_is_named_in_the_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline() {
-    crate::support::agent_tools::twice("a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline", || async {
-        let _slot = crate::support::agent_tools::cli_slot().await;
-        let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("daemon.pid");
-        let daemon = format!(
-            "setsid sh -c 'echo $$ > {p}; exec sleep 300' > /dev/null 2>&1 & sleep 1; sleep 300",
-            p = pidfile.display()
-        );
-        let model = FakeModel::start(
-            Wire::Anthropic,
-            vec![Turn::tool(
-                "Bash",
-                json!({"command": daemon, "description": "serve", "timeout": 600000}),
-            )],
-        )
-        .await;
-        let Some(mut agent) = claude(&model, BTreeMap::new()) else {
-            return;
-        };
-        agent.timeout_secs = 10;
-        let mut s = python_story("claude-setsid", agent, ONE_ITERATION).await;
-        s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
-        let n = open_bug(&mut s).await;
-        s.idle().await;
+    crate::support::agent_tools::twice(
+        "a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            // Found by its command line: in the sandbox's PID namespace its `$$`
+            // means nothing out here.
+            let marker = crate::support::process::unique_sleep();
+            let daemon =
+                format!("setsid sh -c 'exec sleep {marker}' > /dev/null 2>&1 & sleep 1; sleep 300");
+            let model = FakeModel::start(
+                Wire::Anthropic,
+                vec![Turn::tool(
+                    "Bash",
+                    json!({"command": daemon, "description": "serve", "timeout": 600000}),
+                )],
+            )
+            .await;
+            let Some(mut agent) = claude(&model, BTreeMap::new()) else {
+                return;
+            };
+            agent.timeout_secs = 10;
+            let mut s = python_story("claude-setsid", agent, ONE_ITERATION).await;
+            s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
+            let n = open_bug(&mut s).await;
+            s.idle().await;
 
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .expect("the daemon started")
-            .trim()
-            .parse()
-            .unwrap();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let alive = !stat.is_empty()
-            && !stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z');
-        if alive {
-            // SAFETY: cleaning up the daemon this test caused.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        assert!(
-            !alive,
-            "the agent's setsid daemon outlived the iteration's deadline"
-        );
-        let status = s.status_comment(n).body;
-        assert!(
-            status.contains("the agent timed out after 10 s"),
-            "{status}"
-        );
-    })
+            let survivor = crate::support::process::process_with_argument(&marker)
+                .filter(|pid| crate::support::process::alive(*pid));
+            let alive = survivor.is_some();
+            if let Some(pid) = survivor {
+                // SAFETY: cleaning up the daemon this test caused.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            assert!(
+                !alive,
+                "the agent's setsid daemon outlived the iteration's deadline"
+            );
+            let status = s.status_comment(n).body;
+            assert!(
+                status.contains("the agent timed out after 10 s"),
+                "{status}"
+            );
+        },
+    )
     .await;
 }
 

@@ -66,7 +66,10 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     let mut a = Args::default();
     a.flags(&["--die-with-parent", "--unshare-user", "--unshare-pid"]);
     a.flags(&["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
-    a.flags(&["--disable-userns", "--hostname", "closer-sandbox"]);
+    // No `--disable-userns`: tools run sandboxes of their own (Codex its
+    // bundled bwrap), which need a user namespace. Nested, they gain no
+    // access: the masks are locked mounts a nested namespace cannot undo.
+    a.flags(&["--hostname", "closer-sandbox"]);
     if jail.network == Network::None {
         a.flags(&["--unshare-net"]);
     }

@@ -20,7 +20,8 @@
 //!   namespace and no UDP filtering: weaker than bwrap, and said so.
 //!
 //! Both drop every privilege: under bwrap the process is uid 65534 in its
-//! user namespace with no capability; under Landlock `no_new_privs` is set
+//! user namespace with no capability (it may nest namespaces of its own:
+//! the masks are locked mounts there); under Landlock `no_new_privs` is set
 //! and, when closer runs as root, every capability (bounding set included)
 //! is dropped. Resource limits ([`limits`]) apply under both, and under `none`.
 //!
