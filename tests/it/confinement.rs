@@ -141,6 +141,21 @@ async fn blocked_everywhere(install: &Install, kind: Kind, what: &str, script: &
     }
 }
 
+/// Each `script` succeeds in every sandbox: what a confined process must
+/// still be able to do.
+async fn allowed_in_every_sandbox(install: &Install, kind: Kind, what: &str, script: &str) {
+    let (_, confined) = backends(install);
+    for confinement in confined {
+        let out = install.probe(&confinement, kind, script).await;
+        assert!(
+            out.success(),
+            "{what} under {}: {}",
+            confinement.backend().name(),
+            out.tail(5)
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_agent_cannot_read_the_app_key_or_the_config() {
     let i = Install::new();
@@ -161,14 +176,9 @@ async fn the_agent_cannot_read_the_app_key_or_the_config() {
     )
     .await;
     // The directory itself stays visible: only closer's files are hidden.
-    let (_, confined) = backends(&i);
-    for c in confined {
-        let public = i.path("etc/closer/public.txt");
-        let out = i
-            .probe(&c, Kind::Agent, &format!("cat '{}'", public.display()))
-            .await;
-        assert!(out.success(), "{}: {}", c.backend().name(), out.tail(5));
-    }
+    let public = i.path("etc/closer/public.txt");
+    let read_public = format!("cat '{}'", public.display());
+    allowed_in_every_sandbox(&i, Kind::Agent, "reading a public file", &read_public).await;
 }
 
 #[tokio::test]
@@ -225,17 +235,8 @@ async fn the_agent_cannot_write_outside_its_worktree_and_home() {
     )
     .await;
     // Its own places are writable under every backend.
-    let (_, confined) = backends(&i);
-    for c in confined {
-        let out = i
-            .probe(
-                &c,
-                Kind::Agent,
-                "echo fixed > calc.py && echo x > \"$HOME/state\" && cat calc.py",
-            )
-            .await;
-        assert!(out.success(), "{}: {}", c.backend().name(), out.tail(5));
-    }
+    let own = "echo fixed > calc.py && echo x > \"$HOME/state\" && cat calc.py";
+    allowed_in_every_sandbox(&i, Kind::Agent, "writing its own places", own).await;
 }
 
 #[tokio::test]
@@ -252,16 +253,7 @@ async fn goals_have_no_network_while_agents_do() {
         "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=5)'"
     );
     blocked_everywhere(&i, Kind::Goal, "a goal connecting out", &connect).await;
-    let (_, confined) = backends(&i);
-    for c in confined {
-        let out = i.probe(&c, Kind::Agent, &connect).await;
-        assert!(
-            out.success(),
-            "agents reach their model under {}: {}",
-            c.backend().name(),
-            out.tail(5)
-        );
-    }
+    allowed_in_every_sandbox(&i, Kind::Agent, "an agent reaching its model", &connect).await;
 }
 
 #[tokio::test]
@@ -319,24 +311,11 @@ async fn a_daemon_left_behind_dies_with_the_sandbox() {
         assert!(out.success(), "{}", out.tail(5));
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
-            !running_with_argument(&marker),
+            crate::support::process::process_with_argument(&marker).is_none(),
             "a setsid daemon outlived the sandbox under {}",
             c.backend().name()
         );
     }
-}
-
-fn running_with_argument(argument: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
-            cmdline
-                .split(|b| *b == 0)
-                .any(|arg| arg == argument.as_bytes())
-        })
-    })
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::view::hidden_inside;
+use super::view::shows_nothing_hidden;
 use super::{Backend, Jail, Network};
 
 /// The user a sandboxed process is when closer runs as root.
@@ -93,12 +93,11 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     // The program's installation may sit in a hidden directory (a custom
     // handler closer copied from the base commit into its data directory):
     // it is shown after the masks, unless it would show something hidden.
-    for dir in jail
-        .view
-        .read_only
-        .iter()
-        .chain(program.iter().filter(|d| shows_nothing_hidden(jail, d)))
-    {
+    for dir in jail.view.read_only.iter().chain(
+        program
+            .iter()
+            .filter(|d| shows_nothing_hidden(d, jail.hidden())),
+    ) {
         a.bind("--ro-bind", dir);
     }
     for dir in &jail.view.read_write {
@@ -114,12 +113,6 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     a.path("--chdir", cwd);
     a.flags(&["--"]);
     a.0
-}
-
-/// True when `dir` neither is nor contains one of closer's hidden paths.
-pub fn shows_nothing_hidden(jail: &Jail, dir: &Path) -> bool {
-    let hidden = jail.hidden();
-    hidden_inside(dir, hidden).is_empty() && !hidden.iter().any(|h| h == dir)
 }
 
 #[derive(Default)]

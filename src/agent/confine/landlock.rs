@@ -14,8 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::bwrap::shows_nothing_hidden;
-use super::view::{hidden_inside, is_hidden};
+use super::view::{hidden_inside, is_hidden, shows_nothing_hidden};
 use super::{Backend, Jail, Network};
 
 /// The first ABI that filters TCP.
@@ -145,7 +144,7 @@ impl Ruleset {
         for dir in jail.shared_read_only() {
             ruleset.allow(dir, READ, hidden)?;
         }
-        for dir in program.iter().filter(|d| shows_nothing_hidden(jail, d)) {
+        for dir in program.iter().filter(|d| shows_nothing_hidden(d, hidden)) {
             ruleset.add(dir, READ)?;
         }
         ruleset.allow(Path::new("/proc"), READ_FILE | READ_DIR, hidden)?;

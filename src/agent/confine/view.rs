@@ -105,6 +105,12 @@ pub fn hidden_inside<'a>(dir: &Path, hidden: &'a [PathBuf]) -> Vec<&'a Path> {
         .collect()
 }
 
+/// True when `dir` neither is nor contains a hidden path: a directory that
+/// may be shown after closer's masks.
+pub fn shows_nothing_hidden(dir: &Path, hidden: &[PathBuf]) -> bool {
+    hidden_inside(dir, hidden).is_empty() && !hidden.iter().any(|h| h == dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
