@@ -24,7 +24,7 @@ use crate::config::repo::CompletionType;
 use crate::engine::artifacts::Artifacts;
 use crate::engine::baseline::Baseline;
 use crate::engine::completion_check::{CompletionCheck, PreviousCheck};
-use crate::engine::convergence::CheckId;
+use crate::engine::convergence::{CheckId, ConvergenceState};
 use crate::engine::evidence;
 use crate::engine::goal_outcome::GoalOutcome;
 use crate::engine::handlers::{
@@ -295,6 +295,33 @@ impl Engine {
         ctx: &mut RunContext,
         iteration: &Iteration,
     ) -> Result<IterationVerification, EngineError> {
+        let mut state = ctx.data.convergence.clone();
+        let verification = self.check_head(ctx, iteration, &mut state).await?;
+        ctx.data.convergence = state;
+        let store = self.runs.store();
+        let run_id = ctx.run.id.as_str();
+        let convergence = &ctx.data.convergence;
+        evidence::save_iteration(
+            store.pool(),
+            run_id,
+            &verification,
+            convergence,
+            store.now_ms(),
+        )
+        .await?;
+        ctx.run.stage = ctx.data.convergence.stage;
+        Ok(verification)
+    }
+
+    /// The checks at the iteration's head against the run's baseline, with
+    /// the reproduction, concluded with `state` (the run's convergence
+    /// history, or a copy when the check is not one of the agent's).
+    pub(super) async fn check_head(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        state: &mut ConvergenceState,
+    ) -> Result<IterationVerification, EngineError> {
         let baseline = ctx
             .data
             .baseline
@@ -312,22 +339,7 @@ impl Engine {
         let found = verify::evaluate(verify).await.map_err(other)?;
         let reproduction = self.reproduce(ctx, iteration, &baseline, &found).await?;
         let check = CheckId::generate(&mut fastrand::Rng::new());
-        let (state, n) = (&mut ctx.data.convergence, iteration.n);
-        let verification =
-            verify::conclude(verify, found, reproduction, state, n, check).map_err(other)?;
-        let store = self.runs.store();
-        let run_id = ctx.run.id.as_str();
-        let convergence = &ctx.data.convergence;
-        evidence::save_iteration(
-            store.pool(),
-            run_id,
-            &verification,
-            convergence,
-            store.now_ms(),
-        )
-        .await?;
-        ctx.run.stage = ctx.data.convergence.stage;
-        Ok(verification)
+        verify::conclude(verify, found, reproduction, state, iteration.n, check).map_err(other)
     }
 
     /// The completion check on the agent's report and the goal results. An

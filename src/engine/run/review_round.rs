@@ -10,12 +10,9 @@
 
 use super::context::RunContext;
 use super::failure::RunFailure;
-use super::{Engine, EngineError, Step, other};
+use super::{Engine, EngineError, Step};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::branch::BranchSync;
-use crate::engine::baseline::Baseline;
-use crate::engine::convergence::CheckId;
-use crate::engine::verify::{self, VerifyContext};
 use crate::github::PullState;
 use crate::model::{IssueNumber, RunState};
 
@@ -143,29 +140,10 @@ impl Engine {
         self.workspace
             .follow_branch(ctx, &iteration.worktree)
             .await?;
-        let baseline = ctx
-            .data
-            .baseline
-            .clone()
-            .unwrap_or_else(|| Baseline::empty(&iteration.worktree.base_commit));
-        let verify = VerifyContext {
-            git: self.workspace.sandbox().git(),
-            worktree: &iteration.worktree,
-            repo: &ctx.config,
-            task: iteration.task,
-            acceptance: &[],
-            baseline: &baseline,
-            settings: self.checks.goals(),
-        };
-        let found = verify::evaluate(verify).await.map_err(other)?;
-        let reproduction = self.reproduce(ctx, &iteration, &baseline, &found).await?;
         // The run's convergence history is about the agent's iterations:
         // this check is not one of them.
         let mut state = ctx.data.convergence.clone();
-        let check = CheckId::generate(&mut fastrand::Rng::new());
-        let verification =
-            verify::conclude(verify, found, reproduction, &mut state, iteration.n, check)
-                .map_err(other)?;
+        let verification = self.check_head(ctx, &iteration, &mut state).await?;
         self.workspace.clean_after_goals(&iteration.worktree).await;
         ctx.data.reverified = Some(verification);
         self.runs.save(ctx).await?;
