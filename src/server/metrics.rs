@@ -1,6 +1,12 @@
 //! Prometheus metrics. The recorder is process-global (the `metrics` crate's
 //! model); it is installed once, and `/metrics` renders it after refreshing
 //! the gauges that are read from the database (queue depth by state).
+//!
+//! A histogram keeps every sample recorded until the recorder's upkeep
+//! folds them into its buckets; `/metrics` does that too, but a closer
+//! nobody scrapes would hold every sample forever (8 bytes per job, per
+//! intake batch). A thread of the recorder's own runs the upkeep every
+//! [`UPKEEP_EVERY`].
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,6 +20,9 @@ use crate::model::{JobState, Named};
 use crate::store::jobs;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// How often recorded histogram samples are folded into their buckets.
+pub const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Buckets for every `*_seconds` histogram: 0.5 ms to 10 min.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -32,10 +41,28 @@ pub fn handle() -> PrometheusHandle {
             let handle = recorder.handle();
             // Another recorder may already be installed (a host program's);
             // then ours still renders whatever it was given.
-            let _ = metrics::set_global_recorder(recorder);
+            if metrics::set_global_recorder(recorder).is_ok() {
+                spawn_upkeep(handle.clone());
+            }
             handle
         })
         .clone()
+}
+
+/// The recorder's upkeep, for the life of the process (the recorder is
+/// process-global too).
+fn spawn_upkeep(handle: PrometheusHandle) {
+    let started = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_EVERY);
+                handle.run_upkeep();
+            }
+        });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "metrics upkeep not started; /metrics scrapes still drain histograms");
+    }
 }
 
 pub async fn render(State(state): State<Arc<AppState>>) -> impl IntoResponse {

@@ -69,13 +69,19 @@ impl PayloadEncoding {
     }
 }
 
-/// Compresses a payload for storage (zstd level 1: fast, ~5× on webhook JSON).
-/// Each thread keeps its compression context: creating one per payload cost
-/// more than compressing.
+/// zstd's level for stored payloads: one of its fast levels. On webhook
+/// JSON it compresses about 8× (level 1: 11×) at nearly twice level 1's
+/// speed; compression was the intake's largest cost after the signature
+/// check (docs/benchmarks.md, "Against Probot").
+const PAYLOAD_LEVEL: i32 = -3;
+
+/// Compresses a payload for storage (zstd at [`PAYLOAD_LEVEL`]; any level
+/// decodes the same way). Each thread keeps its compression context:
+/// creating one per payload cost more than compressing.
 pub fn encode_payload(raw: &[u8]) -> (Vec<u8>, PayloadEncoding) {
     thread_local! {
         static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            RefCell::new(zstd::bulk::Compressor::new(1).ok());
+            RefCell::new(zstd::bulk::Compressor::new(PAYLOAD_LEVEL).ok());
     }
     let compressed = COMPRESSOR.with(|cell| {
         cell.borrow_mut()

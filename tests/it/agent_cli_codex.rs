@@ -493,7 +493,7 @@ mod cli {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn workspace_write_keeps_git_read_only_and_the_refusal_is_not_in_the_json() {
+    async fn workspace_write_keeps_git_read_only_and_a_refused_command_is_never_reported_as_run() {
         let _slot = crate::support::agent_tools::cli_slot().await;
         let Some(codex) = tool("codex") else { return };
         let model = FakeModel::start(
@@ -512,12 +512,25 @@ mod cli {
         assert!(w.repo().join("made-by-agent.txt").exists());
         assert_eq!(git(w.repo(), &["rev-list", "--count", "HEAD"]).trim(), "1");
         let events = events(&out);
-        let commands: Vec<&str> = items(&events, "command_execution")
+        let executions = items(&events, "command_execution");
+        let touched = executions
             .iter()
-            .filter_map(|i| i["command"].as_str())
-            .collect();
-        assert_eq!(commands.len(), 1, "{}", explain(&out));
-        assert!(commands[0].contains("touch made-by-agent.txt"));
+            .filter(|i| i["command"].as_str().is_some_and(|c| c.contains("touch made-by-agent.txt")))
+            .count();
+        assert_eq!(touched, 1, "{}", explain(&out));
+        // The refused commit is in the JSON on some runs and not on others
+        // (docs/agent-tools/codex.md); when it is, it is reported failed.
+        for refused in executions
+            .iter()
+            .filter(|i| !i["command"].as_str().is_some_and(|c| c.contains("touch")))
+        {
+            assert!(
+                refused["command"].as_str().is_some_and(|c| c.contains("git add -A")),
+                "{}",
+                explain(&out)
+            );
+            assert_ne!(refused["exit_code"], 0, "{}", explain(&out));
+        }
         let sent = serde_json::to_string(&model.requests()[1]["input"]).unwrap();
         assert!(
             sent.contains(".git/index.lock': Read-only file system"),
