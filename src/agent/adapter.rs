@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::adapters;
 use super::confine::{Confinement, Kind, View};
-use super::outcome::{AgentFailure, AgentUsage, fatal_cause, tail_lines};
+use super::outcome::{AgentFailure, AgentUsage, fatal_cause, last_line, outage_cause, tail_lines};
 use super::process::{self, BaseEnv, ProcessError, ProcessOutput, ProcessSpec};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
@@ -72,6 +72,12 @@ pub enum Observation {
     /// A condition every further moment would repeat (the credentials were
     /// refused): the tool is stopped at once.
     Fatal(AgentFailure),
+    /// The tool says it cannot reach its model provider and keeps waiting
+    /// for it (Codex waits for the network without end): after
+    /// [`UNREACHABLE_NOTICES`] such lines in a row, with no progress between
+    /// them, the tool is stopped and the iteration ends as
+    /// [`AgentFailure::ModelUnavailable`].
+    Unreachable(String),
     /// The tool printed its final report: it is given [`FINISH_GRACE`] to
     /// exit, then stopped (a tool that lingers must not hold the run up).
     Finished,
@@ -80,11 +86,27 @@ pub enum Observation {
 /// How long a tool may take to exit after its final report.
 pub const FINISH_GRACE: Duration = Duration::from_secs(10);
 
-/// What the observer saw: a fatal condition, and whether the tool finished.
+/// How many "cannot reach the model" notices in a row stop the tool. Codex
+/// announces its wait for the network 0, 5, 15, 35 and 75 s into an
+/// outage (then every minute): the fifth, about 75 s of no connection.
+pub const UNREACHABLE_NOTICES: u32 = 5;
+
+/// What the observer saw: the failure it stopped the tool for, and whether
+/// the tool finished.
 #[derive(Debug, Default)]
 struct Observed {
-    fatal: Option<AgentFailure>,
+    stopped_for: Option<AgentFailure>,
     finished: bool,
+}
+
+impl Observed {
+    /// Stops the tool for `failure`, unless it was stopped for another.
+    fn stop_for(&mut self, failure: AgentFailure, stop: &tokio::sync::watch::Sender<bool>) {
+        if self.stopped_for.is_none() {
+            self.stopped_for = Some(failure);
+            let _ = stop.send(true);
+        }
+    }
 }
 
 /// How a tool is invoked.
@@ -399,8 +421,8 @@ fn result(
     {
         interpretation.failure = Some(AgentFailure::EmptyReport);
     }
-    if let Some(fatal) = seen.fatal {
-        interpretation.failure = Some(fatal);
+    if let Some(failure) = seen.stopped_for {
+        interpretation.failure = Some(failure);
     }
     // Stopped because it lingered after its final report: not a failure.
     let lingered = seen.finished && output.stopped;
@@ -427,7 +449,8 @@ fn result(
 }
 
 /// Reads the tool's stdout lines as they come: progress goes to `progress`,
-/// a fatal observation stops the tool and is the task's answer.
+/// a fatal observation (or [`UNREACHABLE_NOTICES`] in a row) stops the tool
+/// and is the task's answer.
 fn observe(
     adapter: &'static dyn AgentAdapter,
     progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
@@ -437,6 +460,7 @@ fn observe(
     let observer = tokio::spawn(async move {
         let mut seen = Observed::default();
         let mut linger_until = None;
+        let mut unreachable = 0;
         loop {
             let line = match linger_until {
                 Some(until) => match tokio::time::timeout_at(until, lines.recv()).await {
@@ -452,14 +476,18 @@ fn observe(
             let Some(line) = line else { break };
             match adapter.observe(&line) {
                 Some(Observation::Progress(p)) => {
+                    unreachable = 0;
                     if let Some(progress) = &progress {
                         let _ = progress.send(p);
                     }
                 }
-                Some(Observation::Fatal(f)) if seen.fatal.is_none() => {
-                    seen.fatal = Some(f);
-                    let _ = stop_tx.send(true);
+                Some(Observation::Unreachable(detail)) => {
+                    unreachable += 1;
+                    if unreachable >= UNREACHABLE_NOTICES {
+                        seen.stop_for(AgentFailure::ModelUnavailable { detail }, &stop_tx);
+                    }
                 }
+                Some(Observation::Fatal(f)) => seen.stop_for(f, &stop_tx),
                 Some(Observation::Finished) if !seen.finished => {
                     seen.finished = true;
                     linger_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
@@ -478,7 +506,9 @@ fn observe(
 
 /// Why the run failed, by name: the deadline, what the tool itself said
 /// (a denial, an error, an empty report), a credential or start-up problem
-/// named in its output, or a non-zero exit with its last lines.
+/// named in its output, its model provider being down (named in the tool's
+/// own error, never in what the agent's commands printed), or a non-zero
+/// exit with its last lines.
 fn failure_of(
     output: &ProcessOutput,
     interpretation: &Interpretation,
@@ -490,28 +520,30 @@ fn failure_of(
     }
     let failed = output.exit_code != Some(0) && !lingered;
     let said = output.combined();
+    // The tool's own last words: its error stream, else its output.
+    let own = match output.stderr.text.trim().is_empty() {
+        true => &output.stdout.text,
+        false => &output.stderr.text,
+    };
     match &interpretation.failure {
         // The tool's own words name the cause best; else its whole output.
         Some(AgentFailure::ToolError { detail }) => Some(
             fatal_cause(detail)
                 .or_else(|| fatal_cause(&said).filter(|_| failed))
+                .or_else(|| last_line(detail).and_then(outage_cause))
                 .unwrap_or_else(|| AgentFailure::ToolError {
                     detail: detail.clone(),
                 }),
         ),
         Some(other) => Some(other.clone()),
-        None if failed => Some(fatal_cause(&said).unwrap_or_else(|| AgentFailure::Exited {
-            code: output.exit_code,
-            tail: tail_lines(
-                if output.stderr.text.trim().is_empty() {
-                    &output.stdout.text
-                } else {
-                    &output.stderr.text
-                },
-                3,
-                400,
-            ),
-        })),
+        None if failed => Some(
+            fatal_cause(&said)
+                .or_else(|| last_line(own).and_then(outage_cause))
+                .unwrap_or_else(|| AgentFailure::Exited {
+                    code: output.exit_code,
+                    tail: tail_lines(own, 3, 400),
+                }),
+        ),
         None => None,
     }
 }
@@ -559,4 +591,113 @@ pub(super) fn json_events(stdout: &str) -> Vec<serde_json::Value> {
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim()).ok())
         .filter(|v| v.get("type").and_then(|t| t.as_str()).is_some())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::process::Captured;
+
+    /// What a `command` agent left: its exit code and two streams.
+    fn exited(code: i32, stdout: &str, stderr: &str) -> ProcessOutput {
+        let captured = |text: &str| Captured {
+            text: text.into(),
+            dropped_bytes: 0,
+        };
+        ProcessOutput {
+            exit_code: Some(code),
+            timed_out: false,
+            stopped: false,
+            duration_ms: 1,
+            stdout: captured(stdout),
+            stderr: captured(stderr),
+        }
+    }
+
+    fn command_failure(output: &ProcessOutput) -> Option<AgentFailure> {
+        let interpretation = adapters::command::CommandAdapter.interpret(&output.stdout.text);
+        failure_of(output, &interpretation, 60, false)
+    }
+
+    #[test]
+    fn a_command_whose_last_words_name_an_outage_met_the_provider_down() {
+        let out = exited(
+            1,
+            "",
+            "calling the model\nError: 503 Service Unavailable (upstream overloaded)\n",
+        );
+        assert_eq!(
+            command_failure(&out),
+            Some(AgentFailure::ModelUnavailable {
+                detail: "Error: 503 Service Unavailable (upstream overloaded)".into()
+            })
+        );
+        // Said on stdout when stderr is empty.
+        let out = exited(2, "connect ECONNREFUSED 127.0.0.1:4000\n", "");
+        assert!(matches!(
+            command_failure(&out),
+            Some(AgentFailure::ModelUnavailable { .. })
+        ));
+    }
+
+    /// The control: its tests printed a refused connection, and its last
+    /// words are the test summary: an ordinary failed exit. The same words
+    /// with exit 0 are no failure at all.
+    #[test]
+    fn an_outage_the_agents_tests_printed_is_not_the_providers() {
+        let out = exited(
+            1,
+            "",
+            "test_fetch ... ERROR\nConnectionRefusedError: [Errno 111] Connection refused\n503 Service Unavailable\nFAILED (errors=1)\n",
+        );
+        assert_eq!(
+            command_failure(&out),
+            Some(AgentFailure::Exited {
+                code: Some(1),
+                tail: "ConnectionRefusedError: [Errno 111] Connection refused | 503 Service Unavailable | FAILED (errors=1)".into()
+            })
+        );
+        let out = exited(0, "", "Error: 503 Service Unavailable\n");
+        assert_eq!(command_failure(&out), None);
+    }
+
+    /// Output that names a refused key is an authentication failure even
+    /// when its last line says 5xx.
+    #[test]
+    fn a_refused_key_wins_over_an_outage() {
+        let out = exited(1, "", "Error: 401 Unauthorized\nstatus 503\n");
+        assert!(matches!(
+            command_failure(&out),
+            Some(AgentFailure::Authentication { .. })
+        ));
+    }
+
+    /// The observer stops a tool after five "cannot reach" notices in a
+    /// row; progress between them starts the count again.
+    #[tokio::test]
+    async fn a_tool_waiting_for_its_provider_is_stopped_after_five_notices() {
+        let waiting = r#"{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}"#;
+        let working =
+            r#"{"type":"item.started","item":{"type":"command_execution","command":"ls"}}"#;
+        let codex: &'static dyn AgentAdapter = &adapters::codex::Codex;
+
+        let (watch, observer) = observe(codex, None);
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        for line in [
+            waiting, waiting, working, waiting, waiting, waiting, waiting,
+        ] {
+            lines.send(line.into()).unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert!(!*stop.borrow_and_update(), "four in a row stop nothing");
+        lines.send(waiting.into()).unwrap();
+        stop.changed().await.unwrap();
+        assert!(*stop.borrow());
+        drop(lines);
+        let seen = observer.await.unwrap();
+        assert!(matches!(
+            seen.stopped_for,
+            Some(AgentFailure::ModelUnavailable { detail }) if detail.starts_with("Reconnecting... waiting for network")
+        ));
+    }
 }

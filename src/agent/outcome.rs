@@ -5,7 +5,12 @@
 //!
 //! A failure that every iteration would hit — the tool is not installed, it
 //! cannot authenticate, it refuses to start — is *fatal*: the run fails at
-//! once with that reason instead of burning its iterations.
+//! once with that reason instead of burning its iterations. A failure of the
+//! tool's model provider (it is down, overloaded, unreachable) is neither the
+//! agent's nor the task's: the engine waits for the provider and runs the
+//! iteration again, uncounted. It is read only from the tool's own error
+//! (its structured error event, or the last line of its error output),
+//! never from what the agent's commands printed.
 
 use std::collections::BTreeMap;
 
@@ -58,6 +63,12 @@ pub enum AgentFailure {
     },
     /// The run was stopped while the agent worked.
     Stopped,
+    /// The tool's model provider could not be reached or said it is down
+    /// (a 5xx, 529 overloaded, 429, refused connection, timeout), after the
+    /// tool's own retries: the iteration is run again once it answers.
+    ModelUnavailable {
+        detail: String,
+    },
     /// closer could not commit what the agent changed.
     CommitFailed {
         detail: String,
@@ -120,6 +131,9 @@ impl AgentFailure {
             AgentFailure::Stopped => {
                 "the run was stopped; the agent's processes were killed".into()
             }
+            AgentFailure::ModelUnavailable { detail } => {
+                format!("the agent's model provider is unavailable: {detail}")
+            }
             AgentFailure::CommitFailed { detail } => {
                 format!("closer could not commit the agent's changes: {detail}")
             }
@@ -179,6 +193,73 @@ pub fn fatal_cause(output: &str) -> Option<AgentFailure> {
         .filter(|n| lower.contains(**n))
         .find_map(line_with)
         .map(|detail| AgentFailure::RefusedToStart { detail })
+}
+
+/// Words in a tool's own error that mean its model provider is down or
+/// out of reach (one line, lower case).
+const OUTAGE: &[&str] = &[
+    "overloaded",
+    "service unavailable",
+    "temporarily unavailable",
+    "bad gateway",
+    "gateway timeout",
+    "internal server error",
+    "high demand",
+    "too many requests",
+    "connection refused",
+    "econnrefused",
+    "connection reset",
+    "econnreset",
+    "etimedout",
+    "request timed out",
+    "cannot connect to api",
+    "waiting for network",
+    "stream disconnected before completion",
+];
+
+/// Words after which a 429 or 5xx number is an HTTP status.
+const STATUS_WORDS: &[&str] = &["status", "http", "code", "error", "http/1.1", "http/2"];
+
+/// Words that make a 429 a matter of money, not of load: it stays an error.
+const NOT_LOAD: &[&str] = &["quota", "billing", "credit"];
+
+/// The provider outage named in one line of a tool's own error, if one is:
+/// an HTTP status 429 or 5xx after a word like `status` (`unexpected status
+/// 503`, `API Error: 529`), or a phrase from [`OUTAGE`]. A refused
+/// credential is never an outage ([`fatal_cause`] names it).
+pub fn outage_cause(line: &str) -> Option<AgentFailure> {
+    let lower = line.to_lowercase();
+    if fatal_cause(line).is_some() || NOT_LOAD.iter().any(|w| lower.contains(w)) {
+        return None;
+    }
+    let words: Vec<&str> = lower
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| matches!(c, ':' | ',' | '(' | ')' | '[' | ']' | '.')))
+        .collect();
+    let status = words.windows(2).any(|pair| {
+        STATUS_WORDS.contains(&pair[0])
+            && pair[1]
+                .parse::<u16>()
+                .is_ok_and(|n| n == 429 || (500..600).contains(&n))
+    });
+    (status || OUTAGE.iter().any(|p| lower.contains(p))).then(|| AgentFailure::ModelUnavailable {
+        detail: shorten(line.trim(), 300),
+    })
+}
+
+/// Whether an HTTP status (or none: no answer at all) from the model
+/// provider means it is down: 429, 5xx, 529.
+pub fn outage_status(status: Option<u64>) -> bool {
+    status.is_none_or(|s| s == 429 || (500..600).contains(&s))
+}
+
+/// The last non-empty line of `text` that is not a JSON object (a tool's
+/// event stream carries what the agent's commands printed).
+pub fn last_line(text: &str) -> Option<&str> {
+    let event = |l: &str| serde_json::from_str::<serde_json::Map<_, _>>(l).is_ok();
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !event(l))
 }
 
 /// The last non-empty lines of `text`, at most `max` characters.
@@ -289,6 +370,72 @@ mod tests {
         assert_eq!(fatal_cause("test failed: expected 5, got -1"), None);
     }
 
+    /// The last words of each tool when its provider was down, as the
+    /// pinned releases printed them (docs/agents.md).
+    #[test]
+    fn a_provider_outage_is_named_from_the_tools_own_last_words() {
+        let outages = [
+            // Claude Code's result sentences.
+            "API Error: 503 Service Unavailable. This is a server-side issue, usually temporary — try again in a moment.",
+            "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.",
+            "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
+            "Request timed out. If the API is slow to answer, or a proxy or gateway holds responses, set API_TIMEOUT_MS above 3000.",
+            // Codex's failed turns.
+            "unexpected status 503 Service Unavailable: Service Unavailable, url: http://127.0.0.1:18603/v1/responses",
+            "unexpected status 529 <unknown status code>: Overloaded, url: http://127.0.0.1:18629/v1/responses",
+            "We’re currently experiencing high demand, which may cause temporary errors.",
+            "exceeded retry limit, last status: 429 Too Many Requests",
+            "Reconnecting... waiting for network (Connection failed: error sending request)",
+            // OpenCode's, and what a wrapper script may say.
+            "Cannot connect to API: Unable to connect. Is the computer able to access the url?",
+            "Error: HTTP 502 Bad Gateway",
+            "upstream error: status 500",
+        ];
+        for line in outages {
+            assert!(
+                matches!(
+                    outage_cause(line),
+                    Some(AgentFailure::ModelUnavailable { .. })
+                ),
+                "not an outage: {line}"
+            );
+        }
+        let others = [
+            // A refused key stays an authentication failure.
+            "Failed to authenticate. API Error: 401 Incorrect API key provided",
+            "unexpected status 401 Unauthorized: Incorrect API key provided",
+            // Money, not load.
+            "exceeded retry limit, last status: 429 Too Many Requests: You exceeded your current quota",
+            // A bad request, and the agent's own task output.
+            "API Error: 400 prompt is too long",
+            "FAILED (failures=1)",
+            "test_fetch failed: expected 200, got 503",
+            "processed 500 records",
+        ];
+        for line in others {
+            assert_eq!(outage_cause(line), None, "taken for an outage: {line}");
+        }
+        assert_eq!(
+            outage_cause("API Error: 529 Overloaded.").map(|f| f.describe()),
+            Some("the agent's model provider is unavailable: API Error: 529 Overloaded.".into())
+        );
+    }
+
+    #[test]
+    fn the_last_line_skips_json_events() {
+        assert_eq!(
+            last_line("started\nError: 503 Service Unavailable\n\n"),
+            Some("Error: 503 Service Unavailable")
+        );
+        assert_eq!(
+            last_line(
+                "oops\n{\"type\":\"item.completed\",\"item\":{\"aggregated_output\":\"Connection refused\"}}\n"
+            ),
+            Some("oops")
+        );
+        assert_eq!(last_line("\n  \n"), None);
+    }
+
     #[test]
     fn fatal_failures_are_the_ones_every_iteration_would_hit() {
         assert!(AgentFailure::Authentication { detail: "x".into() }.fatal());
@@ -300,6 +447,30 @@ mod tests {
             .fatal()
         );
         assert!(!AgentFailure::PermissionDenied { denied: vec![] }.fatal());
+        // Waited out, never fatal.
+        assert!(!AgentFailure::ModelUnavailable { detail: "x".into() }.fatal());
+    }
+
+    #[test]
+    fn failures_stored_before_model_unavailable_existed_still_read() {
+        let old = r#"{"kind":"exited","code":1,"tail":"boom"}"#;
+        let read: AgentFailure = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            read,
+            AgentFailure::Exited {
+                code: Some(1),
+                tail: "boom".into()
+            }
+        );
+        let down = AgentFailure::ModelUnavailable {
+            detail: "API Error: 529".into(),
+        };
+        let json = serde_json::to_string(&down).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"model_unavailable","detail":"API Error: 529"}"#
+        );
+        assert_eq!(serde_json::from_str::<AgentFailure>(&json).unwrap(), down);
     }
 
     #[test]

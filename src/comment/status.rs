@@ -164,6 +164,11 @@ pub fn next_step(next: &NextStep) -> String {
             "waiting for @\u{200D}{} to answer the question (reply in a comment)",
             user(author)
         ),
+        NextStep::WaitingForModel { iteration } => format!(
+            "waiting for the agent's model provider, which is unreachable; the run resumes by \
+             itself and iteration {iteration} runs again when it answers (the wait costs no \
+             iteration)"
+        ),
         NextStep::PullRequestOpen {
             number,
             close_on_merge: true,

@@ -228,6 +228,23 @@ fn snapshot_status_agent_denied_permission() {
 }
 
 #[test]
+fn snapshot_status_waiting_for_the_model_provider() {
+    let view = StatusView {
+        iteration: 0,
+        summary: None,
+        checklist: vec![],
+        pending_actions: vec![],
+        verification: None,
+        next: NextStep::WaitingForModel { iteration: 1 },
+        agent_problem: Some(
+            "the agent's model provider is unavailable since 2026-11-23 15:00 UTC: API Error: 503 Service Unavailable. This is a server-side issue, usually temporary — try again in a moment.".into(),
+        ),
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
 fn snapshot_status_queued() {
     let view = StatusView {
         state: RunState::Queued,

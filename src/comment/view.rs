@@ -140,6 +140,9 @@ pub enum NextStep {
     Verifying { iteration: u32 },
     /// Paused until the issue author answers.
     WaitingFor { author: String },
+    /// Paused because the agent's model provider is down: this iteration
+    /// runs again, uncounted, once it answers.
+    WaitingForModel { iteration: u32 },
     /// Verified; the pull request is open for review; closing when merged
     /// (`close_on: merged`) or right away.
     PullRequestOpen {

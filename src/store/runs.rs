@@ -343,6 +343,21 @@ pub async fn keep_agent_result(
     Ok(())
 }
 
+/// Forgets an iteration that never finished (its agent could not reach
+/// its model provider): the same number starts afresh later.
+pub async fn discard_iteration(
+    pool: &AnyPool,
+    run_id: &RunId,
+    number: u32,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM iterations WHERE run_id = $1 AND number = $2 AND finished_at IS NULL")
+        .bind(run_id.as_str())
+        .bind(i64::from(number))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Records an iteration's result.
 pub async fn finish_iteration(
     pool: &AnyPool,

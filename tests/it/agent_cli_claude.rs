@@ -2,8 +2,9 @@
 //! closer, against a scripted Anthropic Messages server: the documented
 //! configuration fixes a bug end to end, a second iteration resumes the
 //! session, a refused key fails the run at once by name, a denied
-//! permission is named, and a daemon the agent leaves behind with `setsid`
-//! dies at the deadline.
+//! permission is named, a daemon the agent leaves behind with `setsid`
+//! dies at the deadline, and the model API down (503) pauses the run
+//! without counting an iteration until it answers again.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,7 @@ use serde_json::json;
 
 use crate::support::agent_tools::{
     FIXED_CALC_PY, ONE_ITERATION, PY_CONFIG, agent, open_bug, pushed_commit, python_story,
-    run_homes, tool,
+    python_story_on_clock, run_homes, tool,
 };
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, CACHE_WRITE, FakeModel, INPUT, OUTPUT, Turn, Wire};
@@ -183,6 +184,108 @@ async fn a_refused_key_fails_the_run_at_once_and_says_so() {
             "{status}"
         );
     })
+    .await;
+}
+
+/// The model API answers 503 (the tool told not to retry, as an operator
+/// would not: its ten retries take three minutes): each attempt ends with
+/// the tool's `api_error` result, the iteration is taken back and the step
+/// deferred; the run shows it waits. When the API answers again the same
+/// iteration runs once more and the run completes with one iteration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_model_api_down_pauses_the_run_and_it_resumes_with_one_iteration() {
+    crate::support::agent_tools::twice(
+        "the_model_api_down_pauses_the_run_and_it_resumes_with_one_iteration",
+        || async {
+            use closer::clock::Clock;
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let model = FakeModel::start(Wire::Anthropic, vec![]).await;
+            model.then_always(Turn::Status(503, "Service Unavailable".into()));
+            let Some(mut agent) = claude(&model, BTreeMap::new()) else {
+                return;
+            };
+            agent
+                .env
+                .insert("CLAUDE_CODE_MAX_RETRIES".into(), "0".into());
+            let start = closer::clock::SystemClock.now_ms();
+            let (clock, _) = crate::support::db::manual_clock(start);
+            // One iteration allowed: a counted outage would fail the run.
+            let mut s =
+                python_story_on_clock("claude-503", agent, ONE_ITERATION, clock.clone()).await;
+            s.llm.push([Reply::closer(true, 0.95, &[])]);
+            let n = open_bug(&mut s).await;
+
+            // Down: a minute of the queue's time, attempt after attempt.
+            s.pass_time(clock.now_ms()).await;
+            let deferred = s.pass_time(start + 60_000).await;
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Running, "{}", s.journal().await);
+            assert_eq!(run.iteration, 0, "no iteration counted while it is down");
+            let tried = model.served();
+            assert!(tried >= 3 && deferred >= 2, "{tried} requests, {deferred} deferrals");
+            let status = s.status_comment(n).body;
+            assert!(
+                status.contains("**Next:** waiting for the agent's model provider, which is unreachable; the run resumes by itself")
+                    && status.contains("**Agent:** the agent's model provider is unavailable")
+                    && status.contains("API Error: 503 Service Unavailable"),
+                "{status}"
+            );
+
+            // Back: the iteration runs again and the run completes.
+            model.stop_repeating();
+            model.push([write_fix(), Turn::text("Fixed add(): it subtracted.")]);
+            s.pass_time(start + 3_600_000).await;
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            assert_eq!(run.iteration, 1, "one iteration for the work");
+            let iterations = closer::store::runs::iterations(s.store.pool(), &run.id)
+                .await
+                .unwrap();
+            assert_eq!(iterations.len(), 1);
+            assert_eq!(pushed_commit(&s), "closer|Fixed add(): it subtracted.");
+            assert_eq!(model.served(), tried + 2, "no call after the work was done");
+        },
+    )
+    .await;
+}
+
+/// The agent's own command meets a refused connection and a 503 (the
+/// service it tests is down); it then fixes the bug. The tool's result is
+/// a success: nothing is taken for the provider being down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_503_the_agents_command_meets_is_not_the_model_api_down() {
+    crate::support::agent_tools::twice(
+        "a_503_the_agents_command_meets_is_not_the_model_api_down",
+        || async {
+            let _slot = crate::support::agent_tools::cli_slot().await;
+            let down = "curl -sS http://127.0.0.1:9/ || echo 'HTTP/1.1 503 Service Unavailable: Connection refused' >&2; exit 7";
+            let model = FakeModel::start(
+                Wire::Anthropic,
+                vec![
+                    Turn::tool("Bash", json!({"command": down, "description": "probe"})),
+                    write_fix(),
+                    Turn::text("The service answers 503 Service Unavailable (connection refused); fixed add() anyway."),
+                ],
+            )
+            .await;
+            let Some(agent) = claude(&model, BTreeMap::new()) else {
+                return;
+            };
+            let mut s = python_story("claude-503-task", agent, ONE_ITERATION).await;
+            s.llm.push([Reply::closer(true, 0.95, &[])]);
+            let n = open_bug(&mut s).await;
+            s.idle().await;
+
+            let run = s.run(n).await.expect("a run");
+            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+            assert_eq!(run.iteration, 1);
+            let iterations = closer::store::runs::iterations(s.store.pool(), &run.id)
+                .await
+                .unwrap();
+            let agent = iterations[0].agent.as_deref().unwrap();
+            assert!(agent.contains(r#""status":"ok""#), "{agent}");
+        },
+    )
     .await;
 }
 

@@ -196,6 +196,11 @@ mod cli {
         /// `base_url` as the provider; analytics and plugins off (else it
         /// tries ab.chatgpt.com, chatgpt.com, github.com, api.github.com).
         fn new(base_url: &str) -> Workspace {
+            Workspace::with_provider(base_url, "")
+        }
+
+        /// The same, with `extra` lines in the provider's table.
+        fn with_provider(base_url: &str, extra: &str) -> Workspace {
             let home = tempfile::tempdir().unwrap();
             let codex_home = home.path().join(".codex");
             std::fs::create_dir_all(&codex_home).unwrap();
@@ -205,7 +210,7 @@ mod cli {
                 format!(
                     "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
                      [model_providers.fake]\nname = \"fake\"\nbase_url = \"{base_url}\"\n\
-                     env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n\n\
+                     env_key = \"FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n{extra}\n\
                      [analytics]\nenabled = false\n\n[features]\nplugins = false\n"
                 ),
             )
@@ -224,6 +229,20 @@ mod cli {
 
         /// `codex <args>` with `prompt` on stdin, in a clean environment.
         async fn codex(&self, program: &Path, args: &[&str], prompt: &str) -> Output {
+            let child = self.spawn(program, args, prompt).await;
+            tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+                .await
+                .expect("codex finishes within a minute")
+                .unwrap()
+        }
+
+        /// `codex <args>` started, `prompt` written to its stdin.
+        async fn spawn(
+            &self,
+            program: &Path,
+            args: &[&str],
+            prompt: &str,
+        ) -> tokio::process::Child {
             let home = self.home.path();
             let mut command = tokio::process::Command::new(program);
             command
@@ -249,10 +268,7 @@ mod cli {
                 .await
                 .unwrap();
             drop(stdin);
-            tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-                .await
-                .expect("codex finishes within a minute")
-                .unwrap()
+            child
         }
     }
 
@@ -411,6 +427,80 @@ mod cli {
         assert_eq!(errors[5], message);
         assert!(of_type(&events, "turn.completed").is_empty());
         assert_eq!(model.requests().len(), 6, "one call and five retries");
+    }
+
+    /// The provider answers 503 (Codex told not to retry, through the
+    /// provider's `request_max_retries` and `stream_max_retries`): the turn
+    /// fails in Codex's words, which the adapter reads as the provider down.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_503_fails_the_turn_in_codexs_words_read_as_the_provider_down() {
+        let _slot = crate::support::agent_tools::cli_slot().await;
+        let Some(codex) = tool("codex") else { return };
+        let model = FakeModel::start(Wire::Responses, vec![]).await;
+        model.then_always(Turn::Status(503, "Service Unavailable".into()));
+        let no_retries = "request_max_retries = 0\nstream_max_retries = 0\n";
+        let w = Workspace::with_provider(&model.base_url(), no_retries);
+        let out = w.codex(&codex, EXEC, "Anything.").await;
+
+        assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+        let events = events(&out);
+        let failed = of_type(&events, "turn.failed");
+        assert_eq!(failed.len(), 1, "{}", explain(&out));
+        let message = failed[0]["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("unexpected status 503 Service Unavailable: Service Unavailable"),
+            "{message}"
+        );
+        assert_eq!(model.requests().len(), 1, "not retried");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        use closer::agent::adapter::AgentAdapter;
+        let read = closer::agent::adapters::codex::Codex.interpret(&stdout);
+        assert!(
+            matches!(
+                read.failure,
+                Some(closer::agent::outcome::AgentFailure::ModelUnavailable { .. })
+            ),
+            "{:?}",
+            read.failure
+        );
+    }
+
+    /// Nothing listens at the provider's address: Codex never gives up, it
+    /// announces that it waits for the network (at once, then after 5, 15,
+    /// 35 s …), whatever its retry settings. Each notice is what the
+    /// adapter counts to stop it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_connection_is_waited_on_without_end_and_announced() {
+        use closer::agent::adapter::{AgentAdapter, Observation};
+        use tokio::io::AsyncBufReadExt;
+        let _slot = crate::support::agent_tools::cli_slot().await;
+        let Some(codex) = tool("codex") else { return };
+        let closed = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap()
+        };
+        let no_retries = "request_max_retries = 0\nstream_max_retries = 0\n";
+        let w = Workspace::with_provider(&format!("http://{closed}/v1"), no_retries);
+        let mut child = w.spawn(&codex, EXEC, "Anything.").await;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let notice = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let seen = closer::agent::adapters::codex::Codex.observe(&line);
+                if matches!(seen, Some(Observation::Unreachable(_))) {
+                    return line;
+                }
+            }
+            panic!("stdout ended without a wait for the network");
+        })
+        .await
+        .expect("a notice within 30 s");
+        child.kill().await.unwrap();
+        let event: Value = serde_json::from_str(&notice).unwrap();
+        assert_eq!(event["type"], "error");
+        assert_eq!(
+            event["message"],
+            "Reconnecting... waiting for network (Connection failed: error sending request)"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -564,6 +564,43 @@ mod cli {
         assert_eq!(model.main_requests().len(), 1);
     }
 
+    /// The provider answers 503: OpenCode retries five times (as fast as
+    /// the answer's `retry-after-ms` allows), then ends with one
+    /// `APIError` event, retryable, with the status: the adapter reads it
+    /// as the provider down.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_503_after_its_retries_ends_the_run_with_a_retryable_api_error() {
+        let _slot = crate::support::agent_tools::cli_slot().await;
+        let Some(opencode) = tool("opencode") else {
+            return;
+        };
+        let model = FakeModel::start(Wire::Chat, vec![]).await;
+        model.then_always(Turn::Status(503, "Service Unavailable".into()));
+        let w = Workspace::new(&model.base_url());
+        let out = w.run(&opencode, &[], Some(UNATTENDED), "Anything.").await;
+
+        assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+        let events = events(&out);
+        let error = of_type(&events, "error");
+        assert_eq!(error.len(), 1, "{}", explain(&out));
+        let data = &error[0]["error"]["data"];
+        assert_eq!(error[0]["error"]["name"], "APIError");
+        assert_eq!(data["statusCode"], 503);
+        assert_eq!(data["isRetryable"], true);
+        assert_eq!(model.main_requests().len(), 6, "one call and five retries");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        use closer::agent::adapter::AgentAdapter;
+        let read = closer::agent::adapters::opencode::Opencode.interpret(&stdout);
+        assert!(
+            matches!(
+                read.failure,
+                Some(closer::agent::outcome::AgentFailure::ModelUnavailable { .. })
+            ),
+            "{:?}",
+            read.failure
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn run_session_continues_the_session_with_its_history() {
         let _slot = crate::support::agent_tools::cli_slot().await;

@@ -24,6 +24,7 @@ mod handler_source;
 mod handlers;
 mod intake;
 mod judgment;
+mod model_outage;
 mod outgoing;
 mod prompts;
 mod question_corpus;

@@ -4,6 +4,12 @@
 //! `assistant`, `user`, …) and last a `result` object (`subtype`,
 //! `is_error`, `result`, `session_id`, `total_cost_usd`, `usage`,
 //! `modelUsage`, `permission_denials`); `result` is the final message.
+//! When the model API failed after the tool's retries (ten by default,
+//! about three minutes; `CLAUDE_CODE_MAX_RETRIES`), the result says so:
+//! `is_error`, `terminal_reason: "api_error"`, `api_error_status` (null
+//! when no answer came: a refused connection, a timeout) and the tool's
+//! sentence in `result` ("API Error: 503 Service Unavailable. …"). A 429,
+//! a 5xx or no answer is the provider being down.
 //!
 //! Why these flags: in print mode every edit and command needs a permission
 //! the tool cannot ask for, so without a permission mode it denies them all
@@ -17,7 +23,7 @@ use crate::agent::adapter::{
     AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
     json_events, plain, short_command, tool_argv,
 };
-use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars, outage_status};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Claude Code adapter.
@@ -117,14 +123,20 @@ impl AgentAdapter for ClaudeCode {
         let is_error = result.get("is_error").and_then(Value::as_bool) == Some(true)
             || text("subtype").is_some_and(|s| s.starts_with("error"));
         let denied = denials(result);
-        let failure = if !denied.is_empty() {
-            Some(AgentFailure::PermissionDenied { denied })
-        } else if is_error {
-            let detail = text("result")
+        let api_down = text("terminal_reason").as_deref() == Some("api_error")
+            && outage_status(result.get("api_error_status").and_then(Value::as_u64));
+        let detail = || {
+            text("result")
                 .filter(|r| !r.trim().is_empty())
                 .or_else(|| text("subtype"))
-                .unwrap_or_else(|| "error".to_owned());
-            Some(AgentFailure::ToolError { detail })
+                .unwrap_or_else(|| "error".to_owned())
+        };
+        let failure = if !denied.is_empty() {
+            Some(AgentFailure::PermissionDenied { denied })
+        } else if is_error && api_down {
+            Some(AgentFailure::ModelUnavailable { detail: detail() })
+        } else if is_error {
+            Some(AgentFailure::ToolError { detail: detail() })
         } else {
             None
         };
@@ -262,6 +274,73 @@ mod tests {
                 detail: "error_max_turns".into()
             })
         );
+    }
+
+    /// The result of the pinned release (fields trimmed) after its retries
+    /// against a server answering 503, 529, nothing (a closed port) and a
+    /// silent one (API_TIMEOUT_MS): the provider down, every time.
+    #[test]
+    fn an_api_error_result_with_a_5xx_or_no_answer_is_the_provider_down() {
+        let results = [
+            (
+                r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":503,"api_error_type":"api_error","result":"API Error: 503 Service Unavailable. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:18503).","session_id":"c105"}"#,
+                "API Error: 503 Service Unavailable.",
+            ),
+            (
+                r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":529,"api_error_type":"overloaded_error","result":"API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:18529).","session_id":"8243"}"#,
+                "API Error: 529 Overloaded.",
+            ),
+            (
+                r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":null,"api_error_type":null,"result":"API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)","session_id":"d9c3"}"#,
+                "API Error: Connection refused",
+            ),
+            (
+                r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":null,"result":"Request timed out. If the API is slow to answer, or a proxy or gateway holds responses, set API_TIMEOUT_MS above 3000.","session_id":"b254"}"#,
+                "Request timed out.",
+            ),
+        ];
+        for (out, starts) in results {
+            match ClaudeCode.interpret(out).failure {
+                Some(AgentFailure::ModelUnavailable { detail }) => {
+                    assert!(detail.starts_with(starts), "{detail}")
+                }
+                other => panic!("{other:?} for {out}"),
+            }
+        }
+    }
+
+    /// A request the API refused (400) or a refused key (401) is the
+    /// tool's error, not an outage (a 401 is named fatal from its words).
+    #[test]
+    fn an_api_error_the_provider_meant_is_a_tool_error() {
+        for (status, text) in [
+            (400, "API Error: 400 err"),
+            (
+                401,
+                "Failed to authenticate. API Error: 401 Incorrect API key provided",
+            ),
+        ] {
+            let out = format!(
+                r#"{{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":{status},"result":"{text}","session_id":"x"}}"#
+            );
+            assert_eq!(
+                ClaudeCode.interpret(&out).failure,
+                Some(AgentFailure::ToolError {
+                    detail: text.into()
+                })
+            );
+        }
+    }
+
+    /// The agent's command printed an outage of the service it tested, and
+    /// the agent reported it: that is the task's output, not the tool's.
+    #[test]
+    fn an_outage_in_a_command_the_agent_ran_is_not_the_providers() {
+        let out = r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"curl: (7) Failed to connect to 127.0.0.1 port 8080: Connection refused\nHTTP/1.1 503 Service Unavailable","is_error":true}]},"session_id":"x"}
+{"type":"result","subtype":"success","is_error":false,"result":"The server answers 503 Service Unavailable: connection refused on 8080.","session_id":"x","permission_denials":[]}"#;
+        let i = ClaudeCode.interpret(out);
+        assert_eq!(i.failure, None);
+        assert!(i.message.contains("503"));
     }
 
     #[test]

@@ -7,6 +7,19 @@
 //! `usage` (the thread's running total), `turn.failed` / `error`. The last
 //! `agent_message` is the final message.
 //!
+//! When its model provider is down Codex retries (`request_max_retries`,
+//! `stream_max_retries` of the provider, 4 and 5 by default: about 25 s),
+//! announcing each retry as an `error` event `Reconnecting... 2/5 (…)`,
+//! then fails the turn in its own words: `unexpected status 503 Service
+//! Unavailable: …`, `unexpected status 529 <unknown status code>:
+//! Overloaded`, `exceeded retry limit, last status: 429 Too Many
+//! Requests`, and for a 500 `We’re currently experiencing high demand, …`;
+//! these are read with the shared outage words. A refused connection is
+//! never given up on: `Reconnecting... waiting for network (Connection
+//! failed: …)` comes 0, 5, 15, 35, 75 s into it and then every minute, so
+//! closer stops the tool after
+//! [`UNREACHABLE_NOTICES`](crate::agent::adapter::UNREACHABLE_NOTICES) of them.
+//!
 //! Why these flags: by default `exec` runs in a read-only sandbox and the
 //! edit is refused; `workspace-write` lets the agent write the worktree
 //! (closer commits, so git metadata may stay read-only) and `never` makes
@@ -20,7 +33,7 @@ use crate::agent::adapter::{
     AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
     json_events, plain, short_command, tool_argv,
 };
-use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count};
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, outage_cause};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The Codex CLI adapter.
@@ -29,6 +42,9 @@ pub struct Codex;
 
 /// A transient error Codex recovers from by itself (the stream reconnects).
 const RECOVERED: &str = "Reconnecting";
+
+/// Codex cannot connect to its provider and waits for the network.
+const NO_NETWORK: &str = "Reconnecting... waiting for network";
 
 impl AgentAdapter for Codex {
     fn kind(&self) -> AdapterKind {
@@ -72,9 +88,14 @@ impl AgentAdapter for Codex {
         }
     }
 
-    /// Commands and file changes as activity, turn usage as tokens.
+    /// Commands and file changes as activity; a wait for the network as
+    /// the provider out of reach.
     fn observe(&self, line: &str) -> Option<Observation> {
         let event: Value = serde_json::from_str(line).ok()?;
+        let message = event.get("message").and_then(Value::as_str);
+        if let Some(waiting) = message.filter(|m| m.starts_with(NO_NETWORK)) {
+            return Some(Observation::Unreachable(waiting.to_owned()));
+        }
         let item = event.get("item");
         let item_type = item.and_then(|i| i.get("type")).and_then(Value::as_str);
         let activity = match (event.get("type")?.as_str()?, item_type) {
@@ -144,7 +165,8 @@ impl AgentAdapter for Codex {
 }
 
 /// The last error that was not recovered from: a failed turn, or an error
-/// event after the last completed turn that is not a reconnect notice.
+/// event after the last completed turn that is not a reconnect notice; the
+/// provider being down when its words say so.
 fn failure(events: &[Value]) -> Option<AgentFailure> {
     let kind = |v: &Value| {
         v.get("type")
@@ -169,7 +191,7 @@ fn failure(events: &[Value]) -> Option<AgentFailure> {
                 .to_owned()
         })
         .rfind(|message| !message.starts_with(RECOVERED))
-        .map(|detail| AgentFailure::ToolError { detail })
+        .map(|detail| outage_cause(&detail).unwrap_or(AgentFailure::ToolError { detail }))
 }
 
 /// The last completed turn's usage: the thread's running total (a resumed
@@ -234,6 +256,67 @@ mod tests {
         );
         let i = Codex.interpret(&out);
         assert!(i.failure.is_none(), "{:?}", i.failure);
+        assert_eq!(i.message, "Fixed the off-by-one in parse().");
+    }
+
+    /// The failed turns of the pinned release after its retries against a
+    /// server answering 503, 529, 500 and 429 (one retry each).
+    #[test]
+    fn a_turn_failed_by_the_provider_being_down_is_named() {
+        let failed = [
+            "unexpected status 503 Service Unavailable: Service Unavailable, url: http://127.0.0.1:18603/v1/responses",
+            "unexpected status 529 <unknown status code>: Overloaded, url: http://127.0.0.1:18629/v1/responses",
+            "We’re currently experiencing high demand, which may cause temporary errors.",
+            "exceeded retry limit, last status: 429 Too Many Requests",
+        ];
+        for message in failed {
+            let out = format!(
+                "{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}\n{{\"type\":\"turn.started\"}}\n\
+                 {{\"type\":\"error\",\"message\":\"Reconnecting... 1/1 ({message})\"}}\n\
+                 {{\"type\":\"error\",\"message\":\"{message}\"}}\n\
+                 {{\"type\":\"turn.failed\",\"error\":{{\"message\":\"{message}\"}}}}\n"
+            );
+            assert_eq!(
+                Codex.interpret(&out).failure,
+                Some(AgentFailure::ModelUnavailable {
+                    detail: message.into()
+                }),
+                "{message}"
+            );
+        }
+        // A 400 is the request's fault: its body, as Codex prints it.
+        let bad = r#"{"type":"turn.failed","error":{"message":"{\"error\": {\"message\": \"err\", \"type\": \"server_error\", \"code\": null}}"}}"#;
+        assert!(matches!(
+            Codex.interpret(bad).failure,
+            Some(AgentFailure::ToolError { .. })
+        ));
+    }
+
+    /// A refused connection: Codex waits for the network without end; each
+    /// notice is the provider out of reach, a reconnect that counts is not.
+    #[test]
+    fn a_wait_for_the_network_is_the_provider_out_of_reach() {
+        let waiting = r#"{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}"#;
+        assert_eq!(
+            Codex.observe(waiting),
+            Some(Observation::Unreachable(
+                "Reconnecting... waiting for network (Connection failed: error sending request)"
+                    .into()
+            ))
+        );
+        let retry = r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 503 Service Unavailable: Service Unavailable)"}"#;
+        assert_eq!(Codex.observe(retry), None);
+    }
+
+    /// A command the agent ran printed a refused connection: the turn
+    /// completed, nothing failed.
+    #[test]
+    fn an_outage_in_a_command_the_agent_ran_is_not_the_providers() {
+        let out = format!(
+            "{{\"type\":\"item.completed\",\"item\":{{\"id\":\"item_9\",\"type\":\"command_execution\",\"command\":\"curl -s localhost:8080\",\"aggregated_output\":\"curl: (7) Failed to connect: Connection refused\\n503 Service Unavailable\\n\",\"exit_code\":7,\"status\":\"failed\"}}}}\n{RUN}"
+        );
+        let i = Codex.interpret(&out);
+        assert_eq!(i.failure, None);
         assert_eq!(i.message, "Fixed the off-by-one in parse().");
     }
 

@@ -4,6 +4,13 @@
 //! `step_finish`, `error`; the text parts make the final message,
 //! `step_finish` parts carry tokens (cached input apart) and cost.
 //!
+//! When the model provider fails after the tool's retries (five, from 2 s
+//! doubling to 30 s, or as the answer's `retry-after-ms` / `retry-after`
+//! says: about 80 s), the session ends with an `error` event named
+//! `APIError` whose `data` has the `statusCode` (none when no answer came:
+//! `Cannot connect to API: Unable to connect. …`), `isRetryable` and the
+//! provider's `message`. A 429 or 5xx, or no answer, is the provider down.
+//!
 //! Why this configuration: anything that would ask for a permission is
 //! rejected when nobody can answer, and the session then ends with exit 0
 //! and no report. closer passes (in `OPENCODE_CONFIG_CONTENT`, merged over
@@ -17,7 +24,7 @@ use crate::agent::adapter::{
     AgentAdapter, AgentRequest, Interpretation, Invocation, Observation, Progress, file_name,
     json_events, plain, short_command, tool_argv,
 };
-use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars};
+use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, dollars, outage_status};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
 /// The OpenCode adapter.
@@ -124,17 +131,7 @@ impl AgentAdapter for Opencode {
                 ))
             })
             .collect();
-        let error = of_type("error")
-            .map(|v| {
-                v.pointer("/error/data/message")
-                    .or_else(|| v.pointer("/error/message"))
-                    .or_else(|| v.pointer("/error/name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("opencode reported an error")
-                    .to_owned()
-            })
-            .next_back()
-            .map(|detail| AgentFailure::ToolError { detail });
+        let error = of_type("error").map(error_failure).next_back();
         let failure = match denied.is_empty() {
             true => error,
             false => Some(AgentFailure::PermissionDenied { denied }),
@@ -158,6 +155,33 @@ impl AgentAdapter for Opencode {
             usage: usage(&finishes),
             session_id: session,
         }
+    }
+}
+
+/// An `error` event as a failure: an `APIError` with a 429 or 5xx status,
+/// or with no status and retryable (no answer came), is the provider down.
+fn error_failure(event: &Value) -> AgentFailure {
+    let detail = event
+        .pointer("/error/data/message")
+        .or_else(|| event.pointer("/error/message"))
+        .or_else(|| event.pointer("/error/name"))
+        .and_then(Value::as_str)
+        .unwrap_or("opencode reported an error")
+        .to_owned();
+    let api = event.pointer("/error/name").and_then(Value::as_str) == Some("APIError");
+    let status = event
+        .pointer("/error/data/statusCode")
+        .and_then(Value::as_u64);
+    let retryable = event
+        .pointer("/error/data/isRetryable")
+        .and_then(Value::as_bool);
+    let down = match status {
+        Some(_) => outage_status(status),
+        None => retryable == Some(true),
+    };
+    match api && down {
+        true => AgentFailure::ModelUnavailable { detail },
+        false => AgentFailure::ToolError { detail },
     }
 }
 
@@ -255,6 +279,51 @@ mod tests {
                 tokens: 0
             }))
         );
+    }
+
+    /// The error events of the pinned release after its retries (headers
+    /// and bodies trimmed): 503, 529 and no answer are the provider down; a
+    /// 400 is the request's fault.
+    #[test]
+    fn an_api_error_with_a_5xx_or_no_answer_is_the_provider_down() {
+        let down = [
+            (
+                r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"APIError","data":{"message":"Service Unavailable: {\"error\": {\"message\": \"Service Unavailable\"}}","statusCode":503,"isRetryable":true,"metadata":{"url":"http://127.0.0.1:18703/v1/chat/completions"}}}}"#,
+                "Service Unavailable: ",
+            ),
+            (
+                r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"APIError","data":{"message":"Overloaded","statusCode":529,"isRetryable":true}}}"#,
+                "Overloaded",
+            ),
+            (
+                r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"APIError","data":{"message":"Cannot connect to API: Unable to connect. Is the computer able to access the url?","isRetryable":true,"metadata":{"url":"http://127.0.0.1:18999/v1/chat/completions"}}}}"#,
+                "Cannot connect to API",
+            ),
+        ];
+        for (out, starts) in down {
+            match Opencode.interpret(out).failure {
+                Some(AgentFailure::ModelUnavailable { detail }) => {
+                    assert!(detail.starts_with(starts), "{detail}")
+                }
+                other => panic!("{other:?} for {out}"),
+            }
+        }
+        let bad = r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"APIError","data":{"message":"err","statusCode":400,"isRetryable":false}}}"#;
+        assert_eq!(
+            Opencode.interpret(bad).failure,
+            Some(AgentFailure::ToolError {
+                detail: "err".into()
+            })
+        );
+    }
+
+    /// A command the agent ran printed a refused connection and a 503:
+    /// the session ended normally.
+    #[test]
+    fn an_outage_in_a_command_the_agent_ran_is_not_the_providers() {
+        let curl = r#"{"type":"tool_use","sessionID":"s","part":{"tool":"bash","state":{"status":"completed","input":{"command":"curl localhost:8080"},"output":"curl: (7) Failed to connect: Connection refused\n503 Service Unavailable"}}}"#;
+        let i = Opencode.interpret(&format!("{curl}\n{RUN}"));
+        assert_eq!(i.failure, None);
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct RunData {
     /// The verification re-run after a person pushed to the branch; shown
     /// instead of the last iteration's until the next iteration.
     pub reverified: Option<IterationVerification>,
+    /// The agent's model provider is down: the iteration it interrupted
+    /// waits to run again (cleared when an agent run ends otherwise).
+    pub model_outage: Option<super::ModelOutage>,
 }
 
 impl RunData {

@@ -6,7 +6,9 @@
 //! under its own number; when its agent had finished (its result is kept
 //! before the judgment), only the verification and the judgment run again.
 //! A stop that lands while the agent works kills the agent and records the
-//! iteration as stopped.
+//! iteration as stopped. An agent whose model provider is down leaves no
+//! iteration behind: it runs again once the provider answers
+//! (`model_outage.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +78,9 @@ impl Engine {
                 let prompt = self.begin(ctx, &iteration).await?;
                 let work = (agent_name.as_str(), agent);
                 let result = self.work(ctx, &iteration, work, prompt).await;
-                self.runs.keep_work(&ctx.run, iteration.n, &result).await?;
+                if !matches!(result.failure, Some(AgentFailure::ModelUnavailable { .. })) {
+                    self.runs.keep_work(&ctx.run, iteration.n, &result).await?;
+                }
                 result
             }
         };
@@ -85,8 +89,13 @@ impl Engine {
         if self.stopped_since_start(ctx, &iteration, &result).await? {
             return Ok(());
         }
+        if let Some(AgentFailure::ModelUnavailable { detail }) = &result.failure {
+            return self.model_down(ctx, &iteration, &result, detail).await;
+        }
+        self.model_back(ctx).await?;
         if let Some(failure) = result.failure.clone().filter(AgentFailure::fatal) {
-            return self.cannot_run(ctx, &iteration, &result, failure).await;
+            let message = format!("{failure}. Every iteration would fail the same way.");
+            return self.cannot_run(ctx, &iteration, &result, message).await;
         }
         self.commit_for_agent(&iteration, &mut result).await;
         let verification = self.verify(ctx, &iteration).await?;
@@ -246,23 +255,26 @@ impl Engine {
     }
 
     /// An agent that cannot run at all (not installed, not authenticated,
-    /// refusing to start) fails the run at once with the reason: every
-    /// further iteration would fail the same way.
-    async fn cannot_run(
+    /// refusing to start, its model provider down for hours) fails the run
+    /// at once with `message`; the iteration is recorded, not judged.
+    pub(super) async fn cannot_run(
         &self,
         ctx: &mut RunContext,
         iteration: &Iteration,
         result: &AgentResult,
-        failure: AgentFailure,
+        message: String,
     ) -> Result<(), EngineError> {
+        let why = result
+            .failure
+            .as_ref()
+            .map_or_else(|| message.clone(), AgentFailure::describe);
         let record = IterationRecord {
             summary: summary_of(iteration, result, &[], Vec::new()),
-            judgment: Judgment::not_run(failure.describe()),
+            judgment: Judgment::not_run(why),
             verification: None,
             complete: false,
         };
         self.record(ctx, iteration, result, &record).await?;
-        let message = format!("{failure}. Every iteration would fail the same way.");
         self.fail(ctx, RunFailure::Error { message }).await
     }
 

@@ -25,6 +25,7 @@ mod github;
 mod interrupt;
 mod iterate;
 mod labels;
+mod model_outage;
 mod progress;
 mod prompt;
 mod reconcile;
@@ -49,6 +50,7 @@ use tokio::sync::Notify;
 
 pub use context::RunContext;
 pub use data::{IterationRecord, RunData};
+pub use model_outage::{MODEL_OUTAGE_PATIENCE, ModelOutage};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
@@ -188,11 +190,16 @@ pub enum EngineError {
     /// spent.
     #[error("the LLM is unavailable: {0}")]
     LlmUnavailable(String),
+    /// The agent's own model provider could not be reached (its tool said
+    /// so after its own retries): the step waits for it; the iteration is
+    /// not counted and runs again.
+    #[error("the agent's model provider is unavailable: {0}")]
+    AgentModelUnavailable(String),
 }
 
 impl EngineError {
-    /// The job error for the queue. GitHub or the LLM being down defers
-    /// the step without spending an attempt (an outage is waited out): after
+    /// The job error for the queue. GitHub, the LLM or the agent's model
+    /// provider being down defers the step without spending an attempt (an outage is waited out): after
     /// a rate limit not before it lifts, after a write that may have been
     /// applied not before `recheck_after`. Unreadable stored data is
     /// permanent; anything else is worth another attempt.
@@ -206,7 +213,10 @@ impl EngineError {
                 JobError::Defer(self.to_string(), recheck_after)
             }
             EngineError::GitHub(GitHubError::Server { .. } | GitHubError::Network(_))
-            | EngineError::LlmUnavailable(_) => JobError::Defer(self.to_string(), Duration::ZERO),
+            | EngineError::LlmUnavailable(_)
+            | EngineError::AgentModelUnavailable(_) => {
+                JobError::Defer(self.to_string(), Duration::ZERO)
+            }
             EngineError::CorruptRun { .. } | EngineError::Store(StoreError::Unknown(_)) => {
                 JobError::Permanent(self.to_string())
             }
@@ -425,6 +435,7 @@ mod tests {
             EngineError::GitHub(GitHubError::Network("connection refused".into())),
             EngineError::GitHub(GitHubError::RateLimited { until: 60_000 }),
             EngineError::LlmUnavailable("HTTP 503".into()),
+            EngineError::AgentModelUnavailable("API Error: 529 Overloaded".into()),
         ];
         for e in outages {
             let shown = e.to_string();

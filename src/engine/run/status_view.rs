@@ -50,6 +50,14 @@ pub fn status_view(
     if let Some(last) = last {
         fill_from_record(&mut view, last);
     }
+    if let Some(outage) = ctx.data.model_outage.as_ref()
+        && run.state == RunState::Running
+    {
+        view.next = NextStep::WaitingForModel {
+            iteration: run.iteration + 1,
+        };
+        view.agent_problem = Some(outage.describe());
+    }
     view
 }
 

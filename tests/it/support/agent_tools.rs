@@ -76,6 +76,23 @@ pub async fn python_story(name: &str, agent: AgentConfig, config: &str) -> Story
     s
 }
 
+/// The same story on the queue's manual clock, with `closer serve`'s queue
+/// settings: [`Story::pass_time`] lets an outage's backoff pass.
+pub async fn python_story_on_clock(
+    name: &str,
+    agent: AgentConfig,
+    config: &str,
+    clock: std::sync::Arc<closer::clock::ManualClock>,
+) -> Story {
+    let files = [("calc.py", CALC_PY), ("test_calc.py", TEST_CALC_PY)];
+    let timing = super::story::Timing::serve();
+    let mut s = Story::start_with_files_on_clock(name, Some(config), &files, clock, timing).await;
+    s.kill_workers();
+    s.agent = Some(agent);
+    s.spawn_workers();
+    s
+}
+
 /// The run's own HOME under the story's data directory.
 pub fn run_homes(s: &Story) -> PathBuf {
     s.dir.path().join("data").join("homes")

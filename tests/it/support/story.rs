@@ -186,6 +186,18 @@ impl Story {
         Story::build(name, config, &files, Some(clock), timing).await
     }
 
+    /// Like [`Story::start_with_files`], on `clock` with `timing` (as
+    /// [`Story::start_on_clock`]).
+    pub async fn start_with_files_on_clock(
+        name: &str,
+        config: Option<&str>,
+        files: &[(&str, &str)],
+        clock: Arc<ManualClock>,
+        timing: Timing,
+    ) -> Story {
+        Story::build(name, config, files, Some(clock), timing).await
+    }
+
     async fn build(
         name: &str,
         config: Option<&str>,

@@ -123,6 +123,11 @@ impl FakeModel {
         *self.shared.repeat.lock().unwrap() = Some(turn);
     }
 
+    /// Stops answering with the repeated turn: the provider is back.
+    pub fn stop_repeating(&self) {
+        *self.shared.repeat.lock().unwrap() = None;
+    }
+
     /// Adds turns to the script.
     pub fn push(&self, turns: impl IntoIterator<Item = Turn>) {
         self.shared.script.lock().unwrap().extend(turns);
@@ -171,16 +176,7 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Turn::text("Title")
     };
     if let Turn::Status(status, message) = &turn {
-        let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = match shared.wire {
-            Wire::Anthropic => {
-                json!({"type": "error", "error": {"type": "authentication_error", "message": message}})
-            }
-            _ => {
-                json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}})
-            }
-        };
-        return (code, axum::Json(body)).into_response();
+        return error(shared.wire, *status, message);
     }
     let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
     let model = request
@@ -194,6 +190,34 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         (Wire::Responses, _) => sse(responses::events(&turn, n)),
         (Wire::Chat, true) => chat::stream(&turn, model, n),
         (Wire::Chat, false) => axum::Json(chat::completion(&turn, model, n)).into_response(),
+    }
+}
+
+/// An HTTP error as the provider words it: Anthropic's error types
+/// (`authentication_error`, `overloaded_error`, `rate_limit_error`,
+/// `api_error`) or OpenAI's (`invalid_api_key`, `server_error`). A 429 or
+/// 5xx says how soon to retry (`retry-after-ms`, which OpenCode honours),
+/// so a tool's own retries stay quick.
+fn error(wire: Wire, status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match (wire, status) {
+        (Wire::Anthropic, 401 | 403) => "authentication_error",
+        (Wire::Anthropic, 529) => "overloaded_error",
+        (Wire::Anthropic, 429) => "rate_limit_error",
+        (Wire::Anthropic, _) => "api_error",
+        (_, 401 | 403) => "invalid_api_key",
+        (_, _) => "server_error",
+    };
+    let body = match wire {
+        Wire::Anthropic => json!({"type": "error", "error": {"type": body, "message": message}}),
+        _ if body == "invalid_api_key" => {
+            json!({"error": {"message": message, "type": "invalid_request_error", "code": body}})
+        }
+        _ => json!({"error": {"message": message, "type": body, "code": null}}),
+    };
+    match status {
+        429 | 500.. => (code, [("retry-after-ms", "10")], axum::Json(body)).into_response(),
+        _ => (code, axum::Json(body)).into_response(),
     }
 }
 
