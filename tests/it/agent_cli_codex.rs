@@ -605,7 +605,11 @@ mod cli {
         let executions = items(&events, "command_execution");
         let touched = executions
             .iter()
-            .filter(|i| i["command"].as_str().is_some_and(|c| c.contains("touch made-by-agent.txt")))
+            .filter(|i| {
+                i["command"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("touch made-by-agent.txt"))
+            })
             .count();
         assert_eq!(touched, 1, "{}", explain(&out));
         // The refused commit is in the JSON on some runs and not on others
@@ -615,7 +619,9 @@ mod cli {
             .filter(|i| !i["command"].as_str().is_some_and(|c| c.contains("touch")))
         {
             assert!(
-                refused["command"].as_str().is_some_and(|c| c.contains("git add -A")),
+                refused["command"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("git add -A")),
                 "{}",
                 explain(&out)
             );
