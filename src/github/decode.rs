@@ -265,7 +265,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.ends_with(" expected u64 at line 1 column 100012"),
+            err.ends_with(" expected u64 at line 1 column 100013"),
             "the position is kept: {err}"
         );
     }

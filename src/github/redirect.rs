@@ -117,7 +117,7 @@ mod tests {
         for to in [
             "/repositories/1 s/1",
             "https://api.github.com/a b",
-            "/\\evil",
+            "/repositories/1\u{7f}",
             "https://",
         ] {
             assert_eq!(next_hop(301, Some(to), &github()), Hop::Refuse, "{to}");

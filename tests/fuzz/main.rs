@@ -144,8 +144,10 @@ fn budget() {
             .iter()
             .find(|t| t.name == name)
             .expect("a known target");
+        let started = std::time::Instant::now();
         driver::replay(target, seed);
-        println!("{name}:{seed:#x} ran without a panic");
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        println!("{name}:{seed:#x} ran without a panic in {ms:.2} ms");
         return;
     }
     let budget = match (env("CLOSER_FUZZ_INPUTS"), env("CLOSER_FUZZ_SECONDS")) {
