@@ -3,13 +3,13 @@
 # budget per target, built with the `fuzz` profile (optimised, overflow and
 # debug checks on; FUZZ_PROFILE=test uses the unoptimised test build, which
 # has the same checks and needs no second build). Prints inputs, panics, rate
-# and slowest input per target, and a total; exits non-zero on any panic,
-# naming the seed to replay.
+# and slowest input (with its seed) per target, and a total; exits non-zero
+# on any panic, naming the seed to replay.
 #
 #   bench/fuzz.sh 120s                 # 120 seconds per target
 #   bench/fuzz.sh 1000000              # one million inputs per target
 #   bench/fuzz.sh 30s diff,secrets     # only these targets
-#   bench/fuzz.sh replay diff:0x34fd…  # re-run one reported input
+#   bench/fuzz.sh replay diff:0x34fd…  # re-run (and time) one reported input
 #
 # CLOSER_FUZZ_SEED fixes the base seed (default: the time). Runs at the
 # lowest CPU priority: the machine is shared.

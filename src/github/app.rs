@@ -10,6 +10,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::client::{AppContext, InstallationClient};
+use super::decode;
 use super::dry_run::WriteRecorder;
 use super::error::GitHubError;
 use super::jwt::AppKey;
@@ -17,7 +18,6 @@ use super::models::AppInfo;
 use super::retry::RetrySettings;
 use super::transport::{ApiRequest, Transport};
 use super::types::InstallationId;
-use super::wire::{WireApp, parse};
 use crate::clock::SharedClock;
 use crate::redact::Redactor;
 
@@ -159,6 +159,6 @@ impl GitHubApp {
             .transport
             .send(&ApiRequest::get("/app".to_owned()), &jwt, "app")
             .await?;
-        Ok(parse::<WireApp>(&resp.body, "app")?.into())
+        decode::app(&resp.body)
     }
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use http::Method;
 use secrecy::SecretString;
 
+use super::decode;
 use super::dry_run::WriteRecorder;
 use super::error::GitHubError;
 use super::jwt::AppKey;
@@ -20,7 +21,6 @@ use super::scope::{TokenScope, repository_of};
 use super::token::TokenCache;
 use super::transport::{Api, ApiRequest, ApiResponse, Transport};
 use super::types::{InstallationId, RepoName};
-use super::wire::{WireToken, parse};
 use crate::clock::Millis;
 use crate::redact::{Channel, Redactor, SecretSource};
 
@@ -197,12 +197,8 @@ impl InstallationClient {
             }
             other => other?,
         };
-        let token: WireToken = parse(&resp.body, "installation token")?;
-        let expires_at = chrono::DateTime::parse_from_rfc3339(&token.expires_at)
-            .map_err(|e| GitHubError::Decode(format!("token expires_at: {e}")))?
-            .timestamp_millis();
+        let (token, expires_at) = decode::installation_token(&resp.body)?;
         tracing::debug!(installation = %self.id, ?key, expires_at, "installation token exchanged");
-        let token = SecretString::from(token.token);
         self.ctx.redactor.register_until(
             SecretSource::InstallationToken,
             &token,

@@ -5,11 +5,11 @@ use http::Method;
 use serde_json::json;
 
 use super::client::{InstallationClient, repo_path};
+use super::decode;
 use super::error::GitHubError;
 use super::models::{Comment, CommentId, Reaction};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WireComment, parse};
 
 /// GitHub's largest page.
 const PER_PAGE: usize = 100;
@@ -30,9 +30,9 @@ impl InstallationClient {
                 repo_path(repo)
             );
             let resp = self.send(ApiRequest::get(path)).await?;
-            let batch: Vec<WireComment> = parse(&resp.body, "comments")?;
+            let batch = decode::comments(&resp.body)?;
             let last = batch.len() < PER_PAGE;
-            all.extend(batch.into_iter().map(Comment::from));
+            all.extend(batch);
             if last {
                 break;
             }
@@ -52,7 +52,7 @@ impl InstallationClient {
         let path = format!("{}/issues/{number}/comments", repo_path(repo));
         let req = ApiRequest::new(Method::POST, path).with_body(json!({ "body": body }));
         match self.write(req).await? {
-            Some(resp) => Ok(parse::<WireComment>(&resp.body, "comment")?.into()),
+            Some(resp) => decode::comment(&resp.body),
             None => Ok(self.dry_run_comment(CommentId(0), body)),
         }
     }
@@ -67,7 +67,7 @@ impl InstallationClient {
         let path = format!("{}/issues/comments/{id}", repo_path(repo));
         let req = ApiRequest::new(Method::PATCH, path).with_body(json!({ "body": body }));
         match self.write(req).await? {
-            Some(resp) => Ok(parse::<WireComment>(&resp.body, "comment")?.into()),
+            Some(resp) => decode::comment(&resp.body),
             None => Ok(self.dry_run_comment(id, body)),
         }
     }

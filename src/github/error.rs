@@ -64,7 +64,27 @@ pub enum GitHubError {
     Unexpected { status: u16, message: String },
 }
 
+/// The most characters of GitHub's answer a decode error repeats: a value
+/// may be megabytes long, and the error is logged and stored.
+const MAX_DECODE_DETAIL: usize = 300;
+
 impl GitHubError {
+    /// `Decode("<what>: <detail>")`: the answer, then what is wrong in it. A
+    /// long detail keeps its start and its end (where serde names the line
+    /// and column), cut in between.
+    pub(crate) fn decode(what: &str, detail: impl std::fmt::Display) -> GitHubError {
+        let detail = detail.to_string();
+        let chars = detail.chars().count();
+        let detail = if chars <= MAX_DECODE_DETAIL {
+            detail
+        } else {
+            let head: String = detail.chars().take(MAX_DECODE_DETAIL - 80).collect();
+            let tail: String = detail.chars().skip(chars - 60).collect();
+            format!("{head} … {tail}")
+        };
+        GitHubError::Decode(format!("{what}: {detail}"))
+    }
+
     /// Whether a validation error carries the given `errors[].code`.
     pub fn has_code(&self, code: &str) -> bool {
         matches!(self, GitHubError::Validation { codes, .. } if codes.iter().any(|c| c == code))

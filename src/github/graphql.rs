@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::client::InstallationClient;
 use super::error::GitHubError;
 use super::transport::{ApiRequest, ApiResponse};
+use super::wire::{parse, parse_value};
 use crate::clock::Millis;
 
 /// How long to wait after a `RATE_LIMITED` error that names no reset time.
@@ -45,53 +46,63 @@ struct WireGraphQlAnswer {
 }
 
 impl InstallationClient {
-    /// Runs a GraphQL query (a read) and decodes its `data` into `T`.
-    pub(crate) async fn graphql_query<T: DeserializeOwned>(
+    /// Runs a GraphQL query (a read); `decode` reads the answer.
+    pub(crate) async fn graphql_query(
         &self,
         query: &str,
         variables: Value,
-        what: &str,
-    ) -> Result<T, GitHubError> {
+    ) -> Result<ApiResponse, GitHubError> {
         let req = ApiRequest::graphql(json!({ "query": query, "variables": variables }), true);
-        let resp = self.send(req).await?;
-        graphql_data(&resp, self.now_ms(), what)
+        self.send(req).await
     }
 
     /// Runs a GraphQL mutation (a write): `None` in dry run, where it is
     /// recorded and not sent.
-    pub(crate) async fn graphql_mutation<T: DeserializeOwned>(
+    pub(crate) async fn graphql_mutation(
         &self,
         mutation: &str,
         variables: Value,
-        what: &str,
-    ) -> Result<Option<T>, GitHubError> {
+    ) -> Result<Option<ApiResponse>, GitHubError> {
         let req = ApiRequest::graphql(json!({ "query": mutation, "variables": variables }), false);
-        match self.write(req).await? {
-            Some(resp) => graphql_data(&resp, self.now_ms(), what).map(Some),
-            None => Ok(None),
-        }
+        self.write(req).await
     }
 }
 
-/// The `data` of a 200 answer, or its first error as a `GitHubError`.
+/// The `data` of a 200 answer's `body` as `T`, or its first error as a
+/// `GitHubError`. `reset` is the `x-ratelimit-reset` header, when there was
+/// one; `now` the clock.
 pub(crate) fn graphql_data<T: DeserializeOwned>(
-    resp: &ApiResponse,
+    body: &str,
+    reset: Option<&str>,
     now: Millis,
     what: &str,
 ) -> Result<T, GitHubError> {
-    let answer: WireGraphQlAnswer = serde_json::from_str(&resp.body)
-        .map_err(|e| GitHubError::Decode(format!("{what}: {e}")))?;
+    let answer: WireGraphQlAnswer = parse(body, what)?;
     if let Some(first) = answer.errors.into_iter().next() {
-        let reset = resp
-            .header("x-ratelimit-reset")
-            .and_then(|v| v.trim().parse::<Millis>().ok());
+        let reset = reset.and_then(|v| v.trim().parse::<Millis>().ok());
         return Err(map_error(first, reset, now));
     }
-    let data = answer
-        .data
-        .filter(|d| !d.is_null())
-        .ok_or_else(|| GitHubError::Decode(format!("{what}: no data and no errors")))?;
-    serde_json::from_value(data).map_err(|e| GitHubError::Decode(format!("{what}: {e}")))
+    // GraphQL's `data` is an object; serde would read a struct whose
+    // fields all have defaults from `[]` too, as an answer naming nothing.
+    match answer.data {
+        None | Some(Value::Null) => Err(GitHubError::decode(what, "no data and no errors")),
+        Some(data @ Value::Object(_)) => parse_value(data, &format!("{what}: data")),
+        Some(other) => Err(GitHubError::decode(
+            what,
+            format_args!("data: {} is not an object", kind(&other)),
+        )),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// GitHub's GraphQL error types onto our error. `reset` is the
@@ -120,25 +131,12 @@ fn map_error(error: WireGraphQlError, reset: Option<Millis>, now: Millis) -> Git
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderMap, HeaderValue};
 
     const NOW: Millis = 1_700_000_000_000;
 
-    fn answer(body: &str, reset: Option<&str>) -> ApiResponse {
-        let mut headers = HeaderMap::new();
-        if let Some(r) = reset {
-            headers.insert("x-ratelimit-reset", HeaderValue::from_str(r).unwrap());
-        }
-        ApiResponse {
-            status: 200,
-            headers,
-            body: body.to_owned(),
-        }
-    }
-
     fn error_of(kind: &str, reset: Option<&str>) -> GitHubError {
         let body = format!(r#"{{"data": null, "errors": [{{"type": "{kind}", "message": "m"}}]}}"#);
-        graphql_data::<Value>(&answer(&body, reset), NOW, "t").unwrap_err()
+        graphql_data::<Value>(&body, reset, NOW, "t").unwrap_err()
     }
 
     #[test]
@@ -155,8 +153,8 @@ mod tests {
 
     #[test]
     fn data_is_decoded() {
-        let resp = answer(r#"{"data": {"viewer": {"login": "x"}}}"#, None);
-        let data: Value = graphql_data(&resp, NOW, "t").unwrap();
+        let body = r#"{"data": {"viewer": {"login": "x"}}}"#;
+        let data: Value = graphql_data(body, None, NOW, "t").unwrap();
         assert_eq!(data["viewer"]["login"], "x");
     }
 
@@ -204,7 +202,7 @@ mod tests {
     #[test]
     fn an_error_wins_over_partial_data_and_untyped_errors_keep_their_text() {
         let body = r#"{"data": {"a": 1}, "errors": [{"message": "Parse error on \"}\""}]}"#;
-        let err = graphql_data::<Value>(&answer(body, None), NOW, "t").unwrap_err();
+        let err = graphql_data::<Value>(body, None, NOW, "t").unwrap_err();
         assert_eq!(
             err,
             GitHubError::GraphQl {
@@ -214,10 +212,13 @@ mod tests {
         );
     }
 
+    /// `"data": []` was found by the `github_answer` fuzz target: serde
+    /// reads a struct whose fields all have defaults from an empty array,
+    /// so it answered "no such board" instead of an error.
     #[test]
     fn garbage_and_empty_answers_are_decode_errors() {
-        for body in ["not json", "{}", r#"{"data": null}"#] {
-            let err = graphql_data::<Value>(&answer(body, None), NOW, "t").unwrap_err();
+        for body in ["not json", "{}", r#"{"data": null}"#, r#"{"data": []}"#] {
+            let err = graphql_data::<Value>(body, None, NOW, "t").unwrap_err();
             assert!(matches!(err, GitHubError::Decode(_)), "{body}: {err}");
         }
     }

@@ -4,11 +4,11 @@ use http::Method;
 use serde_json::{Map, Value, json};
 
 use super::client::{InstallationClient, repo_path};
+use super::decode;
 use super::error::GitHubError;
 use super::models::{Issue, IssueEdit, IssueState, StateReason};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WireIssue, parse};
 
 impl InstallationClient {
     /// GET /repos/{o}/{r}/issues/{n}.
@@ -19,7 +19,7 @@ impl InstallationClient {
     ) -> Result<Issue, GitHubError> {
         let path = format!("{}/issues/{number}", repo_path(repo));
         let resp = self.send(ApiRequest::get(path)).await?;
-        parse::<WireIssue>(&resp.body, "issue")?.try_into()
+        decode::issue(&resp.body)
     }
 
     /// PATCH /repos/{o}/{r}/issues/{n} with the fields that are set.

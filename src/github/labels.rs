@@ -6,12 +6,11 @@ use http::Method;
 use serde_json::json;
 
 use super::client::{InstallationClient, encode, repo_path};
+use super::decode;
 use super::error::GitHubError;
-use super::links::next_page;
 use super::models::{Label, LabelCreated};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WireLabel, parse};
 
 /// 5,000 labels: far past any repository closer works in.
 const MAX_LABEL_PAGES: usize = 50;
@@ -71,9 +70,7 @@ impl InstallationClient {
             )
             .await
         {
-            Ok(Some(resp)) => Ok(LabelCreated::Created(
-                parse::<WireLabel>(&resp.body, "label")?.into(),
-            )),
+            Ok(Some(resp)) => Ok(LabelCreated::Created(decode::label(&resp.body)?)),
             Ok(None) => Ok(LabelCreated::Created(label.clone())),
             Err(e) if e.has_code("already_exists") => Ok(LabelCreated::AlreadyExists),
             Err(e) => Err(e),
@@ -88,9 +85,8 @@ impl InstallationClient {
         for _ in 0..MAX_LABEL_PAGES {
             let Some(path) = next.take() else { break };
             let resp = self.send(ApiRequest::get(path)).await?;
-            let labels: Vec<WireLabel> = parse(&resp.body, "labels")?;
-            all.extend(labels.into_iter().map(Label::from));
-            next = next_page(&resp.headers);
+            all.extend(decode::labels(&resp.body)?);
+            next = decode::next_page(&resp.headers);
         }
         Ok(all)
     }

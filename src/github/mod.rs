@@ -5,6 +5,7 @@
 pub mod app;
 pub mod client;
 mod comments;
+pub mod decode;
 pub mod dry_run;
 pub mod error;
 mod graphql;

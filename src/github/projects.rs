@@ -8,10 +8,11 @@
 use serde_json::json;
 
 use super::client::InstallationClient;
+use super::decode;
 use super::error::GitHubError;
 use super::models::{ProjectBoard, ProjectField, ProjectOption};
+use super::transport::ApiResponse;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WireAddItem, WireProjectOwner, WireUpdateItem};
 
 /// The item id a dry-run `add_to_project` answers (nothing was added).
 pub const DRY_RUN_ITEM_ID: &str = "dry-run-item";
@@ -93,17 +94,13 @@ impl InstallationClient {
                  projectV2(number: $number) {{ ...board }} }} }} {BOARD_FRAGMENT}"
             );
             let variables = json!({ "owner": owner, "number": number });
-            match self
-                .graphql_query::<WireProjectOwner>(&query, variables, "project board")
+            let board = self
+                .graphql_query(&query, variables)
                 .await
-            {
-                Ok(data) => {
-                    let holder = data.organization.or(data.user);
-                    if let Some(project) = holder.and_then(|h| h.project) {
-                        return Ok(project.into());
-                    }
-                }
-                Err(GitHubError::NotFound) => {}
+                .and_then(|resp| decode::project_board(&resp.body, reset(&resp), self.now_ms()));
+            match board {
+                Ok(Some(board)) => return Ok(board),
+                Ok(None) | Err(GitHubError::NotFound) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -118,9 +115,10 @@ impl InstallationClient {
     ) -> Result<String, GitHubError> {
         let issue = self.get_issue(repo, number).await?;
         if issue.node_id.is_empty() {
-            return Err(GitHubError::Decode(format!(
-                "issue {repo}#{number} has no node_id"
-            )));
+            return Err(GitHubError::decode(
+                "issue",
+                format_args!("{repo}#{number} has no node_id"),
+            ));
         }
         Ok(issue.node_id)
     }
@@ -134,15 +132,8 @@ impl InstallationClient {
         content_node_id: &str,
     ) -> Result<String, GitHubError> {
         let variables = json!({ "project": project_id, "content": content_node_id });
-        let data = self
-            .graphql_mutation::<WireAddItem>(ADD_ITEM, variables, "added project item")
-            .await?;
-        match data {
-            Some(added) => added
-                .payload
-                .item
-                .map(|i| i.id)
-                .ok_or_else(|| GitHubError::Decode("added project item: no item".to_owned())),
+        match self.graphql_mutation(ADD_ITEM, variables).await? {
+            Some(resp) => decode::added_project_item(&resp.body, reset(&resp), self.now_ms()),
             None => Ok(DRY_RUN_ITEM_ID.to_owned()),
         }
     }
@@ -159,14 +150,16 @@ impl InstallationClient {
         let variables = json!({
             "project": project_id, "item": item_id, "field": field_id, "option": option_id,
         });
-        let data = self
-            .graphql_mutation::<WireUpdateItem>(SET_SINGLE_SELECT, variables, "project item")
-            .await?;
-        match data.map(|d| d.payload.item) {
-            Some(None) => Err(GitHubError::Decode("project item: no item".to_owned())),
-            Some(Some(_)) | None => Ok(()),
+        match self.graphql_mutation(SET_SINGLE_SELECT, variables).await? {
+            Some(resp) => decode::updated_project_item(&resp.body, reset(&resp), self.now_ms()),
+            None => Ok(()),
         }
     }
+}
+
+/// The answer's `x-ratelimit-reset`, for a `RATE_LIMITED` error.
+fn reset(resp: &ApiResponse) -> Option<&str> {
+    resp.header("x-ratelimit-reset")
 }
 
 /// A project board and the single-select field that follows the phases.

@@ -5,11 +5,11 @@ use http::Method;
 use serde_json::{Map, Value, json};
 
 use super::client::{InstallationClient, encode, repo_path};
+use super::decode;
 use super::error::GitHubError;
 use super::models::{NewPullRequest, PullEdit, PullRequest, PullState};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WirePull, parse};
 
 impl InstallationClient {
     /// POST /pulls. After `MaybeApplied`, look it up with [`Self::find_pull_by_head`].
@@ -25,7 +25,7 @@ impl InstallationClient {
             .write(ApiRequest::new(Method::POST, path).with_body(body))
             .await?
         {
-            Some(resp) => parse::<WirePull>(&resp.body, "pull request")?.try_into(),
+            Some(resp) => decode::pull(&resp.body),
             None => Ok(PullRequest {
                 number: IssueNumber(0),
                 head_ref: pull.head.clone(),
@@ -50,11 +50,7 @@ impl InstallationClient {
             repo_path(repo)
         );
         let resp = self.send(ApiRequest::get(path)).await?;
-        let pulls: Vec<WirePull> = parse(&resp.body, "pull requests")?;
-        let mut pulls = pulls
-            .into_iter()
-            .map(PullRequest::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut pulls = decode::pulls(&resp.body)?;
         pulls.retain(|p| p.head_ref == branch);
         let open = pulls.iter().position(|p| p.state == PullState::Open);
         Ok(match open {
@@ -71,7 +67,7 @@ impl InstallationClient {
     ) -> Result<PullRequest, GitHubError> {
         let path = format!("{}/pulls/{number}", repo_path(repo));
         let resp = self.send(ApiRequest::get(path)).await?;
-        parse::<WirePull>(&resp.body, "pull request")?.try_into()
+        decode::pull(&resp.body)
     }
 
     /// PATCH /pulls/{n} with the fields that are set.

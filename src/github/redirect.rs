@@ -2,8 +2,9 @@
 //! answers `301` (reads) or `307` (writes) with `Location` naming the
 //! resource's new address, which a client must follow (GitHub's REST docs,
 //! "Follow redirects"). Followed: 301, 302, 307 and 308, the method and body
-//! kept, at most [`MAX_REDIRECTS`] hops. Any other 3xx but 304 (an ETag
-//! match) is an error, never a success. The token goes only to the API's own
+//! kept, at most [`MAX_REDIRECTS`] hops, to a `Location` that is an
+//! absolute URL or a path on the API's host and that makes a valid URL. Any
+//! other 3xx but 304 (an ETag match) is an error, never a success. The token goes only to the API's own
 //! host: a hop to another host is sent without `Authorization`.
 
 /// Hops followed before the answer is an error.
@@ -11,19 +12,19 @@ pub(crate) const MAX_REDIRECTS: usize = 5;
 
 /// What to do with an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Hop {
+pub enum Hop {
     /// Not a redirect: the answer stands (2xx, 304, 4xx, 5xx).
     Answer,
     /// Send the request again to this absolute URL.
     Follow(String),
     /// A 3xx closer does not follow (300, 303, 305, a missing or unusable
-    /// `Location`): an error.
+    /// `Location`, one that is no valid URL): an error.
     Refuse,
 }
 
 /// The scheme and host (with port) of the API root, `https://api.github.com`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Origin {
+pub struct Origin {
     scheme: String,
     authority: String,
 }
@@ -50,17 +51,24 @@ impl Origin {
 
 /// The next hop for an answer with `status` and `location`, relative to
 /// the API's `origin`.
-pub(crate) fn next_hop(status: u16, location: Option<&str>, origin: &Origin) -> Hop {
+pub fn next_hop(status: u16, location: Option<&str>, origin: &Origin) -> Hop {
     match status {
-        301 | 302 | 307 | 308 => match location.map(str::trim) {
-            Some(to) if to.starts_with("https://") || to.starts_with("http://") => {
-                Hop::Follow(to.to_owned())
+        301 | 302 | 307 | 308 => {
+            let target = match location.map(str::trim) {
+                Some(to) if to.starts_with("https://") || to.starts_with("http://") => {
+                    to.to_owned()
+                }
+                Some(to) if to.starts_with('/') && !to.starts_with("//") => {
+                    format!("{}://{}{to}", origin.scheme, origin.authority)
+                }
+                _ => return Hop::Refuse,
+            };
+            // A target that is no URL could only fail as a request to build.
+            match Origin::of(&target) {
+                Some(_) => Hop::Follow(target),
+                None => Hop::Refuse,
             }
-            Some(to) if to.starts_with('/') && !to.starts_with("//") => {
-                Hop::Follow(format!("{}://{}{to}", origin.scheme, origin.authority))
-            }
-            _ => Hop::Refuse,
-        },
+        }
         304 => Hop::Answer,
         300..=399 => Hop::Refuse,
         _ => Hop::Answer,
@@ -99,6 +107,26 @@ mod tests {
         for status in [200, 201, 204, 304, 404, 500] {
             assert_eq!(next_hop(status, Some(to), &github()), Hop::Answer);
         }
+    }
+
+    /// Found by the `github_headers` fuzz target: a `Location` with a space
+    /// (or another character no URL holds) was followed, and the request
+    /// then failed to build as a configuration error.
+    #[test]
+    fn a_location_that_is_no_url_is_refused() {
+        for to in [
+            "/repositories/1 s/1",
+            "https://api.github.com/a b",
+            "/repositories/1\u{7f}",
+            "https://",
+        ] {
+            assert_eq!(next_hop(301, Some(to), &github()), Hop::Refuse, "{to}");
+        }
+        let control = "/repositories/1%20s/1";
+        assert_eq!(
+            next_hop(301, Some(control), &github()),
+            Hop::Follow(format!("https://api.github.com{control}"))
+        );
     }
 
     #[test]

@@ -3,17 +3,17 @@
 //! permission (`role_name`).
 
 use super::client::{InstallationClient, encode, encode_path, repo_path};
+use super::decode;
 use super::error::GitHubError;
 use super::models::{FileFetch, Repository};
 use super::transport::ApiRequest;
 use super::types::{Permission, RepoName};
-use super::wire::{WireContent, WirePermission, WireRepository, parse};
 
 impl InstallationClient {
     /// GET /repos/{o}/{r}.
     pub async fn get_repository(&self, repo: &RepoName) -> Result<Repository, GitHubError> {
         let resp = self.send(ApiRequest::get(repo_path(repo))).await?;
-        parse::<WireRepository>(&resp.body, "repository")?.try_into()
+        decode::repository(&resp.body)
     }
 
     /// GET /repos/{o}/{r}/contents/{path}?ref={git_ref}. With `etag` from an
@@ -43,7 +43,7 @@ impl InstallationClient {
             return Ok(FileFetch::NotModified);
         }
         let etag = resp.header("etag").map(str::to_owned);
-        let (content, sha) = parse::<WireContent>(&resp.body, "file contents")?.decode()?;
+        let (content, sha) = decode::file(&resp.body)?;
         Ok(FileFetch::Found { content, etag, sha })
     }
 
@@ -66,11 +66,6 @@ impl InstallationClient {
             Err(GitHubError::NotFound) => return Ok(Permission::None),
             Err(e) => return Err(e),
         };
-        let wire: WirePermission = parse(&resp.body, "collaborator permission")?;
-        Ok(wire
-            .role_name
-            .as_deref()
-            .and_then(Permission::known_role)
-            .unwrap_or_else(|| Permission::from_role_name(&wire.permission)))
+        decode::permission(&resp.body)
     }
 }

@@ -195,6 +195,12 @@ fn backoff(attempt: u32, jitter: f64, settings: &RetrySettings) -> Duration {
     capped.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
+/// The `x-ratelimit-remaining` header: calls left in the window, for the
+/// metrics gauge. A count, so `NaN`, `inf` or `-1` are no value.
+pub fn rate_limit_remaining(headers: &HeaderMap) -> Option<u64> {
+    header_u64(headers, "x-ratelimit-remaining")
+}
+
 fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()
 }

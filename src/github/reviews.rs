@@ -7,11 +7,11 @@ use http::Method;
 use serde_json::json;
 
 use super::client::{InstallationClient, repo_path};
+use super::decode;
 use super::error::GitHubError;
 use super::models::{Actor, ReviewComment};
 use super::transport::ApiRequest;
 use super::types::{IssueNumber, RepoName};
-use super::wire::{WireReviewComment, parse};
 
 /// GitHub's largest page.
 const PER_PAGE: usize = 100;
@@ -32,9 +32,9 @@ impl InstallationClient {
                 repo_path(repo)
             );
             let resp = self.send(ApiRequest::get(path)).await?;
-            let batch: Vec<WireReviewComment> = parse(&resp.body, "review comments")?;
+            let batch = decode::review_comments(&resp.body)?;
             let last = batch.len() < PER_PAGE;
-            all.extend(batch.into_iter().map(ReviewComment::from));
+            all.extend(batch);
             if last {
                 break;
             }
@@ -55,7 +55,7 @@ impl InstallationClient {
         let path = format!("{}/pulls/{pull}/comments/{to}/replies", repo_path(repo));
         let req = ApiRequest::new(Method::POST, path).with_body(json!({ "body": body }));
         match self.write(req).await? {
-            Some(resp) => Ok(parse::<WireReviewComment>(&resp.body, "review comment")?.into()),
+            Some(resp) => decode::review_comment(&resp.body),
             None => Ok(ReviewComment {
                 id: 0,
                 body: body.to_owned(),

@@ -11,10 +11,12 @@ use http::header::{ACCEPT, AUTHORIZATION, HeaderValue, IF_NONE_MATCH};
 use http::{HeaderMap, Method};
 use secrecy::{ExposeSecret, SecretString};
 
+use super::decode::error_answer;
 use super::error::GitHubError;
 use super::redirect::{Hop, MAX_REDIRECTS, Origin, next_hop};
-use super::retry::{Outcome, RetryDecision, RetrySettings, decide_with, is_idempotent};
-use super::wire::WireError;
+use super::retry::{
+    Outcome, RetryDecision, RetrySettings, decide_with, is_idempotent, rate_limit_remaining,
+};
 use crate::clock::SharedClock;
 
 /// Which of GitHub's two API roots a request goes to.
@@ -336,13 +338,10 @@ impl Transport {
         metrics::counter!("closer_github_api_calls_total",
             "method" => req.method.to_string(), "status" => resp.status.to_string())
         .increment(1);
-        if let Some(remaining) = resp
-            .header("x-ratelimit-remaining")
-            .and_then(|v| v.trim().parse::<f64>().ok())
-        {
+        if let Some(remaining) = rate_limit_remaining(&resp.headers) {
             metrics::gauge!("closer_github_rate_limit_remaining",
                 "installation" => installation.to_owned())
-            .set(remaining);
+            .set(remaining as f64);
         }
     }
 
@@ -378,27 +377,7 @@ fn never_sent(err: &octocrab::Error) -> bool {
 
 /// Maps a final non-success answer onto our error.
 fn status_error(resp: &ApiResponse) -> GitHubError {
-    let parsed: WireError = serde_json::from_str(&resp.body).unwrap_or_default();
-    let message = parsed
-        .message
-        .unwrap_or_default()
-        .chars()
-        .take(300)
-        .collect::<String>();
-    match resp.status {
-        401 => GitHubError::Unauthorized,
-        404 => GitHubError::NotFound,
-        400 | 422 => GitHubError::Validation {
-            status: resp.status,
-            message,
-            codes: parsed.errors.into_iter().filter_map(|e| e.code).collect(),
-        },
-        403 => GitHubError::Forbidden { message },
-        500..=599 => GitHubError::Server {
-            status: resp.status,
-        },
-        status => GitHubError::Unexpected { status, message },
-    }
+    error_answer(resp.status, &resp.body)
 }
 
 #[cfg(test)]

@@ -92,9 +92,10 @@ fn issue_state(s: &str) -> Result<IssueState, GitHubError> {
     match s {
         "open" => Ok(IssueState::Open),
         "closed" => Ok(IssueState::Closed),
-        other => Err(GitHubError::Decode(format!(
-            "unknown issue state {other:?}"
-        ))),
+        other => Err(GitHubError::decode(
+            "state",
+            format_args!("{other:?} is neither open nor closed"),
+        )),
     }
 }
 
@@ -194,8 +195,12 @@ impl TryFrom<WireRepository> for Repository {
     type Error = GitHubError;
 
     fn try_from(w: WireRepository) -> Result<Self, GitHubError> {
-        let full_name = RepoName::parse(&w.full_name)
-            .ok_or_else(|| GitHubError::Decode(format!("bad full_name {:?}", w.full_name)))?;
+        let full_name = RepoName::parse(&w.full_name).ok_or_else(|| {
+            GitHubError::decode(
+                "full_name",
+                format_args!("{:?} is not owner/name", w.full_name),
+            )
+        })?;
         Ok(Repository {
             full_name,
             default_branch: w.default_branch.unwrap_or_else(|| "main".to_owned()),
@@ -232,7 +237,12 @@ impl TryFrom<WirePull> for PullRequest {
         let state = match w.state.as_str() {
             "open" => PullState::Open,
             "closed" => PullState::Closed,
-            other => return Err(GitHubError::Decode(format!("unknown PR state {other:?}"))),
+            other => {
+                return Err(GitHubError::decode(
+                    "state",
+                    format_args!("{other:?} is neither open nor closed"),
+                ));
+            }
         };
         // The list endpoint has no `merged`; `merged_at` says the same.
         let merged = w.merged.unwrap_or(false) || w.merged_at.is_some();
@@ -262,17 +272,18 @@ impl WireContent {
     /// The file's bytes; GitHub wraps the base64 at 60 columns.
     pub fn decode(self) -> Result<(Vec<u8>, String), GitHubError> {
         if self.kind != "file" {
-            return Err(GitHubError::Decode(format!(
-                "path is a {}, not a file",
-                self.kind
-            )));
+            return Err(GitHubError::decode(
+                "type",
+                format_args!("the path is a {:?}, not a file", self.kind),
+            ));
         }
         match self.encoding.as_deref() {
             Some("base64") => {}
             other => {
-                return Err(GitHubError::Decode(format!(
-                    "unsupported content encoding {other:?} (file too large?)"
-                )));
+                return Err(GitHubError::decode(
+                    "encoding",
+                    format_args!("{other:?} is not base64 (file too large?)"),
+                ));
             }
         }
         let packed: String = self
@@ -283,7 +294,7 @@ impl WireContent {
             .collect();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(packed)
-            .map_err(|e| GitHubError::Decode(format!("bad base64 content: {e}")))?;
+            .map_err(|e| GitHubError::decode("content", format_args!("bad base64: {e}")))?;
         Ok((bytes, self.sha))
     }
 }
@@ -437,27 +448,26 @@ pub(crate) struct WireUpdateItemPayload {
     pub item: Option<WireNode>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct WireErrorItem {
-    #[serde(default)]
-    pub code: Option<String>,
-}
-
-/// GitHub's error body: `{"message": "...", "errors": [{"code": "..."}]}`.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct WireError {
-    #[serde(default)]
-    pub message: Option<String>,
-    #[serde(default)]
-    pub errors: Vec<WireErrorItem>,
-}
-
-/// Parses a JSON body into `T`, naming what was expected on failure.
+/// Parses a JSON body into `T`. An error names the answer (`what`), the
+/// field's path in it (`[3].user.login`) and serde's reason, with the line
+/// and column.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     body: &str,
     what: &str,
 ) -> Result<T, GitHubError> {
-    serde_json::from_str(body).map_err(|e| GitHubError::Decode(format!("{what}: {e}")))
+    let mut json = serde_json::Deserializer::from_str(body);
+    let value =
+        serde_path_to_error::deserialize(&mut json).map_err(|e| GitHubError::decode(what, e))?;
+    json.end().map_err(|e| GitHubError::decode(what, e))?;
+    Ok(value)
+}
+
+/// [`parse`] for a JSON value already read (GraphQL's `data`).
+pub(crate) fn parse_value<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    what: &str,
+) -> Result<T, GitHubError> {
+    serde_path_to_error::deserialize(value).map_err(|e| GitHubError::decode(what, e))
 }
 
 #[cfg(test)]

@@ -33,21 +33,24 @@ pub struct Report {
     /// The seed and message of the first panic.
     pub first: Option<(u64, String)>,
     pub elapsed: Duration,
-    /// The slowest single input.
+    /// The slowest single input, and its seed (to replay and time it: a
+    /// slow input on a loaded machine may be the machine's doing).
     pub slowest: Duration,
+    pub slowest_seed: u64,
 }
 
 impl Report {
     pub fn line(&self) -> String {
         let rate = self.inputs as f64 / self.elapsed.as_secs_f64().max(1e-9);
         let mut line = format!(
-            "{:<16} inputs {:>10}  panics {:>3}  {:>8.1} s  {:>9.0}/s  slowest {:>7.2} ms",
+            "{:<16} inputs {:>10}  panics {:>3}  {:>8.1} s  {:>9.0}/s  slowest {:>7.2} ms ({:#x})",
             self.name,
             self.inputs,
             self.panics,
             self.elapsed.as_secs_f64(),
             rate,
             self.slowest.as_secs_f64() * 1000.0,
+            self.slowest_seed,
         );
         if let Some((seed, message)) = &self.first {
             line.push_str(&format!(
@@ -101,6 +104,7 @@ pub fn run(target: &Target, budget: Budget, seed: u64) -> Report {
         first: None,
         elapsed: Duration::ZERO,
         slowest: Duration::ZERO,
+        slowest_seed: 0,
     };
     while !spent(budget, report.inputs, started) {
         let input_seed = seeds.u64(..);
@@ -110,7 +114,10 @@ pub fn run(target: &Target, budget: Budget, seed: u64) -> Report {
             (target.one)(&mut Rng::with_seed(input_seed))
         }));
         QUIET.set(false);
-        report.slowest = report.slowest.max(one.elapsed());
+        if one.elapsed() > report.slowest {
+            report.slowest = one.elapsed();
+            report.slowest_seed = input_seed;
+        }
         report.inputs += 1;
         if outcome.is_err() {
             report.panics += 1;

@@ -1,6 +1,7 @@
 //! Property-based fuzz targets for every input closer reads from outside:
 //! webhooks, comments, agent reports and streams, repository configs, test
-//! runners' output, diffs, prompt overrides and LLM answers. Each target
+//! runners' output, diffs, prompt overrides, LLM answers and GitHub's API
+//! answers (bodies and headers). Each target
 //! calls the library's real entry points with structured inputs (real
 //! samples mutated, text built from the format's own vocabulary) and raw
 //! bytes, and asserts no panic plus the property it documents.
@@ -83,6 +84,32 @@ fn json_path_subset() {
     ci(&targets::json_path::TARGET);
 }
 
+#[test]
+fn github_answers() {
+    ci(&targets::github_answer::TARGET);
+}
+
+#[test]
+fn github_answer_headers() {
+    ci(&targets::github_headers::TARGET);
+}
+
+/// The fuzz target's starting points: every documented GitHub answer
+/// decodes (the GraphQL error example to `NotFound`), so a valid input
+/// failing to decode in the target is the mutation's doing.
+#[test]
+fn every_github_answer_fixture_decodes() {
+    for sample in targets::github_answer::SAMPLES.iter() {
+        let file = sample.answer.file;
+        match (file, &sample.expected) {
+            ("graphql_error", Err(closer::github::GitHubError::NotFound)) => {}
+            ("graphql_error", other) => panic!("graphql_error: {other:?}"),
+            (_, Ok(_)) => {}
+            (_, Err(e)) => panic!("{file}: {e}"),
+        }
+    }
+}
+
 /// The harness itself: a target that panics on some inputs is reported with
 /// a seed that reproduces the panic, and the run goes on.
 #[test]
@@ -117,8 +144,10 @@ fn budget() {
             .iter()
             .find(|t| t.name == name)
             .expect("a known target");
+        let started = std::time::Instant::now();
         driver::replay(target, seed);
-        println!("{name}:{seed:#x} ran without a panic");
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        println!("{name}:{seed:#x} ran without a panic in {ms:.2} ms");
         return;
     }
     let budget = match (env("CLOSER_FUZZ_INPUTS"), env("CLOSER_FUZZ_SECONDS")) {

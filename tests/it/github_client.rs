@@ -625,6 +625,9 @@ fn tokens_and_jwts_never_reach_the_logs() {
         .build()
         .unwrap();
     let token = tracing::subscriber::with_default(subscriber, || {
+        // Another test's thread may have met a callsite first, before this
+        // subscriber existed, and cached "nobody listens" for it: ask again.
+        tracing::callsite::rebuild_interest_cache();
         rt.block_on(async {
             let w = world().await;
             let n = w.issue();

@@ -6,6 +6,8 @@ pub mod agent_stream;
 pub mod command;
 pub mod diff;
 pub mod fingerprint;
+pub mod github_answer;
+pub mod github_headers;
 pub mod json_path;
 pub mod llm_answer;
 pub mod prompt_template;
@@ -27,6 +29,8 @@ pub const ALL: &[Target] = &[
     llm_answer::TARGET,
     agent_stream::TARGET,
     json_path::TARGET,
+    github_answer::TARGET,
+    github_headers::TARGET,
 ];
 
 /// Files under `tests/fixtures/<dir>` ending in `ext`, name and text.
