@@ -38,6 +38,13 @@ use super::fake_github::state::{FakeComment, FakeUser};
 use super::fake_llm::FakeLlm;
 use super::git::Origin;
 
+/// How long a story waits for the next job to settle before it fails,
+/// printing the journal. Generous: the suite runs stories, real agent CLIs
+/// and sandboxed goals side by side on two cores, and one iteration's step
+/// (baseline, agent, goals, reproduction, judgment) went past a minute
+/// there under load. A step that hangs still fails the story.
+const SETTLE_WAIT: Duration = Duration::from_secs(180);
+
 /// The webhook secret the stories sign with.
 pub const SECRET: &str = "story secret";
 /// The LLM key the stories' engine holds.
@@ -533,7 +540,7 @@ impl Story {
                 self.assert_one_truth();
                 return;
             }
-            match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
+            match tokio::time::timeout(SETTLE_WAIT, self.settled.recv()).await {
                 Ok(Ok(job)) if job.outcome == Settled::Dead => {
                     let error: Option<String> =
                         sqlx::query("SELECT last_error FROM jobs WHERE id = $1")
@@ -548,7 +555,8 @@ impl Story {
                 Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(e)) => panic!("settled channel: {e}"),
                 Err(_) => panic!(
-                    "{pending} job(s) still pending after 60 s\n{}",
+                    "{pending} job(s) still pending after {} s\n{}",
+                    SETTLE_WAIT.as_secs(),
                     self.journal().await
                 ),
             }
@@ -625,11 +633,12 @@ impl Story {
             if done(self.run(number).await.as_ref()) {
                 return;
             }
-            match tokio::time::timeout(Duration::from_secs(60), self.settled.recv()).await {
+            match tokio::time::timeout(SETTLE_WAIT, self.settled.recv()).await {
                 Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(e)) => panic!("settled channel: {e}"),
                 Err(_) => panic!(
-                    "condition not reached within 60 s: {:#?}",
+                    "condition not reached within {} s: {:#?}",
+                    SETTLE_WAIT.as_secs(),
                     self.run(number).await
                 ),
             }
