@@ -452,16 +452,9 @@ mod cli {
             "{message}"
         );
         assert_eq!(model.requests().len(), 1, "not retried");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        use closer::agent::adapter::AgentAdapter;
-        let read = closer::agent::adapters::codex::Codex.interpret(&stdout);
-        assert!(
-            matches!(
-                read.failure,
-                Some(closer::agent::outcome::AgentFailure::ModelUnavailable { .. })
-            ),
-            "{:?}",
-            read.failure
+        crate::support::agent_tools::assert_read_as_provider_down(
+            &closer::agent::adapters::codex::Codex,
+            &out.stdout,
         );
     }
 

@@ -588,16 +588,9 @@ mod cli {
         assert_eq!(data["statusCode"], 503);
         assert_eq!(data["isRetryable"], true);
         assert_eq!(model.main_requests().len(), 6, "one call and five retries");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        use closer::agent::adapter::AgentAdapter;
-        let read = closer::agent::adapters::opencode::Opencode.interpret(&stdout);
-        assert!(
-            matches!(
-                read.failure,
-                Some(closer::agent::outcome::AgentFailure::ModelUnavailable { .. })
-            ),
-            "{:?}",
-            read.failure
+        crate::support::agent_tools::assert_read_as_provider_down(
+            &closer::agent::adapters::opencode::Opencode,
+            &out.stdout,
         );
     }
 

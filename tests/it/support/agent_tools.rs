@@ -138,3 +138,20 @@ pub fn pushed_commit(s: &Story) -> String {
         .trim()
         .to_owned()
 }
+
+/// Asserts that `adapter` reads the tool's `stdout` as its model provider
+/// being down.
+pub fn assert_read_as_provider_down(
+    adapter: &dyn closer::agent::adapter::AgentAdapter,
+    stdout: &[u8],
+) {
+    let read = adapter.interpret(&String::from_utf8_lossy(stdout));
+    assert!(
+        matches!(
+            read.failure,
+            Some(closer::agent::outcome::AgentFailure::ModelUnavailable { .. })
+        ),
+        "{:?}",
+        read.failure
+    );
+}
