@@ -55,21 +55,27 @@ fn status_edits(s: &Story) -> usize {
     s.github.requests_to("PATCH", &comments).len()
 }
 
+/// A story with two iterations, on a manual clock started now.
+async fn on_a_manual_clock(name: &str) -> (Story, std::sync::Arc<closer::clock::ManualClock>) {
+    let (clock, _) = manual_clock(closer::clock::SystemClock.now_ms());
+    let s = Story::start_on_clock(
+        name,
+        Some(&two_iterations()),
+        clock.clone(),
+        Timing::serve(),
+    )
+    .await;
+    (s, clock)
+}
+
 fn lines(path: &std::path::Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_agents_provider_down_pauses_the_run_without_counting_and_it_resumes() {
-    let start = closer::clock::SystemClock.now_ms();
-    let (clock, _) = manual_clock(start);
-    let mut s = Story::start_on_clock(
-        "model-down",
-        Some(&two_iterations()),
-        clock.clone(),
-        Timing::serve(),
-    )
-    .await;
+    let (mut s, clock) = on_a_manual_clock("model-down").await;
+    let start = clock.now_ms();
     let (up, attempts) = provider_down_until_up(&s);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s
@@ -175,15 +181,8 @@ async fn an_agent_failing_for_another_reason_spends_its_iteration_even_when_it_p
 /// so, its last attempt recorded; nothing was dead-lettered on the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_provider_down_for_six_hours_fails_the_run_saying_so() {
-    let start = closer::clock::SystemClock.now_ms();
-    let (clock, _) = manual_clock(start);
-    let mut s = Story::start_on_clock(
-        "model-gone",
-        Some(&two_iterations()),
-        clock.clone(),
-        Timing::serve(),
-    )
-    .await;
+    let (mut s, clock) = on_a_manual_clock("model-gone").await;
+    let start = clock.now_ms();
     let (_up, attempts) = provider_down_until_up(&s);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
