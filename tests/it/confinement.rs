@@ -517,7 +517,7 @@ mod hostile_run {
             .map(|(name, cmd)| {
                 format!(
                     "if ( {cmd} ) >/dev/null 2>&1; then echo '{name}: LEAKED'; else echo '{name}: blocked'; fi >> '{}'\n",
-                    s.path("probes.txt").display()
+                    s.path("out/probes.txt").display()
                 )
             })
             .chain([format!("touch '{}' 2>/dev/null\n", data.join("planted").display())])
@@ -533,6 +533,10 @@ mod hostile_run {
             std::fs::create_dir_all(s.path(file).parent().unwrap()).unwrap();
             std::fs::write(s.path(file), text).unwrap();
         }
+        // The probes' findings: a directory of their own, since under
+        // Landlock nothing new can be made directly in a visible directory
+        // that holds a hidden one (docs/security.md, "Known limits").
+        std::fs::create_dir(s.path("out")).unwrap();
         let other = s.dir.path().join("data/worktrees/other-run");
         std::fs::create_dir_all(&other).unwrap();
         std::fs::write(other.join("secret.txt"), "other customer's code").unwrap();
@@ -547,7 +551,7 @@ mod hostile_run {
         s.idle().await;
         let run = s.run(n).await.expect("a run");
         assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
-        let found = std::fs::read_to_string(s.path("probes.txt")).expect("the probes ran");
+        let found = std::fs::read_to_string(s.path("out/probes.txt")).expect("the probes ran");
         (s, found)
     }
 
@@ -557,7 +561,7 @@ mod hostile_run {
             // As `closer serve` configures it: its own files hidden.
             let config = SandboxConfig {
                 mode: Mode::Auto,
-                read_write: vec![s.dir.path().to_path_buf()],
+                read_write: vec![s.path("")],
                 hide: vec![
                     s.dir.path().join("data"),
                     s.path("etc/app.pem"),

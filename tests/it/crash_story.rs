@@ -242,7 +242,12 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
     let db = TestDb::new("crash").await;
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.sh");
-    std::fs::write(&agent, agent_script(dir.path())).unwrap();
+    // The files the agent signals with: a directory of their own, since
+    // under Landlock nothing new can be made directly in a visible directory
+    // that holds a hidden one (docs/security.md, "Known limits").
+    let signals = dir.path().join("signals");
+    std::fs::create_dir(&signals).unwrap();
+    std::fs::write(&agent, agent_script(&signals)).unwrap();
     std::fs::write(
         dir.path().join("closer.toml"),
         format!(
@@ -251,8 +256,8 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
              [sandbox]\nread_write = [\"{}\"]\n",
             dir.path().join("data").display(),
             agent.display(),
-            // The agent's script and the files it signals with live here;
-            // closer still hides its data directory and config inside it.
+            // The agent's script and its signals live here; closer still
+            // hides its data directory and config inside it.
             dir.path().display()
         ),
     )
@@ -302,10 +307,10 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
     // `start`: the phase label.
     kill_during(&mut closer, &github, phase).await;
     // `iterate`: the agent at work.
-    let first = dir.path().join("first");
+    let first = signals.join("first");
     wait_for(&closer, "the agent at work", || first.exists()).await;
     restart(&mut closer).await;
-    std::fs::write(dir.path().join("go"), "").unwrap();
+    std::fs::write(signals.join("go"), "").unwrap();
     // The question.
     kill_during(&mut closer, &github, question).await;
     wait_for(&closer, "awaiting the answer", || {
@@ -391,7 +396,7 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
         .filter(|l| l.starts_with("phase:"))
         .collect();
     assert_eq!(phases, ["phase:complete"]);
-    let worked = std::fs::read_to_string(dir.path().join("worked-2")).unwrap();
+    let worked = std::fs::read_to_string(signals.join("worked-2")).unwrap();
     assert_eq!(worked.lines().count(), 1, "iteration 2's agent worked once");
     assert!(closer.starts >= 9, "killed in every step");
     closer.kill_9().await;

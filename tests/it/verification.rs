@@ -1063,7 +1063,7 @@ async fn an_agent_cannot_fake_commits_by_pointing_the_worktree_elsewhere() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-fake").await;
     let script = "base=$(git rev-parse HEAD)\n\
-         fake=$(mktemp -d)\n\
+         fake=$(mktemp -d -p \"$HOME\")\n\
          git clone -q \"$(git rev-parse --path-format=absolute --git-common-dir)\" \"$fake/r\" 2>/dev/null\n\
          git -C \"$fake/r\" checkout -q -b closer/issue-4 \"$base\"\n\
          git -C \"$fake/r\" -c user.name=x -c user.email=y commit -q --allow-empty -m cheat\n\

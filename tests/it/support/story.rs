@@ -121,6 +121,11 @@ impl Timing {
     }
 }
 
+/// The story's directory the sandbox lets the agent write to (beside
+/// closer's `data`, which it hides): under Landlock a writable directory
+/// that holds a hidden one cannot get new entries (docs/security.md).
+const SHARED: &str = "shared";
+
 pub struct Story {
     pub github: FakeGitHub,
     pub llm: FakeLlm,
@@ -229,7 +234,8 @@ impl Story {
         github.set_permission(&repo, MAINTAINER, "write");
         let llm = FakeLlm::start().await;
         let dir = tempfile::tempdir().expect("temp dir");
-        let agent_script = dir.path().join("agent.sh");
+        std::fs::create_dir(dir.path().join(SHARED)).expect("shared dir");
+        let agent_script = dir.path().join(SHARED).join("agent.sh");
         std::fs::write(
             &agent_script,
             "#!/bin/sh\nscript=\"$(dirname \"$0\")/iter-$CLOSER_ITERATION.sh\"\n\
@@ -330,7 +336,7 @@ impl Story {
             adapter: AdapterKind::Command,
             command: vec![
                 "sh".into(),
-                self.dir.path().join("agent.sh").display().to_string(),
+                self.path("agent.sh").display().to_string(),
             ],
             timeout_secs: 60,
             pass_env: Vec::new(),
@@ -348,7 +354,7 @@ impl Story {
                 llm: Some(build_client(llm_settings).expect("LLM client")),
                 data_dir: self.dir.path().join("data"),
                 confinement: self.confinement.clone().unwrap_or_else(|| {
-                    super::confinement(self.dir.path(), &self.dir.path().join("data"))
+                    super::confinement(&self.path(""), &self.dir.path().join("data"))
                 }),
                 base_env: BaseEnv::from_process(),
                 max_attempts: self.timing.run_attempts,
@@ -382,16 +388,19 @@ impl Story {
 
     /// The agent's script for iteration `n` (runs in the worktree).
     pub fn agent_step(&self, n: u32, script: &str) {
-        std::fs::write(self.dir.path().join(format!("iter-{n}.sh")), script).expect("write");
+        std::fs::write(self.path(&format!("iter-{n}.sh")), script).expect("write");
     }
 
     /// The prompt the agent got in iteration `n`.
     pub fn prompt(&self, n: u32) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("prompt-{n}.txt"))).unwrap_or_default()
+        std::fs::read_to_string(self.path(&format!("prompt-{n}.txt"))).unwrap_or_default()
     }
 
+    /// `name` in the directory the story's agent and goals may write to
+    /// (its scripts, prompts and marker files); closer's data directory is
+    /// beside it, not inside, as an operator's would be.
     pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.dir.path().join(SHARED).join(name)
     }
 
     /// Opens an issue as the maintainer with `labels` and delivers `issues.opened`.
