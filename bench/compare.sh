@@ -8,6 +8,12 @@
 #
 #   bench/compare.sh [seconds per cell, default 15] [connections, default 32]
 #
+# BENCH_CELLS picks cells (default: all five, in this order):
+#   BENCH_CELLS="probot sqlite-all" bench/compare.sh
+# BENCH_DRAIN_SECS (default 60) bounds the wait for the queue after an `all` cell.
+# BENCH_SMAPS=DIR keeps each cell's /proc/<pid>/status and smaps there, taken
+# at the end of its load (where the memory is).
+#
 # closer runs the release build with --dry-run against bench/fake_github.py
 # (GITHUB_API_URL), so runs really start: config read, permission check,
 # status comment, labels, then the start step, which fails at once because no
@@ -64,7 +70,14 @@ drive() {
 
 # Peak resident memory, then (in brackets) the anonymous part at the end of
 # the load: the rest is the program's own code, mapped from its file.
-peak_rss_mb() { awk '/VmHWM/ {h = $2} /RssAnon/ {a = $2} END {printf "%d MB (anon %d)", h / 1024, a / 1024}' "/proc/$1/status"; }
+peak_rss_mb() {
+  if [ -n "${BENCH_SMAPS:-}" ]; then
+    mkdir -p "$BENCH_SMAPS"
+    cp "/proc/$1/status" "$BENCH_SMAPS/$cell.status"
+    cp "/proc/$1/smaps" "$BENCH_SMAPS/$cell.smaps"
+  fi
+  awk '/VmHWM/ {h = $2} /RssAnon/ {a = $2} END {printf "%d MB (anon %d)", h / 1024, a / 1024}' "/proc/$1/status"
+}
 
 row() {
   echo "| $1 | $2 | $rps | $p50 | $p99 | $3 | $requests sent, $non2xx non-2xx | $4 |"
@@ -72,6 +85,7 @@ row() {
 
 probot() {
   local port
+  cell=probot
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   (cd "$root/bench/probot" && APP_ID=1 PRIVATE_KEY_PATH="$work/app.pem" WEBHOOK_SECRET=$secret \
     PORT=$port HOST=127.0.0.1 LOG_LEVEL=fatal exec node node_modules/probot/bin/probot.js run ./index.js \
@@ -118,7 +132,7 @@ closer() {
   rss=$(peak_rss_mb "$server_pid")
   local note="intake only: relevant deliveries stay queued"
   if [ "$role" = all ]; then
-    for _ in $(seq 60); do
+    for _ in $(seq "${BENCH_DRAIN_SECS:-60}"); do
       [ "$(sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')")" = 0 ] && break
       sleep 1
     done
@@ -133,9 +147,11 @@ closer() {
 
 echo "| server | database | deliveries/s | p50 | p99 | peak RSS | requests | deliveries |"
 echo "|---|---|---|---|---|---|---|---|"
-probot
-for backend in sqlite postgres; do
-  closer "$backend" intake
-  closer "$backend" all
+for cell_name in ${BENCH_CELLS:-probot sqlite-intake sqlite-all postgres-intake postgres-all}; do
+  case "$cell_name" in
+    probot) probot ;;
+    sqlite-intake | sqlite-all | postgres-intake | postgres-all) closer "${cell_name%-*}" "${cell_name#*-}" ;;
+    *) echo "unknown cell $cell_name" >&2; exit 2 ;;
+  esac
 done
 curl -s "http://127.0.0.1:$gh_port/_stats" >&2; echo >&2

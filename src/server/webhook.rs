@@ -26,7 +26,7 @@ use crate::engine::triage::{Verdict, triage};
 use crate::events::EventKind;
 use crate::events::envelope::Envelope;
 use crate::model::{DeliveryStatus, JobKind};
-use crate::store::deliveries::{self, NewDelivery, Thread};
+use crate::store::deliveries::{NewDelivery, Thread};
 use crate::store::jobs::NewJob;
 use crate::store::writer::WriteOutcome;
 
@@ -185,7 +185,8 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let kind = EventKind::from_header(&delivery.event);
-    let new = new_delivery(&state, &delivery, &envelope, kind);
+    let delivery_id = delivery.delivery_id.clone();
+    let new = new_delivery(&state, delivery, &envelope, kind);
     let event_label = kind.map_or("other", EventKind::as_str);
     match writer.submit(new).await {
         Ok(outcome @ (WriteOutcome::Stored | WriteOutcome::Ignored)) => {
@@ -195,17 +196,17 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
             if queued {
                 state.jobs_ready.notify_waiters();
             }
-            tracing::debug!(delivery = %delivery.delivery_id, event = %delivery.event, outcome, "delivery stored");
+            tracing::debug!(delivery = %delivery_id, event = event_label, outcome, "delivery stored");
             (StatusCode::ACCEPTED, "accepted\n").into_response()
         }
         Ok(WriteOutcome::Duplicate) => {
             count(event_label, "duplicate");
-            tracing::info!(delivery = %delivery.delivery_id, "duplicate delivery acknowledged");
+            tracing::info!(delivery = %delivery_id, "duplicate delivery acknowledged");
             (StatusCode::OK, "duplicate\n").into_response()
         }
         Err(e) => {
             count(event_label, "error");
-            tracing::error!(delivery = %delivery.delivery_id, error = %e, "delivery not stored");
+            tracing::error!(delivery = %delivery_id, error = %e, "delivery not stored");
             (StatusCode::SERVICE_UNAVAILABLE, "not stored, try again\n").into_response()
         }
     }
@@ -216,7 +217,7 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
 /// triage facts cannot be read keeps its job: the worker records why.
 fn new_delivery(
     state: &AppState,
-    delivery: &SignedDelivery,
+    delivery: SignedDelivery,
     envelope: &Envelope,
     kind: Option<EventKind>,
 ) -> NewDelivery {
@@ -237,15 +238,13 @@ fn new_delivery(
         }),
         _ => None,
     };
-    let (payload, encoding) = deliveries::encode_payload(&delivery.body);
     NewDelivery {
-        delivery_id: delivery.delivery_id.clone(),
-        event: delivery.event.clone(),
+        delivery_id: delivery.delivery_id,
+        event: delivery.event,
         action: envelope.action.clone(),
         installation_id: envelope.installation_id(),
         repository: envelope.repository().map(str::to_owned),
-        payload,
-        encoding,
+        body: delivery.body.into(),
         received_at: state.store.now_ms(),
         status: if job.is_some() {
             DeliveryStatus::Received

@@ -1,6 +1,8 @@
 //! Webhook deliveries as received: the durable record behind every 2xx intake
-//! answers. Payloads are stored zstd-compressed (about 6× smaller); a delivery
-//! id is unique, so a re-delivery is recognised and not stored twice.
+//! answers. A delivery id is unique, so a re-delivery is recognised and not
+//! stored twice. The payload of a delivery closer keeps (it has a job) is
+//! stored zstd-compressed (about 8× smaller); one triage ignored at intake is
+//! recorded without its payload (decision 103).
 
 use std::cell::RefCell;
 
@@ -18,9 +20,9 @@ pub struct NewDelivery {
     pub action: Option<String>,
     pub installation_id: Option<i64>,
     pub repository: Option<String>,
-    /// The payload, already encoded as `encoding` says.
-    pub payload: Vec<u8>,
-    pub encoding: PayloadEncoding,
+    /// The payload as it arrived. The writer stores it, compressed, only
+    /// with a delivery it keeps ([`NewDelivery::stored_payload`]).
+    pub body: Vec<u8>,
     pub received_at: Millis,
     /// `received` (a job processes it) or `ignored` (an event we do not handle).
     pub status: DeliveryStatus,
@@ -31,6 +33,19 @@ pub struct NewDelivery {
     /// the batch's transaction, and stores the delivery as `ignored` with
     /// [`IGNORED_NO_WORK`] and no job when there is none.
     pub only_with_work: Option<Thread>,
+}
+
+impl NewDelivery {
+    /// The payload column and its encoding for this delivery: compressed
+    /// when it is `kept` (it has a job), else nothing. The payload of a
+    /// delivery that cannot matter was most of what intake wrote and
+    /// compressed; its id, event, repository and triage outcome stay.
+    pub fn stored_payload(&self, kept: bool) -> (Vec<u8>, PayloadEncoding) {
+        match kept {
+            true => encode_payload(&self.body),
+            false => (Vec::new(), PayloadEncoding::NotKept),
+        }
+    }
 }
 
 /// An issue or pull request of a repository.
@@ -50,6 +65,8 @@ pub const IGNORED_NO_WORK: &str =
 pub enum PayloadEncoding {
     Zstd,
     Identity,
+    /// Not stored: the delivery was ignored at intake.
+    NotKept,
 }
 
 impl PayloadEncoding {
@@ -57,6 +74,7 @@ impl PayloadEncoding {
         match self {
             PayloadEncoding::Zstd => "zstd",
             PayloadEncoding::Identity => "identity",
+            PayloadEncoding::NotKept => "none",
         }
     }
 
@@ -64,6 +82,7 @@ impl PayloadEncoding {
         match s {
             "zstd" => Ok(PayloadEncoding::Zstd),
             "identity" => Ok(PayloadEncoding::Identity),
+            "none" => Ok(PayloadEncoding::NotKept),
             other => Err(StoreError::Payload(format!("unknown encoding {other:?}"))),
         }
     }
@@ -94,12 +113,17 @@ pub fn encode_payload(raw: &[u8]) -> (Vec<u8>, PayloadEncoding) {
     }
 }
 
-/// The stored payload back as it arrived.
-pub fn decode_payload(stored: Vec<u8>, encoding: PayloadEncoding) -> Result<Vec<u8>, StoreError> {
+/// The stored payload back as it arrived; `None` when it was not kept.
+pub fn decode_payload(
+    stored: Vec<u8>,
+    encoding: PayloadEncoding,
+) -> Result<Option<Vec<u8>>, StoreError> {
     match encoding {
-        PayloadEncoding::Identity => Ok(stored),
+        PayloadEncoding::Identity => Ok(Some(stored)),
         PayloadEncoding::Zstd => zstd::stream::decode_all(stored.as_slice())
+            .map(Some)
             .map_err(|e| StoreError::Payload(e.to_string())),
+        PayloadEncoding::NotKept => Ok(None),
     }
 }
 
@@ -111,7 +135,8 @@ pub struct StoredDelivery {
     pub action: Option<String>,
     pub installation_id: Option<i64>,
     pub repository: Option<String>,
-    pub payload: Vec<u8>,
+    /// `None` for a delivery triage ignored at intake (decision 103).
+    pub payload: Option<Vec<u8>>,
     pub received_at: Millis,
     pub status: DeliveryStatus,
     pub outcome: Option<String>,

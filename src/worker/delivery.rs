@@ -85,7 +85,14 @@ impl DeliveryRunner {
             .map_err(retry)?;
             return Ok(());
         };
-        let (status, outcome) = match parse_event(kind, &delivery.payload) {
+        // A delivery with a job is stored with its payload (decision 103).
+        let Some(payload) = &delivery.payload else {
+            return Err(JobError::Permanent(format!(
+                "delivery {} was stored without its payload",
+                delivery.delivery_id
+            )));
+        };
+        let (status, outcome) = match parse_event(kind, payload) {
             Ok(event) => {
                 let mut outcome = self.apply(&event).await.map_err(retry)?;
                 if let Some(events) = &self.events

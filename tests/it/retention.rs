@@ -17,7 +17,7 @@ use closer::model::{
     RepoName, Run, RunId, RunState, Stage,
 };
 use closer::retention::Retention;
-use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
+use closer::store::deliveries::{self, NewDelivery};
 use closer::store::jobs::{self, NewJob};
 use closer::store::writer::IntakeWriter;
 use closer::store::{Store, dry_run, runs};
@@ -96,8 +96,7 @@ fn delivery(id: &str, at: i64) -> NewDelivery {
         action: Some("opened".to_owned()),
         installation_id: None,
         repository: None,
-        payload: b"{}".to_vec(),
-        encoding: PayloadEncoding::Identity,
+        body: b"{}".to_vec(),
         received_at: at,
         status: DeliveryStatus::Received,
         only_with_work: None,

@@ -5,7 +5,7 @@ use closer::model::{
     CompletionType, DeliveryStatus, InstallationId, IssueNumber, JobKind, Outcome, Phase, RepoName,
     Run, RunId, RunState, Stage, TaskType,
 };
-use closer::store::deliveries::{self, NewDelivery, PayloadEncoding};
+use closer::store::deliveries::{self, NewDelivery};
 use closer::store::jobs::{self, NewJob};
 use closer::store::runs;
 use closer::store::writer::{IntakeWriter, WriteOutcome};
@@ -50,8 +50,7 @@ fn delivery(id: &str, received_at: i64) -> NewDelivery {
         action: Some("opened".to_owned()),
         installation_id: None,
         repository: None,
-        payload: b"{}".to_vec(),
-        encoding: PayloadEncoding::Identity,
+        body: b"{}".to_vec(),
         received_at,
         status: DeliveryStatus::Received,
         job: Some(NewJob {

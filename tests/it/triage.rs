@@ -78,10 +78,12 @@ async fn deliver(app: &TestApp, event: &str, body: &[u8]) -> Triaged {
         DeliveryStatus::Ignored => {
             assert_eq!(stored.outcome.as_deref(), Some(IGNORED_NO_WORK));
             assert!(!has_job, "an ignored delivery has no job");
+            assert_eq!(stored.payload, None, "nor its payload");
             Triaged::Ignored
         }
         _ => {
             assert!(has_job, "a kept delivery has its job");
+            assert_eq!(stored.payload.as_deref(), Some(body), "and its payload");
             Triaged::Kept
         }
     }

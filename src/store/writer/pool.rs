@@ -183,14 +183,15 @@ async fn insert_deliveries(
             (Some(_), false) => (DeliveryStatus::Ignored, Some(IGNORED_NO_WORK)),
             _ => (d.status, None),
         };
+        let (payload, encoding) = d.stored_payload(*wanted);
         query = query
             .bind(d.delivery_id.as_str())
             .bind(d.event.as_str())
             .bind(d.action.as_deref())
             .bind(d.installation_id)
             .bind(d.repository.as_deref())
-            .bind(d.payload.as_slice())
-            .bind(d.encoding.as_str())
+            .bind(payload)
+            .bind(encoding.as_str())
             .bind(d.received_at)
             .bind(status.as_str())
             .bind(outcome);

@@ -124,14 +124,15 @@ impl SqliteWriter {
                 (Some(_), None) => (DeliveryStatus::Ignored, Some(IGNORED_NO_WORK)),
                 _ => (d.status, None),
             };
+            let (payload, encoding) = d.stored_payload(job.is_some());
             let inserted = statements.delivery.execute(params![
                 d.delivery_id,
                 d.event,
                 d.action,
                 d.installation_id,
                 d.repository,
-                d.payload,
-                d.encoding.as_str(),
+                payload,
+                encoding.as_str(),
                 d.received_at,
                 status.as_str(),
                 outcome,

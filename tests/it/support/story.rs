@@ -334,10 +334,7 @@ impl Story {
         llm_settings.retry.max_attempts = 1;
         let agent = self.agent.clone().unwrap_or_else(|| AgentConfig {
             adapter: AdapterKind::Command,
-            command: vec![
-                "sh".into(),
-                self.path("agent.sh").display().to_string(),
-            ],
+            command: vec!["sh".into(), self.path("agent.sh").display().to_string()],
             timeout_secs: 60,
             pass_env: Vec::new(),
             max_output_bytes: 1 << 20,
