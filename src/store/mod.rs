@@ -162,8 +162,8 @@ impl Store {
                         nodelay::set_on_all_tcp_sockets();
                     }
                     if backend == Backend::Sqlite {
-                        conn.execute(sqlx::AssertSqlSafe(sqlite_pragmas(durability)))
-                            .await?;
+                        let pragmas = sqlite_pragmas(durability, POOL_CACHE_KIB);
+                        conn.execute(sqlx::AssertSqlSafe(pragmas)).await?;
                     }
                     Ok(())
                 })
@@ -231,17 +231,31 @@ impl Store {
 
 /// The settings every SQLite connection gets: WAL (readers never wait for the
 /// writer), the durability asked for, a wait instead of an error when another
-/// connection holds the write lock, and enforced foreign keys.
-pub(crate) fn sqlite_pragmas(durability: Durability) -> String {
+/// connection holds the write lock, enforced foreign keys, and a page cache
+/// of `cache_kib`.
+pub(crate) fn sqlite_pragmas(durability: Durability, cache_kib: u32) -> String {
     let sync = match durability {
         Durability::Process => "NORMAL",
         Durability::Fsync => "FULL",
     };
     format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; \
-         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; \
+         PRAGMA cache_size = -{cache_kib};"
     )
 }
+
+/// The page cache of each pool connection. Each of the pool's connections
+/// keeps a cache of its own (SQLite's default, 2 MiB, made eight connections
+/// up to 16 MiB); what they read is small and hot, and the operating
+/// system's cache holds the file anyway. On the realistic mix a quarter
+/// megabyte each cost no measurable rate and 3–4 MB of resident memory
+/// (docs/benchmarks.md, run 4).
+const POOL_CACHE_KIB: u32 = 256;
+
+/// The intake writer's page cache, SQLite's default: its inserts land on
+/// pages all over the delivery-id index.
+pub(crate) const WRITER_CACHE_KIB: u32 = 2000;
 
 /// `sqlite::memory:`, `sqlite://:memory:`, `sqlite://?mode=memory`: a
 /// database that lives only as long as its connection.
