@@ -79,8 +79,21 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
             .unwrap();
         assert_eq!(line.trim(), "ready");
     }
-    let environ = read_environ_as_nobody(control.id().unwrap()).await;
-    assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
+    // Read until it shows: right after "ready" the shell may still be
+    // exec'ing `sleep`, and a read that meets the exec gets nothing.
+    let visible = |e: &Option<String>| {
+        e.as_deref()
+            .is_some_and(|e| e.contains("CONTROL_SECRET=visible"))
+    };
+    let mut environ = None;
+    for _ in 0..50 {
+        environ = read_environ_as_nobody(control.id().unwrap()).await;
+        if visible(&environ) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(visible(&environ), "the control's environment: {environ:?}");
     control.kill().await.unwrap();
 
     let port = free_port();
