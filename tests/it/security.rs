@@ -61,10 +61,13 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
     // The control: an ordinary process of that user is readable, so the
     // probe below can fail.
     // It says "ready" once it runs as nobody (setpriv has switched), so the
-    // read below cannot race the switch on a loaded machine.
+    // read below cannot race the switch on a loaded machine; it then waits
+    // on its stdin with the shell's own `read`, exec'ing nothing (a read
+    // that met an exec got nothing).
     let mut control = as_nobody("sh")
-        .args(["-c", "echo ready; exec sleep 30"])
+        .args(["-c", "echo ready; read wait"])
         .env("CONTROL_SECRET", "visible")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -79,21 +82,8 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
             .unwrap();
         assert_eq!(line.trim(), "ready");
     }
-    // Read until it shows: right after "ready" the shell may still be
-    // exec'ing `sleep`, and a read that meets the exec gets nothing.
-    let visible = |e: &Option<String>| {
-        e.as_deref()
-            .is_some_and(|e| e.contains("CONTROL_SECRET=visible"))
-    };
-    let mut environ = None;
-    for _ in 0..50 {
-        environ = read_environ_as_nobody(control.id().unwrap()).await;
-        if visible(&environ) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(visible(&environ), "the control's environment: {environ:?}");
+    let environ = read_environ_as_nobody(control.id().unwrap()).await;
+    assert!(environ.is_some_and(|e| e.contains("CONTROL_SECRET=visible")));
     control.kill().await.unwrap();
 
     let port = free_port();
