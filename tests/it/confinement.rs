@@ -561,7 +561,7 @@ mod hostile_run {
             // As `closer serve` configures it: its own files hidden.
             let config = SandboxConfig {
                 mode: Mode::Auto,
-                read_write: vec![s.path("")],
+                read_write: vec![s.shared_dir()],
                 hide: vec![
                     s.dir.path().join("data"),
                     s.path("etc/app.pem"),

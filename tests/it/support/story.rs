@@ -351,7 +351,7 @@ impl Story {
                 llm: Some(build_client(llm_settings).expect("LLM client")),
                 data_dir: self.dir.path().join("data"),
                 confinement: self.confinement.clone().unwrap_or_else(|| {
-                    super::confinement(&self.path(""), &self.dir.path().join("data"))
+                    super::confinement(&self.shared_dir(), &self.dir.path().join("data"))
                 }),
                 base_env: BaseEnv::from_process(),
                 max_attempts: self.timing.run_attempts,
@@ -393,11 +393,16 @@ impl Story {
         std::fs::read_to_string(self.path(&format!("prompt-{n}.txt"))).unwrap_or_default()
     }
 
-    /// `name` in the directory the story's agent and goals may write to
-    /// (its scripts, prompts and marker files); closer's data directory is
-    /// beside it, not inside, as an operator's would be.
+    /// The directory the story's agent and goals may write to (its scripts,
+    /// prompts and marker files); closer's data directory is beside it, not
+    /// inside, as an operator's would be.
+    pub fn shared_dir(&self) -> PathBuf {
+        self.dir.path().join(SHARED)
+    }
+
+    /// `name` in [`Story::shared_dir`].
     pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(SHARED).join(name)
+        self.shared_dir().join(name)
     }
 
     /// Opens an issue as the maintainer with `labels` and delivers `issues.opened`.
