@@ -299,14 +299,7 @@ mod tests {
                 "Request timed out.",
             ),
         ];
-        for (out, starts) in results {
-            match ClaudeCode.interpret(out).failure {
-                Some(AgentFailure::ModelUnavailable { detail }) => {
-                    assert!(detail.starts_with(starts), "{detail}")
-                }
-                other => panic!("{other:?} for {out}"),
-            }
-        }
+        crate::agent::adapters::assert_provider_down(&ClaudeCode, &results);
     }
 
     /// A request the API refused (400) or a refused key (401) is the

@@ -300,14 +300,7 @@ mod tests {
                 "Cannot connect to API",
             ),
         ];
-        for (out, starts) in down {
-            match Opencode.interpret(out).failure {
-                Some(AgentFailure::ModelUnavailable { detail }) => {
-                    assert!(detail.starts_with(starts), "{detail}")
-                }
-                other => panic!("{other:?} for {out}"),
-            }
-        }
+        crate::agent::adapters::assert_provider_down(&Opencode, &down);
         let bad = r#"{"type":"error","timestamp":1,"sessionID":"s","error":{"name":"APIError","data":{"message":"err","statusCode":400,"isRetryable":false}}}"#;
         assert_eq!(
             Opencode.interpret(bad).failure,
