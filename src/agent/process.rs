@@ -438,11 +438,18 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
 
 /// The child gets `fd` as its descriptor 3.
 fn give_fd3(cmd: &mut Command, fd: Arc<OwnedFd>) {
-    // SAFETY: dup2 is async-signal-safe; the duplicate (unlike the
-    // original, made O_CLOEXEC) survives the exec.
+    // SAFETY: dup2 and fcntl are async-signal-safe; the duplicate (unlike
+    // the original, made O_CLOEXEC) survives the exec. When the original
+    // already is descriptor 3, dup2 does nothing, close-on-exec included,
+    // and the program would find 3 closed (or, worse, whatever it opens
+    // next there): clear the flag instead.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(fd.as_raw_fd(), 3) < 0 {
+            let placed = match fd.as_raw_fd() {
+                3 => libc::fcntl(3, libc::F_SETFD, 0),
+                raw => libc::dup2(raw, 3),
+            };
+            if placed < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -701,5 +708,75 @@ mod tests {
             resolve_program("missing", Some(&path)),
             PathBuf::from("missing")
         );
+    }
+
+    use std::os::fd::FromRawFd as _;
+
+    /// Marks the child copy of the test binary that runs the probe below.
+    const FD3_CHILD: &str = "CLOSER_TEST_FD3_CHILD";
+
+    #[test]
+    fn a_descriptor_that_already_is_3_still_reaches_the_program_as_3() {
+        // Placing a descriptor at 3 would disturb whatever this shared test
+        // process keeps there, so a child copy of the binary runs the probe.
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "agent::process::tests::fd3_probe",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(FD3_CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("FD3_PROBE_DONE"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs only in the child started above (it returns at once elsewhere):
+    /// the pipe's own descriptor is 3, as `pipe2` sometimes returns when 3
+    /// was just freed.
+    #[test]
+    fn fd3_probe() {
+        if std::env::var_os(FD3_CHILD).is_none() {
+            return;
+        }
+        let read = pipe_holding(b"through fd 3\n");
+        if read.as_raw_fd() != 3 {
+            // SAFETY: this process runs only this probe; nothing else uses 3.
+            assert_eq!(
+                unsafe { libc::dup3(read.as_raw_fd(), 3, libc::O_CLOEXEC) },
+                3
+            );
+        }
+        // SAFETY: 3 was just made a duplicate of the pipe, owned by nobody else.
+        let at_3 = match read.as_raw_fd() {
+            3 => read,
+            _ => unsafe { OwnedFd::from_raw_fd(3) },
+        };
+        let mut spec = sh("cat <&3", Duration::from_secs(20));
+        spec.fd3 = Some(Arc::new(at_3));
+        let out = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run(&spec))
+            .unwrap();
+        assert_eq!(out.stdout.text, "through fd 3\n", "{}", out.stderr.text);
+        println!("FD3_PROBE_DONE");
+    }
+
+    fn pipe_holding(content: &[u8]) -> OwnedFd {
+        use std::io::Write as _;
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills both descriptors, owned by nobody else.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        std::fs::File::from(write).write_all(content).unwrap();
+        read
     }
 }
