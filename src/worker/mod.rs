@@ -6,10 +6,12 @@
 //! A worker never holds a job it lost: when a heartbeat finds the lease gone
 //! (it expired and another worker took it), the runner is abandoned. A
 //! runner that panics fails its job permanently, with the message recorded;
-//! the worker goes on with the next job. A job deferred because something
-//! it depends on is down (GitHub, the LLM) waits with the usual backoff but
-//! keeps its attempts: an outage the job waits out never dead-letters it
-//! (for up to [`jobs::OUTAGE_PATIENCE`] after it was queued).
+//! the worker goes on with the next job. An outcome the database refuses
+//! to record is tried again a few times before the lease is left to expire.
+//! A job deferred because something it depends on is down (GitHub, the LLM)
+//! waits with the usual backoff but keeps its attempts: an outage the job
+//! waits out never dead-letters it (for up to [`jobs::OUTAGE_PATIENCE`]
+//! after it was queued).
 //! A worker that dies all the same (a panic outside the job's guard, e.g.
 //! while a runner's future is dropped) is restarted by its supervisor;
 //! [`WorkerHealth`] counts the live ones for `/readyz`.
@@ -30,6 +32,14 @@ use tokio::sync::{Notify, broadcast, watch};
 use crate::model::{JobKind, Named};
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
+
+/// How many times a worker tries to record a job's outcome before leaving
+/// the job to its lease. Each try may wait out SQLite's busy timeout (10 s):
+/// five stay well inside the third of a lease a heartbeat leaves.
+const SETTLE_ATTEMPTS: u32 = 5;
+
+/// The wait after the first failed try to record an outcome; it doubles.
+const SETTLE_FIRST_WAIT: Duration = Duration::from_millis(250);
 
 /// A worker's task, aborted when its supervisor is (a supervisor's handle
 /// stands for its worker: aborting it stops the worker, as before).
@@ -313,7 +323,10 @@ impl WorkerPool {
             )))),
         };
         let outcome = match result {
-            Some(result) => self.settle(&job, owner, result).await?,
+            Some(result) => {
+                self.settle_persistently(&job, owner, result, shutdown)
+                    .await?
+            }
             None => Settled::Abandoned,
         };
         metrics::histogram!("closer_job_duration_seconds", "kind" => job.kind.clone(), "outcome" => outcome.as_str())
@@ -371,6 +384,34 @@ impl WorkerPool {
                     tracing::info!(job = job.id, "shutdown: job given back to the queue");
                     return None;
                 }
+            }
+        }
+    }
+
+    /// [`Self::settle`], tried again a few times when the database refuses
+    /// the write (locked past its busy timeout, a connection lost): the
+    /// job's work is done, and an outcome not recorded would leave the job
+    /// leased until its lease expires and another worker runs it all again.
+    /// Not once shutdown has begun: the process must exit within its grace,
+    /// and the lease still hands the job on.
+    async fn settle_persistently(
+        &self,
+        job: &LeasedJob,
+        owner: &str,
+        result: Result<(), JobError>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Settled, StoreError> {
+        let mut wait = SETTLE_FIRST_WAIT;
+        let mut attempt = 1;
+        loop {
+            match self.settle(job, owner, result.clone()).await {
+                Err(e) if attempt < SETTLE_ATTEMPTS && !*shutdown.borrow() => {
+                    tracing::warn!(job = job.id, attempt, error = %e, "the job's outcome was not recorded; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    attempt += 1;
+                }
+                settled => return settled,
             }
         }
     }

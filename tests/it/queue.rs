@@ -339,6 +339,29 @@ async fn backoff_grows_exponentially_within_its_jitter_and_cap() {
     assert_eq!(backoff.delay(1, 1.0), Duration::from_millis(2400));
 }
 
+/// One worker running `run` jobs with `runner`: what it settles, the
+/// switch that stops it, and its task.
+fn one_worker(
+    store: &Store,
+    runner: std::sync::Arc<dyn closer::worker::JobRunner>,
+    name: &str,
+) -> (
+    tokio::sync::broadcast::Receiver<closer::worker::JobSettled>,
+    tokio::sync::watch::Sender<bool>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let runners = std::collections::HashMap::from([(JobKind::Run, runner)]);
+    let settings = closer::worker::WorkerSettings {
+        poll_interval: Duration::from_millis(20),
+        ..closer::worker::WorkerSettings::default()
+    };
+    let ready = std::sync::Arc::new(tokio::sync::Notify::new());
+    let pool = closer::worker::WorkerPool::new(store.clone(), runners, settings, ready);
+    let settled = pool.subscribe();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    (settled, stop, pool.spawn(1, name, stop_rx))
+}
+
 /// Runs `run` jobs: panics on the payload `"boom"`, succeeds otherwise.
 struct Panicky;
 
@@ -371,20 +394,8 @@ async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
     let boom_id = jobs::enqueue(store.pool(), &boom, now).await.unwrap();
     let fine_id = jobs::enqueue(store.pool(), &fine, now).await.unwrap();
 
-    let runners: HashMap<JobKind, Arc<dyn closer::worker::JobRunner>> = HashMap::from([(
-        JobKind::Run,
-        Arc::new(Panicky) as Arc<dyn closer::worker::JobRunner>,
-    )]);
-    let settings = closer::worker::WorkerSettings {
-        poll_interval: Duration::from_millis(20),
-        ..closer::worker::WorkerSettings::default()
-    };
-    let ready = Arc::new(tokio::sync::Notify::new());
-    let pool = closer::worker::WorkerPool::new(store.clone(), runners, settings, ready);
-    let mut settled = pool.subscribe();
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     // One worker: the job after the panic must be run by the same one.
-    let workers = pool.spawn(1, "panic-test", stop_rx);
+    let (mut settled, stop, workers) = one_worker(&store, Arc::new(Panicky), "panic-test");
     let mut seen = HashMap::new();
     while seen.len() < 2 {
         let s = tokio::time::timeout(Duration::from_secs(10), settled.recv())
@@ -403,4 +414,132 @@ async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
     for w in workers {
         w.await.expect("the worker ended normally, not by a panic");
     }
+}
+
+/// Runs `run` jobs once the test says so, counting how often it was asked.
+struct Gated {
+    started: tokio::sync::mpsc::UnboundedSender<()>,
+    go: std::sync::Arc<tokio::sync::Notify>,
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+impl closer::worker::JobRunner for Gated {
+    fn run<'a>(&'a self, _job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
+        Box::pin(async move {
+            self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.started.send(());
+            self.go.notified().await;
+            Ok(())
+        })
+    }
+}
+
+/// One job run by one worker on SQLite, finishing while another
+/// connection holds the write lock: taken once the job runs, kept until
+/// `release` is sent or `hold` has passed.
+struct FinishedUnderLock {
+    store: Store,
+    id: i64,
+    runner: std::sync::Arc<Gated>,
+    settled: tokio::sync::broadcast::Receiver<closer::worker::JobSettled>,
+    stop: tokio::sync::watch::Sender<bool>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    release: std::sync::mpsc::Sender<()>,
+    locker: std::thread::JoinHandle<()>,
+}
+
+/// `None`, saying so, on PostgreSQL: a lock there makes writes wait
+/// rather than fail.
+async fn finish_under_lock(db: &TestDb, key: &str, hold: Duration) -> Option<FinishedUnderLock> {
+    if db.backend != Backend::Sqlite {
+        eprintln!("SKIPPED: SQLite's busy timeout story; PostgreSQL waits on a lock instead");
+        return None;
+    }
+    let store = db.store().await;
+    let now = store.now_ms();
+    let mut one = job(key, 5);
+    one.run_at = now;
+    let id = jobs::enqueue(store.pool(), &one, now).await.unwrap();
+    let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let go = std::sync::Arc::new(tokio::sync::Notify::new());
+    let runner = std::sync::Arc::new(Gated {
+        started,
+        go: go.clone(),
+        runs: 0.into(),
+    });
+    let (settled, stop, workers) = one_worker(&store, runner.clone(), key);
+    started_rx.recv().await.expect("the job runs");
+
+    let file = store.sqlite_file().expect("a SQLite file").to_owned();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let locker = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(file).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        go.notify_one();
+        let _ = released.recv_timeout(hold);
+        conn.execute_batch("ROLLBACK").unwrap();
+    });
+    Some(FinishedUnderLock {
+        store,
+        id,
+        runner,
+        settled,
+        stop,
+        workers,
+        release,
+        locker,
+    })
+}
+
+/// A job finished while another connection holds SQLite's write lock past
+/// the busy timeout: the first try to record it fails ("database is
+/// locked"), a later one lands, and the job is done, run once, instead of
+/// staying leased until its lease expires and running again.
+#[tokio::test]
+async fn an_outcome_the_locked_database_refuses_is_recorded_once_the_lock_goes() {
+    let db = TestDb::new("queue_settle_locked").await;
+    // Past the pool's busy timeout (10 s), then the lock goes.
+    let Some(mut f) = finish_under_lock(&db, "k-locked", Duration::from_secs(11)).await else {
+        return;
+    };
+    let s = tokio::time::timeout(Duration::from_secs(60), f.settled.recv())
+        .await
+        .expect("the outcome is recorded once the lock goes")
+        .expect("settled");
+    f.locker.join().unwrap();
+    assert_eq!((s.id, s.outcome), (f.id, closer::worker::Settled::Done));
+    let done = jobs::get(f.store.pool(), f.id).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Done);
+    assert_eq!(f.runner.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let _ = f.stop.send(true);
+    for w in f.workers {
+        w.await.unwrap();
+    }
+}
+
+/// The same refusal during shutdown: the worker stops after the one try
+/// (its busy timeout, 10 s) instead of trying again while the lock lasts,
+/// so the process still exits within its grace; the job stays leased, for
+/// its lease to hand on.
+#[tokio::test]
+async fn at_shutdown_a_refused_outcome_is_not_tried_again() {
+    let db = TestDb::new("queue_settle_shutdown").await;
+    // 40 s: past four tries' worth of waiting.
+    let Some(f) = finish_under_lock(&db, "k-shutdown", Duration::from_secs(40)).await else {
+        return;
+    };
+    let _ = f.stop.send(true);
+    let stopping = std::time::Instant::now();
+    for w in f.workers {
+        tokio::time::timeout(Duration::from_secs(25), w)
+            .await
+            .expect("the worker stopped after one try, not with the lock")
+            .unwrap();
+    }
+    let took = stopping.elapsed();
+    f.release.send(()).unwrap();
+    f.locker.join().unwrap();
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    let left = jobs::get(f.store.pool(), f.id).await.unwrap().unwrap();
+    assert_eq!(left.state, JobState::Leased);
 }
