@@ -28,6 +28,18 @@ impl WireUser {
             is_bot,
         }
     }
+
+    /// The author of a comment: a deleted account shows as `user: null`,
+    /// which GitHub calls "ghost".
+    fn author(user: Option<WireUser>) -> Actor {
+        user.map_or_else(
+            || Actor {
+                login: "ghost".to_owned(),
+                is_bot: false,
+            },
+            WireUser::actor,
+        )
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,11 +131,7 @@ pub(crate) struct WireComment {
 
 impl From<WireComment> for Comment {
     fn from(w: WireComment) -> Self {
-        // A deleted account shows as `user: null`; GitHub calls it "ghost".
-        let author = w.user.map(WireUser::actor).unwrap_or(Actor {
-            login: "ghost".to_owned(),
-            is_bot: false,
-        });
+        let author = WireUser::author(w.user);
         Comment {
             id: CommentId(w.id),
             body: w.body.unwrap_or_default(),
@@ -162,10 +170,7 @@ pub(crate) struct WireReviewComment {
 
 impl From<WireReviewComment> for ReviewComment {
     fn from(w: WireReviewComment) -> Self {
-        let author = w.user.map(WireUser::actor).unwrap_or(Actor {
-            login: "ghost".to_owned(),
-            is_bot: false,
-        });
+        let author = WireUser::author(w.user);
         ReviewComment {
             id: w.id,
             body: w.body.unwrap_or_default(),
