@@ -1,0 +1,330 @@
+//! Snapshots of every text the bot posts, from realistic inputs.
+
+use super::*;
+use crate::model::Permission;
+
+#[test]
+fn snapshot_status_running() {
+    insta::assert_snapshot!(status_comment(&running_view()));
+}
+
+#[test]
+fn snapshot_status_awaiting_response() {
+    let view = StatusView {
+        state: RunState::AwaitingResponse,
+        iteration: 1,
+        checklist: vec![item("Decide which config format to support", false, "")],
+        pending_actions: vec![],
+        verification: None,
+        summary: Some("The issue does not say whether TOML or YAML is wanted.".to_owned()),
+        question: Some(QuestionView {
+            score: 0.85,
+            threshold: 0.6,
+            stated_by_agent: false,
+            signals: vec![
+                SignalRow {
+                    kind: "ends with a question mark".to_owned(),
+                    weight: 0.4,
+                    excerpt: "Should I support TOML or YAML?".to_owned(),
+                },
+                SignalRow {
+                    kind: "asks for a choice".to_owned(),
+                    weight: 0.45,
+                    excerpt: "TOML or YAML".to_owned(),
+                },
+            ],
+        }),
+        next: NextStep::WaitingFor {
+            author: "octocat".to_owned(),
+        },
+        dashboard_url: None,
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+/// The verification table with the baseline spelled out: a failure that
+/// was there at base and blocks, one the repository tolerates (its goal
+/// shown as tolerated, never as passed), the tests fixed since base, and
+/// the bug's reproduction.
+#[test]
+fn snapshot_status_with_the_baseline_spelled_out() {
+    let mut v = verification();
+    v.goals[1] = goal(
+        "tests_pass: python3 -m unittest -v",
+        GoalStatus::Tolerated,
+        true,
+        "exit 1; failing: test_calc.CalcTest.test_legacy",
+    );
+    v.goals.push(goal(
+        "Reproduction",
+        GoalStatus::Passed,
+        true,
+        "fail → pass: test_calc.CalcTest.test_add, test_calc.CalcTest.test_add_negative",
+    ));
+    v.baseline = Some(BaselineRow {
+        new_failures: vec![],
+        already_failing: 2,
+        failing_since_base: vec!["test_calc.CalcTest.test_add_negative".to_owned()],
+        tolerated: vec!["test_calc.CalcTest.test_legacy".to_owned()],
+        fixed_since_base: vec!["test_calc.CalcTest.test_add".to_owned()],
+    });
+    let view = StatusView {
+        verification: Some(v),
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_status_review() {
+    let view = StatusView {
+        state: RunState::Done,
+        phase: Phase::Review,
+        iteration: 3,
+        stage: Stage::MinimalFix,
+        checklist: running_view()
+            .checklist
+            .into_iter()
+            .map(|i| ChecklistRow {
+                completed: true,
+                ..i
+            })
+            .collect(),
+        pending_actions: vec![],
+        verification: Some(tests_passing()),
+        next: NextStep::PullRequestOpen {
+            number: IssueNumber(13),
+            close_on_merge: true,
+        },
+        notices: vec![
+            "The project board has no Status option named \"review\"; the board was not updated."
+                .to_owned(),
+        ],
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_status_agent_denied_permission() {
+    let view = StatusView {
+        agent_problem: Some(
+            "the agent was denied permission to edit calc.py, run `python3 -m unittest`".into(),
+        ),
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_status_waiting_for_the_model_provider() {
+    let view = StatusView {
+        iteration: 0,
+        summary: None,
+        checklist: vec![],
+        pending_actions: vec![],
+        verification: None,
+        next: NextStep::WaitingForModel { iteration: 1 },
+        agent_problem: Some(
+            "the agent's model provider is unavailable since 2026-11-23 15:00 UTC: API Error: 503 Service Unavailable. This is a server-side issue, usually temporary — try again in a moment.".into(),
+        ),
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_status_queued() {
+    let view = StatusView {
+        state: RunState::Queued,
+        phase: Phase::Preparation,
+        task_type: None,
+        iteration: 0,
+        summary: None,
+        checklist: vec![],
+        pending_actions: vec![],
+        verification: None,
+        usage: UsageView::default(),
+        next: NextStep::Queued,
+        ..running_view()
+    };
+    insta::assert_snapshot!(status_comment(&view));
+}
+
+#[test]
+fn snapshot_question() {
+    insta::assert_snapshot!(question_comment(
+        "octocat",
+        &["Should I support TOML or YAML for the new config file?\n\nYAML matches `.github/closer.yml`; TOML matches `Cargo.toml`.".to_owned(),
+          "May I rename `Config::load` to `Config::from_path`? @maintainer-team mentioned it.".to_owned()]
+    ));
+}
+
+#[test]
+fn snapshot_diagnosis_convergence() {
+    let d = DiagnosisView {
+        reason: FailureReason::ConvergenceStopped,
+        iterations: 6,
+        fingerprints: vec![
+            FingerprintRow {
+                description:
+                    "cargo test: parser::tests::empty_input (unwrap on None at src/parser.rs)"
+                        .to_owned(),
+                hash: "a41f09c2".to_owned(),
+                occurrences: 5,
+            },
+            FingerprintRow {
+                description: "cargo clippy: unused variable `x`".to_owned(),
+                hash: "03be77d1".to_owned(),
+                occurrences: 1,
+            },
+        ],
+        stages: vec![
+            StageAttempt {
+                stage: Stage::Normal,
+                iterations: vec![1, 2, 3],
+                tried: "rewrote parse_header to return Result; added the empty-input test"
+                    .to_owned(),
+            },
+            StageAttempt {
+                stage: Stage::MinimalFix,
+                iterations: vec![4, 5, 6],
+                tried:
+                    "limited to src/parser.rs within 400 changed lines; the same test kept failing"
+                        .to_owned(),
+            },
+        ],
+        last_evidence: Some(FAILING_TEST.to_owned()),
+        failing_since_base: vec!["test_calc.CalcTest.test_legacy".to_owned()],
+        dashboard_url: Some("https://closer.example.com/runs/run-7f3a9c".to_owned()),
+    };
+    insta::assert_snapshot!(diagnosis_comment(&d));
+}
+
+#[test]
+fn snapshot_diagnosis_other_reasons() {
+    let reasons = [
+        FailureReason::IterationLimit { max: 10 },
+        FailureReason::BaselineBroken {
+            detail: "`cargo build` exits 101 on main (error[E0425] in src/lib.rs)".to_owned(),
+        },
+        FailureReason::BudgetExceeded(BudgetExceeded::Cost {
+            used_usd: 4.91,
+            max_usd: 5.0,
+        }),
+        FailureReason::AgentError {
+            message: "timed out after 1800 s".to_owned(),
+        },
+        FailureReason::PushRefused {
+            detail: "HEAD moved after verification (verified 8e01947a, HEAD is 1a10282f)"
+                .to_owned(),
+        },
+    ];
+    let all: Vec<String> = reasons
+        .into_iter()
+        .map(|reason| {
+            diagnosis_comment(&DiagnosisView {
+                reason,
+                iterations: 1,
+                fingerprints: vec![],
+                stages: vec![],
+                last_evidence: None,
+                failing_since_base: vec![],
+                dashboard_url: None,
+            })
+        })
+        .collect();
+    insta::assert_snapshot!(all.join("\n\n======\n\n"));
+}
+
+#[test]
+fn snapshot_label_refusal() {
+    insta::assert_snapshot!(label_refusal_comment(
+        "trinity",
+        "closer",
+        Permission::Write
+    ));
+}
+
+#[test]
+fn snapshot_budget_exceeded() {
+    insta::assert_snapshot!(budget_exceeded_comment(
+        &BudgetExceeded::Tokens {
+            used: 1_982_113,
+            max: 2_000_000
+        },
+        &UsageView {
+            tokens: 1_982_113,
+            cost_usd: 3.12,
+            max_tokens: Some(2_000_000),
+            max_cost_usd: Some(5.0)
+        }
+    ));
+}
+
+#[test]
+fn snapshot_refusal() {
+    insta::assert_snapshot!(refusal_comment("drive-by-user", Permission::Write));
+}
+
+#[test]
+fn snapshot_unknown_command() {
+    insta::assert_snapshot!(format!(
+        "{}\n\n{}",
+        unknown_command_comment("rety", Some("retry")),
+        unknown_command_comment("`deploy` <!-- x -->", None)
+    ));
+}
+
+#[test]
+fn snapshot_status_answer() {
+    insta::assert_snapshot!(format!(
+        "{}\n\n======\n\n{}",
+        status_answer(
+            Some(&running_view()),
+            Some("https://github.com/acme/widgets/issues/12#issuecomment-1001")
+        ),
+        status_answer(None, None)
+    ));
+}
+
+#[test]
+fn snapshot_invalid_config() {
+    let errors = ".github/closer.yml:4:3: unknown field `max_iteration`, expected one of `type`, `max_iterations`, `confidence_threshold`, `keyword`, `handler`\n.github/closer.yml:9:11: invalid value for `close_on`: `later` (expected `verified` or `merged`)";
+    insta::assert_snapshot!(invalid_config_comment(".github/closer.yml", errors));
+}
+
+#[test]
+fn snapshot_deliverable() {
+    let answer = "The `docs/` directory holds:\n\n- `architecture.md`: the map of the modules\n- `runbook.md`: how to operate closer\n\n```text\ndocs/\n├── architecture.md\n└── runbook.md\n```";
+    insta::assert_snapshot!(deliverable_comment(
+        answer,
+        &DeliverableFooter {
+            iterations: 1,
+            usage: usage(),
+            dashboard_url: None,
+            closing: true
+        }
+    ));
+}
+
+#[test]
+fn snapshot_pull_request() {
+    let v = pr_view();
+    insta::assert_snapshot!(format!(
+        "{}\n\n======\n\n{}",
+        pull_request_title(v.issue, &v.issue_title, v.task_type),
+        pull_request_body(&v)
+    ));
+}
+
+#[test]
+fn pull_request_title_is_one_line_and_within_limit() {
+    let long = "word ".repeat(200) + "\nsecond line 日本語";
+    let title = pull_request_title(IssueNumber(7), &long, TaskType::Feature);
+    assert!(title.chars().count() <= 256, "{}", title.chars().count());
+    assert!(!title.contains('\n'));
+    assert!(title.starts_with("feat: word word"));
+    assert!(title.ends_with(" (#7)"));
+}
