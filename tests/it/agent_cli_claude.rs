@@ -6,24 +6,24 @@
 //! dies at the deadline, and the model API down (503) pauses the run
 //! without counting an iteration until it answers again.
 
-use std::collections::BTreeMap;
-
 use closer::config::agents::{AdapterKind, AgentConfig};
 use closer::model::RunState;
 use serde_json::json;
 
 use crate::support::agent_tools::{
-    FIXED_CALC_PY, ONE_ITERATION, PY_CONFIG, agent, open_bug, pushed_commit, python_story,
-    python_story_on_clock, run_homes, tool,
+    Cli, CliStory, FIXED_CALC_PY, ONE_ITERATION, PY_CONFIG, agent, open_bug, pushed_commit,
+    python_story_on_clock, refused_key, run_homes, tool, twice, two_iterations, work_the_bug,
 };
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, CACHE_WRITE, FakeModel, INPUT, OUTPUT, Turn, Wire};
 
 /// Claude Code pointed at `model`, as docs/agents.md tells an operator.
-fn claude(
-    model: &FakeModel,
-    config_files: BTreeMap<String, std::path::PathBuf>,
-) -> Option<AgentConfig> {
+const CLAUDE: Cli = Cli {
+    wire: Wire::Anthropic,
+    agent: claude,
+};
+
+fn claude(model: &FakeModel, _dir: &std::path::Path) -> Option<AgentConfig> {
     let env = [
         ("ANTHROPIC_BASE_URL", model.base_url()),
         ("ANTHROPIC_API_KEY", "sk-ant-test".to_owned()),
@@ -32,7 +32,7 @@ fn claude(
         AdapterKind::ClaudeCode,
         tool("claude")?,
         &env,
-        config_files,
+        Default::default(),
     ))
 }
 
@@ -50,30 +50,33 @@ fn run_tests() -> Turn {
     )
 }
 
+/// `1234567` as the status comment shows it: `1,234,567`.
+fn with_commas(n: u64) -> String {
+    n.to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes() {
-    crate::support::agent_tools::twice(
+    twice(
         "claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Anthropic,
-                vec![
-                    write_fix(),
-                    run_tests(),
-                    Turn::text("Fixed add(): it subtracted."),
-                ],
-            )
-            .await;
-            let Some(agent) = claude(&model, BTreeMap::new()) else {
+            let turns = vec![
+                write_fix(),
+                run_tests(),
+                Turn::text("Fixed add(): it subtracted."),
+            ];
+            let Some(cs) = CliStory::new(CLAUDE, turns).await else {
                 return;
             };
-            let mut s = python_story("claude-fix", agent, PY_CONFIG).await;
-            s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            let mut s = cs.story("claude-fix", PY_CONFIG).await;
+            let (n, run) = work_the_bug(&mut s, [Reply::closer(true, 0.95, &[])]).await;
 
-            let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
             assert_eq!(s.github.issue(&s.repo, n).state, "closed");
             assert_eq!(pushed_commit(&s), "closer|Fixed add(): it subtracted.");
@@ -87,15 +90,7 @@ async fn claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes() {
             );
             let status = s.status_comment(n).body;
             assert!(status.contains("closer: done"), "{status}");
-            let shown = run
-                .tokens_used
-                .to_string()
-                .as_bytes()
-                .rchunks(3)
-                .rev()
-                .map(|c| std::str::from_utf8(c).unwrap())
-                .collect::<Vec<_>>()
-                .join(",");
+            let shown = with_commas(run.tokens_used);
             assert!(
                 status.contains(&format!("Usage so far: {shown} tokens")),
                 "{status}"
@@ -103,12 +98,9 @@ async fn claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes() {
             // The tool prices its calls itself; that cost counts too.
             assert!(run.cost_usd > 0.0, "{}", run.cost_usd);
             // The tool's state stayed in the run's own HOME.
-            let homes: Vec<_> = std::fs::read_dir(run_homes(&s))
-                .unwrap()
-                .flatten()
-                .collect();
+            let homes = run_homes(&s);
             assert_eq!(homes.len(), 1);
-            assert!(homes[0].path().join(".claude").is_dir());
+            assert!(homes[0].join(".claude").is_dir());
         },
     )
     .await;
@@ -116,34 +108,13 @@ async fn claude_code_fixes_the_bug_and_closer_commits_verifies_and_closes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_iteration_resumes_the_claude_code_session() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_second_iteration_resumes_the_claude_code_session",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Anthropic,
-                vec![
-                    write_fix(),
-                    Turn::text("Fixed add()."),
-                    Turn::text("Checked negatives too."),
-                ],
-            )
-            .await;
-            let Some(agent) = claude(&model, BTreeMap::new()) else {
+            let Some((cs, _)) = two_iterations(CLAUDE, "claude-resume", write_fix()).await else {
                 return;
             };
-            let mut s = python_story("claude-resume", agent, PY_CONFIG).await;
-            s.llm.push([
-                Reply::closer(false, 0.9, &["check negative numbers"]),
-                Reply::closer(true, 0.95, &[]),
-            ]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
-
-            let run = s.run(n).await.expect("a run");
-            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-            assert_eq!(run.iteration, 2);
-            let main = model.main_requests();
+            let main = cs.model.main_requests();
             let second = main.last().expect("the second iteration asked the model");
             let messages = second["messages"].as_array().expect("messages");
             let earlier = serde_json::to_string(&messages[0]).unwrap();
@@ -159,24 +130,12 @@ async fn a_second_iteration_resumes_the_claude_code_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_key_fails_the_run_at_once_and_says_so() {
-    crate::support::agent_tools::twice("a_refused_key_fails_the_run_at_once_and_says_so", || async {
-        let _slot = crate::support::agent_tools::cli_slot().await;
-        let model = FakeModel::start(Wire::Anthropic, vec![]).await;
-        model.then_always(Turn::unauthorized());
-        let Some(agent) = claude(&model, BTreeMap::new()) else {
+    twice("a_refused_key_fails_the_run_at_once_and_says_so", || async {
+        let Some((status, took)) = refused_key(CLAUDE, "claude-401").await else {
             return;
         };
-        let mut s = python_story("claude-401", agent, PY_CONFIG).await;
-        let n = open_bug(&mut s).await;
-        let started = std::time::Instant::now();
-        s.idle().await;
-
-        let run = s.run(n).await.expect("a run");
-        assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-        assert_eq!(run.iteration, 1);
         // The tool retries a refused key for minutes; closer stops it at once.
-        assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
-        let status = s.status_comment(n).body;
+        assert!(took.as_secs() < 60, "{took:?}");
         assert!(
             status.contains(
                 "the agent could not authenticate with its model provider: the model API answered 401"
@@ -194,24 +153,23 @@ async fn a_refused_key_fails_the_run_at_once_and_says_so() {
 /// iteration runs once more and the run completes with one iteration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_model_api_down_pauses_the_run_and_it_resumes_with_one_iteration() {
-    crate::support::agent_tools::twice(
+    twice(
         "the_model_api_down_pauses_the_run_and_it_resumes_with_one_iteration",
         || async {
             use closer::clock::Clock;
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(Wire::Anthropic, vec![]).await;
-            model.then_always(Turn::Status(503, "Service Unavailable".into()));
-            let Some(mut agent) = claude(&model, BTreeMap::new()) else {
+            let Some(mut cs) = CliStory::new(CLAUDE, vec![]).await else {
                 return;
             };
-            agent
+            let model = &cs.model;
+            model.then_always(Turn::Status(503, "Service Unavailable".into()));
+            cs.agent
                 .env
                 .insert("CLAUDE_CODE_MAX_RETRIES".into(), "0".into());
             let start = closer::clock::SystemClock.now_ms();
             let (clock, _) = crate::support::db::manual_clock(start);
             // One iteration allowed: a counted outage would fail the run.
             let mut s =
-                python_story_on_clock("claude-503", agent, ONE_ITERATION, clock.clone()).await;
+                python_story_on_clock("claude-503", cs.agent.clone(), ONE_ITERATION, clock.clone()).await;
             s.llm.push([Reply::closer(true, 0.95, &[])]);
             let n = open_bug(&mut s).await;
 
@@ -254,29 +212,21 @@ async fn the_model_api_down_pauses_the_run_and_it_resumes_with_one_iteration() {
 /// a success: nothing is taken for the provider being down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_503_the_agents_command_meets_is_not_the_model_api_down() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_503_the_agents_command_meets_is_not_the_model_api_down",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
             let down = "curl -sS http://127.0.0.1:9/ || echo 'HTTP/1.1 503 Service Unavailable: Connection refused' >&2; exit 7";
-            let model = FakeModel::start(
-                Wire::Anthropic,
-                vec![
-                    Turn::tool("Bash", json!({"command": down, "description": "probe"})),
-                    write_fix(),
-                    Turn::text("The service answers 503 Service Unavailable (connection refused); fixed add() anyway."),
-                ],
-            )
-            .await;
-            let Some(agent) = claude(&model, BTreeMap::new()) else {
+            let turns = vec![
+                Turn::tool("Bash", json!({"command": down, "description": "probe"})),
+                write_fix(),
+                Turn::text("The service answers 503 Service Unavailable (connection refused); fixed add() anyway."),
+            ];
+            let Some(cs) = CliStory::new(CLAUDE, turns).await else {
                 return;
             };
-            let mut s = python_story("claude-503-task", agent, ONE_ITERATION).await;
-            s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            let mut s = cs.story("claude-503-task", ONE_ITERATION).await;
+            let (_, run) = work_the_bug(&mut s, [Reply::closer(true, 0.95, &[])]).await;
 
-            let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
             assert_eq!(run.iteration, 1);
             let iterations = closer::store::runs::iterations(s.store.pool(), &run.id)
@@ -291,32 +241,26 @@ async fn a_503_the_agents_command_meets_is_not_the_model_api_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_permission_the_operator_denies_is_named_in_the_status() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_permission_the_operator_denies_is_named_in_the_status",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Anthropic,
-                vec![
-                    Turn::tool(
-                        "Bash",
-                        json!({"command": "curl -s http://127.0.0.1:9/", "description": "fetch"}),
-                    ),
-                    Turn::text("I could not fetch the page."),
-                ],
-            )
-            .await;
-            let dir = tempfile::tempdir().unwrap();
-            let settings = dir.path().join("claude-settings.json");
-            std::fs::write(&settings, r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#).unwrap();
-            let files = BTreeMap::from([(".claude/settings.json".to_owned(), settings)]);
-            let Some(agent) = claude(&model, files) else {
+            let turns = vec![
+                Turn::tool(
+                    "Bash",
+                    json!({"command": "curl -s http://127.0.0.1:9/", "description": "fetch"}),
+                ),
+                Turn::text("I could not fetch the page."),
+            ];
+            let Some(mut cs) = CliStory::new(CLAUDE, turns).await else {
                 return;
             };
-            let mut s = python_story("claude-denied", agent, ONE_ITERATION).await;
-            s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            let settings = cs.dir.path().join("claude-settings.json");
+            std::fs::write(&settings, r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#).unwrap();
+            cs.agent
+                .config_files
+                .insert(".claude/settings.json".to_owned(), settings);
+            let mut s = cs.story("claude-denied", ONE_ITERATION).await;
+            let (n, _) = work_the_bug(&mut s, [Reply::closer(false, 0.9, &["fix add"])]).await;
 
             let status = s.status_comment(n).body;
             assert!(
@@ -332,31 +276,24 @@ async fn a_permission_the_operator_denies_is_named_in_the_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
             // Found by its command line: in the sandbox's PID namespace its `$$`
             // means nothing out here.
             let marker = crate::support::process::unique_sleep();
             let daemon =
                 format!("setsid sh -c 'exec sleep {marker}' > /dev/null 2>&1 & sleep 1; sleep 300");
-            let model = FakeModel::start(
-                Wire::Anthropic,
-                vec![Turn::tool(
-                    "Bash",
-                    json!({"command": daemon, "description": "serve", "timeout": 600000}),
-                )],
-            )
-            .await;
-            let Some(mut agent) = claude(&model, BTreeMap::new()) else {
+            let turns = vec![Turn::tool(
+                "Bash",
+                json!({"command": daemon, "description": "serve", "timeout": 600000}),
+            )];
+            let Some(mut cs) = CliStory::new(CLAUDE, turns).await else {
                 return;
             };
-            agent.timeout_secs = 10;
-            let mut s = python_story("claude-setsid", agent, ONE_ITERATION).await;
-            s.llm.push([Reply::closer(false, 0.9, &["fix add"])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            cs.agent.timeout_secs = 10;
+            let mut s = cs.story("claude-setsid", ONE_ITERATION).await;
+            let (n, _) = work_the_bug(&mut s, [Reply::closer(false, 0.9, &["fix add"])]).await;
 
             let survivor = crate::support::process::process_with_argument(&marker)
                 .filter(|pid| crate::support::process::alive(*pid));

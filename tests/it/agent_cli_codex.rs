@@ -12,12 +12,18 @@ use closer::model::RunState;
 use serde_json::json;
 
 use crate::support::agent_tools::{
-    PY_CONFIG, agent, open_bug, pushed_commit, python_story, run_homes, tool,
+    Cli, CliStory, PY_CONFIG, agent, pushed_commit, refused_key, run_homes, tool, twice,
+    two_iterations, work_the_bug,
 };
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, FakeModel, INPUT, OUTPUT, Turn, Wire};
 
 /// Codex pointed at `model` through a provider in its config file.
+const CODEX: Cli = Cli {
+    wire: Wire::Responses,
+    agent: codex,
+};
+
 fn codex(model: &FakeModel, dir: &std::path::Path) -> Option<AgentConfig> {
     let config = dir.join("codex.toml");
     std::fs::write(
@@ -43,25 +49,16 @@ fn fix_and_test() -> Turn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn codex_fixes_the_bug_and_closer_commits_verifies_and_closes() {
-    crate::support::agent_tools::twice(
+    twice(
         "codex_fixes_the_bug_and_closer_commits_verifies_and_closes",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Responses,
-                vec![fix_and_test(), Turn::text("Fixed add().")],
-            )
-            .await;
-            let dir = tempfile::tempdir().unwrap();
-            let Some(agent) = codex(&model, dir.path()) else {
+            let turns = vec![fix_and_test(), Turn::text("Fixed add().")];
+            let Some(cs) = CliStory::new(CODEX, turns).await else {
                 return;
             };
-            let mut s = python_story("codex-fix", agent, PY_CONFIG).await;
-            s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            let mut s = cs.story("codex-fix", PY_CONFIG).await;
+            let (_, run) = work_the_bug(&mut s, [Reply::closer(true, 0.95, &[])]).await;
 
-            let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
             assert_eq!(pushed_commit(&s), "closer|Fixed add().");
             let per_call = INPUT + CACHE_READ + OUTPUT;
@@ -71,12 +68,8 @@ async fn codex_fixes_the_bug_and_closer_commits_verifies_and_closes() {
                 "{}",
                 run.tokens_used
             );
-            let homes: Vec<_> = std::fs::read_dir(run_homes(&s))
-                .unwrap()
-                .flatten()
-                .collect();
             assert!(
-                homes[0].path().join(".codex/sessions").is_dir(),
+                run_homes(&s)[0].join(".codex/sessions").is_dir(),
                 "the thread stayed in the run's HOME"
             );
         },
@@ -86,35 +79,14 @@ async fn codex_fixes_the_bug_and_closer_commits_verifies_and_closes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tokens() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tokens",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Responses,
-                vec![
-                    fix_and_test(),
-                    Turn::text("Fixed add()."),
-                    Turn::text("Checked negatives too."),
-                ],
-            )
-            .await;
-            let dir = tempfile::tempdir().unwrap();
-            let Some(agent) = codex(&model, dir.path()) else {
+            let Some((cs, run)) = two_iterations(CODEX, "codex-resume", fix_and_test()).await
+            else {
                 return;
             };
-            let mut s = python_story("codex-resume", agent, PY_CONFIG).await;
-            s.llm.push([
-                Reply::closer(false, 0.9, &["check negative numbers"]),
-                Reply::closer(true, 0.95, &[]),
-            ]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
-
-            let run = s.run(n).await.expect("a run");
-            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-            assert_eq!(run.iteration, 2);
-            let last = model.requests().pop().expect("asked");
+            let last = cs.model.requests().pop().expect("asked");
             let input = serde_json::to_string(&last["input"]).unwrap();
             assert!(
                 input.contains("add subtracts"),
@@ -135,24 +107,12 @@ async fn a_second_iteration_resumes_the_codex_thread_and_counts_only_its_own_tok
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_key_fails_the_codex_run_at_once_and_says_so() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_refused_key_fails_the_codex_run_at_once_and_says_so",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(Wire::Responses, vec![]).await;
-            model.then_always(Turn::unauthorized());
-            let dir = tempfile::tempdir().unwrap();
-            let Some(agent) = codex(&model, dir.path()) else {
+            let Some((status, _)) = refused_key(CODEX, "codex-401").await else {
                 return;
             };
-            let mut s = python_story("codex-401", agent, PY_CONFIG).await;
-            let n = open_bug(&mut s).await;
-            s.idle().await;
-
-            let run = s.run(n).await.expect("a run");
-            assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-            assert_eq!(run.iteration, 1);
-            let status = s.status_comment(n).body;
             assert!(
                 status.contains("the agent could not authenticate with its model provider")
                     && status.contains("401 Unauthorized"),

@@ -14,12 +14,18 @@ use closer::model::RunState;
 use serde_json::{Value, json};
 
 use crate::support::agent_tools::{
-    FIXED_CALC_PY, PY_CONFIG, agent, open_bug, pushed_commit, python_story, tool,
+    Cli, CliStory, FIXED_CALC_PY, PY_CONFIG, agent, pushed_commit, refused_key, tool, twice,
+    two_iterations, work_the_bug,
 };
 use crate::support::fake_llm::Reply;
 use crate::support::fake_models::{CACHE_READ, FakeModel, INPUT, OUTPUT, Turn, Wire};
 
 /// OpenCode pointed at `model` through a provider in its config file.
+const OPENCODE: Cli = Cli {
+    wire: Wire::Chat,
+    agent: opencode,
+};
+
 fn opencode(model: &FakeModel, dir: &std::path::Path) -> Option<AgentConfig> {
     let config = dir.join("opencode.json");
     let provider = json!({
@@ -52,32 +58,23 @@ fn write_fix() -> Turn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn opencode_fixes_the_bug_and_closer_commits_verifies_and_closes() {
-    crate::support::agent_tools::twice(
+    twice(
         "opencode_fixes_the_bug_and_closer_commits_verifies_and_closes",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-            Wire::Chat,
-            vec![
+            let turns = vec![
                 write_fix(),
                 Turn::tool(
                     "bash",
                     json!({"command": "python3 -m unittest -q", "description": "Run the tests"}),
                 ),
                 Turn::text("Fixed add()."),
-            ],
-        )
-        .await;
-            let dir = tempfile::tempdir().unwrap();
-            let Some(agent) = opencode(&model, dir.path()) else {
+            ];
+            let Some(cs) = CliStory::new(OPENCODE, turns).await else {
                 return;
             };
-            let mut s = python_story("opencode-fix", agent, PY_CONFIG).await;
-            s.llm.push([Reply::closer(true, 0.95, &[])]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
+            let mut s = cs.story("opencode-fix", PY_CONFIG).await;
+            let (_, run) = work_the_bug(&mut s, [Reply::closer(true, 0.95, &[])]).await;
 
-            let run = s.run(n).await.expect("a run");
             assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
             assert_eq!(pushed_commit(&s), "closer|Fixed add().");
             // Cache reads count: three model calls of the main loop.
@@ -90,35 +87,14 @@ async fn opencode_fixes_the_bug_and_closer_commits_verifies_and_closes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_iteration_continues_the_opencode_session() {
-    crate::support::agent_tools::twice(
+    twice(
         "a_second_iteration_continues_the_opencode_session",
         || async {
-            let _slot = crate::support::agent_tools::cli_slot().await;
-            let model = FakeModel::start(
-                Wire::Chat,
-                vec![
-                    write_fix(),
-                    Turn::text("Fixed add()."),
-                    Turn::text("Checked negatives too."),
-                ],
-            )
-            .await;
-            let dir = tempfile::tempdir().unwrap();
-            let Some(agent) = opencode(&model, dir.path()) else {
+            let Some((cs, _)) = two_iterations(OPENCODE, "opencode-resume", write_fix()).await
+            else {
                 return;
             };
-            let mut s = python_story("opencode-resume", agent, PY_CONFIG).await;
-            s.llm.push([
-                Reply::closer(false, 0.9, &["check negative numbers"]),
-                Reply::closer(true, 0.95, &[]),
-            ]);
-            let n = open_bug(&mut s).await;
-            s.idle().await;
-
-            let run = s.run(n).await.expect("a run");
-            assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-            assert_eq!(run.iteration, 2);
-            let last = model.main_requests().pop().expect("asked");
+            let last = cs.model.main_requests().pop().expect("asked");
             let messages = serde_json::to_string(&last["messages"]).unwrap();
             assert!(
                 messages.contains("add subtracts"),
@@ -131,22 +107,10 @@ async fn a_second_iteration_continues_the_opencode_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_key_fails_the_opencode_run_at_once_and_says_so() {
-    crate::support::agent_tools::twice("a_refused_key_fails_the_opencode_run_at_once_and_says_so", || async {
-        let _slot = crate::support::agent_tools::cli_slot().await;
-        let model = FakeModel::start(Wire::Chat, vec![]).await;
-        model.then_always(Turn::unauthorized());
-        let dir = tempfile::tempdir().unwrap();
-        let Some(agent) = opencode(&model, dir.path()) else {
+    twice("a_refused_key_fails_the_opencode_run_at_once_and_says_so", || async {
+        let Some((status, _)) = refused_key(OPENCODE, "opencode-401").await else {
             return;
         };
-        let mut s = python_story("opencode-401", agent, PY_CONFIG).await;
-        let n = open_bug(&mut s).await;
-        s.idle().await;
-
-        let run = s.run(n).await.expect("a run");
-        assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-        assert_eq!(run.iteration, 1);
-        let status = s.status_comment(n).body;
         assert!(
             status.contains(
                 "the agent could not authenticate with its model provider: Incorrect API key provided"
@@ -159,36 +123,23 @@ async fn a_refused_key_fails_the_opencode_run_at_once_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle() {
-    crate::support::agent_tools::twice("live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle", || async {
-        let _slot = crate::support::agent_tools::cli_slot().await;
-        let model = FakeModel::start(
-            Wire::Chat,
-            vec![
-                write_fix(),
-                Turn::tool("bash", json!({"command": "sleep 6 && python3 -m unittest -q", "description": "Slow tests"})),
-                Turn::text("Fixed add()."),
-            ],
-        )
-        .await;
-        let dir = tempfile::tempdir().unwrap();
-        let Some(agent) = opencode(&model, dir.path()) else {
+    twice("live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle", || async {
+        let turns = vec![
+            write_fix(),
+            Turn::tool("bash", json!({"command": "sleep 6 && python3 -m unittest -q", "description": "Slow tests"})),
+            Turn::text("Fixed add()."),
+        ];
+        let Some(cs) = CliStory::new(OPENCODE, turns).await else {
             return;
         };
-        let mut s = python_story("opencode-progress", agent, PY_CONFIG).await;
+        let mut s = cs.story("opencode-progress", PY_CONFIG).await;
         let every = Duration::from_secs(2);
         s.kill_workers();
         s.progress_every = Some(every);
         s.spawn_workers();
-        s.llm.push([Reply::closer(true, 0.95, &[])]);
-        let n = open_bug(&mut s).await;
-        s.idle().await;
+        let (n, run) = work_the_bug(&mut s, [Reply::closer(true, 0.95, &[])]).await;
 
-        assert_eq!(
-            s.run(n).await.unwrap().state,
-            RunState::Done,
-            "{}",
-            s.journal().await
-        );
+        assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
         let status = s.status_comment(n);
         let path = format!("/repos/octo/calc/issues/comments/{}", status.id);
         let edits = s.github.requests_to("PATCH", &path);

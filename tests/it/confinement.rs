@@ -480,7 +480,7 @@ mod hostile_run {
 
     /// One line per probe: `name: LEAKED` when the command succeeded.
     fn probes(s: &Story) -> String {
-        let data = s.dir.path().join("data");
+        let data = s.data_dir();
         let db = s
             .store
             .sqlite_file()
@@ -563,7 +563,7 @@ mod hostile_run {
                 mode: Mode::Auto,
                 read_write: vec![s.shared_dir()],
                 hide: vec![
-                    s.dir.path().join("data"),
+                    s.data_dir(),
                     s.path("etc/app.pem"),
                     s.path("etc/closer.toml"),
                 ],

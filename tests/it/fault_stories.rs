@@ -21,6 +21,7 @@ use crate::support::db::manual_clock;
 use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, Timing};
 
 const MINUTE: i64 = 60_000;
@@ -61,30 +62,18 @@ async fn github_down_for_ten_minutes_mid_run_and_the_run_completes_once_it_is_ba
     let start = closer::clock::SystemClock.now_ms();
     let (clock, _) = manual_clock(start);
     let mut s = Story::start_on_clock("outage", Some(CONFIG), clock.clone(), Timing::serve()).await;
-    let fifo = s.path("started.fifo");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-    assert!(made.expect("mkfifo").success());
-    let go = s.path("go");
+    let gate = Gate::new(&s);
     // Iteration 1 says it started and waits; GitHub goes down meanwhile.
-    s.agent_step(
-        1,
-        &format!(
-            "echo started > '{fifo}'\nwhile [ ! -f '{go}' ]; do sleep 0.05; done\n{}",
-            add_failing_test(),
-            fifo = fifo.display(),
-            go = go.display(),
-        ),
-    );
+    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
     s.agent_step(2, &fix_add());
     s.llm.push([
         Reply::closer(false, 0.6, &["Fix add"]),
         Reply::closer(true, 0.95, &[]),
     ]);
-    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    assert_eq!(reader.await.unwrap().unwrap().trim(), "started");
+    gate.started().await;
 
     github_goes_down(&s);
     let down_at = clock.now_ms();
@@ -93,7 +82,7 @@ async fn github_down_for_ten_minutes_mid_run_and_the_run_completes_once_it_is_ba
     // (👀, the answer) meets the outage too.
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer status")
         .await;
-    std::fs::write(&go, "").unwrap();
+    gate.open();
     let deferred = s.pass_time(down_at + 10 * MINUTE).await;
     let refused = s.github.requests().len() - before;
     eprintln!(

@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::process::alive;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 
@@ -879,36 +880,18 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
 async fn a_reply_while_an_iteration_runs_reaches_the_next_prompt() {
     use sqlx::Row;
     let mut s = Story::start("reply_running", Some(CONFIG)).await;
-    let fifo = s.path("started.fifo");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
-    let go = s.path("go");
+    let gate = Gate::new(&s);
     // Iteration 1 says it started, then waits while the replies come in.
-    s.agent_step(
-        1,
-        &format!(
-            "echo started > '{fifo}'
-while [ ! -f '{go}' ]; do sleep 0.05; done
-{}",
-            add_failing_test(),
-            fifo = fifo.display(),
-            go = go.display(),
-        ),
-    );
+    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
     s.agent_step(2, &fix_add());
     s.llm.push([
         Reply::closer(false, 0.6, &["Fix add so the new test passes"]),
         Reply::closer(true, 0.95, &[]),
     ]);
-    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    let said = reader.await.unwrap().unwrap();
-    assert_eq!(said.trim(), "started");
+    gate.started().await;
 
     // While iteration 1 runs: the maintainer (the author) and a stranger reply.
     s.comment_as(n, FakeUser::user(MAINTAINER), "Please keep add() POSIX sh.")
@@ -939,7 +922,7 @@ while [ ! -f '{go}' ]; do sleep 0.05; done
         .await
         .unwrap();
     assert_eq!(messages.len(), 1, "{messages:#?}");
-    std::fs::write(&go, "").unwrap();
+    gate.open();
     s.idle().await;
 
     let run = s.run(n).await.unwrap();
@@ -955,40 +938,30 @@ while [ ! -f '{go}' ]; do sleep 0.05; done
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_8_a_worker_killed_mid_iteration_is_resumed_after_restart() {
     let mut s = Story::start("story8", Some(CONFIG)).await;
-    let fifo = s.path("started.fifo");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
+    let gate = Gate::new(&s);
     let first = s.path("first-attempt");
-    let go = s.path("go");
     // The first attempt of iteration 1 says it started, then hangs until
     // killed; the second attempt (after the restart) fixes the bug.
     s.agent_step(
         1,
         &format!(
-            "if [ ! -f '{first}' ]; then touch '{first}'; echo started > '{fifo}'; \
-             while [ ! -f '{go}' ]; do sleep 0.05; done; exit 1; fi\n{}",
+            "if [ ! -f '{first}' ]; then touch '{first}'; {hold}; exit 1; fi\n{}",
             fix_add(),
             first = first.display(),
-            fifo = fifo.display(),
-            go = go.display(),
+            hold = gate.hold(),
         ),
     );
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    let said = reader.await.unwrap().unwrap();
-    assert_eq!(said.trim(), "started");
+    gate.started().await;
 
     // Crash: the workers die mid-iteration; a new process takes over.
     s.kill_workers();
     s.spawn_workers();
     s.idle().await;
-    std::fs::write(&go, "").unwrap();
+    gate.open();
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);

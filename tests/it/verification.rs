@@ -1173,6 +1173,11 @@ fn git_environments() -> Vec<String> {
         })
         .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
         .map(|env| String::from_utf8_lossy(&env).replace('\0', "\n"))
+        // Not the fixture git of the secret-carrying child that
+        // `the_agent_finds_no_secret_in_its_environment` starts: it inherits
+        // the child's environment (and its marker), token included, on
+        // purpose. closer's own git gets a cleared environment.
+        .filter(|env| !env.contains(&format!("{ENV_PROBE}=1")))
         .collect()
 }
 

@@ -4,10 +4,13 @@
 //! repository whose `add` subtracts, the bug labelled for closer.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use closer::config::agents::{AdapterKind, AgentConfig};
+use closer::model::{IssueNumber, Run};
 
+use super::fake_llm::Reply;
+use super::fake_models::{FakeModel, Turn, Wire};
 use super::story::Story;
 
 pub const CALC_PY: &str = "def add(a, b):\n    return a - b\n";
@@ -66,6 +69,107 @@ pub fn agent(
     }
 }
 
+/// One real CLI as the stories meet it: the wire its model speaks, and the
+/// operator's agent entry pointing it at a model (files it needs written
+/// into the given directory); `None`, after saying why, when the tool is
+/// not installed.
+#[derive(Clone, Copy)]
+pub struct Cli {
+    pub wire: Wire,
+    pub agent: fn(&FakeModel, &Path) -> Option<AgentConfig>,
+}
+
+/// A real CLI set up for one story: its turn at the machine
+/// ([`cli_slot`]), the scripted model it talks to, and its agent entry, to
+/// adjust before the story starts.
+pub struct CliStory {
+    pub model: FakeModel,
+    pub agent: AgentConfig,
+    /// Where the agent's config files live, as long as the story.
+    pub dir: tempfile::TempDir,
+    _slot: tokio::sync::SemaphorePermit<'static>,
+}
+
+impl CliStory {
+    /// `cli` in front of a model that answers `turns` in order; `None`
+    /// when the tool is not installed (the story skips, loudly).
+    pub async fn new(cli: Cli, turns: Vec<Turn>) -> Option<CliStory> {
+        let slot = cli_slot().await;
+        let model = FakeModel::start(cli.wire, turns).await;
+        let dir = tempfile::tempdir().unwrap();
+        let agent = (cli.agent)(&model, dir.path())?;
+        Some(CliStory {
+            model,
+            agent,
+            dir,
+            _slot: slot,
+        })
+    }
+
+    /// The Python bug story with this agent doing the work under `config`.
+    pub async fn story(&self, name: &str, config: &str) -> Story {
+        python_story(name, self.agent.clone(), config).await
+    }
+}
+
+/// closer works the story's bug, opened and labelled now, its completion
+/// check answering `verdicts`, until the queue is idle: the bug and its run.
+pub async fn work_the_bug(
+    s: &mut Story,
+    verdicts: impl IntoIterator<Item = Reply>,
+) -> (IssueNumber, Run) {
+    s.llm.push(verdicts);
+    let n = open_bug(s).await;
+    s.idle().await;
+    (n, s.run(n).await.expect("a run"))
+}
+
+/// The bug fixed with `fix` in a first iteration the completion check
+/// finds short ("check negative numbers"), then a second one: the run done
+/// after two. Returns the CLI's story (its model holds the requests) and
+/// the run.
+pub async fn two_iterations(cli: Cli, name: &str, fix: Turn) -> Option<(CliStory, Run)> {
+    let turns = vec![
+        fix,
+        Turn::text("Fixed add()."),
+        Turn::text("Checked negatives too."),
+    ];
+    let cs = CliStory::new(cli, turns).await?;
+    let mut s = cs.story(name, PY_CONFIG).await;
+    let verdicts = [
+        Reply::closer(false, 0.9, &["check negative numbers"]),
+        Reply::closer(true, 0.95, &[]),
+    ];
+    let (_, run) = work_the_bug(&mut s, verdicts).await;
+    assert_eq!(
+        run.state,
+        closer::model::RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(run.iteration, 2);
+    Some((cs, run))
+}
+
+/// The model refuses the key: the run fails after one iteration. Returns
+/// the status comment and how long the story took from the bug's opening.
+pub async fn refused_key(cli: Cli, name: &str) -> Option<(String, std::time::Duration)> {
+    let cs = CliStory::new(cli, vec![]).await?;
+    cs.model.then_always(Turn::unauthorized());
+    let mut s = cs.story(name, PY_CONFIG).await;
+    let started = std::time::Instant::now();
+    let (n, run) = work_the_bug(&mut s, []).await;
+    let took = started.elapsed();
+    assert_eq!(
+        run.state,
+        closer::model::RunState::Failed,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(run.iteration, 1);
+    Some((s.status_comment(n).body, took))
+}
+
 /// The Python bug story with `agent` doing the work under `config`.
 pub async fn python_story(name: &str, agent: AgentConfig, config: &str) -> Story {
     let files = [("calc.py", CALC_PY), ("test_calc.py", TEST_CALC_PY)];
@@ -93,9 +197,13 @@ pub async fn python_story_on_clock(
     s
 }
 
-/// The run's own HOME under the story's data directory.
-pub fn run_homes(s: &Story) -> PathBuf {
-    s.dir.path().join("data").join("homes")
+/// The runs' own HOMEs under the story's data directory.
+pub fn run_homes(s: &Story) -> Vec<PathBuf> {
+    std::fs::read_dir(s.data_dir().join("homes"))
+        .unwrap()
+        .flatten()
+        .map(|home| home.path())
+        .collect()
 }
 
 /// One real agent CLI at a time: each is a heavy process (a JavaScript

@@ -8,6 +8,7 @@ pub mod db;
 pub mod fake_github;
 pub mod fake_llm;
 pub mod fake_models;
+pub mod gate;
 pub mod git;
 pub mod process;
 pub mod story;

@@ -349,10 +349,11 @@ impl Story {
             EngineSettings {
                 agents: [("default".to_owned(), agent)].into_iter().collect(),
                 llm: Some(build_client(llm_settings).expect("LLM client")),
-                data_dir: self.dir.path().join("data"),
-                confinement: self.confinement.clone().unwrap_or_else(|| {
-                    super::confinement(&self.shared_dir(), &self.dir.path().join("data"))
-                }),
+                data_dir: self.data_dir(),
+                confinement: self
+                    .confinement
+                    .clone()
+                    .unwrap_or_else(|| super::confinement(&self.shared_dir(), &self.data_dir())),
                 base_env: BaseEnv::from_process(),
                 max_attempts: self.timing.run_attempts,
                 dashboard_url: None,
@@ -398,6 +399,11 @@ impl Story {
     /// inside, as an operator's would be.
     pub fn shared_dir(&self) -> PathBuf {
         self.dir.path().join(SHARED)
+    }
+
+    /// closer's data directory (mirrors, worktrees, the runs' HOMEs).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
     }
 
     /// `name` in [`Story::shared_dir`].
@@ -582,12 +588,23 @@ impl Story {
     pub async fn pass_time(&mut self, until: i64) -> usize {
         let clock = self.clock.clone().expect("a story on a manual clock");
         let mut deferred = 0;
+        let mut busy_since = std::time::Instant::now();
         loop {
             deferred += self.drain_settled();
             if !self.quiet().await {
+                // The clock stands still while a job runs: one that never
+                // settles would hold it (and the story) forever.
+                if busy_since.elapsed() > SETTLE_WAIT {
+                    panic!(
+                        "a job still busy after {} s\n{}",
+                        SETTLE_WAIT.as_secs(),
+                        self.journal().await
+                    );
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
+            busy_since = std::time::Instant::now();
             let next: Option<i64> =
                 sqlx::query("SELECT MIN(run_at) AS next FROM jobs WHERE state = 'queued'")
                     .fetch_one(self.store.pool())

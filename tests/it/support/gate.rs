@@ -1,0 +1,52 @@
+//! A scripted agent step held open: it says it started through a FIFO and
+//! waits until the test lets it go on, so the test can act (reply, crash
+//! the workers, take GitHub down) while an iteration is running.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::story::Story;
+
+/// How long a story waits for its held step to start.
+const START_WAIT: Duration = Duration::from_secs(120);
+
+pub struct Gate {
+    fifo: PathBuf,
+    go: PathBuf,
+}
+
+impl Gate {
+    /// A gate in the story's shared directory (the agent can reach it).
+    pub fn new(s: &Story) -> Gate {
+        let (fifo, go) = (s.path("started.fifo"), s.path("go"));
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.expect("mkfifo").success());
+        Gate { fifo, go }
+    }
+
+    /// One line of shell: say "started", then wait for [`Gate::open`].
+    pub fn hold(&self) -> String {
+        format!(
+            "echo started > '{}'; while [ ! -f '{}' ]; do sleep 0.05; done",
+            self.fifo.display(),
+            self.go.display()
+        )
+    }
+
+    /// Resolves once the held step has said it started.
+    pub async fn started(&self) {
+        let fifo = self.fifo.clone();
+        let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
+        let said = tokio::time::timeout(START_WAIT, reader)
+            .await
+            .expect("the held step started")
+            .unwrap()
+            .unwrap();
+        assert_eq!(said.trim(), "started");
+    }
+
+    /// Lets the held step go on.
+    pub fn open(&self) {
+        std::fs::write(&self.go, "").unwrap();
+    }
+}
