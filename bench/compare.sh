@@ -11,6 +11,8 @@
 # BENCH_CELLS picks cells (default: all five, in this order):
 #   BENCH_CELLS="probot sqlite-all" bench/compare.sh
 # BENCH_DRAIN_SECS (default 60) bounds the wait for the queue after an `all` cell.
+# BENCH_CODE_COLD=1 drops closer's program pages from its resident set once it
+# has started (bench/code_pages.py), so its peak RSS is what the load touches.
 # BENCH_SMAPS=DIR keeps each cell's /proc/<pid>/status and smaps there, taken
 # at the end of its load (where the memory is).
 #
@@ -127,6 +129,7 @@ closer() {
   server_pid=$!
   wait_http "http://127.0.0.1:$port/readyz" closer
   sleep 1 # the App's slug, asked of the fake GitHub at start
+  [ -n "${BENCH_CODE_COLD:-}" ] && python3 "$root/bench/code_pages.py" "$server_pid"
   drive "http://127.0.0.1:$port" /webhooks
   local rss
   rss=$(peak_rss_mb "$server_pid")

@@ -3,13 +3,19 @@
 # signs the issues.opened fixture, and starts `closer serve --role intake`.
 #
 # After `bench_setup`: $root $bin $work $port $secret $body $signature.
+# BENCH_BIN runs another closer binary instead of building this checkout's
+# (an A/B comparison of two builds in one window).
 # After `start_server DATABASE_URL DURABILITY`: $server_pid, the server ready.
 
 bench_setup() {
   root=$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)
   local target=${CARGO_TARGET_DIR:-$root/target}
-  (cd "$root" && cargo build --release --quiet)
-  bin="$target/release/closer"
+  if [ -n "${BENCH_BIN:-}" ]; then
+    bin=$BENCH_BIN
+  else
+    (cd "$root" && cargo build --release --quiet --bin closer)
+    bin="$target/release/closer"
+  fi
   work=$(mktemp -d)
   server_pid=
   trap bench_cleanup EXIT
