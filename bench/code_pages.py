@@ -7,8 +7,8 @@ touches rather than what start-up touched once (docs/benchmarks.md, run 5).
 
 A measuring tool, not a tuning: the pages stay in the page cache and fault
 back in, with the kernel's fault-around, as the process runs them. Uses
-process_madvise(MADV_PAGEOUT) (Linux >= 5.10, root or ptrace rights over
-PID) and /proc/PID/clear_refs.
+process_madvise(MADV_PAGEOUT) (Linux >= 5.10; root, or ptrace rights over
+PID together with CAP_SYS_NICE) and /proc/PID/clear_refs.
 """
 import ctypes
 import os

@@ -129,7 +129,7 @@ closer() {
   server_pid=$!
   wait_http "http://127.0.0.1:$port/readyz" closer
   sleep 1 # the App's slug, asked of the fake GitHub at start
-  [ -n "${BENCH_CODE_COLD:-}" ] && python3 "$root/bench/code_pages.py" "$server_pid"
+  [ "${BENCH_CODE_COLD:-0}" = 1 ] && python3 "$root/bench/code_pages.py" "$server_pid"
   drive "http://127.0.0.1:$port" /webhooks
   local rss
   rss=$(peak_rss_mb "$server_pid")

@@ -710,8 +710,6 @@ mod tests {
         );
     }
 
-    use std::os::fd::FromRawFd as _;
-
     /// Marks the child copy of the test binary that runs the probe below.
     const FD3_CHILD: &str = "CLOSER_TEST_FD3_CHILD";
 
@@ -745,19 +743,12 @@ mod tests {
         if std::env::var_os(FD3_CHILD).is_none() {
             return;
         }
-        let read = pipe_holding(b"through fd 3\n");
-        if read.as_raw_fd() != 3 {
-            // SAFETY: this process runs only this probe; nothing else uses 3.
-            assert_eq!(
-                unsafe { libc::dup3(read.as_raw_fd(), 3, libc::O_CLOEXEC) },
-                3
-            );
-        }
-        // SAFETY: 3 was just made a duplicate of the pipe, owned by nobody else.
-        let at_3 = match read.as_raw_fd() {
-            3 => read,
-            _ => unsafe { OwnedFd::from_raw_fd(3) },
-        };
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        let free = unsafe { libc::fcntl(3, libc::F_GETFD) } == -1;
+        assert!(free, "descriptor 3 is already taken in the probe's process");
+        // pipe2 takes the lowest free descriptors: its read end is 3.
+        let at_3 = pipe_holding(b"through fd 3\n");
+        assert_eq!(at_3.as_raw_fd(), 3);
         let mut spec = sh("cat <&3", Duration::from_secs(20));
         spec.fd3 = Some(Arc::new(at_3));
         let out = tokio::runtime::Builder::new_current_thread()
@@ -772,6 +763,7 @@ mod tests {
 
     fn pipe_holding(content: &[u8]) -> OwnedFd {
         use std::io::Write as _;
+        use std::os::fd::FromRawFd as _;
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills both descriptors, owned by nobody else.
         assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);

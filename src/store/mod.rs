@@ -94,6 +94,35 @@ pub enum StoreError {
     Unknown(#[from] crate::model::UnknownValue),
 }
 
+impl StoreError {
+    /// Whether the same statement may succeed when tried again: the
+    /// database was busy, locked, full or out of reach, not a statement or
+    /// a value it can never accept.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Sqlx(e) => match e {
+                sqlx::Error::Database(db) => matches!(db.kind(), sqlx::error::ErrorKind::Other),
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::WorkerCrashed => true,
+                _ => false,
+            },
+            StoreError::Sqlite(e) => matches!(
+                e.sqlite_error_code(),
+                Some(
+                    rusqlite::ErrorCode::DatabaseBusy
+                        | rusqlite::ErrorCode::DatabaseLocked
+                        | rusqlite::ErrorCode::DiskFull
+                        | rusqlite::ErrorCode::SystemIoFailure
+                )
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// Connection settings.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -267,7 +296,28 @@ fn sqlite_in_memory(url: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::sqlite_in_memory;
+    use super::{StoreError, sqlite_in_memory};
+
+    #[test]
+    fn a_busy_database_is_worth_another_try_a_refused_value_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.db");
+        let holder = rusqlite::Connection::open(&file).unwrap();
+        holder
+            .execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let other = rusqlite::Connection::open(&file).unwrap();
+        other.busy_timeout(std::time::Duration::ZERO).unwrap();
+
+        let duplicate = other.execute("INSERT INTO t VALUES (1)", []).unwrap_err();
+        assert!(!StoreError::Sqlite(duplicate).is_transient());
+
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let busy = other.execute("INSERT INTO t VALUES (2)", []).unwrap_err();
+        assert!(StoreError::Sqlite(busy).is_transient());
+        assert!(StoreError::Sqlx(sqlx::Error::PoolTimedOut).is_transient());
+        assert!(!StoreError::Sqlx(sqlx::Error::RowNotFound).is_transient());
+    }
 
     #[test]
     fn in_memory_urls_are_recognised() {

@@ -34,8 +34,7 @@ use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
 
 /// How many times a worker tries to record a job's outcome before leaving
-/// the job to its lease. Each try may wait out SQLite's busy timeout (10 s):
-/// five stay well inside the third of a lease a heartbeat leaves.
+/// the job to its lease (fewer when a third of the lease runs out first).
 const SETTLE_ATTEMPTS: u32 = 5;
 
 /// The wait after the first failed try to record an outcome; it doubles.
@@ -392,8 +391,10 @@ impl WorkerPool {
     /// the write (locked past its busy timeout, a connection lost): the
     /// job's work is done, and an outcome not recorded would leave the job
     /// leased until its lease expires and another worker runs it all again.
-    /// Not once shutdown has begun: the process must exit within its grace,
-    /// and the lease still hands the job on.
+    /// No try starts later than a third of a lease after the first (no
+    /// heartbeat runs meanwhile, and the last one left at least two
+    /// thirds), nor once shutdown has begun: the process must exit within
+    /// its grace, and the lease still hands the job on.
     async fn settle_persistently(
         &self,
         job: &LeasedJob,
@@ -401,18 +402,26 @@ impl WorkerPool {
         result: Result<(), JobError>,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Settled, StoreError> {
+        let last_try = tokio::time::Instant::now() + self.settings.lease / 3;
+        let mut shutdown = shutdown.clone();
         let mut wait = SETTLE_FIRST_WAIT;
         let mut attempt = 1;
         loop {
-            match self.settle(job, owner, result.clone()).await {
-                Err(e) if attempt < SETTLE_ATTEMPTS && !*shutdown.borrow() => {
-                    tracing::warn!(job = job.id, attempt, error = %e, "the job's outcome was not recorded; trying again");
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                    attempt += 1;
-                }
+            let error = match self.settle(job, owner, result.clone()).await {
+                Err(e) if e.is_transient() && attempt < SETTLE_ATTEMPTS => e,
                 settled => return settled,
+            };
+            let next = tokio::time::Instant::now() + wait;
+            if next > last_try || *shutdown.borrow() {
+                return Err(error);
             }
+            tracing::warn!(job = job.id, attempt, error = %error, "the job's outcome was not recorded; trying again");
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return Err(error),
+            }
+            wait *= 2;
+            attempt += 1;
         }
     }
 

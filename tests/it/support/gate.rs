@@ -33,14 +33,21 @@ impl Gate {
         )
     }
 
-    /// Resolves once the held step has said it started.
+    /// Resolves once the held step has said it started; fails the story
+    /// after [`START_WAIT`]. The FIFO is opened for reading and writing,
+    /// which never blocks, so the wait is a timed async read that a
+    /// failing story does not leave behind on a blocked thread.
     pub async fn started(&self) {
-        let fifo = self.fifo.clone();
-        let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
-        let said = tokio::time::timeout(START_WAIT, reader)
+        use tokio::io::AsyncBufReadExt as _;
+        let fifo = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&self.fifo)
+            .expect("the gate's FIFO opens");
+        let mut said = String::new();
+        let mut reader = tokio::io::BufReader::new(fifo);
+        tokio::time::timeout(START_WAIT, reader.read_line(&mut said))
             .await
             .expect("the held step started")
-            .unwrap()
             .unwrap();
         assert_eq!(said.trim(), "started");
     }
