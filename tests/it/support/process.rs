@@ -42,6 +42,27 @@ pub fn process_with_argument(argument: &str) -> Option<i32> {
         })
 }
 
+/// The processes working in `dir` or naming it on their command line, one
+/// line each (pid, working directory, command line): what a story that
+/// hangs was still running.
+pub fn processes_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let needle = dir.to_string_lossy().into_owned();
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cwd.starts_with(dir) || cmdline.contains(&needle))
+                .then(|| format!("pid {pid} in {}: {}", cwd.display(), cmdline.trim_end()))
+        })
+        .collect()
+}
+
 /// A `sleep` argument no other process has: 300 s and a unique fraction.
 pub fn unique_sleep() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -129,5 +150,31 @@ impl CloserProcess {
             .await
             .expect("exits within 30 s of SIGTERM")
             .expect("exit status")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_process_working_in_a_directory_is_listed_and_others_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let sleep = super::unique_sleep();
+        let mut child = std::process::Command::new("sleep")
+            .arg(&sleep)
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap();
+        let listed = super::processes_in(dir.path());
+        let not_listed = super::processes_in(elsewhere.path());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|p| p.starts_with(&format!("pid {} ", child.id())) && p.contains(&sleep)),
+            "{listed:?}"
+        );
+        assert!(not_listed.is_empty(), "{not_listed:?}");
     }
 }

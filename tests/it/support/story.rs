@@ -673,7 +673,8 @@ impl Story {
         }
     }
 
-    /// What the deliveries and jobs recorded, for failure messages.
+    /// What the deliveries and jobs recorded, and the processes still
+    /// working in the story's directory, for failure messages.
     pub async fn journal(&self) -> String {
         let mut out = String::new();
         for row in sqlx::query("SELECT event, outcome FROM deliveries ORDER BY id")
@@ -698,6 +699,9 @@ impl Story {
                 row.get("last_error"),
             );
             out.push_str(&format!("job {id} {kind} {payload} {state} {error:?}\n"));
+        }
+        for process in super::process::processes_in(self.dir.path()) {
+            out.push_str(&format!("{process}\n"));
         }
         out
     }
