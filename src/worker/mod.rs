@@ -1,7 +1,8 @@
-//! Workers: claim a job, run its runner while a heartbeat keeps the lease,
-//! then complete it or record the failure (retry with backoff, dead after the
-//! last attempt). Any number of workers, in any number of processes, share
-//! one queue; the database decides who holds what.
+//! Workers: claim a job, run its runner while a heartbeat (a task of its
+//! own) keeps the lease, then complete it or record the failure (retry with
+//! backoff, dead after the last attempt). Any number of workers, in any
+//! number of processes, share one queue; the database decides who holds
+//! what.
 //!
 //! A worker never holds a job it lost: when a heartbeat finds the lease gone
 //! (it expired and another worker took it), the runner is abandoned. A
@@ -354,23 +355,24 @@ impl WorkerPool {
             Err(panic) => return Some(Err(panicked(panic.as_ref()))),
         };
         tokio::pin!(work);
-        let beat = self.settings.lease / 3;
-        let mut next_beat = tokio::time::Instant::now() + beat;
+        let (lost_tx, mut lost) = tokio::sync::oneshot::channel();
+        let _beat = AbortOnDrop(tokio::spawn(self.clone().keep_lease(
+            job.id,
+            owner.to_owned(),
+            lost_tx,
+        )));
+        // A task spawned from a runtime thread waits in that thread's LIFO
+        // slot, which no other thread takes from: were the runner to hold
+        // this thread right away, the heartbeat would wait with it. Yielding
+        // once lets it start; its timer then wakes it on any thread.
+        tokio::task::yield_now().await;
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 result = &mut work => return Some(result),
-                _ = tokio::time::sleep_until(next_beat) => {
-                    next_beat += beat;
-                    let now = self.store.now_ms();
-                    match jobs::heartbeat(self.store.pool(), job.id, owner, now, self.settings.lease).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::warn!(job = job.id, %owner, "lease lost; abandoning the job");
-                            return None;
-                        }
-                        Err(e) => tracing::warn!(job = job.id, error = %e, "heartbeat failed"),
-                    }
+                _ = &mut lost => {
+                    tracing::warn!(job = job.id, %owner, "lease lost; abandoning the job");
+                    return None;
                 }
                 _ = shutdown.changed(), if deadline.is_none() => {
                     deadline = Some(tokio::time::Instant::now() + self.settings.shutdown_grace);
@@ -383,6 +385,28 @@ impl WorkerPool {
                     tracing::info!(job = job.id, "shutdown: job given back to the queue");
                     return None;
                 }
+            }
+        }
+    }
+
+    /// Extends the job's lease every third of a lease until it finds the
+    /// lease gone (then says so on `lost`). A task of its own, so a runner
+    /// that holds its thread for a moment (a fork, a large directory
+    /// removed) does not lose its lease for it; aborted when the job ends.
+    async fn keep_lease(self, id: i64, owner: String, lost: tokio::sync::oneshot::Sender<()>) {
+        let beat = self.settings.lease / 3;
+        let mut next_beat = tokio::time::Instant::now() + beat;
+        loop {
+            tokio::time::sleep_until(next_beat).await;
+            next_beat += beat;
+            let now = self.store.now_ms();
+            match jobs::heartbeat(self.store.pool(), id, &owner, now, self.settings.lease).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let _ = lost.send(());
+                    return;
+                }
+                Err(e) => tracing::warn!(job = id, error = %e, "heartbeat failed"),
             }
         }
     }

@@ -339,27 +339,41 @@ async fn backoff_grows_exponentially_within_its_jitter_and_cap() {
     assert_eq!(backoff.delay(1, 1.0), Duration::from_millis(2400));
 }
 
-/// One worker running `run` jobs with `runner`: what it settles, the
-/// switch that stops it, and its task.
+/// One worker running `run` jobs with `runner`.
 fn one_worker(
     store: &Store,
     runner: std::sync::Arc<dyn closer::worker::JobRunner>,
     name: &str,
-) -> (
-    tokio::sync::broadcast::Receiver<closer::worker::JobSettled>,
-    tokio::sync::watch::Sender<bool>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let runners = std::collections::HashMap::from([(JobKind::Run, runner)]);
+) -> Workers {
     let settings = closer::worker::WorkerSettings {
         poll_interval: Duration::from_millis(20),
         ..closer::worker::WorkerSettings::default()
     };
+    workers(store, runner, name, 1, settings)
+}
+
+/// What a test holds of its workers: what they settle, the switch that
+/// stops them, and their tasks.
+type Workers = (
+    tokio::sync::broadcast::Receiver<closer::worker::JobSettled>,
+    tokio::sync::watch::Sender<bool>,
+    Vec<tokio::task::JoinHandle<()>>,
+);
+
+/// `count` workers running `run` jobs with `runner`.
+fn workers(
+    store: &Store,
+    runner: std::sync::Arc<dyn closer::worker::JobRunner>,
+    name: &str,
+    count: usize,
+    settings: closer::worker::WorkerSettings,
+) -> Workers {
+    let runners = std::collections::HashMap::from([(JobKind::Run, runner)]);
     let ready = std::sync::Arc::new(tokio::sync::Notify::new());
     let pool = closer::worker::WorkerPool::new(store.clone(), runners, settings, ready);
     let settled = pool.subscribe();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    (settled, stop, pool.spawn(1, name, stop_rx))
+    (settled, stop, pool.spawn(count, name, stop_rx))
 }
 
 /// Runs `run` jobs: panics on the payload `"boom"`, succeeds otherwise.
@@ -542,4 +556,64 @@ async fn at_shutdown_a_refused_outcome_is_not_tried_again() {
     assert!(took < Duration::from_secs(20), "{took:?}");
     let left = jobs::get(f.store.pool(), f.id).await.unwrap().unwrap();
     assert_eq!(left.state, JobState::Leased);
+}
+
+/// Runs `run` jobs, the first time holding its thread without yielding for
+/// `hold`, as a fork or a large removal on a loaded machine can.
+struct HoldsItsThread {
+    hold: Duration,
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+impl closer::worker::JobRunner for HoldsItsThread {
+    fn run<'a>(&'a self, _job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
+        Box::pin(async move {
+            if self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                std::thread::sleep(self.hold);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The heartbeat is not the runner's to starve: a runner that holds its
+/// thread for three leases keeps its job, and the other worker, polling
+/// all along, never runs it a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runner_holding_its_thread_past_its_lease_keeps_the_job() {
+    let db = TestDb::new("queue_hold").await;
+    let store = db.store().await;
+    let now = store.now_ms();
+    let mut one = job("k-hold", 5);
+    one.run_at = now;
+    let id = jobs::enqueue(store.pool(), &one, now).await.unwrap();
+    let runner = std::sync::Arc::new(HoldsItsThread {
+        hold: Duration::from_secs(3),
+        runs: Default::default(),
+    });
+    let settings = closer::worker::WorkerSettings {
+        lease: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(20),
+        ..closer::worker::WorkerSettings::default()
+    };
+    let (mut settled, stop, workers) = workers(&store, runner.clone(), "hold", 2, settings);
+    let first = tokio::time::timeout(Duration::from_secs(30), settled.recv())
+        .await
+        .expect("settled in time")
+        .expect("settled");
+    assert_eq!(
+        (first.id, first.outcome),
+        (id, closer::worker::Settled::Done)
+    );
+    // Time for the other worker to take the job, had its lease run out.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        runner.runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the job was run again while its first runner held its thread"
+    );
+    let _ = stop.send(true);
+    for w in workers {
+        w.await.unwrap();
+    }
 }

@@ -5,10 +5,24 @@
 //! `flock(2)` locks belong to an open file description, so two opens in one
 //! process exclude each other as well; the lock is released when the guard
 //! (the open file) is dropped, also when the holder crashes.
+//!
+//! The wait is asynchronous and bounded: the lock is tried without blocking
+//! every [`RETRY_EVERY`], for up to [`PATIENCE`]. No thread sits blocked in
+//! `flock`, so a job given up while it waits (lease lost, shutdown) leaves
+//! nothing behind, and a holder that is wedged fails the waiter with an error
+//! naming the lock instead of holding it forever.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::time::Duration;
+
+/// How long a run waits for a mirror another run holds: well past the few
+/// git commands (each bounded by its own timeout) any holder runs under it.
+pub const PATIENCE: Duration = Duration::from_secs(30 * 60);
+
+/// How often a waiter tries the lock again.
+const RETRY_EVERY: Duration = Duration::from_millis(50);
 
 /// Holds the lock until dropped.
 #[derive(Debug)]
@@ -16,30 +30,81 @@ pub struct MirrorLock {
     _file: File,
 }
 
-/// Waits for the exclusive lock on `path` (created if missing).
+/// Waits for the exclusive lock on `path` (created if missing), for up to
+/// [`PATIENCE`].
 pub async fn lock(path: &Path) -> std::io::Result<MirrorLock> {
-    let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+    lock_within(path, PATIENCE).await
+}
+
+/// [`lock`] with another patience.
+pub async fn lock_within(path: &Path, patience: Duration) -> std::io::Result<MirrorLock> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .await?
+        .into_std()
+        .await;
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        // SAFETY: flock on a file descriptor we own for the call's duration;
+        // LOCK_NB makes it return at once.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(MirrorLock { _file: file });
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        loop {
-            // SAFETY: flock on a file descriptor we own for the call's duration.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc == 0 {
-                return Ok(MirrorLock { _file: file });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err);
-            }
+        let err = std::io::Error::last_os_error();
+        match err.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => {}
+            _ => return Err(err),
         }
-    })
-    .await
-    .map_err(std::io::Error::other)?
+        if tokio::time::Instant::now() >= deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the lock {} was still held by another run after {} s",
+                    path.display(),
+                    patience.as_secs()
+                ),
+            ));
+        }
+        tokio::time::sleep(RETRY_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_held_lock_is_waited_for_and_taken_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.lock");
+        let held = lock(&path).await.unwrap();
+        let waiter = tokio::spawn({
+            let path = path.clone();
+            async move { lock(&path).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "the lock was taken while held");
+        drop(held);
+        let taken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+        assert!(taken.unwrap().unwrap().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_the_patience_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.lock");
+        let _held = lock(&path).await.unwrap();
+        let err = lock_within(&path, Duration::from_millis(150))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(err.to_string().contains("m.lock"), "{err}");
+    }
 }
