@@ -101,7 +101,7 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Sqlx(e) => match e {
-                sqlx::Error::Database(db) => matches!(db.kind(), sqlx::error::ErrorKind::Other),
+                sqlx::Error::Database(db) => db.code().is_some_and(|code| transient_code(&code)),
                 sqlx::Error::Io(_)
                 | sqlx::Error::Tls(_)
                 | sqlx::Error::Protocol(_)
@@ -121,6 +121,27 @@ impl StoreError {
             _ => false,
         }
     }
+}
+
+/// Whether a database error code says "busy, locked, full or out of
+/// reach": SQLite's result codes (busy, locked, I/O error, full, by their
+/// primary code) or PostgreSQL's SQLSTATEs (connection exceptions,
+/// serialization failures and deadlocks, insufficient resources, the
+/// server shutting down, a lock not available).
+///
+/// A SQLSTATE has five characters; SQLite's extended codes (in decimal)
+/// have at most four.
+fn transient_code(code: &str) -> bool {
+    if code.len() == 5 {
+        return code.starts_with("08")
+            || code.starts_with("53")
+            || matches!(
+                code,
+                "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "55P03"
+            );
+    }
+    code.parse::<i32>()
+        .is_ok_and(|sqlite| matches!(sqlite & 0xff, 5 | 6 | 10 | 13))
 }
 
 /// Connection settings.
@@ -316,6 +337,12 @@ mod tests {
         let busy = other.execute("INSERT INTO t VALUES (2)", []).unwrap_err();
         assert!(StoreError::Sqlite(busy).is_transient());
         assert!(StoreError::Sqlx(sqlx::Error::PoolTimedOut).is_transient());
+        // As sqlx reports them: SQLite's extended codes, PostgreSQL's SQLSTATEs.
+        assert!(super::transient_code("5") && super::transient_code("517"));
+        assert!(!super::transient_code("1555") && !super::transient_code("1"));
+        assert!(super::transient_code("40P01") && super::transient_code("08006"));
+        assert!(super::transient_code("8714")); // SQLITE_IOERR_IN_PAGE
+        assert!(!super::transient_code("23505") && !super::transient_code("42P01"));
         assert!(!StoreError::Sqlx(sqlx::Error::RowNotFound).is_transient());
     }
 

@@ -41,8 +41,8 @@ const SETTLE_ATTEMPTS: u32 = 5;
 /// The wait after the first failed try to record an outcome; it doubles.
 const SETTLE_FIRST_WAIT: Duration = Duration::from_millis(250);
 
-/// A worker's task, aborted when its supervisor is (a supervisor's handle
-/// stands for its worker: aborting it stops the worker, as before).
+/// A task aborted when this handle is dropped: a worker's, when its
+/// supervisor is; a job's heartbeat, when the job ends.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -370,7 +370,9 @@ impl WorkerPool {
         loop {
             tokio::select! {
                 result = &mut work => return Some(result),
-                _ = &mut lost => {
+                // Only a lease found gone counts: a heartbeat task that
+                // ended otherwise (runtime shutting down) abandons nothing.
+                Ok(()) = &mut lost => {
                     tracing::warn!(job = job.id, %owner, "lease lost; abandoning the job");
                     return None;
                 }

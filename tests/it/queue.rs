@@ -577,7 +577,7 @@ impl closer::worker::JobRunner for HoldsItsThread {
 }
 
 /// The heartbeat is not the runner's to starve: a runner that holds its
-/// thread for three leases keeps its job, and the other worker, polling
+/// thread for two and a half leases keeps its job, and the other worker, polling
 /// all along, never runs it a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_runner_holding_its_thread_past_its_lease_keeps_the_job() {
@@ -588,11 +588,11 @@ async fn a_runner_holding_its_thread_past_its_lease_keeps_the_job() {
     one.run_at = now;
     let id = jobs::enqueue(store.pool(), &one, now).await.unwrap();
     let runner = std::sync::Arc::new(HoldsItsThread {
-        hold: Duration::from_secs(3),
+        hold: Duration::from_secs(5),
         runs: Default::default(),
     });
     let settings = closer::worker::WorkerSettings {
-        lease: Duration::from_secs(1),
+        lease: Duration::from_secs(2),
         poll_interval: Duration::from_millis(20),
         ..closer::worker::WorkerSettings::default()
     };

@@ -17,8 +17,9 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
-/// How long a run waits for a mirror another run holds: well past the few
-/// git commands (each bounded by its own timeout) any holder runs under it.
+/// How long a run waits in all for a mirror other runs hold: a few runs in
+/// line, each holding it for some git commands (each bounded by its own
+/// timeout); past it, the holder is stuck or the line too long.
 pub const PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// How often a waiter tries the lock again.
@@ -66,9 +67,9 @@ pub async fn lock_within(path: &Path, patience: Duration) -> std::io::Result<Mir
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
-                    "the lock {} was still held by another run after {} s",
+                    "the lock {} was still held by another run after {:?}",
                     path.display(),
-                    patience.as_secs()
+                    patience
                 ),
             ));
         }
