@@ -612,8 +612,25 @@ impl std::io::Write for LogBuffer {
     }
 }
 
+/// The probe below, run alone.
+const LOG_PROBE: &str = "github_client::log_probe";
+
 #[test]
 fn tokens_and_jwts_never_reach_the_logs() {
+    // tracing caches, per callsite and process-wide, whether anyone
+    // listens; another test's thread meeting the retry's callsite while no
+    // subscriber of its own listened could leave it silent here (seen in
+    // CI: the retry's line missing, so the absence of tokens proved
+    // nothing). A process of its own has no other test's threads.
+    crate::support::alone::run(LOG_PROBE, &[]);
+}
+
+/// Runs only in the child started above (it returns at once elsewhere).
+#[test]
+fn log_probe() {
+    if !crate::support::alone::is_the_child_for(LOG_PROBE) {
+        return;
+    }
     let logs = LogBuffer::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -625,9 +642,6 @@ fn tokens_and_jwts_never_reach_the_logs() {
         .build()
         .unwrap();
     let token = tracing::subscriber::with_default(subscriber, || {
-        // Another test's thread may have met a callsite first, before this
-        // subscriber existed, and cached "nobody listens" for it: ask again.
-        tracing::callsite::rebuild_interest_cache();
         rt.block_on(async {
             let w = world().await;
             let n = w.issue();
@@ -653,6 +667,7 @@ fn tokens_and_jwts_never_reach_the_logs() {
         "an Authorization header was logged:\n{text}"
     );
     assert!(!text.contains("eyJ"), "a JWT was logged:\n{text}");
+    crate::support::alone::finished(LOG_PROBE);
 }
 
 // ---------------------------------------------------------------- dry run

@@ -683,38 +683,28 @@ async fn an_agent_printing_50_mb_is_capped() {
     assert_eq!(result.message.len(), 1024 * 1024);
 }
 
-/// Marks the child copy of this test binary that carries the secrets.
-const ENV_PROBE: &str = "CLOSER_TEST_ENV_PROBE";
+/// The probe below, run alone with the secrets in its environment.
+const ENV_PROBE: &str = "verification::agent_environment_probe";
 
 #[test]
 fn the_agent_finds_no_secret_in_its_environment() {
     // The secrets go into the environment of a child copy of this test
     // binary, never into this process's, which other tests share.
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "verification::agent_environment_probe",
-            "--nocapture",
-        ])
-        .env(ENV_PROBE, "1")
-        .env("GITHUB_TOKEN", TOKEN)
-        .env("GITHUB_PRIVATE_KEY_PATH", "/etc/closer/app.pem")
-        .env("GITHUB_WEBHOOK_SECRET", "whsec-do-not-leak")
-        .env("MY_AGENT_API_KEY", "agent-key-1")
-        .output()
-        .expect("the probe runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("ENV_PROBE_DONE"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::alone::run(
+        ENV_PROBE,
+        &[
+            ("GITHUB_TOKEN", TOKEN),
+            ("GITHUB_PRIVATE_KEY_PATH", "/etc/closer/app.pem"),
+            ("GITHUB_WEBHOOK_SECRET", "whsec-do-not-leak"),
+            ("MY_AGENT_API_KEY", "agent-key-1"),
+        ],
     );
 }
 
 /// Runs only in the child started above (it returns at once elsewhere).
 #[tokio::test]
 async fn agent_environment_probe() {
-    if std::env::var_os(ENV_PROBE).is_none() {
+    if !crate::support::alone::is_the_child_for(ENV_PROBE) {
         return;
     }
     let fx = Fixture::new(false);
@@ -764,7 +754,7 @@ async fn agent_environment_probe() {
             .expect("dump")
             .contains(TOKEN)
     );
-    println!("ENV_PROBE_DONE");
+    crate::support::alone::finished(ENV_PROBE);
 }
 
 #[tokio::test]
@@ -1177,7 +1167,7 @@ fn git_environments() -> Vec<String> {
         // `the_agent_finds_no_secret_in_its_environment` starts: it inherits
         // the child's environment (and its marker), token included, on
         // purpose. closer's own git gets a cleared environment.
-        .filter(|env| !env.contains(&format!("{ENV_PROBE}=1")))
+        .filter(|env| !env.contains(&crate::support::alone::marker(ENV_PROBE)))
         .collect()
 }
 

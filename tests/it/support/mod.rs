@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agent_tools;
+pub mod alone;
 pub mod app;
 pub mod db;
 pub mod fake_github;
