@@ -849,13 +849,14 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
     // The agent changes a file and plants an fsmonitor hook and a textconv
     // driver: programs git would run for whoever reads the worktree next.
     let script = format!(
-        "printf '#!/bin/sh\\ntouch {f}\\n' > /tmp/closer-fsmonitor-$$.sh && chmod +x /tmp/closer-fsmonitor-$$.sh\n\
-         git config core.fsmonitor /tmp/closer-fsmonitor-$$.sh\n\
+        "printf '#!/bin/sh\\ntouch {f}\\n' > {h} && chmod +x {h}\n\
+         git config core.fsmonitor {h}\n\
          git config diff.evil.textconv 'sh -c \"touch {t}; cat \\\"\\$0\\\"\"'\n\
          echo '*.py diff=evil' > .gitattributes\n\
          echo '# changed' >> calc.py",
         f = fsmonitor.display(),
-        t = textconv.display()
+        t = textconv.display(),
+        h = fx.scratch().join("fsmonitor.sh").display()
     );
     // In the sandbox the mirror is read-only: the plant fails outright.
     fx.run(&fx.agent("plant.sh", &script), &wt, 1).await;
