@@ -109,15 +109,9 @@ impl StoreError {
                 | sqlx::Error::WorkerCrashed => true,
                 _ => false,
             },
-            StoreError::Sqlite(e) => matches!(
-                e.sqlite_error_code(),
-                Some(
-                    rusqlite::ErrorCode::DatabaseBusy
-                        | rusqlite::ErrorCode::DatabaseLocked
-                        | rusqlite::ErrorCode::DiskFull
-                        | rusqlite::ErrorCode::SystemIoFailure
-                )
-            ),
+            StoreError::Sqlite(e) => e
+                .sqlite_error()
+                .is_some_and(|e| sqlite_transient(e.extended_code)),
             _ => false,
         }
     }
@@ -140,8 +134,13 @@ fn transient_code(code: &str) -> bool {
                 "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "55P03"
             );
     }
-    code.parse::<i32>()
-        .is_ok_and(|sqlite| matches!(sqlite & 0xff, 5 | 6 | 10 | 13))
+    code.parse::<i32>().is_ok_and(sqlite_transient)
+}
+
+/// SQLite's busy, locked, I/O error and full, by the primary code of an
+/// (extended) result code.
+fn sqlite_transient(code: i32) -> bool {
+    matches!(code & 0xff, 5 | 6 | 10 | 13)
 }
 
 /// Connection settings.
