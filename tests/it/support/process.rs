@@ -29,38 +29,38 @@ pub fn alive(pid: i32) -> bool {
 /// finds a sandboxed process, whose own `$!` and `$$` are pids of its PID
 /// namespace and mean nothing out here.
 pub fn process_with_argument(argument: &str) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            cmdline
-                .split(|b| *b == 0)
-                .any(|arg| arg == argument.as_bytes())
-                .then_some(pid)
-        })
+    processes().find_map(|(pid, proc)| {
+        let cmdline = std::fs::read(proc.join("cmdline")).ok()?;
+        cmdline
+            .split(|b| *b == 0)
+            .any(|arg| arg == argument.as_bytes())
+            .then_some(pid)
+    })
 }
 
 /// The processes working in `dir` or naming it on their command line, one
 /// line each (pid, working directory, command line): what a story that
 /// hangs was still running.
 pub fn processes_in(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let needle = dir.to_string_lossy().into_owned();
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+    processes()
+        .filter_map(|(pid, proc)| {
+            let cwd = std::fs::read_link(proc.join("cwd")).unwrap_or_default();
+            let cmdline = std::fs::read(proc.join("cmdline")).ok()?;
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
             (cwd.starts_with(dir) || cmdline.contains(&needle))
                 .then(|| format!("pid {pid} in {}: {}", cwd.display(), cmdline.trim_end()))
         })
         .collect()
+}
+
+/// Every process this one can see: its pid and its `/proc` directory.
+fn processes() -> impl Iterator<Item = (i32, std::path::PathBuf)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| Some((entry.file_name().to_str()?.parse().ok()?, entry.path())))
 }
 
 /// A `sleep` argument no other process has: 300 s and a unique fraction.
@@ -165,16 +165,27 @@ mod tests {
             .current_dir(dir.path())
             .spawn()
             .unwrap();
-        let listed = super::processes_in(dir.path());
+        // The kernel lets spawn return before the new program's command
+        // line is in place (the vfork parent wakes as the old memory goes):
+        // look again for a moment.
+        let pid = format!("pid {} ", child.id());
+        let shown = |listed: &[String]| {
+            listed
+                .iter()
+                .any(|p| p.starts_with(&pid) && p.contains(&sleep))
+        };
+        let mut listed = super::processes_in(dir.path());
+        for _ in 0..100 {
+            if shown(&listed) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            listed = super::processes_in(dir.path());
+        }
         let not_listed = super::processes_in(elsewhere.path());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(
-            listed
-                .iter()
-                .any(|p| p.starts_with(&format!("pid {} ", child.id())) && p.contains(&sleep)),
-            "{listed:?}"
-        );
+        assert!(shown(&listed), "{listed:?}");
         assert!(not_listed.is_empty(), "{not_listed:?}");
     }
 }
