@@ -29,9 +29,8 @@ pub use review::{ThreadAnswer, pull_closed_comment, thread_reply};
 pub use status::{MAX_COMMENT_LEN, parse_run_marker, run_marker, status_comment};
 pub use texts::{
     BudgetExceeded, DeliverableFooter, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,
-    budget_exceeded_comment, deliverable_comment, diagnosis_comment, invalid_config_comment,
-    label_refusal_comment, question_comment, refusal_comment, status_answer,
-    unknown_command_comment,
+    deliverable_comment, diagnosis_comment, invalid_config_comment, label_refusal_comment,
+    question_comment, refusal_comment, status_answer, unknown_command_comment,
 };
 pub use view::{
     BaselineRow, ChecklistRow, GoalRow, GoalStatus, NextStep, Phase, QuestionView, RunState,

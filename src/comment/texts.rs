@@ -227,27 +227,20 @@ pub enum BudgetExceeded {
 fn budget_sentence(b: &BudgetExceeded) -> String {
     match b {
         BudgetExceeded::Tokens { used, max } => format!(
-            "the run's token budget would be exceeded ({} of {} tokens used).",
+            "the run's token budget would be exceeded ({} of {} tokens used). {RAISE_BUDGET}",
             thousands(*used),
             thousands(*max)
         ),
         BudgetExceeded::Cost { used_usd, max_usd } => format!(
-            "the run's cost budget would be exceeded (${used_usd:.2} of ${max_usd:.2} spent)."
+            "the run's cost budget would be exceeded (${used_usd:.2} of ${max_usd:.2} spent). \
+             {RAISE_BUDGET}"
         ),
     }
 }
 
-/// The notice when a run stops on its budget.
-pub fn budget_exceeded_comment(b: &BudgetExceeded, usage: &UsageView) -> String {
-    format!(
-        "### 💸 closer stopped: budget reached\n\nThe run stopped because {}\n\n\
-         No more agent or LLM calls are made for this run. A maintainer can raise \
-         `budget` in `.github/closer.yml` (up to the operator's ceiling) and comment \
-         `/closer retry`.\n\n<sub>Usage: {}</sub>\n",
-        budget_sentence(b),
-        usage_line(usage)
-    )
-}
+/// What a maintainer can do about a run stopped on its budget.
+const RAISE_BUDGET: &str = "No more agent or LLM calls are made for this run; a maintainer \
+     can raise `budget` in `.github/closer.yml` (up to the operator's ceiling) before retrying.";
 
 /// The one-line refusal to a user without the permission a command needs.
 pub fn refusal_comment(login: &str, minimum: Permission) -> String {

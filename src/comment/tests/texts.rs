@@ -248,22 +248,6 @@ fn snapshot_label_refusal() {
 }
 
 #[test]
-fn snapshot_budget_exceeded() {
-    insta::assert_snapshot!(budget_exceeded_comment(
-        &BudgetExceeded::Tokens {
-            used: 1_982_113,
-            max: 2_000_000
-        },
-        &UsageView {
-            tokens: 1_982_113,
-            cost_usd: 3.12,
-            max_tokens: Some(2_000_000),
-            max_cost_usd: Some(5.0)
-        }
-    ));
-}
-
-#[test]
 fn snapshot_refusal() {
     insta::assert_snapshot!(refusal_comment("drive-by-user", Permission::Write));
 }
