@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::adapters;
 use super::confine::{Confinement, Kind, View};
-use super::outcome::{AgentFailure, AgentUsage, fatal_cause, last_line, outage_cause, tail_lines};
+use super::outcome::{
+    AgentFailure, AgentUsage, fatal_cause, last_line, outage_cause, outside_events, tail_lines,
+};
 use super::process::{self, BaseEnv, ProcessError, ProcessOutput, ProcessSpec};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
@@ -519,7 +521,9 @@ fn failure_of(
         return Some(AgentFailure::TimedOut { secs: timeout_secs });
     }
     let failed = output.exit_code != Some(0) && !lingered;
-    let said = output.combined();
+    // Everything the tool said in its own words, its event stream left out
+    // (the results of the agent's commands travel in it).
+    let said = outside_events(&output.combined());
     // The tool's own last words: its error stream, else its output.
     let own = match output.stderr.text.trim().is_empty() {
         true => &output.stdout.text,
@@ -659,6 +663,33 @@ mod tests {
         );
         let out = exited(0, "", "Error: 503 Service Unavailable\n");
         assert_eq!(command_failure(&out), None);
+    }
+
+    /// A tool's run that failed for its own reason (here Claude Code out of
+    /// turns) is not a refused key because the agent's test printed "401
+    /// Unauthorized": that travels in the tool's event stream. The control:
+    /// the same words in the tool's own error stream are.
+    #[test]
+    fn a_refused_key_the_agents_tests_printed_is_not_the_tools() {
+        let stream = concat!(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"FAILED test_login - 401 Unauthorized"}]}}"#,
+            "\n",
+            r#"{"type":"result","subtype":"error_max_turns","is_error":true,"result":""}"#,
+            "\n"
+        );
+        let claude = adapters::claude_code::ClaudeCode;
+        let failure =
+            |out: &ProcessOutput| failure_of(out, &claude.interpret(&out.stdout.text), 60, false);
+        assert_eq!(
+            failure(&exited(1, stream, "")),
+            Some(AgentFailure::ToolError {
+                detail: "error_max_turns".into()
+            })
+        );
+        assert!(matches!(
+            failure(&exited(1, stream, "Error: 401 Unauthorized\n")),
+            Some(AgentFailure::Authentication { .. })
+        ));
     }
 
     /// Output that names a refused key is an authentication failure even

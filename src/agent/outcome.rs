@@ -256,10 +256,24 @@ pub fn outage_status(status: Option<u64>) -> bool {
 /// The last non-empty line of `text` that is not a JSON object (a tool's
 /// event stream carries what the agent's commands printed).
 pub fn last_line(text: &str) -> Option<&str> {
-    let event = |l: &str| serde_json::from_str::<serde_json::Map<_, _>>(l).is_ok();
     text.lines()
         .map(str::trim)
-        .rfind(|l| !l.is_empty() && !event(l))
+        .rfind(|l| !l.is_empty() && !is_event(l))
+}
+
+/// `text` without its JSON event lines: what a tool said in its own words.
+/// A tool's event stream carries what the agent's commands printed (tool
+/// results), which must not pass for the tool's own error.
+pub fn outside_events(text: &str) -> String {
+    text.lines()
+        .filter(|l| !is_event(l.trim()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A line that is a JSON object: an event of a tool's stream.
+fn is_event(line: &str) -> bool {
+    line.starts_with('{') && serde_json::from_str::<serde_json::Map<_, _>>(line).is_ok()
 }
 
 /// The last non-empty lines of `text`, at most `max` characters.
