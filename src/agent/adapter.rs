@@ -508,7 +508,8 @@ fn observe(
 
 /// Why the run failed, by name: the deadline, what the tool itself said
 /// (a denial, an error, an empty report), a credential or start-up problem
-/// named in its output, its model provider being down (named in the tool's
+/// named in its own words (outside its event stream), its model provider
+/// being down (named in the tool's
 /// own error, never in what the agent's commands printed), or a non-zero
 /// exit with its last lines.
 fn failure_of(
@@ -530,7 +531,7 @@ fn failure_of(
         false => &output.stderr.text,
     };
     match &interpretation.failure {
-        // The tool's own words name the cause best; else its whole output.
+        // The tool's own words name the cause best; else all it said itself.
         Some(AgentFailure::ToolError { detail }) => Some(
             fatal_cause(detail)
                 .or_else(|| fatal_cause(&said).filter(|_| failed))
