@@ -509,9 +509,8 @@ fn observe(
 /// Why the run failed, by name: the deadline, what the tool itself said
 /// (a denial, an error, an empty report), a credential or start-up problem
 /// named in its own words (outside its event stream), its model provider
-/// being down (named in the tool's
-/// own error, never in what the agent's commands printed), or a non-zero
-/// exit with its last lines.
+/// being down (named in the tool's own error, never in what the agent's
+/// commands printed), or a non-zero exit with its last lines.
 fn failure_of(
     output: &ProcessOutput,
     interpretation: &Interpretation,
