@@ -8,6 +8,14 @@ import re
 import sys
 
 FN = re.compile(r'\s*(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?fn\s+(\w+)')
+# String and character literals on one line, whose braces are not code.
+LITERAL = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
+
+
+def braces(line):
+    """The line's `{` minus its `}`, outside literals; and whether it has a `{`."""
+    code = LITERAL.sub('""', line)
+    return code.count('{') - code.count('}'), '{' in code
 
 
 def without_test_modules(text):
@@ -16,8 +24,9 @@ def without_test_modules(text):
         if lines[i].strip() == '#[cfg(test)]' and i + 1 < len(lines) and re.match(r'\s*mod \w+', lines[i + 1]):
             depth, started = 0, False
             while i < len(lines):
-                depth += lines[i].count('{') - lines[i].count('}')
-                started = started or '{' in lines[i]
+                delta, opens = braces(lines[i])
+                depth += delta
+                started = started or opens
                 i += 1
                 if started and depth <= 0:
                     break
@@ -41,8 +50,9 @@ def functions(root):
                     continue
                 depth, started, j = 0, False, i
                 while j < len(lines):
-                    depth += lines[j].count('{') - lines[j].count('}')
-                    started = started or '{' in lines[j]
+                    delta, opens = braces(lines[j])
+                    depth += delta
+                    started = started or opens
                     if ';' in lines[j] and not started:
                         break
                     if started and depth <= 0:

@@ -273,7 +273,7 @@ pub fn outside_events(text: &str) -> String {
 
 /// A line that is a JSON object: an event of a tool's stream.
 fn is_event(line: &str) -> bool {
-    line.starts_with('{') && serde_json::from_str::<serde_json::Map<_, _>>(line).is_ok()
+    serde_json::from_str::<serde_json::Map<_, _>>(line).is_ok()
 }
 
 /// The last non-empty lines of `text`, at most `max` characters.
