@@ -521,9 +521,10 @@ fn failure_of(
         return Some(AgentFailure::TimedOut { secs: timeout_secs });
     }
     let failed = output.exit_code != Some(0) && !lingered;
-    // Everything the tool said in its own words, its event stream left out
-    // (the results of the agent's commands travel in it).
-    let said = outside_events(&output.combined());
+    // What a failed tool said in its own words, its event stream left out
+    // (the results of the agent's commands travel in it). Read only when
+    // needed: a run that went well can leave megabytes of events.
+    let said = || fatal_cause(&outside_events(&output.combined()));
     // The tool's own last words: its error stream, else its output.
     let own = match output.stderr.text.trim().is_empty() {
         true => &output.stdout.text,
@@ -533,7 +534,7 @@ fn failure_of(
         // The tool's own words name the cause best; else all it said itself.
         Some(AgentFailure::ToolError { detail }) => Some(
             fatal_cause(detail)
-                .or_else(|| fatal_cause(&said).filter(|_| failed))
+                .or_else(|| failed.then(said).flatten())
                 .or_else(|| last_line(detail).and_then(outage_cause))
                 .unwrap_or_else(|| AgentFailure::ToolError {
                     detail: detail.clone(),
@@ -541,7 +542,7 @@ fn failure_of(
         ),
         Some(other) => Some(other.clone()),
         None if failed => Some(
-            fatal_cause(&said)
+            said()
                 .or_else(|| last_line(own).and_then(outage_cause))
                 .unwrap_or_else(|| AgentFailure::Exited {
                     code: output.exit_code,
