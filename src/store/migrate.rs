@@ -2,7 +2,10 @@
 //! the DDL differs, the same version numbers in both. A released migration is
 //! never edited; a change is a new file. Applied at start and by
 //! `closer migrate`; on PostgreSQL an advisory lock keeps two replicas from
-//! migrating at once.
+//! migrating at once. That lock is waited for as long as it takes; the
+//! migrations' own statements keep the connection's 10 s lock timeout, so
+//! one that would queue behind another replica's long query fails the
+//! start instead of stalling every query queued behind it.
 
 use sqlx::{AnyPool, Row};
 
@@ -48,8 +51,10 @@ const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// An arbitrary constant naming closer's migration lock on PostgreSQL.
-const PG_LOCK_KEY: i64 = 0x636c_6f73_6572;
+/// The advisory lock a replica holds on PostgreSQL while it migrates, an
+/// arbitrary constant (`pg_locks` shows it as `classid` 25452 (0x636c),
+/// `objid` 1869833586 (0x6f736572)).
+pub const PG_LOCK_KEY: i64 = 0x636c_6f73_6572;
 
 /// The newest version this binary knows.
 pub fn latest_version() -> i64 {
@@ -70,10 +75,14 @@ pub async fn run(store: &Store) -> Result<Vec<i64>, StoreError> {
     let pool = store.pool();
     let mut lock_conn = pool.acquire().await?;
     if store.backend() == Backend::Postgres {
-        sqlx::query("SELECT pg_advisory_lock($1)")
-            .bind(PG_LOCK_KEY)
-            .execute(&mut *lock_conn)
-            .await?;
+        // Another replica may be migrating for longer than the connection's
+        // lock timeout: the wait for its lock is not bounded (the lock is the
+        // session's, so it outlives the transaction that takes it).
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "BEGIN; SET LOCAL lock_timeout = 0; SELECT pg_advisory_lock({PG_LOCK_KEY}); COMMIT"
+        )))
+        .execute(&mut *lock_conn)
+        .await?;
     }
     let result = apply_pending(store, &mut lock_conn).await;
     if store.backend() == Backend::Postgres {

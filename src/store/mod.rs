@@ -209,6 +209,7 @@ impl Store {
                 Box::pin(async move {
                     if backend == Backend::Postgres {
                         nodelay::set_on_all_tcp_sockets();
+                        conn.execute(POSTGRES_WAIT_BOUNDS).await?;
                     }
                     if backend == Backend::Sqlite {
                         let pragmas = sqlite_pragmas(durability, POOL_CACHE_KIB);
@@ -277,6 +278,21 @@ impl Store {
         self.pool.close().await;
     }
 }
+
+/// The waits PostgreSQL leaves unbounded by default, bounded on each of the
+/// pool's connections unless the operator bounded them already (for the
+/// role, the database or the server, or with `options` in the URL): a
+/// statement waits at most 10 s for a lock (SQLite's busy timeout), then
+/// fails with SQLSTATE 55P03, which the callers treat as passing; and a
+/// session left idle inside a transaction for 60 s is ended by the server,
+/// releasing its locks. closer's transactions hold only database work, so
+/// only a stuck or cut-off replica leaves one idle that long. Migrations
+/// wait for their advisory lock without the bound (`migrate::run`).
+const POSTGRES_WAIT_BOUNDS: &str = "SELECT \
+    CASE WHEN current_setting('lock_timeout') = '0' \
+         THEN set_config('lock_timeout', '10s', false) END, \
+    CASE WHEN current_setting('idle_in_transaction_session_timeout') = '0' \
+         THEN set_config('idle_in_transaction_session_timeout', '60s', false) END";
 
 /// The settings every SQLite connection gets: WAL (readers never wait for the
 /// writer), the durability asked for, a wait instead of an error when another

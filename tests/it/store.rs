@@ -1,4 +1,5 @@
-//! The store's housekeeping: migrations replay cleanly, a newer schema is
+//! The store's housekeeping: migrations replay cleanly (a replica waits for
+//! another's), PostgreSQL's waits are bounded, a newer schema is
 //! refused, and pruning keeps what is still needed.
 
 use closer::model::{
@@ -10,6 +11,7 @@ use closer::store::jobs::{self, NewJob};
 use closer::store::runs;
 use closer::store::writer::{IntakeWriter, WriteOutcome};
 use closer::store::{Store, StoreError, StoreOptions, migrate};
+use sqlx::Row;
 
 use crate::support::db::{TestDb, manual_clock};
 
@@ -92,6 +94,92 @@ async fn the_intake_writer_refuses_to_start_on_a_database_without_the_schema() {
             eprintln!("the PostgreSQL writer prepares nothing at start; nothing to check");
         }
     }
+}
+
+/// On PostgreSQL a statement waits at most 10 s for a lock and a session
+/// idle inside a transaction is ended after a minute (the server's defaults
+/// wait forever); a bound the operator set for the database is kept.
+#[tokio::test]
+async fn postgres_waits_are_bounded_unless_the_operator_bounded_them() {
+    let db = TestDb::new("pg-waits").await;
+    if db.backend != closer::store::Backend::Postgres {
+        eprintln!("PostgreSQL only: SQLite's wait is its busy timeout");
+        return;
+    }
+    let store = db.store().await;
+    assert_eq!(setting(&store, "lock_timeout").await, "10s");
+    assert_eq!(
+        setting(&store, "idle_in_transaction_session_timeout").await,
+        "1min"
+    );
+
+    let name = db.url.rsplit('/').next().unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE \"{name}\" SET lock_timeout = '3s'"
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.close().await;
+    let store = db.store().await;
+    assert_eq!(
+        setting(&store, "lock_timeout").await,
+        "3s",
+        "the operator's"
+    );
+    assert_eq!(
+        setting(&store, "idle_in_transaction_session_timeout").await,
+        "1min"
+    );
+}
+
+async fn setting(store: &Store, name: &str) -> String {
+    sqlx::query("SELECT current_setting($1) AS v")
+        .bind(name)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .get("v")
+}
+
+/// A replica that starts while another migrates waits for it however long
+/// it takes: the connections' 10 s lock timeout does not cut that wait
+/// short (a start failing with "canceling statement due to lock timeout").
+#[tokio::test]
+async fn a_replica_waits_for_anothers_migration_past_the_lock_timeout() {
+    let db = TestDb::new("pg-migrating").await;
+    if db.backend != closer::store::Backend::Postgres {
+        eprintln!("PostgreSQL only: SQLite has one process migrating");
+        return;
+    }
+    let store = db.store().await;
+    let mut other = store.pool().acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(migrate::PG_LOCK_KEY)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let starting = tokio::spawn({
+        let store = store.clone();
+        async move { migrate::run(&store).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    assert!(
+        !starting.is_finished(),
+        "still waiting: {:?}",
+        starting.await
+    );
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(migrate::PG_LOCK_KEY)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(10), starting)
+        .await
+        .expect("migrates once the lock goes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(applied, Vec::<i64>::new(), "nothing left to apply");
 }
 
 /// A stop writes only the state, the outcome and the time: what a step wrote
