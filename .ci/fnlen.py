@@ -13,8 +13,9 @@ LITERAL = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
 
 
 def braces(line):
-    """The line's `{` minus its `}`, outside literals; and whether it has a `{`."""
-    code = LITERAL.sub('""', line)
+    """The line's `{` minus its `}`, outside literals and line comments; and
+    whether it has a `{`."""
+    code = LITERAL.sub('""', line).split('//', 1)[0]
     return code.count('{') - code.count('}'), '{' in code
 
 
@@ -62,7 +63,51 @@ def functions(root):
                     yield j - i + 1, path, m.group(5)
 
 
+PROBE = """
+fn short_with_literals() {
+    let open = '{';
+    let text = "}}} {{ \\" {";
+    // a comment's brace: {
+    let quote = '\\'';
+}
+
+pub(crate) async fn long() -> u32 {
+%s    0
+}
+
+fn after_long<'a>(x: &'a str) -> &'a str {
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    fn long_test() {
+%s    }
+}
+"""
+
+
+def self_test():
+    """Checks the counting on a probe file: literals', comments' and
+    lifetimes' braces and quotes are not code, a long function is caught,
+    test modules are left out."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        filler = '    let _ = 1;\n' * 90
+        with open(os.path.join(root, 'probe.rs'), 'w', encoding='utf-8') as f:
+            f.write(PROBE % (filler, filler))
+        found = {name: n for n, _, name in functions(root)}
+    expected = {'short_with_literals': 6, 'long': 93, 'after_long': 3}
+    if found != expected:
+        print(f'FAIL: fnlen counted {found}, expected {expected}', file=sys.stderr)
+        return 1
+    print('fnlen self-test: ok')
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ['--self-test']:
+        return self_test()
     parser = argparse.ArgumentParser()
     parser.add_argument('root')
     parser.add_argument('top', nargs='?', type=int, default=10)
