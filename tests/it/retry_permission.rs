@@ -3,6 +3,8 @@
 //! repository's `commands.min_permission` — not to one who merely started
 //! the run, and not to one below a raised minimum. The control: the same
 //! command from the same user, with the permission restored, resumes the run.
+//! A command added by editing somebody's comment needs the editor to be
+//! authorised as well as the comment's author.
 
 use closer::model::RunState;
 
@@ -58,5 +60,60 @@ async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
     assert_eq!(run.iteration, 2);
+    s.stop().await;
+}
+
+/// GitHub lets a writer edit anyone's comment. A writer (below `maintain`)
+/// adding `/closer retry` to a maintainer's comment is refused, once however
+/// often they edit it; the control: the maintainer's own edit retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_command_a_writer_adds_to_a_maintainers_comment_is_refused() {
+    let config = format!(
+        "{CONFIG}commands: {{ min_permission: maintain }}\ncompletion:\n  max_iterations: 1\n"
+    );
+    let mut s = Story::start("edited-command", Some(&config)).await;
+    s.github.set_permission(&s.repo, "mo", "maintain");
+    s.agent_step(1, "echo '{\"summary\": \"Not yet.\"}'\n");
+    s.agent_step(
+        2,
+        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed.\"}'\n",
+    );
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Fix add"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["type:feature"]).await;
+    s.label_as(n, "mo", "closer").await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let mo = FakeUser::user("mo");
+    let id = s.comment_as(n, mo.clone(), "Looking into it.").await;
+    s.idle().await;
+
+    let writer = FakeUser::user(MAINTAINER);
+    for text in [
+        "Looking into it.\n/closer retry",
+        "Looking into it.\n/closer run",
+    ] {
+        s.edit_comment_as(n, id, mo.clone(), writer.clone(), text)
+            .await;
+        s.idle().await;
+    }
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let refusals = s
+        .bot_comments(n)
+        .iter()
+        .filter(|c| c.body.contains(&format!("@{MAINTAINER}, sorry")))
+        .count();
+    assert_eq!(refusals, 1, "one refusal for the comment, not one per edit");
+
+    // The control: mo's own edit to the same text retries.
+    s.edit_comment_as(n, id, mo.clone(), mo.clone(), "Looking into it.")
+        .await;
+    s.edit_comment_as(n, id, mo.clone(), mo, "Looking into it.\n/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
     s.stop().await;
 }

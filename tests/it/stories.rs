@@ -1195,6 +1195,49 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
     assert!(outcome.unwrap_or_default().contains("already handled"));
 }
 
+/// A request to the App is acted on once too: a captured mention replayed
+/// under a new delivery id does not start the run again. The control: a new
+/// mention with the same words does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_mention_does_not_restart_the_run() {
+    let mut s = Story::start(
+        "replay-mention",
+        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
+    )
+    .await;
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, &add_failing_test());
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+    ]);
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let words = "@closer-test please make add work";
+    let mention = s.comment_as(n, FakeUser::user(MAINTAINER), words).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!((run.state, run.iteration), (RunState::Failed, 1));
+
+    s.replay_comment(n, mention, FakeUser::user(MAINTAINER), words)
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 1),
+        "the replay started nothing"
+    );
+
+    s.comment_as(n, FakeUser::user(MAINTAINER), words).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 2),
+        "a new mention restarts it"
+    );
+}
+
 /// The close of a verified issue fails (GitHub answers 502 until the
 /// client gives up): the run is done, its status says so, and the run's next
 /// step closes the issue — never a closed issue under a status that is not

@@ -5,29 +5,36 @@
 //!
 //! Replies to a command are keyed by the comment and a digest of its text,
 //! so a retried job does not answer twice and an edit's new commands get
-//! new answers.
+//! new answers. A refusal is keyed by the comment alone: editing one
+//! comment again and again gets one refusal, not one per edit.
+//!
+//! An edit is somebody's new text in somebody else's comment (GitHub lets
+//! writers edit any comment): its commands need both the comment's author
+//! and the editor (the event's sender) to be authorised.
 
 use std::sync::Arc;
 
 use super::context::RunContext;
-use super::triggers::{Thread, digest};
+use super::triggers::{ConfigRead, Thread, digest};
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::engine::command::{Command, CommandError, new_commands, request};
-use crate::events::{CommentRef, GHOST_LOGIN};
+use crate::events::{Actor, CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
 use crate::store::commands as store_commands;
 use crate::store::runs;
 
 impl Engine {
+    /// A comment created (`previous` is `None`) or edited by `sender`.
     pub(super) async fn on_comment(
         &self,
         thread: &Thread<'_>,
         comment: &CommentRef,
         previous: Option<&str>,
-        created: bool,
+        sender: &Actor,
     ) -> Result<String, EngineError> {
+        let created = previous.is_none();
         let app = self.github.app_info().await?;
         let client = self.github.client(thread.installation).await?;
         if created && let Some(request) = request(&comment.body, &app.slug) {
@@ -44,13 +51,16 @@ impl Engine {
         let config = self.read_config(&client, thread.repo).await?;
         let minimum = config.min_permission();
         let reply = reply_key(comment);
-        let login = &comment.author.login;
-        if !self.permitted(&client, repo, login, minimum).await {
-            let refusal = comment::refusal_comment(login, minimum);
-            self.status
-                .post_once_marked(&client, repo, number, &reply, &refusal)
-                .await?;
-            return Ok(format!("command by {login} refused"));
+        let mut steering = vec![&comment.author];
+        if !sender.login.eq_ignore_ascii_case(&comment.author.login) {
+            steering.push(sender);
+        }
+        for who in steering {
+            if !self.permitted(&client, repo, &who.login, minimum).await {
+                self.refuse(&client, thread, comment, &who.login, minimum)
+                    .await?;
+                return Ok(format!("command by {} refused", who.login));
+            }
         }
         // Acted on at most once per comment text, whatever delivery
         // carries it (a replay under a new delivery id included).
@@ -189,18 +199,39 @@ impl Engine {
         comment: &CommentRef,
         request: &str,
     ) -> Result<String, EngineError> {
-        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let repo = &thread.repo.name;
         let config = self.read_config(client, thread.repo).await?;
         let minimum = config.min_permission();
         let login = &comment.author.login;
         if !self.permitted(client, repo, login, minimum).await {
-            let refusal = comment::refusal_comment(login, minimum);
-            let key = reply_key(comment);
-            self.status
-                .post_once_marked(client, repo, number, &key, &refusal)
-                .await?;
+            self.refuse(client, thread, comment, login, minimum).await?;
             return Ok(format!("request by {login} refused"));
         }
+        // Acted on once, whatever delivery carries it (as commands are).
+        let pool = self.runs.store().pool();
+        let text_digest = digest(&comment.body);
+        if store_commands::handled(pool, comment.id, &text_digest).await? {
+            return Ok(format!("request of comment {} already handled", comment.id));
+        }
+        let outcome = self
+            .take_request(client, thread, comment, request, config)
+            .await?;
+        let now = self.runs.store().now_ms();
+        store_commands::mark_handled(pool, comment.id, &text_digest, now).await?;
+        Ok(outcome)
+    }
+
+    /// Acts on an authorised request (see [`Engine::on_request`]).
+    async fn take_request(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+        request: &str,
+        config: ConfigRead,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let login = &comment.author.login;
         let pool = self.runs.store().pool();
         let mut run = runs::by_issue(pool, repo, number).await?;
         let with_pull = |r: &crate::model::Run| r.pull_request.is_some();
@@ -233,6 +264,24 @@ impl Engine {
             self.runs.enqueue(&run.id, step).await?;
         }
         Ok(format!("request by {login}: stored for run {}", run.id))
+    }
+
+    /// Tells `login` that closer takes commands only from users with
+    /// `minimum`: once per comment, however often it is edited.
+    async fn refuse(
+        &self,
+        client: &InstallationClient,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+        login: &str,
+        minimum: Permission,
+    ) -> Result<(), EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let refusal = comment::refusal_comment(login, minimum);
+        let key = format!("refusal:{}", comment.id);
+        self.status
+            .post_once_marked(client, repo, number, &key, &refusal)
+            .await
     }
 
     /// Answers `/closer status` with a short comment, once per `key`.

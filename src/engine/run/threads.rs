@@ -7,7 +7,9 @@
 //! `in_reply_to_id`) and counts a thread as open when its last comment is
 //! not closer's and a person with at least `commands.min_permission` wrote
 //! in it since closer's last reply. Answering a thread therefore closes it
-//! for closer; a person writing in it again opens it again.
+//! for closer; a person writing in it again opens it again. The prompt
+//! carries only closer's and such people's comments: anyone can reply in
+//! a thread, and a stranger's reply is not an instruction.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -57,7 +59,10 @@ fn group(comments: Vec<ReviewComment>) -> BTreeMap<u64, Vec<ReviewComment>> {
 }
 
 impl Engine {
-    /// The pull request's open threads (see the module notes).
+    /// The pull request's open threads (see the module notes), each with
+    /// the words of closer and of people with `commands.min_permission`
+    /// only: a stranger's reply in a maintainer's thread is not an
+    /// instruction to the agent.
     pub(super) async fn open_threads(
         &self,
         ctx: &RunContext,
@@ -65,35 +70,48 @@ impl Engine {
     ) -> Result<Vec<ReviewThread>, EngineError> {
         let app = self.github.app_info().await?;
         let comments = ctx.client.list_review_comments(ctx.repo(), pull).await?;
-        let minimum = ctx.config.commands.min_permission;
         let mut allowed: HashMap<String, bool> = HashMap::new();
         let mut open = Vec::new();
         for (root, thread) in group(comments) {
-            let since_ours: Vec<&ReviewComment> = thread
-                .iter()
-                .rev()
-                .take_while(|c| !is_ours(&app, c))
-                .collect();
+            let mut kept = Vec::with_capacity(thread.len());
+            // Whether a permitted person wrote since closer's last reply.
             let mut by_person = false;
-            for c in since_ours.iter().filter(|c| !c.author.is_bot) {
-                let login = c.author.login.clone();
-                let ok = match allowed.get(&login) {
-                    Some(ok) => *ok,
-                    None => {
-                        let ok = self
-                            .permitted(&ctx.client, ctx.repo(), &login, minimum)
-                            .await;
-                        allowed.insert(login, ok);
-                        ok
-                    }
-                };
-                by_person |= ok;
+            for c in &thread {
+                if is_ours(&app, c) {
+                    by_person = false;
+                    kept.push(c);
+                } else if self.permitted_author(ctx, &mut allowed, c).await {
+                    by_person = true;
+                    kept.push(c);
+                }
             }
             if by_person {
-                open.push(thread_of(root, &thread));
+                open.push(thread_of(root, &thread[0], &kept));
             }
         }
         Ok(open)
+    }
+
+    /// Whether a review comment's author may steer closer: a person (not a
+    /// bot) with `commands.min_permission`, looked up once per login.
+    async fn permitted_author(
+        &self,
+        ctx: &RunContext,
+        allowed: &mut HashMap<String, bool>,
+        c: &ReviewComment,
+    ) -> bool {
+        if c.author.is_bot {
+            return false;
+        }
+        if let Some(ok) = allowed.get(&c.author.login) {
+            return *ok;
+        }
+        let minimum = ctx.config.commands.min_permission;
+        let ok = self
+            .permitted(&ctx.client, ctx.repo(), &c.author.login, minimum)
+            .await;
+        allowed.insert(c.author.login.clone(), ok);
+        ok
     }
 
     /// Replies once in each thread the round's prompts carried: what
@@ -143,15 +161,16 @@ impl Engine {
     }
 }
 
-fn thread_of(root: u64, thread: &[ReviewComment]) -> ReviewThread {
-    let first = &thread[0];
+/// The thread as the prompt shows it: where `first` (its first comment)
+/// points, and the `kept` comments' words.
+fn thread_of(root: u64, first: &ReviewComment, kept: &[&ReviewComment]) -> ReviewThread {
     ReviewThread {
         root,
         path: first.path.clone(),
         start_line: first.start_line,
         line: first.line,
         diff_hunk: first.diff_hunk.clone(),
-        comments: thread
+        comments: kept
             .iter()
             .map(|c| (c.author.login.clone(), c.body.clone()))
             .collect(),

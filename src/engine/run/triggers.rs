@@ -159,8 +159,7 @@ impl Engine {
                         Some(_) => Ok("edited pull request comment: ignored".to_owned()),
                     };
                 }
-                let created = *action == CommentAction::Created;
-                self.on_comment(&thread, comment, previous, created).await
+                self.on_comment(&thread, comment, previous, sender).await
             }
             _ => self.dispatch_pull(event).await,
         }

@@ -465,6 +465,27 @@ impl Story {
         id
     }
 
+    /// `editor` changes comment `id` (by `author`) to `body`, and
+    /// `issue_comment.edited` is delivered with the text it had.
+    pub async fn edit_comment_as(
+        &mut self,
+        number: IssueNumber,
+        id: u64,
+        author: FakeUser,
+        editor: FakeUser,
+        body: &str,
+    ) {
+        let from = self.github.edit_comment(&self.repo, id, body);
+        let payload = json!({
+            "action": "edited",
+            "changes": {"body": {"from": from}},
+            "issue": self.issue_json(number),
+            "comment": {"id": id, "body": body, "user": user_json(&author), "performed_via_github_app": null},
+            "sender": user_json(&editor),
+        });
+        self.deliver("issue_comment", payload).await;
+    }
+
     /// Delivers `issue_comment.created` for an existing comment again, under
     /// a new delivery id (a captured delivery replayed).
     pub async fn replay_comment(

@@ -90,6 +90,23 @@ impl Story {
         ids
     }
 
+    /// `author` replies in the review thread whose first comment is `root`
+    /// (`pull_request_review_comment.created` is delivered). Answers the
+    /// reply's id.
+    pub async fn reply_in_thread_as(
+        &mut self,
+        pull: IssueNumber,
+        root: u64,
+        author: &str,
+        body: &str,
+    ) -> u64 {
+        let id = self
+            .github
+            .reply_in_thread(&self.repo, root, FakeUser::user(author), body);
+        self.deliver_review_comment(pull, id).await;
+        id
+    }
+
     /// Delivers `pull_request_review_comment.created` for an existing
     /// review comment.
     pub async fn deliver_review_comment(&mut self, pull: IssueNumber, id: u64) {

@@ -383,6 +383,21 @@ impl FakeGitHub {
         })
     }
 
+    /// Replaces a comment's text (whoever edits it). Answers the text it
+    /// had.
+    pub fn edit_comment(&self, repo: &RepoName, id: u64, body: &str) -> String {
+        self.with(|st| {
+            let now = st.now();
+            let c = st
+                .repo_mut(&repo.to_string())
+                .comments
+                .get_mut(&id)
+                .expect("the comment exists");
+            c.updated_at = now;
+            std::mem::replace(&mut c.body, body.to_owned())
+        })
+    }
+
     /// The comments on an issue, oldest first.
     pub fn comments(&self, repo: &RepoName, number: IssueNumber) -> Vec<FakeComment> {
         self.with(|st| {
@@ -499,6 +514,31 @@ impl FakeGitHub {
                 );
             }
             (id, ids)
+        })
+    }
+
+    /// `author` replies in the review thread whose first comment is `root`.
+    /// Answers the reply's id.
+    pub fn reply_in_thread(&self, repo: &RepoName, root: u64, author: FakeUser, body: &str) -> u64 {
+        self.with(|st| {
+            let id = st.take_id();
+            let now = st.now();
+            let r = st.repo_mut(&repo.to_string());
+            let first = r.review_comments[&root].clone();
+            r.review_comments.insert(
+                id,
+                FakeReviewComment {
+                    id,
+                    review: None,
+                    body: body.to_owned(),
+                    author,
+                    via_app: None,
+                    in_reply_to: Some(root),
+                    created_at: now,
+                    ..first
+                },
+            );
+            id
         })
     }
 
