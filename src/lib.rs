@@ -2,6 +2,7 @@
 //! the work is verified done. See `docs/architecture.md` for the map.
 
 pub mod agent;
+pub mod body;
 pub mod cli;
 pub mod clock;
 pub mod comment;
@@ -12,6 +13,7 @@ pub mod events;
 pub mod github;
 pub mod llm;
 pub mod model;
+pub mod panic;
 pub mod prompts;
 pub mod redact;
 pub mod replay;

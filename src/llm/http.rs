@@ -1,7 +1,8 @@
 //! The HTTP exchange both backends share: POST a JSON body, retry what is
 //! transient with exponential backoff (honouring `retry-after`), and turn
 //! everything else into a clear [`LlmError`]. It must never put a header
-//! value (the API key) into an error or a log line.
+//! value (the API key) into an error or a log line. An answer's body is
+//! read up to [`MAX_ANSWER_BYTES`]; a larger one is an error, not retried.
 
 use std::time::Duration;
 
@@ -9,7 +10,13 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use secrecy::{ExposeSecret, SecretString};
 
+use crate::body::BodyError;
 use crate::llm::{LlmError, RetryPolicy};
+
+/// The most of an answer's body read: a structured answer is a few KiB,
+/// so this only stops a broken endpoint or proxy from filling closer's
+/// memory.
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
 /// A reqwest client with the timeout and retry policy of one backend.
 #[derive(Debug, Clone)]
@@ -54,11 +61,20 @@ impl HttpCaller {
                 .send()
                 .await;
             let response = match sent {
-                Ok(r) => Ok((r.status(), retry_after(r.headers()), r.text().await)),
+                Ok(r) => {
+                    let (status, wait) = (r.status(), retry_after(r.headers()));
+                    match crate::body::read_capped(r, MAX_ANSWER_BYTES).await {
+                        Ok(body) => Ok((status, wait, String::from_utf8_lossy(&body).into_owned())),
+                        Err(BodyError::Read(e)) => Err(e),
+                        Err(e @ BodyError::TooLarge(_)) => {
+                            return Err(LlmError::NotJson(format!("HTTP body: {e}")));
+                        }
+                    }
+                }
                 Err(e) => Err(e),
             };
             let wait = match response {
-                Err(e) | Ok((_, _, Err(e))) => {
+                Err(e) => {
                     last = if e.is_timeout() {
                         LlmError::Timeout {
                             ms: self.timeout.as_millis() as u64,
@@ -69,7 +85,7 @@ impl HttpCaller {
                     };
                     self.backoff(attempt)
                 }
-                Ok((status, retry_after, Ok(text))) => {
+                Ok((status, retry_after, text)) => {
                     if status.is_success() {
                         return serde_json::from_str(&text).map_err(|e| {
                             LlmError::NotJson(format!("HTTP body: {e}: {}", excerpt(&text)))

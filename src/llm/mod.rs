@@ -56,8 +56,9 @@ impl std::ops::Add for Usage {
 
     fn add(self, other: Usage) -> Usage {
         Usage {
-            input_tokens: self.input_tokens + other.input_tokens,
-            output_tokens: self.output_tokens + other.output_tokens,
+            // The counts come from the server's answer: any number.
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
         }
     }
 }

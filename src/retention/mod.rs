@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use crate::clock::Millis;
 use crate::config::retention::RetentionConfig;
 use crate::engine::run::Workspace;
+use crate::panic::Caught;
 use crate::store::{Store, StoreError, deliveries, dry_run, jobs, runs};
 
 pub use disk::dir_size;
@@ -71,7 +72,10 @@ impl Retention {
     /// Prunes every [`PRUNE_EVERY`] until shutdown.
     pub async fn run_forever(self, mut shutdown: watch::Receiver<bool>) {
         loop {
-            self.prune_once().await;
+            // A panic costs this pass, not retention for good.
+            if let Err(panic) = Caught(Box::pin(self.prune_once())).await {
+                tracing::error!(%panic, "retention panicked");
+            }
             tokio::select! {
                 _ = tokio::time::sleep(PRUNE_EVERY) => {}
                 _ = shutdown.changed() => return,

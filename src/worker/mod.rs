@@ -25,12 +25,12 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::model::{JobKind, Named};
+use crate::panic::Caught;
 use crate::store::jobs::{self, Backoff, FailOutcome, LeasedJob};
 use crate::store::{Store, StoreError};
 
@@ -100,28 +100,8 @@ impl Default for WorkerSettings {
     }
 }
 
-/// A runner's future whose panic becomes the job's permanent error.
-struct CatchPanic<'a>(JobFuture<'a>);
-
-impl Future for CatchPanic<'_> {
-    type Output = Result<(), JobError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.0.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(poll) => poll,
-            Err(panic) => Poll::Ready(Err(panicked(panic.as_ref()))),
-        }
-    }
-}
-
 /// The permanent error of a job whose runner panicked, with the message.
-fn panicked(payload: &(dyn std::any::Any + Send)) -> JobError {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned());
+fn panicked(message: String) -> JobError {
     tracing::error!(%message, "a job runner panicked");
     JobError::Permanent(format!("the job panicked: {message}"))
 }
@@ -351,8 +331,8 @@ impl WorkerPool {
     ) -> Option<Result<(), JobError>> {
         // A panic in a runner is the job's failure, not the worker's end.
         let work = match std::panic::catch_unwind(AssertUnwindSafe(|| runner.run(job))) {
-            Ok(work) => CatchPanic(work),
-            Err(panic) => return Some(Err(panicked(panic.as_ref()))),
+            Ok(work) => Caught(work),
+            Err(panic) => return Some(Err(panicked(crate::panic::message(panic.as_ref())))),
         };
         tokio::pin!(work);
         let (lost_tx, mut lost) = tokio::sync::oneshot::channel();
@@ -369,7 +349,7 @@ impl WorkerPool {
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
-                result = &mut work => return Some(result),
+                result = &mut work => return Some(result.unwrap_or_else(|m| Err(panicked(m)))),
                 // Only a lease found gone counts: a heartbeat task that
                 // ended otherwise (runtime shutting down) abandons nothing.
                 Ok(()) = &mut lost => {

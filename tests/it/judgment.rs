@@ -340,6 +340,24 @@ async fn provider_errors_are_clear_and_never_show_the_key() {
             matches!(llm.query(&fast_request()).await.unwrap_err(), LlmError::NotJson(m) if m.contains("proxy error"))
         );
         assert_eq!(fake.unused(), 0);
+
+        // A body past the cap is refused unread, and not asked for again;
+        // the control, one just under it, is read (and is not JSON).
+        let cap = closer::llm::http::MAX_ANSWER_BYTES;
+        let asked = fake.requests().len();
+        fake.push([Reply::GarbageBody("x".repeat(cap + 1))]);
+        let err = llm.query(&fast_request()).await.unwrap_err();
+        assert!(
+            matches!(&err, LlmError::NotJson(m) if m.contains("larger than 8 MiB")),
+            "{err}"
+        );
+        assert_eq!(fake.requests().len(), asked + 1, "not retried");
+        fake.push([Reply::GarbageBody("x".repeat(cap))]);
+        let err = llm.query(&fast_request()).await.unwrap_err();
+        assert!(
+            matches!(&err, LlmError::NotJson(m) if m.contains("xxxx")),
+            "{err}"
+        );
     }
 }
 

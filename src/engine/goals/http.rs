@@ -139,32 +139,11 @@ async fn request(
 }
 
 /// The body as it streams in, refused past [`MAX_RESPONSE_BYTES`].
-async fn read_capped(mut response: reqwest::Response) -> Result<String, String> {
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-    {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+    crate::body::read_capped(response, MAX_RESPONSE_BYTES)
         .await
-        .map_err(|e| format!("reading the body failed: {e}"))?
-    {
-        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-fn too_large() -> String {
-    format!(
-        "the response body is larger than {} MiB",
-        MAX_RESPONSE_BYTES / (1024 * 1024)
-    )
+        .map(|body| String::from_utf8_lossy(&body).into_owned())
+        .map_err(|e| e.to_string())
 }
 
 /// The URL answers with the expected status.

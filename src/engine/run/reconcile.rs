@@ -15,6 +15,7 @@ use super::context::RunContext;
 use super::{Engine, EngineError, Step};
 use crate::github::{GitHubError, IssueState};
 use crate::model::{RunId, RunState};
+use crate::panic::Caught;
 use crate::store::runs;
 
 /// What one reconciliation pass did.
@@ -104,14 +105,16 @@ impl Engine {
         mut shutdown: watch::Receiver<bool>,
     ) {
         loop {
-            match self.reconcile().await {
-                Ok(r) if r.requeued.is_empty() && r.stopped.is_empty() => {}
-                Ok(r) => tracing::info!(
+            // A panic costs this pass, not reconciliation for good.
+            match Caught(Box::pin(self.reconcile())).await {
+                Ok(Ok(r)) if r.requeued.is_empty() && r.stopped.is_empty() => {}
+                Ok(Ok(r)) => tracing::info!(
                     requeued = r.requeued.len(),
                     stopped = r.stopped.len(),
                     "reconciled runs"
                 ),
-                Err(e) => tracing::warn!(error = %e, "reconciliation failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "reconciliation failed"),
+                Err(panic) => tracing::error!(%panic, "reconciliation panicked"),
             }
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
