@@ -47,6 +47,7 @@ pub async fn examine(config: &ServerConfig) -> Vec<Finding> {
         Finding::new("GitHub App", github_app(config).await),
         Finding::new("LLM", llm(config).await),
         Finding::new("sandbox", sandbox(config)),
+        Finding::new("git", crate::agent::sandbox::git::check_version()),
     ];
     if config.agents.is_empty() {
         let why = "no agent is configured: add an [agents.NAME] entry (docs/agents.md)";

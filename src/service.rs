@@ -133,8 +133,11 @@ fn start_retention(
 
 /// The sandbox for agents, goals and handlers, announced in the log; an
 /// error when the backend the operator named is missing. When `auto` finds
-/// none, closer starts and every run fails, naming why.
+/// none, closer starts and every run fails, naming why. A git older than
+/// closer's defences need is refused here too.
 fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
+    let git = crate::agent::sandbox::git::check_version().map_err(anyhow::Error::msg)?;
+    tracing::info!(%git, "git");
     let confinement = config.confinement()?;
     if let Some(reason) = confinement.unavailable() {
         tracing::error!("{reason}; every run will fail until this is fixed");

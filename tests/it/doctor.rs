@@ -73,7 +73,8 @@ async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
         "ok   LLM: test-model answered a structured query",
         "ok   sandbox: agents, goals and handlers run confined by ",
         "ok   agent `default`: ",
-        "all 7 checks passed",
+        "ok   git: git version 2.",
+        "all 8 checks passed",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -102,7 +103,7 @@ async fn doctor_names_every_problem_and_exits_1() {
         "FAIL GitHub App: GITHUB_APP_ID and the private key",
         "FAIL LLM: test-model at http://127.0.0.1:9/v1 did not answer",
         "FAIL agent `claude`: `/nonexistent/claude` cannot be started",
-        "4 of 7 checks failed",
+        "4 of 8 checks failed",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }

@@ -893,6 +893,60 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
     );
 }
 
+/// A repository nested in the worktree keeps a config of its own, which
+/// closer's `-c` flags do not reach: the agent, confined, makes one whose
+/// clean filter runs a program. Git runs `status` inside a nested
+/// repository whenever it looks at the outer one, so closer's own git
+/// would run the agent's program outside the sandbox; it must not.
+#[tokio::test]
+async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-nested").await;
+    let fired = fx.scratch().join("filter-ran");
+    let script = format!(
+        "git init -q sub && cd sub && echo a > f && git add f\n\
+         git -c user.name=a -c user.email=a@b commit -qm s\n\
+         git config filter.x.clean 'sh -c \"touch {m}; cat\"'\n\
+         echo '* filter=x' > .gitattributes && sleep 1 && touch f && cd ..\n\
+         echo '# changed' >> calc.py",
+        m = fired.display(),
+    );
+    fx.run(&fx.agent("nest.sh", &script), &wt, 1).await;
+    assert!(wt.path.join("sub/.git/config").exists(), "the plant worked");
+    let config = repo_config();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let mut state = ConvergenceState::default();
+    fx.verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    fx.verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 2)
+        .await;
+    assert!(!fired.exists(), "closer ran the nested repository's filter");
+
+    // The control: `git status` with closer's flags but attributes read
+    // from the worktree runs it, once the file's time changed again
+    // (closer's reads refreshed what git knew of it; a file of the same
+    // size with a new time is one git must read to compare).
+    std::fs::File::options()
+        .write(true)
+        .open(wt.path.join("sub/f"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args(["status", "--porcelain"])
+        .current_dir(&wt.path)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(fired.exists(), "the probe would not have fired");
+}
+
 #[tokio::test]
 async fn the_base_commit_closer_stored_wins_over_a_base_ref_the_agent_moved() {
     let fx = Fixture::new(false);

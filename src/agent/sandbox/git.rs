@@ -27,6 +27,45 @@ use crate::agent::process::{self, BaseEnv, ProcessSpec};
 /// read in part would be judged as if it were whole.
 pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 
+/// The oldest git closer runs: 2.40 is the first to read attributes from
+/// `GIT_ATTR_SOURCE`, which keeps a repository's filters from running in
+/// closer's own git.
+pub const MIN_GIT: (u32, u32) = (2, 40);
+
+/// `git --version`, refused below [`MIN_GIT`].
+pub fn check_version() -> Result<String, String> {
+    let out = std::process::Command::new("git")
+        .arg("--version")
+        .env("LC_ALL", "C")
+        .output()
+        .map_err(|e| format!("git cannot be run: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let version =
+        parse_version(&text).ok_or_else(|| format!("cannot read git's version from {text:?}"))?;
+    if version < MIN_GIT {
+        return Err(format!(
+            "{text}: closer needs git {}.{} or later (it reads no attributes from \
+             the worktree, GIT_ATTR_SOURCE, so a repository's filters never run \
+             outside the sandbox)",
+            MIN_GIT.0, MIN_GIT.1
+        ));
+    }
+    Ok(text)
+}
+
+/// `(major, minor)` of `git version 2.47.3` (or `2.39.5.windows.1`).
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.strip_prefix("git version ")?.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Git's empty tree (SHA-1; GitHub has no SHA-256 repositories), which
+/// every git knows without having it stored: where closer's git reads
+/// attributes from (`GIT_ATTR_SOURCE`, git 2.40 and later).
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
 /// A git command that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -88,6 +127,14 @@ impl GitRunner {
         // hooks are code, and the repository is writable by the agent.
         env.insert("GIT_CONFIG_NOSYSTEM".into(), "1".into());
         env.insert("GIT_CONFIG_GLOBAL".into(), "/dev/null".into());
+        // No attributes from the worktree either: a filter or diff driver an
+        // attribute names is a program, and a repository the agent nests in
+        // the worktree brings a config of its own that the `-c` flags below
+        // do not reach (git runs `status` inside it whenever it looks at the
+        // outer one). Attributes are read from the empty tree instead, in
+        // every git this one starts too; checkout and add both skip them, so
+        // what is committed is what the agent wrote.
+        env.insert("GIT_ATTR_SOURCE".into(), EMPTY_TREE.into());
         let fd3 = match token {
             Some(token) => {
                 Some(credential_pipe(token).map_err(|e| GitError::Spawn(e.to_string()))?)
@@ -202,6 +249,16 @@ pub fn wants_token(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gits_version_is_read_and_an_old_one_is_refused() {
+        assert_eq!(parse_version("git version 2.47.3"), Some((2, 47)));
+        assert_eq!(parse_version("git version 2.39.5.windows.1"), Some((2, 39)));
+        assert_eq!(parse_version("2.47.3"), None);
+        assert!((2, 39) < MIN_GIT && (2, 40) >= MIN_GIT && (3, 0) > MIN_GIT);
+        let here = check_version().expect("this machine's git is recent enough");
+        assert!(here.starts_with("git version"), "{here}");
+    }
 
     #[test]
     fn redacts_raw_and_encoded_token() {
