@@ -8,6 +8,8 @@
 //! tests on a worktree of the base commit is the engine's (it owns the
 //! sandbox).
 
+use std::path::{Component, Path};
+
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::Artifacts;
@@ -87,14 +89,53 @@ pub fn changed_tests(
     artifacts
         .all_files()
         .map(|f| f.path.clone())
-        .filter(|p| kinds.is_test(p) && is_regular_file(&head.join(p)))
+        .filter(|p| kinds.is_test(p) && regular_file_beneath(head, p))
         .collect()
 }
 
-/// A regular file, not followed through a symlink (a link the agent made
-/// must not carry another file onto the base worktree).
-fn is_regular_file(path: &std::path::Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+/// Whether `root/relative` is a regular file reached through directories
+/// only: no component on the way is a symbolic link. A link the agent or
+/// the repository made must not carry another file (closer's own
+/// `/proc/self/environ`, say) onto the base worktree.
+pub fn regular_file_beneath(root: &Path, relative: &str) -> bool {
+    let mut at = root.to_path_buf();
+    let mut parts = Path::new(relative).components().peekable();
+    while let Some(part) = parts.next() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        at.push(name);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return false;
+        };
+        let wanted = match parts.peek() {
+            Some(_) => meta.file_type().is_dir(),
+            None => meta.file_type().is_file(),
+        };
+        if !wanted {
+            return false;
+        }
+    }
+    at != root
+}
+
+/// Whether writing `root/relative` follows no symbolic link: none of its
+/// components that exist is one (the base worktree is the repository's
+/// checkout, which may hold links anywhere).
+pub fn no_link_beneath(root: &Path, relative: &str) -> bool {
+    let mut at = root.to_path_buf();
+    for part in Path::new(relative).components() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => return false,
+            Ok(_) => {}
+            Err(_) => return true,
+        }
+    }
+    true
 }
 
 /// The verdict from the test goals run on the base code with the head's
@@ -148,6 +189,41 @@ fn note(fail_to_pass: &[String], at_head: &[GoalResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_anywhere_on_the_way_is_refused_and_plain_paths_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("wt");
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("tests/t.py"), "x").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("environ"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
+        std::os::unix::fs::symlink(outside.join("environ"), root.join("tests/l.py")).unwrap();
+
+        // The control: the same kind of path without a link is a file.
+        assert!(regular_file_beneath(&root, "tests/t.py"));
+        assert!(
+            std::fs::metadata(root.join("linked/environ"))
+                .unwrap()
+                .is_file()
+        );
+        assert!(
+            !regular_file_beneath(&root, "linked/environ"),
+            "a linked directory"
+        );
+        assert!(!regular_file_beneath(&root, "tests/l.py"), "a linked file");
+        assert!(!regular_file_beneath(&root, "tests"), "a directory");
+        assert!(!regular_file_beneath(&root, "../outside/environ"));
+        assert!(!regular_file_beneath(&root, "tests/missing.py"));
+
+        assert!(no_link_beneath(&root, "tests/t.py"));
+        assert!(no_link_beneath(&root, "new/dir/t.py"), "nothing there yet");
+        assert!(!no_link_beneath(&root, "linked/new.py"));
+        assert!(!no_link_beneath(&root, "tests/l.py"));
+        assert!(!no_link_beneath(&root, "/etc/passwd"));
+    }
     use crate::engine::fingerprint::parse_failures;
 
     fn goal(command: &str, output: Option<&str>) -> GoalResult {

@@ -38,7 +38,7 @@ pub mod landlock;
 pub mod limits;
 pub mod view;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -167,6 +167,27 @@ pub enum ConfineError {
     Unavailable(String),
     #[error("[sandbox] mode = \"{mode}\" is not available here: {reason}")]
     ModeUnavailable { mode: &'static str, reason: String },
+    #[error(
+        "[sandbox] read_write makes {dir} writable, and {program_dir} on PATH is in it: \
+         a sandboxed process could put a `git` there that closer would run unconfined. \
+         Share a cache directory that holds no program closer runs"
+    )]
+    WritableProgramDir { dir: String, program_dir: String },
+}
+
+/// Refuses a `read_write` directory that is, or holds, a directory of
+/// `path`: closer finds the programs it runs itself (git) there, outside
+/// any sandbox.
+fn writable_program_dir(read_write: &[PathBuf], path: &str) -> Result<(), ConfineError> {
+    for program_dir in path.split(':').filter(|d| !d.is_empty()).map(Path::new) {
+        if let Some(dir) = read_write.iter().find(|dir| program_dir.starts_with(dir)) {
+            return Err(ConfineError::WritableProgramDir {
+                dir: dir.display().to_string(),
+                program_dir: program_dir.display().to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The confinement chosen at start, shared by everything that runs processes.
@@ -190,6 +211,9 @@ impl Confinement {
     /// Picks the backend `config.mode` asks for. `path` is the `PATH`
     /// subprocesses get: its directories (and their toolchains) are visible.
     pub fn detect(config: &SandboxConfig, path: &str) -> Result<Confinement, ConfineError> {
+        if config.mode != Mode::None {
+            writable_program_dir(&config.read_write, path)?;
+        }
         let backend = match config.mode {
             Mode::None => Backend::Unconfined,
             Mode::Bwrap => bwrap::probe().map_err(|reason| ConfineError::ModeUnavailable {
@@ -313,5 +337,37 @@ impl Jail {
     /// Never visible, whatever contains them.
     pub fn hidden(&self) -> &[PathBuf] {
         &self.confinement.inner.hide
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_directory_holding_a_program_directory_is_refused() {
+        let config = |dirs: &[&str]| SandboxConfig {
+            mode: Mode::Bwrap,
+            read_write: dirs.iter().map(PathBuf::from).collect(),
+            ..SandboxConfig::default()
+        };
+        let path = "/root/.cargo/bin:/usr/local/bin:/usr/bin";
+        for shared in ["/root/.cargo", "/root/.cargo/bin", "/usr"] {
+            let err = Confinement::detect(&config(&[shared]), path).unwrap_err();
+            assert!(
+                matches!(&err, ConfineError::WritableProgramDir { dir, .. } if dir == shared),
+                "{shared}: {err}"
+            );
+        }
+        // The control: a cache beside the program directories is fine.
+        assert_eq!(
+            writable_program_dir(&config(&["/root/.cache/pip"]).read_write, path),
+            Ok(())
+        );
+        assert_eq!(
+            writable_program_dir(&config(&["/root/.cargo/bin-cache"]).read_write, path),
+            Ok(()),
+            "a sibling whose name starts alike"
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! line, or in a config file, and it is redacted from any error text.
 //! Output past the cap is an error (`Truncated`), never a silent cut.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
@@ -113,13 +114,9 @@ impl GitRunner {
         self.run_with(cwd, args, None).await
     }
 
-    /// `git <args>` in `cwd` with the token for an http(s) remote, if any.
-    pub async fn run_with(
-        &self,
-        cwd: &Path,
-        args: &[&str],
-        token: Option<&SecretString>,
-    ) -> Result<String, GitError> {
+    /// The environment of closer's git: no prompt, and only the
+    /// repository's config counts.
+    fn env(&self) -> BTreeMap<String, String> {
         let mut env = self.base.vars();
         env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
         env.insert("GIT_ASKPASS".into(), "true".into());
@@ -135,6 +132,17 @@ impl GitRunner {
         // every git this one starts too; checkout and add both skip them, so
         // what is committed is what the agent wrote.
         env.insert("GIT_ATTR_SOURCE".into(), EMPTY_TREE.into());
+        env
+    }
+
+    /// `git <args>` in `cwd` with the token for an http(s) remote, if any.
+    pub async fn run_with(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        token: Option<&SecretString>,
+    ) -> Result<String, GitError> {
+        let env = self.env();
         let fd3 = match token {
             Some(token) => {
                 Some(credential_pipe(token).map_err(|e| GitError::Spawn(e.to_string()))?)

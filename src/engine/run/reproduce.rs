@@ -98,22 +98,20 @@ impl Engine {
 }
 
 /// Copies one repository-relative file from `from` to `to`; a path that
-/// leaves the worktree or is not a regular file is refused.
+/// leaves the worktree, is not a regular file or passes through a symbolic
+/// link on either side is refused (`reproduction::regular_file_beneath`).
 async fn copy_into(from: &Path, to: &Path, path: &str) -> Result<(), EngineError> {
-    let relative = Path::new(path);
-    if relative.is_absolute() || relative.components().any(|c| c.as_os_str() == "..") {
+    if !reproduction::regular_file_beneath(from, path) {
         return Err(other(format!(
-            "refusing to copy {path}: not inside the worktree"
+            "refusing to copy {path}: not a regular file inside the worktree"
         )));
     }
-    let source = from.join(relative);
-    let meta = tokio::fs::symlink_metadata(&source).await.map_err(other)?;
-    if !meta.file_type().is_file() {
+    if !reproduction::no_link_beneath(to, path) {
         return Err(other(format!(
-            "refusing to copy {path}: not a regular file"
+            "refusing to copy {path}: the base worktree has a symbolic link on its way"
         )));
     }
-    let target = to.join(relative);
+    let (source, target) = (from.join(path), to.join(path));
     if let Some(parent) = target.parent() {
         tokio::fs::create_dir_all(parent).await.map_err(other)?;
     }
