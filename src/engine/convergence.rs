@@ -134,6 +134,13 @@ pub struct Observation {
     pub evidence: Vec<String>,
 }
 
+/// The most fingerprints an iteration's history entry keeps (the failure
+/// set's hash covers them all), and the most summaries kept: the state is
+/// saved with the run after every iteration, and a test run can print a
+/// failure per line of its megabyte of output.
+const MAX_KEPT_PER_ITERATION: usize = 1_000;
+const MAX_SUMMARIES: usize = 5_000;
+
 /// The controller's state for one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ConvergenceState {
@@ -211,6 +218,9 @@ impl ConvergenceState {
         fingerprints.sort();
         fingerprints.dedup();
         for failure in &obs.blocking {
+            if self.summaries.len() >= MAX_SUMMARIES {
+                break;
+            }
             self.summaries
                 .entry(failure.fingerprint.clone())
                 .or_insert_with(|| failure.summary());
@@ -219,7 +229,11 @@ impl ConvergenceState {
         let previous = self.history.last().cloned();
         self.history.push(HistoryEntry {
             iteration: obs.iteration,
-            fingerprints: fingerprints.clone(),
+            fingerprints: fingerprints
+                .iter()
+                .take(MAX_KEPT_PER_ITERATION)
+                .cloned()
+                .collect(),
             failure_set: failure_set.clone(),
             diff_hash: obs.diff_hash.clone(),
             stage: self.stage,
@@ -233,9 +247,11 @@ impl ConvergenceState {
             self.repeats = 1;
             self.repeats_in_stage = 0;
         }
-        self.streaks.retain(|fp, _| fingerprints.contains(fp));
-        self.streaks_in_stage
-            .retain(|fp, _| fingerprints.contains(fp));
+        // `fingerprints` is sorted: a lookup is a binary search, so a test
+        // run printing a hundred thousand failures stays cheap.
+        let present = |fp: &String| fingerprints.binary_search(fp).is_ok();
+        self.streaks.retain(|fp, _| present(fp));
+        self.streaks_in_stage.retain(|fp, _| present(fp));
         for fp in &fingerprints {
             *self.streaks.entry(fp.clone()).or_default() += 1;
             *self.streaks_in_stage.entry(fp.clone()).or_default() += 1;
@@ -380,6 +396,29 @@ mod tests {
 
     fn id(n: u64) -> CheckId {
         CheckId(format!("check-{n}"))
+    }
+
+    #[test]
+    fn a_hundred_thousand_failures_keep_the_state_small_and_still_repeat() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        let names: Vec<String> = (0..100_000).map(|i| format!("t{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        state.observe(obs(1, &names, "d1"), &config, id(1));
+        let d2 = state.observe(obs(2, &names, "d2"), &config, id(2));
+        assert_eq!(
+            d2.stage,
+            Stage::MinimalFix,
+            "the same set, all of it, repeated"
+        );
+        assert!(
+            state
+                .history
+                .iter()
+                .all(|h| h.fingerprints.len() == MAX_KEPT_PER_ITERATION)
+        );
+        assert_eq!(state.summaries.len(), MAX_SUMMARIES);
+        assert_eq!(state.streaks.len(), 100_000, "streaks follow every failure");
     }
 
     #[test]

@@ -85,17 +85,25 @@ impl Retention {
 }
 
 /// The bytes the files under `path` take (symbolic links not followed; a
-/// file that vanishes while being counted counts as nothing).
+/// file that vanishes while being counted counts as nothing). Walked with a
+/// list of its own, not by recursion: an agent can nest directories as
+/// deep as it likes.
 pub fn dir_size(path: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return 0;
-    };
-    if !meta.is_dir() {
-        return meta.len();
+    let mut total = 0;
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            total += meta.len();
+            continue;
+        }
+        if let Ok(listing) = std::fs::read_dir(&at) {
+            pending.extend(listing.flatten().map(|e| e.path()));
+        }
     }
-    std::fs::read_dir(path)
-        .map(|listing| listing.flatten().map(|e| dir_size(&e.path())).sum())
-        .unwrap_or(0)
+    total
 }
 
 /// A path's modification time on the store's scale (ms since the epoch).
@@ -103,4 +111,30 @@ async fn modified_ms(path: &Path) -> Option<i64> {
     let modified = tokio::fs::metadata(path).await.ok()?.modified().ok()?;
     let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
     Some(since.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_nested_as_deep_as_a_path_goes_is_counted_on_a_small_stack() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut deepest = dir.path().to_path_buf();
+        // Up to the length a path may have: about 2,000 levels.
+        while deepest.as_os_str().len() < 4000 {
+            deepest.push("d");
+        }
+        std::fs::create_dir_all(&deepest).unwrap();
+        std::fs::write(deepest.join("f"), [0u8; 10]).unwrap();
+        std::fs::write(dir.path().join("g"), [0u8; 5]).unwrap();
+        let root = dir.path().to_path_buf();
+        let counted = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || dir_size(&root))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(counted, 15, "the files' bytes, directories counting none");
+    }
 }

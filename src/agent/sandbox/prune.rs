@@ -108,18 +108,20 @@ pub async fn remove_tree(path: &Path) -> std::io::Result<()> {
 /// (symbolic links are not followed).
 fn make_writable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return;
-    };
-    if !meta.is_dir() {
-        return;
-    }
-    let mut permissions = meta.permissions();
-    permissions.set_mode(permissions.mode() | 0o700);
-    let _ = std::fs::set_permissions(path, permissions);
-    if let Ok(listing) = std::fs::read_dir(path) {
-        for entry in listing.flatten() {
-            make_writable(&entry.path());
+    // A list of its own, not recursion: the agent chose the depth.
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        let mut permissions = meta.permissions();
+        permissions.set_mode(permissions.mode() | 0o700);
+        let _ = std::fs::set_permissions(&at, permissions);
+        if let Ok(listing) = std::fs::read_dir(&at) {
+            pending.extend(listing.flatten().map(|e| e.path()));
         }
     }
 }
