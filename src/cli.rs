@@ -48,6 +48,10 @@ pub enum Command {
         #[arg(long)]
         event: String,
     },
+    /// Renders one prompt override read from standard input, under limits
+    /// (closer runs it itself: `prompts::confined`).
+    #[command(hide = true)]
+    RenderPrompt,
 }
 
 /// Flags of `closer serve`.

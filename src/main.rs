@@ -19,6 +19,9 @@ fn main() -> ExitCode {
     forbid_inspection();
     tune_memory();
     let cli = Cli::parse();
+    if let Command::RenderPrompt = cli.command {
+        return closer::prompts::confined::child_main();
+    }
     closer::install_crypto_provider();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -47,7 +50,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = ServerConfig::load(&cli.settings)?;
     match cli.command {
         // Answered above, before the configuration could fail to load.
-        Command::Doctor => {}
+        Command::Doctor | Command::RenderPrompt => {}
         Command::Serve(args) => {
             let options = ServeOptions {
                 role: args.role,

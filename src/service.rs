@@ -268,6 +268,10 @@ pub(crate) fn build_engine(
             .unwrap_or_default(),
         recheck_after: MAYBE_APPLIED_RECHECK,
         progress_every: config.progress_every,
+        prompt_renderer: crate::prompts::Renderer::this_program().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot find closer's own binary; prompt overrides run `closer` from PATH");
+            crate::prompts::Renderer::new("closer")
+        }),
     };
     Engine::new(store, github, settings, ready)
 }

@@ -4,11 +4,13 @@
 //! itself; a prompt that cannot be rendered is an error naming the file.
 
 pub mod builtin;
+pub mod confined;
 pub mod github_source;
 pub mod resolver;
 pub mod source;
 pub mod template;
 
+pub use confined::Renderer;
 pub use github_source::GitHubPromptSource;
 pub use resolver::{EtagCache, PromptId, PromptOrigin, PromptResolver, RenderedPrompt};
 pub use source::{DirectorySource, InMemorySource, PromptSource, SourceFile};

@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::prompts::PromptError;
 use crate::prompts::builtin::builtin;
 use crate::prompts::source::{ErasedSource, PromptSource, SourceFile};
 use crate::prompts::template::PromptTemplate;
+use crate::prompts::{PromptError, Renderer};
 
 /// The biggest override accepted, in bytes.
 const MAX_OVERRIDE_BYTES: usize = 64 * 1024;
@@ -119,6 +119,8 @@ pub struct PromptResolver {
     source: Option<Arc<dyn ErasedSource>>,
     agent_id: String,
     cache: EtagCache,
+    /// Renders the repository's overrides (untrusted) out of process.
+    renderer: Option<Renderer>,
 }
 
 impl std::fmt::Debug for PromptResolver {
@@ -137,15 +139,17 @@ impl PromptResolver {
             source: None,
             agent_id: "closer".to_owned(),
             cache: EtagCache::default(),
+            renderer: None,
         }
     }
 
     /// Repository overrides from `source` under `.agent/<agent_id>/prompts/`,
-    /// cached in `cache`, over the built-in set.
+    /// cached in `cache`, over the built-in set; `renderer` renders them.
     pub fn new<S: PromptSource + 'static>(
         source: Arc<S>,
         agent_id: &str,
         cache: EtagCache,
+        renderer: Renderer,
     ) -> Result<Self, PromptError> {
         let id = PromptId::new("x", agent_id, "default");
         id.check()
@@ -154,6 +158,7 @@ impl PromptResolver {
             source: Some(source as Arc<dyn ErasedSource>),
             agent_id: agent_id.to_owned(),
             cache,
+            renderer: Some(renderer),
         })
     }
 
@@ -183,17 +188,29 @@ impl PromptResolver {
         Err(PromptError::NotFound(id.path()))
     }
 
-    /// Resolves `id` and renders it with `params` (a JSON object).
+    /// Resolves `id` and renders it with `params` (a JSON object): a
+    /// built-in prompt here, a repository's override in a process of its
+    /// own (`prompts::confined`).
     pub async fn render(
         &self,
         id: &PromptId,
         params: &serde_json::Value,
     ) -> Result<RenderedPrompt, PromptError> {
         let (template, origin) = self.template(id).await?;
-        Ok(RenderedPrompt {
-            text: template.render(params)?,
-            origin,
-        })
+        let text = match (&origin, &self.renderer) {
+            (PromptOrigin::BuiltIn(_), _) => template.render(params)?,
+            (PromptOrigin::Repository(_), Some(renderer)) => {
+                renderer.render(&template, params).await?
+            }
+            // Only `new` reads overrides, and it is given a renderer.
+            (PromptOrigin::Repository(path), None) => {
+                return Err(PromptError::Render {
+                    prompt: path.clone(),
+                    message: "no renderer for a repository's prompt".to_owned(),
+                });
+            }
+        };
+        Ok(RenderedPrompt { text, origin })
     }
 
     async fn read_override(&self, path: &str) -> Result<Option<String>, PromptError> {
@@ -244,6 +261,23 @@ mod tests {
                "validation_errors": ["x"]})
     }
 
+    /// A renderer that cannot start: these tests read how a prompt is
+    /// resolved and render it here; `tests/it/prompts.rs` renders overrides
+    /// in the child (closer's binary exists only for those tests).
+    fn no_renderer() -> Renderer {
+        Renderer::new("/nonexistent/closer")
+    }
+
+    /// The template `id` resolves to, rendered in this process.
+    async fn resolved(
+        r: &PromptResolver,
+        id: &PromptId,
+        params: &serde_json::Value,
+    ) -> (String, PromptOrigin) {
+        let (template, origin) = r.template(id).await.unwrap();
+        (template.render(params).unwrap(), origin)
+    }
+
     #[tokio::test]
     async fn every_builtin_prompt_parses() {
         for path in builtin_paths() {
@@ -277,12 +311,13 @@ mod tests {
             path,
             "---\nparams: [issue_ref]\n---\nOurs for {{ issue_ref }}",
         );
-        let r = PromptResolver::new(src.clone(), "closer", EtagCache::default()).unwrap();
+        let r = PromptResolver::new(src.clone(), "closer", EtagCache::default(), no_renderer())
+            .unwrap();
         let id = PromptId::new("complete", "bug", "default");
         for _ in 0..3 {
-            let p = r.render(&id, &closer_params()).await.unwrap();
-            assert_eq!(p.text, "Ours for o/r#1");
-            assert_eq!(p.origin, PromptOrigin::Repository(path.into()));
+            let (text, origin) = resolved(&r, &id, &closer_params()).await;
+            assert_eq!(text, "Ours for o/r#1");
+            assert_eq!(origin, PromptOrigin::Repository(path.into()));
         }
         assert_eq!(
             (src.reads(), src.full_reads()),
@@ -290,10 +325,7 @@ mod tests {
             "later reads were answered `not modified`"
         );
         src.insert(path, "---\nparams: []\n---\nChanged");
-        assert_eq!(
-            r.render(&id, &closer_params()).await.unwrap().text,
-            "Changed"
-        );
+        assert_eq!(resolved(&r, &id, &closer_params()).await.0, "Changed");
         src.remove(path);
         assert!(matches!(
             r.render(&id, &closer_params()).await.unwrap().origin,
@@ -308,7 +340,7 @@ mod tests {
             ".agent/bot/prompts/steps/complete/bug/f_default.md",
             "---\nparams: [step_id, flavour]\n---\n{{ flavour }}",
         );
-        let r = PromptResolver::new(src, "bot", EtagCache::default()).unwrap();
+        let r = PromptResolver::new(src, "bot", EtagCache::default(), no_renderer()).unwrap();
         let err = r
             .render(
                 &PromptId::new("complete", "bug", "default"),
@@ -360,14 +392,9 @@ mod tests {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "Classify {{ issue_title }}").unwrap();
         let src = Arc::new(crate::prompts::DirectorySource::new(dir.path()));
-        let r = PromptResolver::new(src, "closer", EtagCache::default()).unwrap();
-        let p = r
-            .render(
-                &PromptId::new("classify", "task", "default"),
-                &json!({"issue_title": "T"}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(p.text, "Classify T");
+        let r = PromptResolver::new(src, "closer", EtagCache::default(), no_renderer()).unwrap();
+        let id = PromptId::new("classify", "task", "default");
+        let (text, _) = resolved(&r, &id, &json!({"issue_title": "T"})).await;
+        assert_eq!(text, "Classify T");
     }
 }

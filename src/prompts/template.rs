@@ -23,7 +23,7 @@ struct FrontMatter {
 }
 
 /// A parsed prompt file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct PromptTemplate {
     /// Where it came from (for errors).
     pub name: String,
@@ -81,23 +81,31 @@ impl PromptTemplate {
     /// Renders with `params` (a JSON object). Every declared parameter must
     /// be present; any other undefined variable is an error too.
     pub fn render(&self, params: &serde_json::Value) -> Result<String, PromptError> {
-        let given = params.as_object();
-        if let Some(missing) = self
-            .params
-            .iter()
-            .find(|p| !given.is_some_and(|m| m.contains_key(p.as_str())))
-        {
-            return Err(PromptError::MissingParam {
-                prompt: self.name.clone(),
-                param: missing.clone(),
-            });
-        }
+        self.check_params(params)?;
         let env = environment();
         env.render_str(&self.body, params)
             .map_err(|e| PromptError::Render {
                 prompt: self.name.clone(),
                 message: describe(&e),
             })
+    }
+}
+
+impl PromptTemplate {
+    /// Every declared parameter is in `params` (a JSON object).
+    pub fn check_params(&self, params: &serde_json::Value) -> Result<(), PromptError> {
+        let given = params.as_object();
+        match self
+            .params
+            .iter()
+            .find(|p| !given.is_some_and(|m| m.contains_key(p.as_str())))
+        {
+            Some(missing) => Err(PromptError::MissingParam {
+                prompt: self.name.clone(),
+                param: missing.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 

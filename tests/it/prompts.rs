@@ -1,13 +1,17 @@
 //! Prompt overrides end to end: the example in `docs/prompts.md` renders, a
 //! repository override is what the completion check sends to the LLM, and overrides are
 //! read from the fake GitHub through the production client, cached by ETag.
+//! An override is rendered in a child copy of closer under limits: one that
+//! would take all memory, CPU or output fails by name, and closer stays up.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use closer::engine::completion_check::{CheckContext, CheckInput, CompletionCheck};
 use closer::llm::{LlmSettings, Provider, build_client};
-use closer::prompts::{EtagCache, InMemorySource, PromptId, PromptOrigin, PromptResolver};
+use closer::prompts::{
+    EtagCache, InMemorySource, PromptId, PromptOrigin, PromptResolver, PromptTemplate, Renderer,
+};
 use secrecy::SecretString;
 use serde_json::json;
 
@@ -21,6 +25,11 @@ use crate::support::fake_llm::{FakeLlm, Reply};
 
 const PATH: &str = ".agent/closer/prompts/steps/complete/bug/f_default.md";
 
+/// Renders overrides with the binary under test.
+fn renderer() -> Renderer {
+    Renderer::new(env!("CARGO_BIN_EXE_closer"))
+}
+
 fn doc_example() -> String {
     let doc = std::fs::read_to_string("docs/prompts.md").unwrap();
     let start = doc.find("~~~markdown\n").unwrap() + "~~~markdown\n".len();
@@ -32,7 +41,7 @@ fn doc_example() -> String {
 async fn the_documented_override_is_used_by_the_closer() {
     let source = Arc::new(InMemorySource::new());
     source.insert(PATH, &doc_example());
-    let prompts = PromptResolver::new(source, "closer", EtagCache::default()).unwrap();
+    let prompts = PromptResolver::new(source, "closer", EtagCache::default(), renderer()).unwrap();
 
     let params = json!({"step_id": "complete.bug", "issue_ref": "o/r#3", "issue_title": "t", "task_list": ["no crash"],
                         "structured_output": "{\"summary\": \"fixed\"}", "goal_results": [{"name": "tests", "passed": true, "required": true, "evidence": ""}]});
@@ -148,7 +157,8 @@ async fn overrides_come_from_github_at_the_default_branch_cached_by_etag() {
         inner: GitHubPromptSource::new(client, repo.clone(), "main"),
         answers: Mutex::new(Vec::new()),
     });
-    let prompts = PromptResolver::new(source.clone(), "closer", EtagCache::default()).unwrap();
+    let prompts =
+        PromptResolver::new(source.clone(), "closer", EtagCache::default(), renderer()).unwrap();
     let id = PromptId::new("classify", "task", "default");
     let params = json!({"issue_title": "T", "issue_body": "B"});
     for _ in 0..2 {
@@ -180,4 +190,62 @@ async fn overrides_come_from_github_at_the_default_branch_cached_by_etag() {
         *source.answers.lock().unwrap(),
         vec!["found", "not modified", "found", "not found"]
     );
+}
+
+/// `{% set s = s ~ s %}` doubles a string for one unit of fuel: a template
+/// `doublings` steps long asks for 64 KiB × 2^doublings bytes.
+fn doubling(doublings: usize) -> PromptTemplate {
+    let body = format!(
+        "{{% set s = \"x\" * 65536 %}}{}{{{{ s|length }}}}",
+        "{% set s = s ~ s %}".repeat(doublings)
+    );
+    PromptTemplate::parse("steps/complete/bug/f_default.md", &body).unwrap()
+}
+
+#[tokio::test]
+async fn an_override_that_would_take_all_memory_cpu_or_output_fails_by_name() {
+    // The control: fuel does not stop a doubling string; in this process,
+    // 10 doublings are a 64 MiB string (34 would be 1 TiB, and an
+    // allocation that fails aborts the whole process).
+    assert_eq!(doubling(10).render(&json!({})).unwrap(), "67108864");
+    assert_eq!(
+        renderer().render(&doubling(10), &json!({})).await.unwrap(),
+        "67108864",
+        "the child renders what fits its limits"
+    );
+
+    let err = renderer()
+        .render(&doubling(34), &json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("over its limits"), "{err}");
+
+    let flood = PromptTemplate::parse(
+        "flood.md",
+        "{% set s = \"x\" * 1048576 %}{% for i in range(20) %}{{ s }}{% endfor %}",
+    )
+    .unwrap();
+    let err = renderer().render(&flood, &json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+
+    let endless = PromptTemplate::parse(
+        "endless.md",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    )
+    .unwrap();
+    let err = renderer().render(&endless, &json!({})).await.unwrap_err();
+    assert!(err.to_string().starts_with("endless.md: "), "{err}");
+
+    let missing = PromptTemplate::parse("p.md", "---\nparams: [who]\n---\n{{ who }}").unwrap();
+    assert_eq!(
+        renderer()
+            .render(&missing, &json!({"who": "you"}))
+            .await
+            .unwrap(),
+        "you"
+    );
+    assert!(matches!(
+        renderer().render(&missing, &json!({})).await,
+        Err(PromptError::MissingParam { .. })
+    ));
 }

@@ -13,7 +13,7 @@ use crate::agent::process::BaseEnv;
 use crate::engine::goals::GoalSettings;
 use crate::llm::LlmClient;
 use crate::model::RepoName;
-use crate::prompts::{EtagCache, GitHubPromptSource, PromptResolver};
+use crate::prompts::{EtagCache, GitHubPromptSource, PromptResolver, Renderer};
 
 /// The agent id prompts are resolved under (`.agent/<id>/prompts/…`).
 const PROMPT_AGENT_ID: &str = "closer";
@@ -23,6 +23,8 @@ pub struct Checks {
     llm: Option<Arc<dyn LlmClient>>,
     goals: GoalSettings,
     prompt_caches: Mutex<HashMap<RepoName, EtagCache>>,
+    /// Renders the repositories' prompt overrides out of process.
+    renderer: Renderer,
 }
 
 impl Checks {
@@ -31,11 +33,13 @@ impl Checks {
         base_env: &BaseEnv,
         confinement: &Confinement,
         scratch: PathBuf,
+        renderer: Renderer,
     ) -> Checks {
         Checks {
             llm,
             goals: GoalSettings::new(base_env.clone(), confinement.clone(), scratch),
             prompt_caches: Mutex::new(HashMap::new()),
+            renderer,
         }
     }
 
@@ -56,8 +60,13 @@ impl Checks {
             ctx.repo().clone(),
             branch,
         ));
-        PromptResolver::new(source, PROMPT_AGENT_ID, self.cache(ctx.repo()))
-            .unwrap_or_else(|_| PromptResolver::builtin_only())
+        PromptResolver::new(
+            source,
+            PROMPT_AGENT_ID,
+            self.cache(ctx.repo()),
+            self.renderer.clone(),
+        )
+        .unwrap_or_else(|_| PromptResolver::builtin_only())
     }
 
     fn cache(&self, repo: &RepoName) -> EtagCache {

@@ -165,6 +165,9 @@ pub struct EngineSettings {
     /// How often the status comment shows what a working agent is doing
     /// (`None`: never). 30 s in `closer serve`.
     pub progress_every: Option<Duration>,
+    /// Renders the repositories' prompt overrides in a child process:
+    /// closer's own binary ([`crate::prompts::Renderer::this_program`]).
+    pub prompt_renderer: crate::prompts::Renderer,
 }
 
 /// The wait before re-checking a write that may have been applied.
@@ -279,6 +282,7 @@ impl Engine {
                 &settings.base_env,
                 &settings.confinement,
                 settings.data_dir.join("goals"),
+                settings.prompt_renderer,
             ),
             agents: agents::AgentRunner::new(
                 settings.agents,

@@ -362,6 +362,7 @@ impl Story {
                 llm_prices: LlmPrices::default(),
                 recheck_after: self.timing.recheck_after,
                 progress_every: self.progress_every,
+                prompt_renderer: closer::prompts::Renderer::new(env!("CARGO_BIN_EXE_closer")),
             },
             self.ready.clone(),
         );
