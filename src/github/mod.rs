@@ -41,3 +41,4 @@ pub use projects::{Board, DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync
 pub use retry::RetrySettings;
 pub use scope::TokenScope;
 pub use token::REFRESH_MARGIN;
+pub use transport::MAX_ANSWER_BYTES;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use http::header::{ACCEPT, AUTHORIZATION, HeaderValue, IF_NONE_MATCH};
 use http::{HeaderMap, Method};
+use http_body_util::BodyExt;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::decode::error_answer;
@@ -18,6 +19,11 @@ use super::retry::{
     Outcome, RetryDecision, RetrySettings, decide_with, is_idempotent, rate_limit_remaining,
 };
 use crate::clock::SharedClock;
+
+/// The most of one answer read (a page of a list, a file's contents, a
+/// GraphQL answer are all far smaller): a larger one is an error, not a
+/// process holding whatever the server sends.
+pub const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
 
 /// Which of GitHub's two API roots a request goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,12 +300,17 @@ impl Transport {
             message: e.to_string(),
         })?;
         let (parts, body) = response.into_parts();
-        let body = client
-            .body_to_string(http::Response::new(body))
+        // Read as it streams, up to a cap: a page or a file is far smaller.
+        let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+            .collect()
             .await
+            .map(|collected| String::from_utf8_lossy(&collected.to_bytes()).into_owned())
             .map_err(|e| NoAnswer {
                 maybe_sent: true,
-                message: format!("reading the answer failed: {e}"),
+                message: match e.is::<http_body_util::LengthLimitError>() {
+                    true => format!("the answer is larger than {} MiB", MAX_ANSWER_BYTES >> 20),
+                    false => format!("reading the answer failed: {e}"),
+                },
             })?;
         Ok(ApiResponse {
             status: parts.status.as_u16(),

@@ -101,6 +101,11 @@ impl Renderer {
         let mut child = tokio::process::Command::new(&self.program)
             .arg("render-prompt")
             .env_clear()
+            // mimalloc reserves address space in 1 GiB arenas by default,
+            // which under the address-space limit made one render in three
+            // of a 64 MiB string fail; smaller arenas leave the limit to
+            // what the template takes.
+            .env("MIMALLOC_ARENA_RESERVE", "64MiB")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -297,6 +297,23 @@ async fn server_errors_are_retried_until_success() {
     assert_eq!(w.fake.requests_to("GET", &w.issue_path(n)).len(), 3);
 }
 
+/// An answer is read up to a cap as it streams: one past it is an error
+/// naming the cap, not closer holding it all. The control: the same call,
+/// answered normally, works.
+#[tokio::test]
+async fn an_answer_past_the_cap_is_an_error_not_held() {
+    let w = world().await;
+    let n = w.issue();
+    w.gh.token().await.unwrap();
+    let cap = closer::github::MAX_ANSWER_BYTES;
+    w.fake
+        .inject(Fault::HugeBody(cap + (1 << 20)).times(100).method("GET"));
+    let err = w.gh.get_issue(&w.repo, n).await.unwrap_err();
+    assert!(err.to_string().contains("larger than 32 MiB"), "{err}");
+    w.fake.clear_faults();
+    assert_eq!(w.gh.get_issue(&w.repo, n).await.unwrap().number, n);
+}
+
 #[tokio::test]
 async fn server_errors_give_up_after_the_attempt_cap() {
     let w = world().await;

@@ -321,7 +321,7 @@ async fn a_question_github_first_refuses_is_asked_when_the_step_is_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_command_reply_github_answers_with_502_is_not_posted_twice() {
     let mut s = Story::start("reply_502", Some(CONFIG)).await;
-    fault_comment_posts(&s, Fault::AfterApplying(502), 2, "closer:once=reply:");
+    fault_comment_posts(&s, Fault::AfterApplying(502), 2, "closer:once=");
     s.github.set_permission(&s.repo, "rita", "read");
     let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
     s.comment_as(n, FakeUser::user("rita"), "/closer run").await;
@@ -336,7 +336,7 @@ async fn a_command_reply_github_answers_with_502_is_not_posted_twice() {
         "{replies:#?}"
     );
     assert_eq!(
-        comment_posts_carrying(&s, "closer:once=reply:"),
+        comment_posts_carrying(&s, "closer:once="),
         2,
         "each reply sent once, found by its marker after"
     );

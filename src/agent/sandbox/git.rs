@@ -33,13 +33,16 @@ pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 /// closer's own git.
 pub const MIN_GIT: (u32, u32) = (2, 40);
 
-/// `git --version`, refused below [`MIN_GIT`].
+/// `git --version` of the git closer runs (the first on its `PATH`, as for
+/// every git command), refused below [`MIN_GIT`].
 pub fn check_version() -> Result<String, String> {
-    let out = std::process::Command::new("git")
+    let path = BaseEnv::from_process().path;
+    let git = process::resolve_program("git", Some(&path));
+    let out = std::process::Command::new(&git)
         .arg("--version")
         .env("LC_ALL", "C")
         .output()
-        .map_err(|e| format!("git cannot be run: {e}"))?;
+        .map_err(|e| format!("git ({}) cannot be run: {e}", git.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let version =
         parse_version(&text).ok_or_else(|| format!("cannot read git's version from {text:?}"))?;

@@ -36,6 +36,9 @@ pub enum Fault {
     /// Carry the request out, then answer nothing for this long: the
     /// moment a crash loses the answer to a write GitHub made.
     HangAfterApplying(Duration),
+    /// HTTP 200 whose body streams this many bytes (no `content-length`):
+    /// a broken proxy or a hostile host.
+    HugeBody(usize),
 }
 
 impl Fault {
@@ -145,6 +148,14 @@ pub async fn respond(fault: Fault) -> Response {
         Fault::GraphQlError { kind, message } => {
             let body = json!({ "data": null, "errors": [{ "type": kind, "message": message }] });
             (StatusCode::OK, axum::Json(body)).into_response()
+        }
+        Fault::HugeBody(bytes) => {
+            let chunk = axum::body::Bytes::from(vec![b' '; 1 << 20]);
+            let chunks = bytes.div_ceil(1 << 20);
+            let stream = futures_util::stream::iter(
+                (0..chunks).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+            );
+            (StatusCode::OK, axum::body::Body::from_stream(stream)).into_response()
         }
         Fault::Hang(how_long) | Fault::HangAfterApplying(how_long) => {
             tokio::time::sleep(how_long).await;
