@@ -133,6 +133,9 @@ pub struct Collected {
 
 /// Reads the worktree's state against its base commit.
 pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, GitError> {
+    // The goals ran after the agent's work was committed: what they nested
+    // is taken apart too.
+    crate::agent::sandbox::nested::unnest(git, worktree).await?;
     let base = worktree.base_commit.as_str();
     let head = worktree
         .git(git, &["rev-parse", "HEAD"])

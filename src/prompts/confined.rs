@@ -87,7 +87,10 @@ impl Renderer {
         match status.code() {
             Some(0) => Ok(text),
             Some(TEMPLATE_ERROR) => Err(failed(text)),
-            _ => Err(failed(format!(
+            Some(_) => Err(failed(format!("the renderer failed ({status})"))),
+            // A signal: the kernel's CPU limit, or an allocation the memory
+            // limit refused (an abort).
+            None => Err(failed(format!(
                 "rendering stopped ({status}): over its limits of {} MiB of memory \
                  or {CPU_LIMIT_SECS} s of CPU",
                 MEMORY_LIMIT_BYTES >> 20
@@ -149,6 +152,8 @@ pub fn child_main() -> ExitCode {
     };
     let (text, code) = match job.template.render(&job.params) {
         Ok(text) => (text, ExitCode::SUCCESS),
+        // The parent names the prompt.
+        Err(PromptError::Render { message, .. }) => (message, ExitCode::from(TEMPLATE_ERROR as u8)),
         Err(e) => (e.to_string(), ExitCode::from(TEMPLATE_ERROR as u8)),
     };
     let mut out = std::io::stdout().lock();
@@ -158,12 +163,22 @@ pub fn child_main() -> ExitCode {
     }
 }
 
-/// The address space and CPU time of this process, capped.
+/// The address space and CPU time of this process, capped (at most at the
+/// limits it already has: a process may not raise its hard limit).
 fn limit_self() -> std::io::Result<()> {
     for (resource, value) in [
         (libc::RLIMIT_AS, MEMORY_LIMIT_BYTES),
         (libc::RLIMIT_CPU, CPU_LIMIT_SECS),
     ] {
+        let mut current = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given and nothing else.
+        if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let value = value.min(current.rlim_max);
         let limit = libc::rlimit {
             rlim_cur: value,
             rlim_max: value,

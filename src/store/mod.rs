@@ -283,7 +283,7 @@ impl Store {
 /// pool's connections unless the operator bounded them already (for the
 /// role, the database or the server, or with `options` in the URL): a
 /// statement waits at most 10 s for a lock (SQLite's busy timeout), then
-/// fails with SQLSTATE 55P03, which the callers treat as passing; and a
+/// fails with SQLSTATE 55P03, which the callers treat as transient; and a
 /// session left idle inside a transaction for 60 s is ended by the server,
 /// releasing its locks. closer's transactions hold only database work, so
 /// only a stuck or cut-off replica leaves one idle that long. Migrations

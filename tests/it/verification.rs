@@ -893,26 +893,42 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
     );
 }
 
-/// A repository nested in the worktree keeps a config of its own, which
-/// closer's `-c` flags do not reach: the agent, confined, makes one whose
-/// clean filter runs a program. Git runs `status` inside a nested
-/// repository whenever it looks at the outer one, so closer's own git
-/// would run the agent's program outside the sandbox; it must not.
+/// A repository nested in the worktree keeps a config and attributes of
+/// its own, which closer's `-c` flags and `GIT_ATTR_SOURCE` do not reach:
+/// the agent, confined, makes one whose clean filter runs a program, named
+/// by its `.gitattributes` (`sub`) or by its `.git/info/attributes`
+/// (`sub2`). Git runs `status` inside a nested repository whenever it looks
+/// at the outer one, so closer's own git would run the agent's program
+/// outside the sandbox; it must not.
 #[tokio::test]
 async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-nested").await;
     let fired = fx.scratch().join("filter-ran");
+    let nest = |dir: &str, attributes: &str| {
+        format!(
+            "git init -q {dir} && cd {dir} && echo a > f && git add f\n\
+             git -c user.name=a -c user.email=a@b commit -qm s\n\
+             git config filter.x.clean 'sh -c \"touch {m}; cat\"'\n\
+             mkdir -p .git/info && echo '* filter=x' > {attributes} && cd ..\n",
+            m = fired.display(),
+        )
+    };
     let script = format!(
-        "git init -q sub && cd sub && echo a > f && git add f\n\
-         git -c user.name=a -c user.email=a@b commit -qm s\n\
-         git config filter.x.clean 'sh -c \"touch {m}; cat\"'\n\
-         echo '* filter=x' > .gitattributes && sleep 1 && touch f && cd ..\n\
-         echo '# changed' >> calc.py",
-        m = fired.display(),
+        "{}{}echo '# changed' >> calc.py",
+        nest("sub", ".gitattributes"),
+        nest("sub2", ".git/info/attributes")
     );
     fx.run(&fx.agent("nest.sh", &script), &wt, 1).await;
-    assert!(wt.path.join("sub/.git/config").exists(), "the plant worked");
+    let touch = || {
+        for f in ["sub/f", "sub2/f"] {
+            if let Ok(file) = std::fs::File::options().write(true).open(wt.path.join(f)) {
+                let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+                file.set_modified(later).unwrap();
+            }
+        }
+    };
+    touch();
     let config = repo_config();
     let baseline = Baseline::empty(&wt.base_commit);
     let mut state = ConvergenceState::default();
@@ -920,18 +936,27 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
         .await;
     fx.verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 2)
         .await;
-    assert!(!fired.exists(), "closer ran the nested repository's filter");
+    assert!(!fired.exists(), "closer ran a nested repository's filter");
+    assert!(wt.path.join("sub2/f").exists(), "the plant worked");
+    assert!(!wt.path.join("sub/.git").exists() && !wt.path.join("sub2/.git").exists());
 
-    // The control: `git status` with closer's flags but attributes read
-    // from the worktree runs it, once the file's time changed again
-    // (closer's reads refreshed what git knew of it; a file of the same
-    // size with a new time is one git must read to compare).
-    std::fs::File::options()
-        .write(true)
-        .open(wt.path.join("sub/f"))
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+    // The control, in a repository of its own: the same repositories
+    // nested and recorded, and git with closer's flags and its attribute
+    // source but without taking them apart runs the filter (`sub2`'s
+    // `.git/info/attributes` is read whatever the attribute source).
+    let control = fx.scratch().join("control");
+    std::fs::create_dir_all(&control).unwrap();
+    let setup = format!(
+        "git init -q . && {script}\n\
+         git add -A && git -c user.name=a -c user.email=a@b commit -qm nest\n\
+         sleep 1.1 && touch sub/f sub2/f"
+    );
+    let planted = std::process::Command::new("sh")
+        .args(["-c", &setup])
+        .current_dir(&control)
+        .output()
         .unwrap();
+    assert!(planted.status.success(), "{planted:?}");
     let out = std::process::Command::new("git")
         .args([
             "-c",
@@ -940,7 +965,11 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
             "core.fsmonitor=false",
         ])
         .args(["status", "--porcelain"])
-        .current_dir(&wt.path)
+        .env(
+            "GIT_ATTR_SOURCE",
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+        )
+        .current_dir(&control)
         .output()
         .expect("git runs");
     assert!(out.status.success(), "{out:?}");

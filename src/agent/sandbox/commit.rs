@@ -53,6 +53,7 @@ pub async fn commit_changes(
 ) -> Result<Option<String>, GitError> {
     let exclude = exclude_file(worktree).await?;
     let excludes = format!("core.excludesFile={}", exclude.display());
+    super::nested::unnest(git, worktree).await?;
     worktree.git(git, &["-c", &excludes, "add", "-A"]).await?;
     let staged = worktree
         .git(

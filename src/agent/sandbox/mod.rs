@@ -16,6 +16,7 @@ pub mod branch;
 pub mod commit;
 pub mod git;
 pub mod lock;
+pub mod nested;
 pub mod prune;
 pub mod verified;
 

@@ -34,6 +34,7 @@ impl Sandbox {
         };
         let exclude = exclude_file(worktree).await?;
         let excludes = format!("core.excludesFile={}", exclude.display());
+        super::nested::unnest(self.git(), worktree).await?;
         let status = worktree
             .git(
                 self.git(),

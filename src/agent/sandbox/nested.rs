@@ -1,0 +1,86 @@
+//! Repositories the agent nests in its worktree, taken apart before
+//! closer's git reads the worktree. A nested repository keeps a config and
+//! attributes of its own (`.git/config`, `.git/info/attributes`) that
+//! closer's `-c` flags and `GIT_ATTR_SOURCE` do not reach, and git runs
+//! `status` inside it whenever it reads the outer worktree (`add -A`
+//! included): a filter named there would run in closer's unconfined git.
+//! So each nested repository's `.git` is removed and its files become the
+//! worktree's own. Listing them is safe: `ls-files` reads no file's
+//! content, so it runs no filter.
+
+use std::path::{Component, Path};
+
+use super::Worktree;
+use super::git::{GitError, GitRunner};
+
+/// Nested repositories inside nested repositories are found round by
+/// round; past this many rounds the worktree is refused.
+const MAX_ROUNDS: usize = 8;
+
+/// Removes the `.git` of every repository nested in `worktree` (tracked as
+/// a gitlink, or untracked); answers the paths it took apart.
+pub async fn unnest(git: &GitRunner, worktree: &Worktree) -> Result<Vec<String>, GitError> {
+    let mut removed = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        let found = nested_repositories(git, worktree).await?;
+        if found.is_empty() {
+            return Ok(removed);
+        }
+        for path in found {
+            remove_git(&worktree.path, &path).map_err(|e| {
+                GitError::Spawn(format!(
+                    "cannot take apart the nested repository {path}: {e}"
+                ))
+            })?;
+            removed.push(path);
+        }
+    }
+    Err(GitError::Spawn(format!(
+        "repositories nested more than {MAX_ROUNDS} deep in the worktree"
+    )))
+}
+
+/// Gitlinks in the index and untracked directories git sees as
+/// repositories (listed with a trailing `/`), whose `.git` exists.
+async fn nested_repositories(
+    git: &GitRunner,
+    worktree: &Worktree,
+) -> Result<Vec<String>, GitError> {
+    let staged = worktree.git(git, &["ls-files", "--stage", "-z"]).await?;
+    let untracked = worktree
+        .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
+        .await?;
+    let gitlinks = staged
+        .split('\0')
+        .filter_map(|entry| entry.strip_prefix("160000 "))
+        .filter_map(|rest| rest.split_once('\t').map(|(_, path)| path));
+    let repositories = untracked
+        .split('\0')
+        .filter_map(|entry| entry.strip_suffix('/'));
+    Ok(gitlinks
+        .chain(repositories)
+        .filter(|path| std::fs::symlink_metadata(worktree.path.join(path).join(".git")).is_ok())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Removes `root/path/.git` (a directory, a `gitdir:` file or a link),
+/// reached through real directories only: a link on the way is refused, so
+/// nothing outside the worktree is removed.
+fn remove_git(root: &Path, path: &str) -> std::io::Result<()> {
+    let mut at = root.to_path_buf();
+    for part in Path::new(path).components() {
+        let Component::Normal(name) = part else {
+            return Err(std::io::Error::other("not a path inside the worktree"));
+        };
+        at.push(name);
+        if !std::fs::symlink_metadata(&at)?.file_type().is_dir() {
+            return Err(std::io::Error::other("a symbolic link or file on the way"));
+        }
+    }
+    let dot_git = at.join(".git");
+    match std::fs::symlink_metadata(&dot_git)?.file_type().is_dir() {
+        true => std::fs::remove_dir_all(&dot_git),
+        false => std::fs::remove_file(&dot_git),
+    }
+}
