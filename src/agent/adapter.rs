@@ -6,7 +6,7 @@
 //! nothing here decides whether the work is done.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -307,65 +307,6 @@ fn home_vars(home: &std::path::Path) -> [(String, String); 6] {
     ]
 }
 
-/// The name of the file whose time says when a run's HOME was last used.
-pub const HOME_MARKER: &str = ".closer-last-used";
-
-/// Makes the run's HOME (and its TMPDIR), copies the operator's
-/// `config_files` in, and marks it used now. HOME outlives an iteration and
-/// the agent writes it, so whatever it left on the way of these writes (a
-/// symbolic link to closer's database or key, a FIFO that would block the
-/// write) is removed first: closer writes only inside HOME.
-async fn prepare_home(home: &Path, config: &AgentConfig, dirs: &[&str]) -> std::io::Result<()> {
-    for dir in dirs.iter().chain(&["tmp"]) {
-        clear_the_way(home, Path::new(dir), true).await?;
-        tokio::fs::create_dir_all(home.join(dir)).await?;
-    }
-    for (target, source) in &config.config_files {
-        clear_the_way(home, Path::new(target), false).await?;
-        let to = home.join(target);
-        if let Some(parent) = to.parent() {
-            tokio::fs::create_dir_all(parent).await?;
-        }
-        tokio::fs::copy(source, &to).await.map_err(|e| {
-            std::io::Error::new(e.kind(), format!("copying {}: {e}", source.display()))
-        })?;
-    }
-    clear_the_way(home, Path::new(HOME_MARKER), false).await?;
-    tokio::fs::write(home.join(HOME_MARKER), b"").await
-}
-
-/// Removes what would take a write to `home/relative` elsewhere: a
-/// symbolic link (or anything but a directory) where a directory is on the
-/// way, and anything but a regular file (a directory when `dir`) at the
-/// end. A component outside `home` (`..`, an absolute path) is an error.
-async fn clear_the_way(home: &Path, relative: &Path, dir: bool) -> std::io::Result<()> {
-    let mut at = home.to_path_buf();
-    let mut parts = relative.components().peekable();
-    while let Some(part) = parts.next() {
-        let std::path::Component::Normal(name) = part else {
-            return Err(std::io::Error::other(format!(
-                "{} is not a path inside HOME",
-                relative.display()
-            )));
-        };
-        at.push(name);
-        let Ok(meta) = tokio::fs::symlink_metadata(&at).await else {
-            return Ok(());
-        };
-        let kind = meta.file_type();
-        let fits = match parts.peek().is_some() || dir {
-            true => kind.is_dir(),
-            false => kind.is_file(),
-        };
-        match (fits, kind.is_dir()) {
-            (true, _) => {}
-            (false, true) => tokio::fs::remove_dir_all(&at).await?,
-            (false, false) => tokio::fs::remove_file(&at).await?,
-        }
-    }
-    Ok(())
-}
-
 /// Runs the configured agent once in the request's worktree.
 pub async fn run_agent(
     config: &AgentConfig,
@@ -391,7 +332,7 @@ pub async fn run_agent(
         .map_err(AgentError::PromptFile)?;
     let invocation = adapter.invocation(config, request);
     if let Some(home) = &request.home {
-        prepare_home(home, config, &invocation.home_dirs)
+        super::home::prepare_home(home, config, &invocation.home_dirs)
             .await
             .map_err(AgentError::Home)?;
     }
@@ -640,58 +581,6 @@ pub(super) fn json_events(stdout: &str) -> Vec<serde_json::Value> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn what_the_agent_left_in_home_never_takes_closers_writes_elsewhere() {
-        let dir = tempfile::tempdir().unwrap();
-        let (home, outside) = (dir.path().join("home"), dir.path().join("closer.db"));
-        std::fs::create_dir_all(home.join(".config")).unwrap();
-        std::fs::write(&outside, "DATABASE").unwrap();
-        // The control: a write through the planted link lands outside HOME.
-        let marker = home.join(HOME_MARKER);
-        std::os::unix::fs::symlink(&outside, &marker).unwrap();
-        std::fs::write(&marker, "through").unwrap();
-        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "through");
-        std::fs::write(&outside, "DATABASE").unwrap();
-
-        // A linked directory, a FIFO at a config file's place, the marker.
-        std::fs::remove_dir_all(home.join(".config")).unwrap();
-        std::os::unix::fs::symlink(dir.path(), home.join(".config")).unwrap();
-        let source = dir.path().join("operator.json");
-        std::fs::write(&source, "{}").unwrap();
-        std::fs::create_dir_all(home.join(".tool")).unwrap();
-        let fifo = std::ffi::CString::new(home.join(".tool/auth.json").to_str().unwrap()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let mut config: AgentConfig =
-            toml::from_str("adapter = \"command\"\ncommand = [\"true\"]").unwrap();
-        config
-            .config_files
-            .insert(".tool/auth.json".into(), source.clone());
-        config
-            .config_files
-            .insert(".config/tool/settings.json".into(), source);
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            prepare_home(&home, &config, &[".config"]),
-        )
-        .await
-        .expect("no write blocks on a FIFO")
-        .unwrap();
-
-        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "DATABASE");
-        assert!(
-            !dir.path().join("tool").exists(),
-            "nothing written through .config"
-        );
-        for file in [HOME_MARKER, ".tool/auth.json", ".config/tool/settings.json"] {
-            let meta = std::fs::symlink_metadata(home.join(file)).unwrap();
-            assert!(meta.file_type().is_file(), "{file}");
-        }
-        assert!(
-            std::fs::symlink_metadata(home.join(".config"))
-                .unwrap()
-                .is_dir()
-        );
-    }
     use crate::agent::process::Captured;
 
     /// What a `command` agent left: its exit code and two streams.

@@ -6,6 +6,7 @@
 pub mod adapter;
 pub mod adapters;
 pub mod confine;
+pub mod home;
 pub mod outcome;
 pub mod process;
 pub mod reaper;

@@ -6,18 +6,20 @@
 //! A command added by editing somebody's comment needs the editor to be
 //! authorised as well as the comment's author.
 
-use closer::model::RunState;
+use closer::model::{IssueNumber, RunState};
 
 use crate::support::fake_github::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_at_it() {
+/// A story whose commands need `maintain`, with `mo` at `maintain`, and
+/// issue `n`'s run, started by mo, failed after its one iteration; a retry
+/// would fix it.
+async fn failed_at_maintain(name: &str) -> (Story, IssueNumber) {
     let config = format!(
         "{CONFIG}commands: {{ min_permission: maintain }}\ncompletion:\n  max_iterations: 1\n"
     );
-    let mut s = Story::start("retry-permission", Some(&config)).await;
+    let mut s = Story::start(name, Some(&config)).await;
     s.github.set_permission(&s.repo, "mo", "maintain");
     s.agent_step(1, "echo '{\"summary\": \"Not yet.\"}'\n");
     s.agent_step(
@@ -32,6 +34,12 @@ async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_
     s.label_as(n, "mo", "closer").await;
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    (s, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_at_it() {
+    let (mut s, n) = failed_at_maintain("retry-permission").await;
 
     // A writer is below `maintain`: refused, the run stays failed.
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
@@ -68,24 +76,7 @@ async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_
 /// often they edit it; the control: the maintainer's own edit retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_command_a_writer_adds_to_a_maintainers_comment_is_refused() {
-    let config = format!(
-        "{CONFIG}commands: {{ min_permission: maintain }}\ncompletion:\n  max_iterations: 1\n"
-    );
-    let mut s = Story::start("edited-command", Some(&config)).await;
-    s.github.set_permission(&s.repo, "mo", "maintain");
-    s.agent_step(1, "echo '{\"summary\": \"Not yet.\"}'\n");
-    s.agent_step(
-        2,
-        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho '{\"summary\": \"Fixed.\"}'\n",
-    );
-    s.llm.push([
-        Reply::closer(false, 0.5, &["Fix add"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s.open_issue("add subtracts", "", &["type:feature"]).await;
-    s.label_as(n, "mo", "closer").await;
-    s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let (mut s, n) = failed_at_maintain("edited-command").await;
     let mo = FakeUser::user("mo");
     let id = s.comment_as(n, mo.clone(), "Looking into it.").await;
     s.idle().await;

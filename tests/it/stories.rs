@@ -1142,13 +1142,11 @@ async fn the_trigger_label_from_a_triage_user_is_refused_and_removed() {
     assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
 }
 
-/// A command comment is acted on once, whatever delivery carries it: a
-/// captured `/closer retry` replayed under a new delivery id after the run
-/// failed again does not restart it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_replayed_retry_command_does_not_restart_the_run() {
-    let mut s = Story::start(
-        "replay-retry",
+/// A story whose runs get one iteration each, and whose agent fails the
+/// test in the first two: a run that fails, and fails again when restarted.
+async fn failing_twice(name: &str) -> Story {
+    let s = Story::start(
+        name,
         Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
     )
     .await;
@@ -1158,6 +1156,15 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
         Reply::closer(false, 0.5, &["Make the test pass"]),
         Reply::closer(false, 0.5, &["Make the test pass"]),
     ]);
+    s
+}
+
+/// A command comment is acted on once, whatever delivery carries it: a
+/// captured `/closer retry` replayed under a new delivery id after the run
+/// failed again does not restart it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_retry_command_does_not_restart_the_run() {
+    let mut s = failing_twice("replay-retry").await;
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
@@ -1200,17 +1207,7 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
 /// mention with the same words does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replayed_mention_does_not_restart_the_run() {
-    let mut s = Story::start(
-        "replay-mention",
-        Some(&format!("{CONFIG}completion:\n  max_iterations: 1\n")),
-    )
-    .await;
-    s.agent_step(1, &add_failing_test());
-    s.agent_step(2, &add_failing_test());
-    s.llm.push([
-        Reply::closer(false, 0.5, &["Make the test pass"]),
-        Reply::closer(false, 0.5, &["Make the test pass"]),
-    ]);
+    let mut s = failing_twice("replay-mention").await;
     let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
     let words = "@closer-test please make add work";
     let mention = s.comment_as(n, FakeUser::user(MAINTAINER), words).await;

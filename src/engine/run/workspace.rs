@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::context::RunContext;
 use super::{EngineError, other};
-use crate::agent::adapter::HOME_MARKER;
+use crate::agent::home::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::agent::sandbox::prune::entries;
