@@ -77,7 +77,7 @@ pub async fn replay(config: &ServerConfig, payload: &Path, event: &str) -> anyho
         store.clone(),
         github,
         Arc::new(Notify::new()),
-    );
+    )?;
     match engine.on_event(&event).await {
         Ok(outcome) => println!("outcome: {outcome}"),
         Err(e) => println!("outcome: error: {e}"),

@@ -72,7 +72,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
                 &github,
                 &jobs_ready,
                 &shutdown_rx,
-            );
+            )?;
             (tasks, Some(health))
         }
         false => (Vec::new(), None),
@@ -187,14 +187,14 @@ fn start_workers(
     github: &Arc<GitHubApp>,
     jobs_ready: &Arc<Notify>,
     shutdown: &watch::Receiver<bool>,
-) -> (Vec<tokio::task::JoinHandle<()>>, WorkerHealth) {
+) -> anyhow::Result<(Vec<tokio::task::JoinHandle<()>>, WorkerHealth)> {
     let engine = build_engine(
         config,
         confinement,
         store.clone(),
         github.clone(),
         jobs_ready.clone(),
-    );
+    )?;
     let runners = job_runners(store, &engine);
     tokio::spawn(engine.reconcile_forever(RECONCILE_EVERY, shutdown.clone()));
     let settings = WorkerSettings {
@@ -205,7 +205,7 @@ fn start_workers(
     let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
     let tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
     tracing::info!(count = config.queue.workers, "workers started");
-    (tasks, pool.health())
+    Ok((tasks, pool.health()))
 }
 
 /// Serves HTTP until the shutdown signal, then finishes in-flight requests
@@ -227,14 +227,17 @@ async fn serve_http(
 
 /// The engine from the operator's config. Without `[llm]` the engine still
 /// runs, but every run fails at start with a comment saying the operator must
-/// configure one (logged here once, and per run).
+/// configure one (logged here once, and per run). An error when closer cannot
+/// find its own binary, which renders prompt overrides.
 pub(crate) fn build_engine(
     config: &ServerConfig,
     confinement: Confinement,
     store: Store,
     github: Arc<GitHubApp>,
     ready: Arc<Notify>,
-) -> Arc<Engine> {
+) -> anyhow::Result<Arc<Engine>> {
+    let prompt_renderer = crate::prompts::Renderer::this_program()
+        .context("cannot find closer's own binary, which renders prompt overrides")?;
     let llm = match &config.llm {
         Some(c) => match crate::llm::build_client(c.into()) {
             Ok(client) => Some(client),
@@ -268,12 +271,9 @@ pub(crate) fn build_engine(
             .unwrap_or_default(),
         recheck_after: MAYBE_APPLIED_RECHECK,
         progress_every: config.progress_every,
-        prompt_renderer: crate::prompts::Renderer::this_program().unwrap_or_else(|e| {
-            tracing::error!(error = %e, "cannot find closer's own binary; prompt overrides run `closer` from PATH");
-            crate::prompts::Renderer::new("closer")
-        }),
+        prompt_renderer,
     };
-    Engine::new(store, github, settings, ready)
+    Ok(Engine::new(store, github, settings, ready))
 }
 
 /// The job runners of a worker process: deliveries (the engine acting on

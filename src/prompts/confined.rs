@@ -12,6 +12,7 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -37,22 +38,40 @@ struct Job {
     params: serde_json::Value,
 }
 
-/// Renders overrides by running `program render-prompt`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Renders overrides by running `program render-prompt`, at most one
+/// child per CPU at a time (each may take [`MEMORY_LIMIT_BYTES`]).
+#[derive(Debug, Clone)]
 pub struct Renderer {
     program: PathBuf,
+    /// Shared by the clones: every worker renders through one set.
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl Renderer {
     /// `program` must be closer's binary.
     pub fn new(program: impl Into<PathBuf>) -> Renderer {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        Renderer::with_concurrency(program, cpus)
+    }
+
+    /// Like [`Renderer::new`], with at most `children` renders at once
+    /// (at least one).
+    pub fn with_concurrency(program: impl Into<PathBuf>, children: usize) -> Renderer {
         Renderer {
             program: program.into(),
+            permits: Arc::new(tokio::sync::Semaphore::new(children.max(1))),
         }
     }
 
-    /// The running binary (what `closer serve` uses).
+    /// The running binary (what `closer serve` uses). On Linux that is
+    /// `/proc/self/exe`, which names the binary running even after an
+    /// upgrade replaced or removed its file: the child speaks the same
+    /// [`Job`] format as its parent.
     pub fn this_program() -> std::io::Result<Renderer> {
+        let running = std::path::Path::new("/proc/self/exe");
+        if running.exists() {
+            return Ok(Renderer::new(running));
+        }
         std::env::current_exe().map(Renderer::new)
     }
 
@@ -72,6 +91,13 @@ impl Renderer {
             params: params.clone(),
         })
         .map_err(|e| failed(e.to_string()))?;
+        // The semaphore is never closed; waiting for a permit is outside
+        // the render's deadline.
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
         let run = tokio::time::timeout(DEADLINE, self.run(job)).await;
         let (status, output) = match run {
             Ok(result) => result.map_err(|e| failed(format!("the renderer failed: {e}")))?,

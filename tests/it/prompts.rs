@@ -249,3 +249,46 @@ async fn an_override_that_would_take_all_memory_cpu_or_output_fails_by_name() {
         Err(PromptError::MissingParam { .. })
     ));
 }
+
+/// Renders `template` `count` times at once through one renderer; what each
+/// render printed.
+async fn render_at_once(renderer: &Renderer, count: usize) -> Vec<String> {
+    let template = PromptTemplate::parse("p.md", "unused").unwrap();
+    let renders = (0..count).map(|_| renderer.render(&template, &serde_json::Value::Null));
+    futures_util::future::join_all(renders)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn overrides_render_at_most_as_many_at_once_as_the_renderer_allows() {
+    // Each render may take 1 GiB, so one per CPU runs at a time. The
+    // "renderer" here is a script that counts the renders running beside it.
+    let dir = tempfile::tempdir().unwrap();
+    let running = dir.path().join("running");
+    std::fs::create_dir(&running).unwrap();
+    let script = dir.path().join("count.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n/bin/cat >/dev/null\n/usr/bin/touch {r}/$$\n/bin/sleep 0.4\n\
+             /bin/ls {r} | /usr/bin/wc -l\n/bin/rm {r}/$$\n",
+            r = running.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &script,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+
+    // The control: a renderer allowing three at once sees them overlap.
+    let wide = render_at_once(&Renderer::with_concurrency(&script, 3), 3).await;
+    assert!(wide.iter().any(|n| n.trim() != "1"), "{wide:?}");
+
+    let narrow = render_at_once(&Renderer::with_concurrency(&script, 1), 3).await;
+    assert!(narrow.iter().all(|n| n.trim() == "1"), "{narrow:?}");
+}
