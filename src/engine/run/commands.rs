@@ -47,10 +47,9 @@ impl Engine {
                 false => Ok("edited comment without new commands".to_owned()),
             };
         }
-        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let repo = &thread.repo.name;
         let config = self.read_config(&client, thread.repo).await?;
         let minimum = config.min_permission();
-        let reply = reply_key(comment);
         let mut steering = vec![&comment.author];
         if !sender.login.eq_ignore_ascii_case(&comment.author.login) {
             steering.push(sender);
@@ -62,16 +61,43 @@ impl Engine {
                 return Ok(format!("command by {} refused", who.login));
             }
         }
-        // Acted on at most once per comment text, whatever delivery
-        // carries it (a replay under a new delivery id included).
-        let pool = self.runs.store().pool();
+        let commands = self.run_commands(&client, thread, comment, commands, config);
+        Ok(self
+            .once_per_text(comment, commands)
+            .await?
+            .unwrap_or_else(|| format!("commands of comment {} already handled", comment.id)))
+    }
+
+    /// `act`, the comment's commands or request, run at most once per
+    /// comment text, whatever delivery carries it (a replay under a new
+    /// delivery id included); `None` when it already ran. A failed `act` is
+    /// not marked: its job's retry acts again.
+    async fn once_per_text(
+        &self,
+        comment: &CommentRef,
+        act: impl Future<Output = Result<String, EngineError>>,
+    ) -> Result<Option<String>, EngineError> {
+        let store = self.runs.store();
         let text_digest = digest(&comment.body);
-        if store_commands::handled(pool, comment.id, &text_digest).await? {
-            return Ok(format!(
-                "commands of comment {} already handled",
-                comment.id
-            ));
+        if store_commands::handled(store.pool(), comment.id, &text_digest).await? {
+            return Ok(None);
         }
+        let outcome = act.await?;
+        store_commands::mark_handled(store.pool(), comment.id, &text_digest, store.now_ms())
+            .await?;
+        Ok(Some(outcome))
+    }
+
+    /// An authorised comment's commands, in order (acknowledged with 👀).
+    async fn run_commands(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+        commands: Vec<Result<Command, CommandError>>,
+        config: ConfigRead,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
         let eyes = CommentId(comment.id.max(0) as u64);
         if let Err(e) = client
             .add_comment_reaction(repo, eyes, Reaction::Eyes)
@@ -79,26 +105,25 @@ impl Engine {
         {
             tracing::warn!(error = %e, "cannot react to a command");
         }
+        let reply = reply_key(comment);
         let mut config = Some(config);
         let mut done = Vec::new();
         for (i, command) in commands.into_iter().enumerate() {
             let key = format!("{reply}:{i}");
             let outcome = match command {
                 Ok(Command::Run) | Ok(Command::Retry) => match config.take() {
-                    Some(c) => self.trigger(&client, thread, c, true).await?,
+                    Some(c) => self.trigger(client, thread, c, true).await?,
                     None => "already handled".to_owned(),
                 },
                 Ok(Command::Stop) => self.stop_command(repo, number).await?,
                 Ok(Command::Status) => {
-                    self.answer_status(&client, repo, number, &key).await?;
+                    self.answer_status(client, repo, number, &key).await?;
                     "status answered".to_owned()
                 }
-                Err(e) => self.unknown_command(&client, thread, &key, e).await?,
+                Err(e) => self.unknown_command(client, thread, &key, e).await?,
             };
             done.push(outcome);
         }
-        let now = self.runs.store().now_ms();
-        store_commands::mark_handled(pool, comment.id, &text_digest, now).await?;
         Ok(done.join("; "))
     }
 
@@ -207,18 +232,11 @@ impl Engine {
             self.refuse(client, thread, comment, login, minimum).await?;
             return Ok(format!("request by {login} refused"));
         }
-        // Acted on once, whatever delivery carries it (as commands are).
-        let pool = self.runs.store().pool();
-        let text_digest = digest(&comment.body);
-        if store_commands::handled(pool, comment.id, &text_digest).await? {
-            return Ok(format!("request of comment {} already handled", comment.id));
-        }
-        let outcome = self
-            .take_request(client, thread, comment, request, config)
-            .await?;
-        let now = self.runs.store().now_ms();
-        store_commands::mark_handled(pool, comment.id, &text_digest, now).await?;
-        Ok(outcome)
+        let take = self.take_request(client, thread, comment, request, config);
+        Ok(self
+            .once_per_text(comment, take)
+            .await?
+            .unwrap_or_else(|| format!("request of comment {} already handled", comment.id)))
     }
 
     /// Acts on an authorised request (see [`Engine::on_request`]).
