@@ -138,6 +138,14 @@ fn start_retention(
 fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
     let git = crate::agent::sandbox::git::check_version().map_err(anyhow::Error::msg)?;
     tracing::info!(%git, "git");
+    if let Ok(path) = std::env::var("PATH")
+        && crate::agent::process::absolute_dirs(&path) != path
+    {
+        tracing::warn!(
+            %path,
+            "PATH has relative or empty directories; closer and what it runs search only              its absolute ones"
+        );
+    }
     let confinement = config.confinement()?;
     if let Some(reason) = confinement.unavailable() {
         tracing::error!("{reason}; every run will fail until this is fixed");

@@ -43,10 +43,12 @@ pub struct BaseEnv {
 
 impl BaseEnv {
     /// `PATH` and `HOME` copied from closer's own environment (read once, at
-    /// start), `LANG=C.UTF-8`. Neither holds a secret.
+    /// start), `LANG=C.UTF-8`. Neither holds a secret. `PATH` keeps only its
+    /// absolute directories ([`absolute_dirs`]).
     pub fn from_process() -> BaseEnv {
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         BaseEnv {
-            path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            path: absolute_dirs(&path),
             home: std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
             lang: "C.UTF-8".to_owned(),
         }
@@ -324,15 +326,27 @@ fn confine(cmd: &mut Command, jail: &Jail, installation: &[PathBuf]) -> std::io:
     Ok(())
 }
 
+/// The absolute directories of `path`, in order. A relative one (`.`,
+/// `bin`, or an empty entry, which means the current directory) is found
+/// from the directory a program starts in, and closer starts its own git in
+/// a worktree the agent wrote: a `bin/git` there would run unconfined.
+pub fn absolute_dirs(path: &str) -> String {
+    path.split(':')
+        .filter(|dir| Path::new(dir).is_absolute())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
-/// is the one that counts, so resolve against it.
+/// is the one that counts, so resolve against it (its absolute directories
+/// only, see [`absolute_dirs`]).
 pub fn resolve_program(program: &str, path: Option<&str>) -> PathBuf {
     if program.contains('/') {
         return PathBuf::from(program);
     }
     path.into_iter()
         .flat_map(|p| p.split(':'))
-        .filter(|dir| !dir.is_empty())
+        .filter(|dir| Path::new(dir).is_absolute())
         .map(|dir| Path::new(dir).join(program))
         .find(|candidate| candidate.is_file())
         .unwrap_or_else(|| PathBuf::from(program))
@@ -529,6 +543,28 @@ fn send_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_path_directories_are_never_searched() {
+        // The control: the working directory (the crate's root in a test),
+        // named absolutely, finds the file.
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            resolve_program("Cargo.toml", Some(&here.display().to_string())),
+            here.join("Cargo.toml")
+        );
+        for relative in [".", "", "./", "src/.."] {
+            assert_eq!(
+                resolve_program("Cargo.toml", Some(&format!("/nonexistent:{relative}"))),
+                PathBuf::from("Cargo.toml"),
+                "{relative:?}"
+            );
+        }
+        assert_eq!(
+            absolute_dirs("/usr/bin::.:bin:/bin:"),
+            "/usr/bin:/bin".to_owned()
+        );
+    }
 
     fn output(stdout: &str, stderr: &str) -> ProcessOutput {
         ProcessOutput {

@@ -53,11 +53,11 @@ pub fn probe() -> Result<Backend, String> {
     }
 }
 
+/// `name` in an absolute directory of closer's `PATH`.
 fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
+    let path = crate::agent::process::BaseEnv::from_process().path;
+    let found = crate::agent::process::resolve_program(name, Some(&path));
+    found.is_absolute().then_some(found)
 }
 
 /// bwrap's arguments up to and including `--`; `program` is the

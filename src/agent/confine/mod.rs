@@ -177,10 +177,20 @@ pub enum ConfineError {
 
 /// Refuses a `read_write` directory that is, or holds, a directory of
 /// `path`: closer finds the programs it runs itself (git) there, outside
-/// any sandbox.
+/// any sandbox. Compared as written and with links resolved (a shared
+/// `~/tools` that links to `/opt/tools/bin` is refused too).
 fn writable_program_dir(read_write: &[PathBuf], path: &str) -> Result<(), ConfineError> {
+    let both = |dir: &Path| [Some(dir.to_path_buf()), std::fs::canonicalize(dir).ok()];
     for program_dir in path.split(':').filter(|d| !d.is_empty()).map(Path::new) {
-        if let Some(dir) = read_write.iter().find(|dir| program_dir.starts_with(dir)) {
+        let holds = |dir: &&PathBuf| {
+            both(program_dir).iter().flatten().any(|program| {
+                both(dir)
+                    .iter()
+                    .flatten()
+                    .any(|shared| program.starts_with(shared))
+            })
+        };
+        if let Some(dir) = read_write.iter().find(holds) {
             return Err(ConfineError::WritableProgramDir {
                 dir: dir.display().to_string(),
                 program_dir: program_dir.display().to_string(),
@@ -369,5 +379,29 @@ mod tests {
             Ok(()),
             "a sibling whose name starts alike"
         );
+    }
+
+    #[test]
+    fn a_shared_directory_is_compared_with_its_links_resolved() {
+        let root = tempfile::tempdir().unwrap();
+        let tools = root.path().join("opt/tools");
+        std::fs::create_dir_all(tools.join("bin")).unwrap();
+        let link = root.path().join("tools-link");
+        std::os::unix::fs::symlink(&tools, &link).unwrap();
+        let program_dir = tools.join("bin").display().to_string();
+        let linked_program_dir = link.join("bin").display().to_string();
+        // The control: as text, neither names the other.
+        assert!(!Path::new(&program_dir).starts_with(&link));
+        assert!(!Path::new(&linked_program_dir).starts_with(&tools));
+        for (shared, path) in [(&link, &program_dir), (&tools, &linked_program_dir)] {
+            let err = writable_program_dir(std::slice::from_ref(shared), path).unwrap_err();
+            assert!(
+                matches!(err, ConfineError::WritableProgramDir { .. }),
+                "{shared:?} and {path}"
+            );
+        }
+        let beside = root.path().join("cache");
+        std::fs::create_dir(&beside).unwrap();
+        assert_eq!(writable_program_dir(&[beside], &linked_program_dir), Ok(()));
     }
 }
