@@ -583,6 +583,19 @@ mod tests {
 
     use crate::agent::process::Captured;
 
+    #[test]
+    fn the_directories_closer_names_in_home_are_reserved_from_config_files() {
+        let home = std::path::Path::new("/home-of-run");
+        for (name, value) in home_vars(home).into_iter().skip(1) {
+            let relative = value.strip_prefix("/home-of-run/").unwrap();
+            assert!(
+                crate::config::agents::HOME_RESERVED.contains(&relative),
+                "{name}={value}"
+            );
+        }
+        assert!(crate::config::agents::HOME_RESERVED.contains(&super::super::home::HOME_MARKER));
+    }
+
     /// What a `command` agent left: its exit code and two streams.
     fn exited(code: i32, stdout: &str, stderr: &str) -> ProcessOutput {
         let captured = |text: &str| Captured {

@@ -40,8 +40,10 @@ pub(super) async fn prepare_home(
 
 /// Removes what would take a write to `home/relative` elsewhere: a
 /// symbolic link (or anything but a directory) where a directory is on the
-/// way, and anything but a regular file (a directory when `dir`) at the
-/// end. A component outside `home` (`..`, an absolute path) is an error.
+/// way; at the end, anything but a directory when `dir`, and whatever is
+/// there when not (even a regular file: a hard link's other name may be
+/// outside HOME, and writing would truncate it). A component outside `home`
+/// (`..`, an absolute path) is an error.
 async fn clear_the_way(home: &Path, relative: &Path, dir: bool) -> std::io::Result<()> {
     let mut at = home.to_path_buf();
     let mut parts = relative.components().peekable();
@@ -59,7 +61,7 @@ async fn clear_the_way(home: &Path, relative: &Path, dir: bool) -> std::io::Resu
         let kind = meta.file_type();
         let fits = match parts.peek().is_some() || dir {
             true => kind.is_dir(),
-            false => kind.is_file(),
+            false => false,
         };
         match (fits, kind.is_dir()) {
             (true, _) => {}
@@ -73,6 +75,32 @@ async fn clear_the_way(home: &Path, relative: &Path, dir: bool) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_hard_link_the_agent_left_in_home_is_replaced_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".tool")).unwrap();
+        let outside = dir.path().join("precious");
+        let source = dir.path().join("operator.json");
+        std::fs::write(&source, "{}").unwrap();
+        // The control: a copy onto the link truncates the file outside.
+        std::fs::write(&outside, "PRECIOUS").unwrap();
+        let target = home.join(".tool/auth.json");
+        std::fs::hard_link(&outside, &target).unwrap();
+        std::fs::copy(&source, &target).unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "{}");
+
+        std::fs::write(&outside, "PRECIOUS").unwrap();
+        let mut config: AgentConfig =
+            toml::from_str("adapter = \"command\"\ncommand = [\"true\"]").unwrap();
+        config
+            .config_files
+            .insert(".tool/auth.json".into(), source.clone());
+        prepare_home(&home, &config, &[]).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "PRECIOUS");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "{}");
+    }
 
     #[tokio::test]
     async fn what_the_agent_left_in_home_never_takes_closers_writes_elsewhere() {

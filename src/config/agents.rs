@@ -112,7 +112,9 @@ impl AgentConfig {
     }
 
     /// Problems with `config_files`: a target that is not a plain relative
-    /// path under HOME, or a source that cannot be read.
+    /// path under HOME, one that is a directory or file closer makes there
+    /// ([`HOME_RESERVED`]), one inside another target, or a source that
+    /// cannot be read.
     pub fn config_file_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         for (target, source) in &self.config_files {
@@ -123,6 +125,20 @@ impl AgentConfig {
             if !plain {
                 problems.push(format!(
                     "config_files: `{target}` must be a relative path under HOME without `..`"
+                ));
+            } else if let Some(reserved) = HOME_RESERVED
+                .iter()
+                .find(|r| Path::new(target) == Path::new(r))
+            {
+                problems.push(format!(
+                    "config_files: `{target}` is closer's own `{reserved}` in HOME; \
+                     name a file inside it"
+                ));
+            } else if let Some(outer) = self.config_files.keys().find(|other| {
+                *other != target && Path::new(target).starts_with(Path::new(other.as_str()))
+            }) {
+                problems.push(format!(
+                    "config_files: `{target}` is inside `{outer}`, which is a file"
                 ));
             }
             if let Err(e) = std::fs::File::open(source) {
@@ -135,6 +151,20 @@ impl AgentConfig {
         problems
     }
 }
+
+/// What closer itself makes or names in a run's HOME: TMPDIR, the marker
+/// of its last use, the XDG directories and the adapters' own directories.
+/// A `config_files` entry may go inside a directory, never replace one.
+pub const HOME_RESERVED: &[&str] = &[
+    "tmp",
+    ".closer-last-used",
+    ".config",
+    ".local",
+    ".local/share",
+    ".local/state",
+    ".cache",
+    ".codex",
+];
 
 /// The longest iteration an agent may be given: a week.
 const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;
@@ -153,3 +183,65 @@ fn default_output_cap() -> usize {
 
 /// The operator's agents by name.
 pub type Agents = BTreeMap<String, AgentConfig>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_files(targets: &[&str]) -> AgentConfig {
+        let mut config: AgentConfig =
+            toml::from_str("adapter = \"command\"\ncommand = [\"true\"]").unwrap();
+        for target in targets {
+            config
+                .config_files
+                .insert((*target).to_owned(), PathBuf::from("Cargo.toml"));
+        }
+        config
+    }
+
+    #[test]
+    fn a_config_file_may_not_replace_what_closer_makes_in_home() {
+        // The control: files inside closer's directories are what operators
+        // give (`.codex/config.toml`, `.config/opencode/opencode.json`).
+        let fine = [
+            ".codex/config.toml",
+            ".config/opencode/opencode.json",
+            ".claude.json",
+        ];
+        assert_eq!(
+            with_files(&fine).config_file_problems(),
+            Vec::<String>::new()
+        );
+
+        for target in [
+            "tmp",
+            ".config",
+            ".codex",
+            ".local/share",
+            ".closer-last-used",
+        ] {
+            let problems = with_files(&[target]).config_file_problems();
+            assert!(
+                problems.len() == 1 && problems[0].contains("closer's own"),
+                "{target}: {problems:?}"
+            );
+        }
+        let problems = with_files(&[".tool", ".tool/auth.json"]).config_file_problems();
+        assert!(
+            problems.len() == 1 && problems[0].contains("`.tool/auth.json` is inside `.tool`"),
+            "{problems:?}"
+        );
+        for target in ["../x", "/etc/passwd", "", "a/../b"] {
+            let problems = with_files(&[target]).config_file_problems();
+            assert!(
+                problems[0].contains("must be a relative path"),
+                "{target}: {problems:?}"
+            );
+        }
+        let mut missing = with_files(&[]);
+        missing
+            .config_files
+            .insert(".x".into(), PathBuf::from("/nonexistent/file"));
+        assert!(missing.config_file_problems()[0].contains("cannot read /nonexistent/file"));
+    }
+}

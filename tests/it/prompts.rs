@@ -279,11 +279,7 @@ async fn overrides_render_at_most_as_many_at_once_as_the_renderer_allows() {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(
-        &script,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
     // The control: a renderer allowing three at once sees them overlap.
     let wide = render_at_once(&Renderer::with_concurrency(&script, 3), 3).await;

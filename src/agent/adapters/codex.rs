@@ -36,6 +36,9 @@ use crate::agent::adapter::{
 use crate::agent::outcome::{AgentFailure, AgentUsage, Tokens, count, outage_cause};
 use crate::config::agents::{AdapterKind, AgentConfig};
 
+/// Codex's own directory in the run's HOME (`CODEX_HOME`), made by closer.
+pub(crate) const CODEX_HOME: &str = ".codex";
+
 /// The Codex CLI adapter.
 #[derive(Debug, Clone, Copy)]
 pub struct Codex;
@@ -84,7 +87,7 @@ impl AgentAdapter for Codex {
                     )
                 })
                 .collect(),
-            home_dirs: vec![".codex"],
+            home_dirs: vec![CODEX_HOME],
         }
     }
 
@@ -225,6 +228,11 @@ fn usage(events: &[Value]) -> AgentUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codex_home_is_reserved_from_config_files() {
+        assert!(crate::config::agents::HOME_RESERVED.contains(&CODEX_HOME));
+    }
 
     const RUN: &str = r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}
 {"type":"turn.started"}
