@@ -92,6 +92,9 @@ pub struct IssueRef {
     pub open: bool,
     /// Set when the "issue" is a pull request.
     pub is_pull_request: bool,
+    /// When the issue last changed, as GitHub wrote it (`updated_at`):
+    /// every event that changes the issue moves it, a replay does not.
+    pub updated_at: Option<String>,
 }
 
 /// A comment as the event shows it.

@@ -104,6 +104,8 @@ struct RawIssue {
     state: Option<String>,
     #[serde(default)]
     pull_request: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    updated_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -404,6 +406,7 @@ fn issue(raw: RawIssue) -> IssueRef {
         labels: raw.labels.into_iter().map(|l| l.name).collect(),
         open: raw.state.as_deref() != Some("closed"),
         is_pull_request: raw.pull_request.is_some(),
+        updated_at: raw.updated_at,
     }
 }
 

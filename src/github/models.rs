@@ -85,6 +85,8 @@ pub struct Issue {
     pub state_reason: Option<StateReason>,
     /// Label names.
     pub labels: Vec<String>,
+    /// The assignees' logins.
+    pub assignees: Vec<String>,
     pub author: Actor,
     pub html_url: String,
     /// GitHub's issues API also returns pull requests.

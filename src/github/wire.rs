@@ -79,6 +79,9 @@ pub(crate) struct WireIssue {
     pub pull_request: Option<serde_json::Value>,
     #[serde(default)]
     pub node_id: Option<String>,
+    /// `null` or missing in some answers; its entries may be `null` too.
+    #[serde(default)]
+    pub assignees: Option<Vec<Option<WireUser>>>,
 }
 
 impl TryFrom<WireIssue> for Issue {
@@ -92,6 +95,9 @@ impl TryFrom<WireIssue> for Issue {
             state: issue_state(&w.state)?,
             state_reason: w.state_reason.as_deref().and_then(StateReason::parse),
             labels: w.labels.into_iter().map(|l| l.name).collect(),
+            assignees: (w.assignees.into_iter().flatten().flatten())
+                .map(|u| u.login)
+                .collect(),
             author: w.user.actor(),
             html_url: w.html_url,
             is_pull_request: w.pull_request.is_some(),

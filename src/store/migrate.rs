@@ -49,6 +49,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0005_triage.sql"),
         postgres: include_str!("../../migrations/postgres/0005_triage.sql"),
     },
+    Migration {
+        version: 6,
+        name: "handled_events",
+        sqlite: include_str!("../../migrations/sqlite/0006_handled_events.sql"),
+        postgres: include_str!("../../migrations/postgres/0006_handled_events.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod deliveries;
 pub mod dry_run;
+pub mod handled_events;
 pub mod installations;
 pub mod jobs;
 pub mod migrate;

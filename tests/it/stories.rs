@@ -1235,6 +1235,93 @@ async fn a_replayed_mention_does_not_restart_the_run() {
     );
 }
 
+/// An assignment starts a run once, whatever delivery carries it: a
+/// captured `issues.assigned` replayed under a new delivery id after the
+/// run failed restarts nothing, though closer is still assigned. The
+/// control: assigning closer again (GitHub moves the issue's `updated_at`)
+/// restarts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_assignment_does_not_restart_the_run() {
+    let mut s = failing_twice("replay-assign").await;
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let bot = FakeUser::bot(&s.github.bot_login());
+    s.assign_as(n, MAINTAINER, &bot).await;
+    let assignment = s.sent() - 1;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!((run.state, run.iteration), (RunState::Failed, 1));
+
+    s.replay(assignment).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 1),
+        "the replay restarted nothing"
+    );
+    assert!(s.last_delivery_outcome().await.contains("acted on already"));
+
+    // GitHub writes `updated_at` to the second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    s.unassign_as(n, MAINTAINER, &bot).await;
+    s.idle().await;
+    // Unassigned now: GitHub is asked before the replay is even looked up.
+    s.replay(assignment).await;
+    s.idle().await;
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("not so on GitHub now"), "{outcome}");
+    s.assign_as(n, MAINTAINER, &bot).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Failed, 2),
+        "a new assignment restarted it: {}",
+        s.journal().await
+    );
+}
+
+/// A close is read back from GitHub before it stops a run: a captured
+/// `issues.closed` replayed after the issue was reopened and a run started
+/// leaves the run working. The control: closing it for real stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_old_close_replayed_after_the_issue_reopened_does_not_stop_the_run() {
+    let mut s = Story::start("replay-close", Some(CONFIG)).await;
+    let (started, go) = (s.path("started"), s.path("go"));
+    s.agent_step(
+        1,
+        &format!(
+            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
+            started.display(),
+            go.display(),
+            add_failing_test()
+        ),
+    );
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.close_as(n, MAINTAINER).await;
+    let close = s.sent() - 1;
+    s.idle().await;
+    s.github.set_issue_state(&s.repo, n, "open");
+    s.label_as(n, MAINTAINER, "closer").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "iteration 1 did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    s.replay(close).await;
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("open on GitHub now"), "{outcome}");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Running);
+
+    s.close_as(n, MAINTAINER).await;
+    s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), n)
+        .await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Stopped);
+}
+
 /// The close of a verified issue fails (GitHub answers 502 until the
 /// client gives up): the run is done, its status says so, and the run's next
 /// step closes the issue — never a closed issue under a status that is not

@@ -10,7 +10,9 @@
 //!
 //! Never reacts to a bot, to a comment `performed_via_github_app` by our App,
 //! or to our App's own user; a permission that cannot be read counts as
-//! denied.
+//! denied. An assignment, an unassignment or a close that would start or
+//! stop a run is first read back from GitHub: a signed delivery replayed
+//! under a new id says what happened once, not what is so now.
 
 use std::sync::Arc;
 
@@ -26,12 +28,12 @@ use crate::events::signals::Signals;
 use crate::events::{
     Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
 };
-use crate::github::{FileFetch, InstallationClient};
+use crate::github::{FileFetch, InstallationClient, IssueState};
 use crate::model::{
     DEFAULT_TRIGGER_LABEL, InstallationId, Permission, RepoName, Run, RunId, RunState, Stage,
     branch_issue, issue_branch,
 };
-use crate::store::runs;
+use crate::store::{handled_events, runs};
 
 /// The repository config as read for an event.
 pub(super) struct ConfigRead {
@@ -261,6 +263,13 @@ impl Engine {
                 let run = runs::by_issue(store.pool(), &thread.repo.name, issue.number).await?;
                 match run {
                     Some(run) if !run.state.is_final() && !self.awaiting_merge(&run)? => {
+                        let client = self.github.client(thread.installation).await?;
+                        let now = client.get_issue(&thread.repo.name, issue.number).await?;
+                        if now.state != IssueState::Closed {
+                            return Ok(
+                                "issue closed, but open on GitHub now: run goes on".to_owned()
+                            );
+                        }
                         self.stop(&run, "the issue was closed").await?;
                         Ok("issue closed by a person: run stopped".to_owned())
                     }
@@ -283,10 +292,10 @@ impl Engine {
         sender: &Actor,
     ) -> Result<String, EngineError> {
         let app = self.github.app_info().await?;
-        let ours = assignee.is_some_and(|a| {
-            a.login.eq_ignore_ascii_case(&app.bot_login) || a.login.eq_ignore_ascii_case(&app.slug)
-        });
-        if !ours {
+        let ours = |login: &str| {
+            login.eq_ignore_ascii_case(&app.bot_login) || login.eq_ignore_ascii_case(&app.slug)
+        };
+        if !assignee.is_some_and(|a| ours(&a.login)) {
             return Ok(format!("issues {action:?}: not closer"));
         }
         let client = self.github.client(thread.installation).await?;
@@ -297,6 +306,13 @@ impl Engine {
             .await
         {
             return Ok(format!("assignment by {}: not authorised", sender.login));
+        }
+        // What GitHub shows now decides: a delivery replayed under a new id
+        // carries the same signed body, however long ago it happened.
+        let now = (client.get_issue(&thread.repo.name, thread.issue.number)).await?;
+        let assigned = now.assignees.iter().any(|login| ours(login));
+        if assigned != (*action == IssuesAction::Assigned) {
+            return Ok(format!("issues {action:?}: not so on GitHub now"));
         }
         if *action == IssuesAction::Unassigned {
             let pool = self.runs.store().pool();
@@ -309,7 +325,33 @@ impl Engine {
                 _ => Ok("unassigned: no active run".to_owned()),
             };
         }
-        self.trigger(&client, thread, config, true).await
+        self.assigned(&client, thread, config).await
+    }
+
+    /// An assignment to the App, confirmed on GitHub: starts or restarts
+    /// the run, once per assignment. A replayed delivery carries the same
+    /// `updated_at` as the one acted on; a new assignment moves it (GitHub
+    /// writes it to the second, so assigning again within the same second
+    /// as the last counts as the same assignment).
+    async fn assigned(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        config: ConfigRead,
+    ) -> Result<String, EngineError> {
+        let store = self.runs.store();
+        let key = (thread.issue.updated_at.as_ref())
+            .map(|at| format!("{}#{}:assigned:{at}", thread.repo.name, thread.issue.number));
+        if let Some(key) = &key
+            && handled_events::handled(store.pool(), key).await?
+        {
+            return Ok("assigned: this assignment was acted on already".to_owned());
+        }
+        let outcome = self.trigger(client, thread, config, true).await?;
+        if let Some(key) = &key {
+            handled_events::mark_handled(store.pool(), key, store.now_ms()).await?;
+        }
+        Ok(outcome)
     }
 
     async fn on_merged(&self, repo: &RepoName, pull: &PullRef) -> Result<String, EngineError> {

@@ -143,6 +143,8 @@ pub struct Story {
     pub engine: Option<Arc<Engine>>,
     worker_stop: watch::Sender<bool>,
     deliveries: u64,
+    /// Every delivery sent, in order: its event and its exact body.
+    sent: Vec<(String, Vec<u8>)>,
     /// The agent the workers run (default: the scripted `agent.sh`);
     /// takes effect at the next [`Story::spawn_workers`].
     pub agent: Option<AgentConfig>,
@@ -287,6 +289,7 @@ impl Story {
             engine: None,
             worker_stop: watch::channel(false).0,
             deliveries: 0,
+            sent: Vec::new(),
             agent: None,
             confinement: None,
             progress_every: None,
@@ -439,13 +442,12 @@ impl Story {
         self.deliver("issues", payload).await;
     }
 
-    /// Delivers `issues.closed` by `user` (the fake's issue is left as is).
+    /// `user` closes the issue; `issues.closed` is delivered.
     pub async fn close_as(&mut self, number: IssueNumber, user: &str) {
-        let mut issue = self.issue_json(number);
-        issue["state"] = json!("closed");
+        self.github.set_issue_state(&self.repo, number, "closed");
         let payload = json!({
             "action": "closed",
-            "issue": issue,
+            "issue": self.issue_json(number),
             "sender": user_json(&FakeUser::user(user)),
         });
         self.deliver("issues", payload).await;
@@ -528,10 +530,27 @@ impl Story {
         payload["repository"] = json!({
             "full_name": REPO, "clone_url": self.origin.url, "default_branch": "main", "private": false,
         });
+        let body = serde_json::to_vec(&payload).unwrap();
+        self.sent.push((event.to_owned(), body.clone()));
         self.deliveries += 1;
         let id = super::unique(&format!("story-{}", self.deliveries));
-        self.deliver_raw(event, &id, &serde_json::to_vec(&payload).unwrap())
-            .await
+        self.deliver_raw(event, &id, &body).await
+    }
+
+    /// How many deliveries the story has sent ([`Story::replay`] takes one
+    /// by its place, from 0).
+    pub fn sent(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// Sends delivery `index` again, byte for byte (so with a valid
+    /// signature), under a new delivery id: what somebody who captured it
+    /// could do.
+    pub async fn replay(&mut self, index: usize) -> StatusCode {
+        let (event, body) = self.sent[index].clone();
+        self.deliveries += 1;
+        let id = super::unique(&format!("story-replay-{}", self.deliveries));
+        self.deliver_raw(&event, &id, &body).await
     }
 
     /// Posts these bytes as delivery `id`.
@@ -552,16 +571,9 @@ impl Story {
         status
     }
 
+    /// The issue as a webhook shows it (GitHub's REST shape).
     pub fn issue_json(&self, number: IssueNumber) -> Value {
-        let issue = self.github.issue(&self.repo, number);
-        json!({
-            "number": issue.number,
-            "title": issue.title,
-            "body": issue.body,
-            "user": user_json(&issue.author),
-            "labels": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
-            "state": issue.state,
-        })
+        self.github.issue_json(&self.repo, number)
     }
 
     /// Waits until no job is queued or leased (every step has run). Panics
@@ -692,6 +704,29 @@ impl Story {
                     self.run(number).await
                 ),
             }
+        }
+    }
+
+    /// The outcome of the latest delivery, once a worker recorded one
+    /// (while a run's job may still be working).
+    pub async fn last_delivery_outcome(&mut self) -> String {
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            let outcome: Option<String> =
+                sqlx::query("SELECT outcome FROM deliveries ORDER BY id DESC LIMIT 1")
+                    .fetch_one(self.store.pool())
+                    .await
+                    .unwrap()
+                    .get("outcome");
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the latest delivery got no outcome within {} s",
+                SETTLE_WAIT.as_secs()
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(200), self.settled.recv()).await;
         }
     }
 

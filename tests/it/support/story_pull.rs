@@ -186,6 +186,7 @@ impl Story {
     /// `sender` takes `assignee` off the issue; `issues.unassigned` is
     /// delivered.
     pub async fn unassign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {
+        self.github.unassign(&self.repo, number, &assignee.login);
         let payload = json!({
             "action": "unassigned",
             "issue": self.issue_json(number),
@@ -200,11 +201,9 @@ impl Story {
     /// `sender`).
     pub async fn assign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {
         self.github.assign(&self.repo, number, &assignee.login);
-        let mut issue = self.issue_json(number);
-        issue["assignees"] = json!([user_json(assignee)]);
         let payload = json!({
             "action": "assigned",
-            "issue": issue,
+            "issue": self.issue_json(number),
             "assignee": user_json(assignee),
             "sender": user_json(&FakeUser::user(sender)),
         });

@@ -561,16 +561,54 @@ impl FakeGitHub {
 
     /// Assigns an issue to `login` (a person, or a bot's `…[bot]` login).
     pub fn assign(&self, repo: &RepoName, number: IssueNumber, login: &str) {
+        self.change_issue(repo, number, |issue| {
+            if !issue.assignees.iter().any(|a| a == login) {
+                issue.assignees.push(login.to_owned());
+            }
+        });
+    }
+
+    /// Takes `login` off an issue's assignees.
+    pub fn unassign(&self, repo: &RepoName, number: IssueNumber, login: &str) {
+        self.change_issue(repo, number, |issue| issue.assignees.retain(|a| a != login));
+    }
+
+    /// Closes (`"closed"`) or reopens (`"open"`) an issue, as a person would.
+    pub fn set_issue_state(&self, repo: &RepoName, number: IssueNumber, state: &str) {
+        self.change_issue(repo, number, |issue| {
+            issue.state = state.to_owned();
+            issue.state_reason = None;
+        });
+    }
+
+    /// Changes an issue as a person would; GitHub moves its `updated_at`
+    /// (and `closed_at` as it closes or reopens).
+    fn change_issue(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        change: impl FnOnce(&mut FakeIssue),
+    ) {
         self.with(|st| {
+            let now = st.now();
             let issue = st
                 .repo_mut(&repo.to_string())
                 .issues
                 .get_mut(&number.0)
                 .expect("issue");
-            if !issue.assignees.iter().any(|a| a == login) {
-                issue.assignees.push(login.to_owned());
-            }
+            change(issue);
+            issue.updated_at = now;
+            issue.closed_at = (issue.state == "closed").then_some(issue.closed_at.unwrap_or(now));
         });
+    }
+
+    /// An issue as GitHub's REST API and its webhooks show it.
+    pub fn issue_json(&self, repo: &RepoName, number: IssueNumber) -> serde_json::Value {
+        self.with(|st| {
+            let r = st.repo(&repo.to_string());
+            let issue = r.issues.get(&number.0).expect("issue");
+            json::issue(&st.base_url, r, issue)
+        })
     }
 
     /// An issue's GraphQL node id (what its REST answer carries as `node_id`).
