@@ -143,7 +143,8 @@ fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
     {
         tracing::warn!(
             %path,
-            "PATH has relative or empty directories; closer and what it runs search only              its absolute ones"
+            "PATH has relative or empty directories; closer and what it runs search only \
+             its absolute ones"
         );
     }
     let confinement = config.confinement()?;

@@ -120,8 +120,6 @@ pub struct Invocation {
     /// Variables the tool needs to run unattended (the operator's
     /// `pass_env` values win over these).
     pub env: Vec<(String, String)>,
-    /// Directories under the run's HOME the tool needs to exist.
-    pub home_dirs: Vec<&'static str>,
 }
 
 /// What an adapter read from its tool's stdout.
@@ -147,6 +145,11 @@ pub trait AgentAdapter: Send + Sync {
     fn invocation(&self, config: &AgentConfig, request: &AgentRequest) -> Invocation;
     /// Maps the tool's stdout onto the common result.
     fn interpret(&self, stdout: &str) -> Interpretation;
+    /// Directories under the run's HOME the tool needs to exist (each in
+    /// `config::agents::HOME_RESERVED`).
+    fn home_dirs(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// What one stdout line says while the tool runs, if anything.
     fn observe(&self, line: &str) -> Option<Observation> {
         let _ = line;
@@ -332,7 +335,7 @@ pub async fn run_agent(
         .map_err(AgentError::PromptFile)?;
     let invocation = adapter.invocation(config, request);
     if let Some(home) = &request.home {
-        super::home::prepare_home(home, config, &invocation.home_dirs)
+        super::home::prepare_home(home, config, adapter.home_dirs())
             .await
             .map_err(AgentError::Home)?;
     }
@@ -594,6 +597,26 @@ mod tests {
             );
         }
         assert!(crate::config::agents::HOME_RESERVED.contains(&super::super::home::HOME_MARKER));
+        // A new adapter fails to compile here until it is listed.
+        let listed = |kind: AdapterKind| match kind {
+            AdapterKind::ClaudeCode
+            | AdapterKind::Codex
+            | AdapterKind::Opencode
+            | AdapterKind::Command => kind,
+        };
+        for kind in [
+            AdapterKind::ClaudeCode,
+            AdapterKind::Codex,
+            AdapterKind::Opencode,
+            AdapterKind::Command,
+        ] {
+            for dir in adapter_for(listed(kind)).home_dirs() {
+                assert!(
+                    crate::config::agents::HOME_RESERVED.contains(dir),
+                    "{kind:?}: {dir}"
+                );
+            }
+        }
     }
 
     /// What a `command` agent left: its exit code and two streams.

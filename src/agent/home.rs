@@ -30,12 +30,27 @@ pub(super) async fn prepare_home(
         if let Some(parent) = to.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
-        tokio::fs::copy(source, &to).await.map_err(|e| {
+        let copy = async { write_new(&to, &tokio::fs::read(source).await?).await };
+        copy.await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("copying {}: {e}", source.display()))
         })?;
     }
     clear_the_way(home, Path::new(HOME_MARKER), false).await?;
-    tokio::fs::write(home.join(HOME_MARKER), b"").await
+    write_new(&home.join(HOME_MARKER), b"").await
+}
+
+/// Writes `bytes` to a file that must not exist yet (readable by its owner
+/// only): nothing placed there after [`clear_the_way`] is written through.
+async fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .await?;
+    file.write_all(bytes).await?;
+    file.flush().await
 }
 
 /// Removes what would take a write to `home/relative` elsewhere: a

@@ -32,6 +32,9 @@ pub const STOP_GRACE: Duration = Duration::from_secs(3);
 /// The most a [`ProcessOutput::tail`] returns: a log excerpt, not the log.
 pub const TAIL_MAX_BYTES: usize = 16 * 1024;
 
+/// The `PATH` of a process whose own has no absolute directory.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// The minimal environment every subprocess starts from: `PATH`, `HOME` and
 /// `LANG`, nothing inherited.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +47,12 @@ pub struct BaseEnv {
 impl BaseEnv {
     /// `PATH` and `HOME` copied from closer's own environment (read once, at
     /// start), `LANG=C.UTF-8`. Neither holds a secret. `PATH` keeps only its
-    /// absolute directories ([`absolute_dirs`]).
+    /// absolute directories ([`absolute_dirs`]); without any (unset, empty,
+    /// or all relative) it is `/usr/local/bin:/usr/bin:/bin`, since an empty
+    /// `PATH` means the current directory to `execvp`.
     pub fn from_process() -> BaseEnv {
-        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         BaseEnv {
-            path: absolute_dirs(&path),
+            path: search_path(&std::env::var("PATH").unwrap_or_default()),
             home: std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
             lang: "C.UTF-8".to_owned(),
         }
@@ -337,6 +341,14 @@ pub fn absolute_dirs(path: &str) -> String {
         .join(":")
 }
 
+/// The absolute directories of `raw`, or [`DEFAULT_PATH`] when it has none.
+fn search_path(raw: &str) -> String {
+    match absolute_dirs(raw) {
+        dirs if dirs.is_empty() => DEFAULT_PATH.to_owned(),
+        dirs => dirs,
+    }
+}
+
 /// `Command` looks a bare name up on closer's own `PATH`; the child's `PATH`
 /// is the one that counts, so resolve against it (its absolute directories
 /// only, see [`absolute_dirs`]).
@@ -564,6 +576,11 @@ mod tests {
             absolute_dirs("/usr/bin::.:bin:/bin:"),
             "/usr/bin:/bin".to_owned()
         );
+        // An empty PATH would mean the current directory to execvp.
+        for none in ["", ".", "bin::"] {
+            assert_eq!(search_path(none), DEFAULT_PATH, "{none:?}");
+        }
+        assert_eq!(search_path("/opt/bin:."), "/opt/bin");
     }
 
     fn output(stdout: &str, stderr: &str) -> ProcessOutput {

@@ -126,10 +126,10 @@ impl AgentConfig {
                 problems.push(format!(
                     "config_files: `{target}` must be a relative path under HOME without `..`"
                 ));
-            } else if let Some(reserved) = HOME_RESERVED
-                .iter()
-                .find(|r| Path::new(target) == Path::new(r))
-            {
+            } else if let Some(reserved) = HOME_RESERVED.iter().find(|r| {
+                Path::new(target) == Path::new(r)
+                    || (HOME_RESERVED_FILES.contains(r) && Path::new(target).starts_with(r))
+            }) {
                 problems.push(format!(
                     "config_files: `{target}` is closer's own `{reserved}` in HOME; \
                      name a file inside it"
@@ -165,6 +165,9 @@ pub const HOME_RESERVED: &[&str] = &[
     ".cache",
     ".codex",
 ];
+
+/// Of [`HOME_RESERVED`], the files: nothing goes inside them either.
+const HOME_RESERVED_FILES: &[&str] = &[".closer-last-used"];
 
 /// The longest iteration an agent may be given: a week.
 const MAX_TIMEOUT_SECS: u64 = 7 * 86_400;

@@ -250,11 +250,14 @@ async fn an_override_that_would_take_all_memory_cpu_or_output_fails_by_name() {
     ));
 }
 
-/// Renders `template` `count` times at once through one renderer; what each
-/// render printed.
+/// Renders a template `count` times at once, each through its own clone
+/// of `renderer` (as every worker holds one); what each render printed.
 async fn render_at_once(renderer: &Renderer, count: usize) -> Vec<String> {
     let template = PromptTemplate::parse("p.md", "unused").unwrap();
-    let renders = (0..count).map(|_| renderer.render(&template, &serde_json::Value::Null));
+    let renders = (0..count).map(|_| {
+        let (renderer, template) = (renderer.clone(), template.clone());
+        async move { renderer.render(&template, &serde_json::Value::Null).await }
+    });
     futures_util::future::join_all(renders)
         .await
         .into_iter()

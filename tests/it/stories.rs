@@ -15,7 +15,7 @@ use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::process::alive;
-use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, user_json};
 
 /// Iteration 1 of the bug story: a regression test that fails.
 pub(crate) fn add_failing_test() -> String {
@@ -1237,9 +1237,10 @@ async fn a_replayed_mention_does_not_restart_the_run() {
 
 /// An assignment starts a run once, whatever delivery carries it: a
 /// captured `issues.assigned` replayed under a new delivery id after the
-/// run failed restarts nothing, though closer is still assigned. The
-/// control: assigning closer again (GitHub moves the issue's `updated_at`)
-/// restarts it.
+/// run failed restarts nothing, though closer is still assigned; nor does
+/// one that arrives after closer was unassigned again. The control:
+/// assigning closer again (GitHub moves the issue's `updated_at`) restarts
+/// it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replayed_assignment_does_not_restart_the_run() {
     let mut s = failing_twice("replay-assign").await;
@@ -1259,17 +1260,28 @@ async fn a_replayed_assignment_does_not_restart_the_run() {
         (RunState::Failed, 1),
         "the replay restarted nothing"
     );
-    assert!(s.last_delivery_outcome().await.contains("acted on already"));
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("seen already"), "{outcome}");
 
     // GitHub writes `updated_at` to the second.
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Assigned and unassigned again before the assignment is delivered:
+    // GitHub now shows closer unassigned, which decides.
+    s.github.assign(&s.repo, n, &bot.login);
+    let late = s.issue_json(n);
     s.unassign_as(n, MAINTAINER, &bot).await;
-    s.idle().await;
-    // Unassigned now: GitHub is asked before the replay is even looked up.
-    s.replay(assignment).await;
+    s.deliver(
+        "issues",
+        json!({"action": "assigned", "issue": late, "assignee": user_json(&bot),
+               "sender": user_json(&FakeUser::user(MAINTAINER))}),
+    )
+    .await;
     s.idle().await;
     let outcome = s.last_delivery_outcome().await;
     assert!(outcome.contains("not so on GitHub now"), "{outcome}");
+    assert_eq!(s.run(n).await.unwrap().iteration, 1);
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     s.assign_as(n, MAINTAINER, &bot).await;
     s.idle().await;
     let run = s.run(n).await.unwrap();
@@ -1281,6 +1293,63 @@ async fn a_replayed_assignment_does_not_restart_the_run() {
     );
 }
 
+/// An unassignment stops a run once: a captured `issues.unassigned`
+/// replayed while a run started by the label works (closer unassigned, as
+/// the replay says) leaves the run working. The control: assigning and
+/// unassigning closer for real stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replayed_unassignment_does_not_stop_a_later_run() {
+    let mut s = Story::start("replay-unassign", Some(CONFIG)).await;
+    let (started, go) = (s.path("started"), s.path("go"));
+    s.agent_step(1, &waiting_for(&started, &go));
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let bot = FakeUser::bot(&s.github.bot_login());
+    s.github.assign(&s.repo, n, &bot.login);
+    s.unassign_as(n, MAINTAINER, &bot).await;
+    let unassignment = s.sent() - 1;
+    s.idle().await;
+    s.label_as(n, MAINTAINER, "closer").await;
+    wait_for_file(&started).await;
+
+    s.replay(unassignment).await;
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("seen already"), "{outcome}");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Running);
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    s.assign_as(n, MAINTAINER, &bot).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    s.unassign_as(n, MAINTAINER, &bot).await;
+    s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), n)
+        .await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+}
+
+/// An agent step that marks `started`, then waits for `go` before adding
+/// a failing test.
+fn waiting_for(started: &std::path::Path, go: &std::path::Path) -> String {
+    format!(
+        "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
+        started.display(),
+        go.display(),
+        add_failing_test()
+    )
+}
+
+/// Waits up to a minute for the agent to create `file`.
+async fn wait_for_file(file: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A close is read back from GitHub before it stops a run: a captured
 /// `issues.closed` replayed after the issue was reopened and a run started
 /// leaves the run working. The control: closing it for real stops it.
@@ -1288,26 +1357,14 @@ async fn a_replayed_assignment_does_not_restart_the_run() {
 async fn an_old_close_replayed_after_the_issue_reopened_does_not_stop_the_run() {
     let mut s = Story::start("replay-close", Some(CONFIG)).await;
     let (started, go) = (s.path("started"), s.path("go"));
-    s.agent_step(
-        1,
-        &format!(
-            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
-            started.display(),
-            go.display(),
-            add_failing_test()
-        ),
-    );
+    s.agent_step(1, &waiting_for(&started, &go));
     let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
     s.close_as(n, MAINTAINER).await;
     let close = s.sent() - 1;
     s.idle().await;
     s.github.set_issue_state(&s.repo, n, "open");
     s.label_as(n, MAINTAINER, "closer").await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "iteration 1 did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&started).await;
 
     s.replay(close).await;
     let outcome = s.last_delivery_outcome().await;

@@ -63,7 +63,6 @@ impl AgentAdapter for ClaudeCode {
                 ),
                 ("DISABLE_AUTOUPDATER".into(), "1".into()),
             ],
-            home_dirs: Vec::new(),
         }
     }
 

@@ -87,7 +87,6 @@ impl AgentAdapter for Codex {
                     )
                 })
                 .collect(),
-            home_dirs: vec![CODEX_HOME],
         }
     }
 
@@ -126,6 +125,10 @@ impl AgentAdapter for Codex {
 
     fn version_argv(&self, config: &AgentConfig) -> Option<Vec<String>> {
         Some(tool_argv(config, "codex", &["--version"]))
+    }
+
+    fn home_dirs(&self) -> &'static [&'static str] {
+        &[CODEX_HOME]
     }
 
     fn interpret(&self, stdout: &str) -> Interpretation {
@@ -228,11 +231,6 @@ fn usage(events: &[Value]) -> AgentUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn codex_home_is_reserved_from_config_files() {
-        assert!(crate::config::agents::HOME_RESERVED.contains(&CODEX_HOME));
-    }
 
     const RUN: &str = r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}
 {"type":"turn.started"}

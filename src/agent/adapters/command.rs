@@ -31,7 +31,6 @@ impl AgentAdapter for CommandAdapter {
                 .iter()
                 .map(|s| ("CLOSER_RESUME".to_owned(), s.clone()))
                 .collect(),
-            home_dirs: Vec::new(),
         }
     }
 

@@ -68,7 +68,6 @@ impl AgentAdapter for Opencode {
                 .chain(QUIET.iter().map(|name| (*name, "1")))
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
-            home_dirs: Vec::new(),
         }
     }
 

@@ -38,6 +38,9 @@ pub const MIN_GIT: (u32, u32) = (2, 40);
 pub fn check_version() -> Result<String, String> {
     let path = BaseEnv::from_process().path;
     let git = process::resolve_program("git", Some(&path));
+    if !git.is_absolute() {
+        return Err(format!("git is not in any directory of PATH ({path})"));
+    }
     let out = std::process::Command::new(&git)
         .arg("--version")
         .env("LC_ALL", "C")

@@ -284,6 +284,13 @@ impl Engine {
     /// starts a run (restarting an ended one, as `/closer run` does);
     /// unassigning it stops the run. Other assignees are not closer's
     /// business.
+    ///
+    /// Each (un)assignment is looked at once, by its sender and the
+    /// issue's `updated_at`: a delivery replayed under a new id carries the
+    /// `updated_at` of the one already seen, while every new change moves
+    /// it (GitHub writes it to the second, so the same person's change
+    /// within the same second as the last counts as the same). A payload
+    /// without it is ignored; GitHub's schema requires it.
     async fn on_assignment(
         &self,
         thread: &Thread<'_>,
@@ -298,60 +305,57 @@ impl Engine {
         if !assignee.is_some_and(|a| ours(&a.login)) {
             return Ok(format!("issues {action:?}: not closer"));
         }
+        let Some(at) = &thread.issue.updated_at else {
+            return Ok(format!(
+                "issues {action:?}: the issue has no updated_at; ignored"
+            ));
+        };
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let key = format!("{repo}#{number}:{action:?}:{at}:{}", sender.login);
+        let store = self.runs.store();
+        if handled_events::handled(store.pool(), &key).await? {
+            return Ok(format!("issues {action:?}: this one was seen already"));
+        }
+        let outcome = self.assignment(thread, action, sender, &ours).await?;
+        handled_events::mark_handled(store.pool(), &key, store.now_ms()).await?;
+        Ok(outcome)
+    }
+
+    /// An (un)assignment of the App seen for the first time (see
+    /// [`Engine::on_assignment`]), acted on when its sender is authorised
+    /// and GitHub still shows it: a delivery says what happened, not what
+    /// is so now.
+    async fn assignment(
+        &self,
+        thread: &Thread<'_>,
+        action: &IssuesAction,
+        sender: &Actor,
+        ours: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let assigning = *action == IssuesAction::Assigned;
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let active = run.filter(|run| !run.state.is_final());
+        if !assigning && active.is_none() {
+            return Ok("unassigned: no active run".to_owned());
+        }
         let client = self.github.client(thread.installation).await?;
         let config = self.read_config(&client, thread.repo).await?;
         let minimum = config.min_permission();
-        if !self
-            .permitted(&client, &thread.repo.name, &sender.login, minimum)
-            .await
-        {
+        if !self.permitted(&client, repo, &sender.login, minimum).await {
             return Ok(format!("assignment by {}: not authorised", sender.login));
         }
-        // What GitHub shows now decides: a delivery replayed under a new id
-        // carries the same signed body, however long ago it happened.
-        let now = (client.get_issue(&thread.repo.name, thread.issue.number)).await?;
-        let assigned = now.assignees.iter().any(|login| ours(login));
-        if assigned != (*action == IssuesAction::Assigned) {
+        let now = client.get_issue(repo, number).await?;
+        if now.assignees.iter().any(|login| ours(login)) != assigning {
             return Ok(format!("issues {action:?}: not so on GitHub now"));
         }
-        if *action == IssuesAction::Unassigned {
-            let pool = self.runs.store().pool();
-            let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
-            return match run {
-                Some(run) if !run.state.is_final() => {
-                    self.stop(&run, "closer was unassigned").await?;
-                    Ok("unassigned: run stopped".to_owned())
-                }
-                _ => Ok("unassigned: no active run".to_owned()),
-            };
+        match active {
+            Some(run) if !assigning => {
+                self.stop(&run, "closer was unassigned").await?;
+                Ok("unassigned: run stopped".to_owned())
+            }
+            _ => self.trigger(&client, thread, config, true).await,
         }
-        self.assigned(&client, thread, config).await
-    }
-
-    /// An assignment to the App, confirmed on GitHub: starts or restarts
-    /// the run, once per assignment. A replayed delivery carries the same
-    /// `updated_at` as the one acted on; a new assignment moves it (GitHub
-    /// writes it to the second, so assigning again within the same second
-    /// as the last counts as the same assignment).
-    async fn assigned(
-        &self,
-        client: &Arc<InstallationClient>,
-        thread: &Thread<'_>,
-        config: ConfigRead,
-    ) -> Result<String, EngineError> {
-        let store = self.runs.store();
-        let key = (thread.issue.updated_at.as_ref())
-            .map(|at| format!("{}#{}:assigned:{at}", thread.repo.name, thread.issue.number));
-        if let Some(key) = &key
-            && handled_events::handled(store.pool(), key).await?
-        {
-            return Ok("assigned: this assignment was acted on already".to_owned());
-        }
-        let outcome = self.trigger(client, thread, config, true).await?;
-        if let Some(key) = &key {
-            handled_events::mark_handled(store.pool(), key, store.now_ms()).await?;
-        }
-        Ok(outcome)
     }
 
     async fn on_merged(&self, repo: &RepoName, pull: &PullRef) -> Result<String, EngineError> {
