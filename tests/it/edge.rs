@@ -320,6 +320,71 @@ async fn slow_connections_do_not_stop_healthz_and_over_the_cap_are_shed() {
     edge.stop().await;
 }
 
+/// A signed `issues.opened` delivery, whole: what the server answered.
+async fn deliver_signed(edge: &Edge, id: &str) -> Option<String> {
+    let body = fixture("issues.opened.json");
+    let signature = sign(SECRET, &body);
+    let head = webhook_head(
+        body.len(),
+        &[
+            ("X-Hub-Signature-256", &signature),
+            ("X-GitHub-Event", "issues"),
+            ("X-GitHub-Delivery", id),
+        ],
+    );
+    let mut conn = edge.connect().await;
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&body).await.unwrap();
+    read_answer(&mut conn, Duration::from_secs(2)).await
+}
+
+#[tokio::test]
+async fn a_declared_length_holds_no_body_budget_until_its_bytes_arrive() {
+    // A 32 MiB budget (the default) and requests that declare 20 MiB each.
+    let edge = Edge::start("edge_budget", HttpLimits::default()).await;
+    let stalled_head = |id: &str| {
+        webhook_head(
+            20 * 1024 * 1024,
+            &[
+                ("X-Hub-Signature-256", &format!("sha256={}", "0".repeat(64))),
+                ("X-GitHub-Event", "issues"),
+                ("X-GitHub-Delivery", id),
+            ],
+        )
+    };
+    // The control: two requests that did send 16 MiB each and stalled hold
+    // the whole budget; a delivery waits behind them.
+    let mut sent = Vec::new();
+    for id in ["sent-1", "sent-2"] {
+        let mut conn = edge.connect().await;
+        conn.write_all(stalled_head(id).as_bytes()).await.unwrap();
+        conn.write_all(&vec![b' '; 16 * 1024 * 1024]).await.unwrap();
+        sent.push(conn);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        deliver_signed(&edge, "behind-sent").await,
+        None,
+        "bytes sent hold the budget"
+    );
+    drop(sent);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Five that only declared 20 MiB hold 64 KiB each: a delivery goes by.
+    let mut declared = Vec::new();
+    for i in 0..5 {
+        let mut conn = edge.connect().await;
+        let head = stalled_head(&format!("declared-{i}"));
+        conn.write_all(head.as_bytes()).await.unwrap();
+        declared.push(conn);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answer = deliver_signed(&edge, "beside-declared").await;
+    let answer = answer.expect("an answer while the stalled requests wait");
+    assert!(status_line(&answer).contains("202"), "{answer}");
+    edge.stop().await;
+}
+
 impl Edge {
     async fn stop(self) {
         let _ = self.stop.send(true);
