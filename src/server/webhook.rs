@@ -155,6 +155,9 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
         if needed > holding {
             let want = needed.max(holding.saturating_mul(2)).min(share);
             held.merge(take(want - holding).await?);
+            // The buffer holds what the budget counts, not what doubling
+            // on its own would round it up to.
+            buffer.reserve_exact(want - buffer.len());
         }
         buffer.extend_from_slice(data);
     }
