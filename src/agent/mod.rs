@@ -11,3 +11,4 @@ pub mod outcome;
 pub mod process;
 pub mod reaper;
 pub mod sandbox;
+pub mod search_path;

@@ -16,6 +16,7 @@ use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::process::alive;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, user_json};
+use crate::support::wait_for_file;
 
 /// Iteration 1 of the bug story: a regression test that fails.
 pub(crate) fn add_failing_test() -> String {
@@ -439,14 +440,7 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    let waited = Instant::now();
-    while !started.exists() {
-        assert!(
-            waited.elapsed() < Duration::from_secs(60),
-            "the agent never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_file(&started).await;
     let child =
         crate::support::process::process_with_argument(&marker).expect("the agent's sleeper");
     assert!(alive(child), "the agent's child is at work");
@@ -1191,15 +1185,7 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
         (RunState::Failed, 2),
         "the replay restarted nothing"
     );
-    use sqlx::Row;
-    let outcome: Option<String> =
-        sqlx::query("SELECT outcome FROM deliveries ORDER BY id DESC LIMIT 1")
-            .fetch_one(s.store.pool())
-            .await
-            .unwrap()
-            .try_get("outcome")
-            .unwrap();
-    assert!(outcome.unwrap_or_default().contains("already handled"));
+    assert!(s.last_delivery_outcome().await.contains("already handled"));
 }
 
 /// A request to the App is acted on once too: a captured mention replayed
@@ -1335,19 +1321,6 @@ fn waiting_for(started: &std::path::Path, go: &std::path::Path) -> String {
         go.display(),
         add_failing_test()
     )
-}
-
-/// Waits up to a minute for the agent to create `file`.
-async fn wait_for_file(file: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !file.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            file.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A close is read back from GitHub before it stops a run: a captured

@@ -17,6 +17,7 @@ use sqlx::Row;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
+use crate::support::wait_for_file;
 
 /// The fix of the bug stories, with its regression test.
 fn fix_add() -> String {
@@ -391,11 +392,7 @@ async fn reviews_arriving_while_an_iteration_runs_make_one_further_iteration() {
     )
     .await;
     // The agent of iteration 2 is at work (it wrote its prompt down).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !s.path("prompt-2.txt").exists() {
-        assert!(Instant::now() < deadline, "iteration 2 did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&s.path("prompt-2.txt")).await;
     s.review_as(
         pull,
         MAINTAINER,
@@ -457,11 +454,7 @@ async fn a_push_while_the_agent_works_is_taken_in_and_the_iteration_redone_on_to
         &[("calc.sh", 1, "Explain add.")],
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !s.path("prompt-2.txt").exists() {
-        assert!(Instant::now() < deadline, "iteration 2 did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&s.path("prompt-2.txt")).await;
     // The maintainer pushes while the agent works (their webhook comes
     // later): closer's push is refused, never forced.
     let theirs = s.push_quietly_as(MAINTAINER, "NOTES.md", "notes\n");
@@ -561,11 +554,7 @@ async fn unassigning_the_app_stops_its_run() {
     let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
     let bot = FakeUser::bot(&s.github.bot_login());
     s.assign_as(n, MAINTAINER, &bot).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !s.path("prompt-1.txt").exists() {
-        assert!(Instant::now() < deadline, "iteration 1 did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&s.path("prompt-1.txt")).await;
     s.unassign_as(n, MAINTAINER, &bot).await;
     s.idle().await;
     let run = s.run(n).await.unwrap();

@@ -181,16 +181,17 @@ pub enum ConfineError {
 /// `~/tools` that links to `/opt/tools/bin` is refused too).
 fn writable_program_dir(read_write: &[PathBuf], path: &str) -> Result<(), ConfineError> {
     let both = |dir: &Path| [Some(dir.to_path_buf()), std::fs::canonicalize(dir).ok()];
+    let shared: Vec<_> = read_write.iter().map(|dir| (dir, both(dir))).collect();
     for program_dir in path.split(':').filter(|d| !d.is_empty()).map(Path::new) {
-        let holds = |dir: &&PathBuf| {
-            both(program_dir).iter().flatten().any(|program| {
-                both(dir)
-                    .iter()
-                    .flatten()
-                    .any(|shared| program.starts_with(shared))
-            })
+        let programs = both(program_dir);
+        let holds = |(_, names): &&(&PathBuf, [Option<PathBuf>; 2])| {
+            let mut pairs = programs
+                .iter()
+                .flatten()
+                .flat_map(|p| names.iter().flatten().map(move |s| (p, s)));
+            pairs.any(|(program, shared)| program.starts_with(shared))
         };
-        if let Some(dir) = read_write.iter().find(holds) {
+        if let Some((dir, _)) = shared.iter().find(holds) {
             return Err(ConfineError::WritableProgramDir {
                 dir: dir.display().to_string(),
                 program_dir: program_dir.display().to_string(),

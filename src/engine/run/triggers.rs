@@ -28,7 +28,7 @@ use crate::events::signals::Signals;
 use crate::events::{
     Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
 };
-use crate::github::{FileFetch, InstallationClient, IssueState};
+use crate::github::{AppInfo, FileFetch, InstallationClient, IssueState};
 use crate::model::{
     DEFAULT_TRIGGER_LABEL, InstallationId, Permission, RepoName, Run, RunId, RunState, Stage,
     branch_issue, issue_branch,
@@ -299,10 +299,7 @@ impl Engine {
         sender: &Actor,
     ) -> Result<String, EngineError> {
         let app = self.github.app_info().await?;
-        let ours = |login: &str| {
-            login.eq_ignore_ascii_case(&app.bot_login) || login.eq_ignore_ascii_case(&app.slug)
-        };
-        if !assignee.is_some_and(|a| ours(&a.login)) {
+        if !assignee.is_some_and(|a| is_app(&app, &a.login)) {
             return Ok(format!("issues {action:?}: not closer"));
         }
         let Some(at) = &thread.issue.updated_at else {
@@ -316,7 +313,7 @@ impl Engine {
         if handled_events::handled(store.pool(), &key).await? {
             return Ok(format!("issues {action:?}: this one was seen already"));
         }
-        let outcome = self.assignment(thread, action, sender, &ours).await?;
+        let outcome = self.assignment(thread, action, sender, &app).await?;
         handled_events::mark_handled(store.pool(), &key, store.now_ms()).await?;
         Ok(outcome)
     }
@@ -330,7 +327,7 @@ impl Engine {
         thread: &Thread<'_>,
         action: &IssuesAction,
         sender: &Actor,
-        ours: &(dyn Fn(&str) -> bool + Sync),
+        app: &AppInfo,
     ) -> Result<String, EngineError> {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
         let assigning = *action == IssuesAction::Assigned;
@@ -346,7 +343,7 @@ impl Engine {
             return Ok(format!("assignment by {}: not authorised", sender.login));
         }
         let now = client.get_issue(repo, number).await?;
-        if now.assignees.iter().any(|login| ours(login)) != assigning {
+        if now.assignees.iter().any(|login| is_app(app, login)) != assigning {
             return Ok(format!("issues {action:?}: not so on GitHub now"));
         }
         match active {
@@ -543,6 +540,11 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
 }
 
 /// A short digest of a text, for once-markers.
+/// Whether `login` is the App's bot user (or its slug).
+fn is_app(app: &AppInfo, login: &str) -> bool {
+    login.eq_ignore_ascii_case(&app.bot_login) || login.eq_ignore_ascii_case(&app.slug)
+}
+
 pub(super) fn digest(text: &str) -> String {
     use sha2::Digest;
     hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])

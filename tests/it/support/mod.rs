@@ -83,3 +83,16 @@ pub fn confinement(
     Confinement::detect(&config, &std::env::var("PATH").unwrap_or_default())
         .expect("a sandbox for the tests (.ci/run installs bubblewrap)")
 }
+
+/// Waits up to a minute for the agent to create `file`.
+pub async fn wait_for_file(file: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            file.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
