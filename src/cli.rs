@@ -1,9 +1,12 @@
-//! The command line: `closer serve | migrate | check-config | replay`.
+//! The command line: `closer serve | migrate | doctor | check-config |
+//! replay`.
 //!
-//! Every server setting is a global flag with an environment variable
+//! The settings an operator most often sets (the database, the App, the
+//! LLM, the address) are global flags with an environment variable
 //! (`env = …`), so `closer --config closer.toml serve` and
 //! `closer serve --config closer.toml` mean the same, and the environment
-//! overrides the TOML file. Values are only parsed here; `config::server`
+//! overrides the TOML file; the rest (`[queue]`, `[http]`, `[sandbox]`,
+//! `[retention]`, `[agents]`, …) is in the TOML file only. Values are only parsed here; `config::server`
 //! turns them into the typed configuration once, at start.
 
 use std::net::SocketAddr;
@@ -30,9 +33,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate,
-    /// Check this setup (configuration, data directory, database, App
-    /// credentials, LLM, agent tools) and say what is wrong; exit 0 only
-    /// when everything holds.
+    /// Check this setup (configuration, data directory, database, webhook
+    /// secret, App credentials, LLM, sandbox, git, agent tools) and say
+    /// what is wrong; exit 0 only when everything holds.
     Doctor,
     /// Validate a `.github/closer.yml` the way the bot would.
     CheckConfig {
@@ -61,8 +64,9 @@ pub struct ServeArgs {
     #[arg(long, value_enum, env = "CLOSER_ROLE", default_value_t = Role::All)]
     pub role: Role,
     /// Log and record every GitHub write instead of sending it; App
-    /// credentials become optional.
-    #[arg(long, env = "CLOSER_DRY_RUN")]
+    /// credentials become optional. `CLOSER_DRY_RUN` takes true/false,
+    /// yes/no, on/off or 1/0.
+    #[arg(long, env = "CLOSER_DRY_RUN", value_parser = clap::builder::BoolishValueParser::new())]
     pub dry_run: bool,
 }
 

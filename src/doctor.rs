@@ -1,8 +1,9 @@
 //! `closer doctor`: checks an operator's setup and says what is wrong in
 //! plain words — the configuration parses, the data directory is writable,
-//! the database is reachable and migrated, the App's credentials are
-//! accepted by GitHub, the LLM answers with the configured model, and each
-//! configured agent's tool is installed and starts. Exit 0 only when every
+//! the database is reachable and migrated, the webhook secret is set, the
+//! App's credentials are accepted by GitHub, the LLM answers with the
+//! configured model, the sandbox confines runs here, git is recent enough,
+//! and each configured agent's tool is installed and starts. Exit 0 only when every
 //! check holds.
 //!
 //! Each check is independent: one failing does not hide the others.
@@ -44,6 +45,7 @@ pub async fn examine(config: &ServerConfig) -> Vec<Finding> {
         Finding::new("configuration", Ok("parsed".to_owned())),
         Finding::new("data directory", data_dir(&config.data_dir).await),
         Finding::new("database", database(config).await),
+        Finding::new("webhook secret", webhook_secret(config)),
         Finding::new("GitHub App", github_app(config).await),
         Finding::new("LLM", llm(config).await),
         Finding::new("sandbox", sandbox(config)),
@@ -152,11 +154,15 @@ async fn github_app(config: &ServerConfig) -> Result<String, String> {
     let info = app.app_info().await.map_err(|e| {
         format!("GitHub did not accept the App's JWT ({e}): check GITHUB_APP_ID and the key")
     })?;
-    let secret = match config.github.webhook_secret {
-        Some(_) => "",
-        None => "; warning: GITHUB_WEBHOOK_SECRET is not set, every webhook will be refused",
-    };
-    Ok(format!("JWT accepted for `{}`{secret}", info.slug))
+    Ok(format!("JWT accepted for `{}`", info.slug))
+}
+
+/// `serve` in the `all` and `intake` roles does not start without it.
+fn webhook_secret(config: &ServerConfig) -> Result<String, String> {
+    config
+        .require_webhook_secret()
+        .map(|_| "set".to_owned())
+        .map_err(|e| e.to_string())
 }
 
 async fn llm(config: &ServerConfig) -> Result<String, String> {

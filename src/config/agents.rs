@@ -16,7 +16,7 @@ pub enum AdapterKind {
     Codex,
     /// `opencode run …`
     Opencode,
-    /// Any argv, speaking the `command` adapter contract (docs/configuration.md) (prompt on stdin and in
+    /// Any argv, speaking the `command` adapter contract (docs/agents.md) (prompt on stdin and in
     /// `CLOSER_PROMPT_FILE`, report on stdout).
     Command,
 }

@@ -3,8 +3,9 @@
 //! Sources, strongest first: command-line flags, environment variables, the
 //! TOML file named by `--config` / `CLOSER_CONFIG`, built-in defaults. Secrets
 //! become `SecretString` as soon as they are read and are never logged or
-//! printed (`Debug` shows `[REDACTED]`). Nothing reads the environment after
-//! this module has run.
+//! printed (`Debug` shows `[REDACTED]`). The rest of closer reads the
+//! environment only at start (`PATH`, `HOME`, `HOSTNAME`, an agent's
+//! `pass_env`), never while serving.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! `POST /webhooks`: verify, then parse, then store, then answer.
+//! `POST` on the webhook path (`/webhooks` unless `webhook_path` says
+//! otherwise): verify, then parse, then store, then answer.
 //!
 //! [`SignedDelivery`] is an extractor: a handler only ever sees a delivery
 //! whose `X-Hub-Signature-256` matched the raw body (HMAC-SHA256, compared in

@@ -1,7 +1,7 @@
 //! The command line as a maintainer or operator uses it.
 
 use crate::support::db::TestDb;
-use crate::support::process::closer_command;
+use crate::support::process::{closer_command, free_port};
 
 async fn run(args: &[&str], database_url: &str) -> (Option<i32>, String) {
     let output = closer_command(database_url, &[])
@@ -171,4 +171,47 @@ async fn replay_refuses_a_file_that_is_not_json() {
     .await;
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("is not JSON"), "{out}");
+}
+
+/// `CLOSER_DRY_RUN` as operators write it: `1` turns dry-run on (serve
+/// starts without App credentials), `0` leaves it off (serve stops, asking
+/// for them).
+#[tokio::test]
+async fn dry_run_from_the_environment_takes_1_and_0() {
+    let start = |value: &str, dir: &std::path::Path| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_closer"))
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("GITHUB_WEBHOOK_SECRET", "s")
+            .env("CLOSER_ROLE", "intake")
+            .env("CLOSER_DRY_RUN", value)
+            .env("CLOSER_BIND", format!("127.0.0.1:{}", free_port()))
+            .arg("serve")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("closer starts")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut on = start("1", dir.path());
+    // Dry-run on: still serving after the database is open and the
+    // credentials were (not) checked.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !dir.path().join("closer.db").exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(on.try_wait().unwrap(), None, "CLOSER_DRY_RUN=1 serves");
+    on.kill().await.unwrap();
+
+    let off = start("0", dir.path()).wait_with_output().await.unwrap();
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert_eq!(off.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("GITHUB_APP_ID and GITHUB_PRIVATE_KEY"),
+        "{err}"
+    );
 }

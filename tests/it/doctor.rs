@@ -69,12 +69,13 @@ async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
         "ok   configuration: parsed",
         "ok   data directory: ",
         "ok   database: reachable, at migration",
+        "ok   webhook secret: set",
         "ok   GitHub App: JWT accepted",
         "ok   LLM: test-model answered a structured query",
         "ok   sandbox: agents, goals and handlers run confined by ",
         "ok   agent `default`: ",
         "ok   git: git version 2.",
-        "all 8 checks passed",
+        "all 9 checks passed",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -100,10 +101,11 @@ async fn doctor_names_every_problem_and_exits_1() {
     for line in [
         "FAIL database: ",
         "closer migrate",
+        "FAIL webhook secret: GITHUB_WEBHOOK_SECRET",
         "FAIL GitHub App: GITHUB_APP_ID and the private key",
         "FAIL LLM: test-model at http://127.0.0.1:9/v1 did not answer",
         "FAIL agent `claude`: `/nonexistent/claude` cannot be started",
-        "4 of 8 checks failed",
+        "5 of 9 checks failed",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }

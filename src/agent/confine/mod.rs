@@ -50,7 +50,8 @@ pub use self::view::View;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// bwrap when it works, else Landlock, else refuse to start.
+    /// bwrap when it works, else Landlock; with neither, closer starts and
+    /// refuses each run.
     #[default]
     Auto,
     Bwrap,
@@ -175,6 +176,38 @@ pub enum ConfineError {
     WritableProgramDir { dir: String, program_dir: String },
 }
 
+/// `backend` when it can confine the network as `config.network` asks.
+/// Landlock before ABI 4 cannot: asked for by name, that stops closer at
+/// start; under `auto` closer starts and refuses each run, naming why, as
+/// when no sandbox is found at all.
+fn network_filter(config: &SandboxConfig, backend: Backend) -> Result<Backend, ConfineError> {
+    let Backend::Landlock { abi } = backend else {
+        return Ok(backend);
+    };
+    let kinds = [
+        config.network.agent,
+        config.network.goals,
+        config.network.handler,
+    ];
+    if abi >= landlock::NET_ABI || !kinds.contains(&Network::None) {
+        return Ok(backend);
+    }
+    let reason = format!(
+        "the kernel's Landlock ABI {abi} cannot filter the network; \
+         set every [sandbox.network] kind to \"full\" or install bubblewrap"
+    );
+    match config.mode {
+        Mode::Landlock => Err(ConfineError::ModeUnavailable {
+            mode: "landlock",
+            reason,
+        }),
+        _ => Ok(Backend::Unavailable {
+            reason: ConfineError::Unavailable(format!("bubblewrap does not work here; {reason}"))
+                .to_string(),
+        }),
+    }
+}
+
 /// Refuses a `read_write` directory that is, or holds, a directory of
 /// `path`: closer finds the programs it runs itself (git) there, outside
 /// any sandbox. Compared as written and with links resolved (a shared
@@ -247,23 +280,7 @@ impl Confinement {
                 }
             },
         };
-        if let Backend::Landlock { abi } = backend
-            && abi < landlock::NET_ABI
-            && [
-                config.network.agent,
-                config.network.goals,
-                config.network.handler,
-            ]
-            .contains(&Network::None)
-        {
-            return Err(ConfineError::ModeUnavailable {
-                mode: "landlock",
-                reason: format!(
-                    "the kernel's Landlock ABI {abi} cannot filter the network; \
-                     set every [sandbox.network] kind to \"full\" or install bubblewrap"
-                ),
-            });
-        }
+        let backend = network_filter(config, backend)?;
         Ok(Confinement::new(backend, config, path))
     }
 
@@ -354,6 +371,42 @@ impl Jail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn landlock_that_cannot_filter_the_network_stops_only_a_named_mode() {
+        let config = |mode, kinds| SandboxConfig {
+            mode,
+            network: NetworkPolicy {
+                agent: Network::Full,
+                goals: kinds,
+                handler: kinds,
+            },
+            ..SandboxConfig::default()
+        };
+        let old = Backend::Landlock { abi: 3 };
+        let err = network_filter(&config(Mode::Landlock, Network::None), old.clone()).unwrap_err();
+        assert!(
+            err.to_string().contains("Landlock ABI 3 cannot filter"),
+            "{err}"
+        );
+        // `auto` starts, and every run is refused with the reason.
+        let auto = network_filter(&config(Mode::Auto, Network::None), old.clone()).unwrap();
+        let reason = match &auto {
+            Backend::Unavailable { reason } => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(reason.contains("Landlock ABI 3 cannot filter"), "{reason}");
+        // The controls: no kind asks for no network, or the ABI can filter it.
+        let full = config(Mode::Auto, Network::Full);
+        assert_eq!(network_filter(&full, old.clone()), Ok(old));
+        let new = Backend::Landlock {
+            abi: landlock::NET_ABI,
+        };
+        assert_eq!(
+            network_filter(&config(Mode::Auto, Network::None), new.clone()),
+            Ok(new)
+        );
+    }
 
     #[test]
     fn a_shared_directory_holding_a_program_directory_is_refused() {

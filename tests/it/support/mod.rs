@@ -80,8 +80,15 @@ pub fn confinement(
         hide: vec![data_dir.to_path_buf()],
         ..SandboxConfig::default()
     };
-    Confinement::detect(&config, &std::env::var("PATH").unwrap_or_default())
-        .expect("a sandbox for the tests (.ci/run installs bubblewrap)")
+    let confinement = Confinement::detect(&config, &std::env::var("PATH").unwrap_or_default())
+        .expect("a sandbox for the tests (.ci/run installs bubblewrap)");
+    if let Some(reason) = confinement.unavailable() {
+        panic!(
+            "no sandbox for the tests: {reason}\n\
+             install bubblewrap (.ci/run does), or set CLOSER_TEST_SANDBOX=none"
+        );
+    }
+    confinement
 }
 
 /// Waits up to a minute for the agent to create `file`.
