@@ -20,7 +20,7 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-pub use labels::{LABELS, LabelDef, trigger_label_def};
+pub use labels::{LABELS, LabelDef, same_label, trigger_label_def};
 pub use markdown::redact;
 pub use pull_request::{
     CommitRow, FileRow, PullRequestView, pull_request_body, pull_request_title,

@@ -68,6 +68,13 @@ pub fn trigger_label_def(name: &str) -> crate::github::Label {
     }
 }
 
+/// Whether GitHub takes `a` and `b` for one label: a repository's label
+/// names are unique ignoring case, and payloads carry the spelling the
+/// repository stored, whatever the configuration wrote.
+pub fn same_label(a: &str, b: &str) -> bool {
+    a == b || a.to_lowercase() == b.to_lowercase()
+}
+
 /// The definition of a fixed label by name.
 pub fn label_def(name: &str) -> Option<&'static LabelDef> {
     LABELS.iter().find(|l| l.name == name)

@@ -193,6 +193,7 @@ pub fn error_answer(status: u16, body: &str) -> GitHubError {
     match status {
         401 => GitHubError::Unauthorized,
         404 => GitHubError::NotFound,
+        410 => GitHubError::Gone { message },
         400 | 422 => GitHubError::Validation {
             status,
             message,

@@ -10,6 +10,10 @@ pub enum GitHubError {
     /// 404: the resource does not exist or the installation cannot see it.
     #[error("GitHub: not found")]
     NotFound,
+    /// 410: the resource was deleted for good (an issue a repository admin
+    /// deleted, or a repository's issues turned off).
+    #[error("GitHub: gone (410): {message}")]
+    Gone { message: String },
     /// 401: the JWT or installation token was rejected.
     #[error("GitHub rejected the App's credentials (401)")]
     Unauthorized,
@@ -59,7 +63,7 @@ pub enum GitHubError {
     /// GitHub's `errors[].type`, empty when it gave none.
     #[error("GitHub GraphQL error {kind}: {message}")]
     GraphQl { kind: String, message: String },
-    /// A status the client has no rule for (e.g. 409, 410).
+    /// A status the client has no rule for (e.g. 409).
     #[error("GitHub answered with unexpected status {status}: {message}")]
     Unexpected { status: u16, message: String },
 }
@@ -69,6 +73,11 @@ pub enum GitHubError {
 const MAX_DECODE_DETAIL: usize = 300;
 
 impl GitHubError {
+    /// The resource is not there: never was, or was deleted (404, 410).
+    pub fn is_gone(&self) -> bool {
+        matches!(self, GitHubError::NotFound | GitHubError::Gone { .. })
+    }
+
     /// `Decode("<what>: <detail>")`: the answer, then what is wrong in it. A
     /// long detail keeps its start and its end (where serde names the line
     /// and column), cut in between.

@@ -77,16 +77,23 @@ impl InstallationClient {
         }
     }
 
-    /// The repository's labels, page by page as the `Link` header leads
-    /// (at most [`MAX_LABEL_PAGES`] pages of 100).
+    /// The repository's labels, page by page while the `Link` header names
+    /// a next one (at most [`MAX_LABEL_PAGES`] pages of 100).
+    ///
+    /// Each page is asked for by number on the repository's own path, not
+    /// at the URL the `Link` gives: GitHub names it by repository id
+    /// (`/repositories/{id}/labels?page=2`), which the least-privilege
+    /// token scoping (`scope.rs`) cannot tie to the repository, so it would
+    /// take an installation-wide token for a read.
     pub async fn list_repo_labels(&self, repo: &RepoName) -> Result<Vec<Label>, GitHubError> {
-        let mut next = Some(format!("{}/labels?per_page=100", repo_path(repo)));
         let mut all = Vec::new();
-        for _ in 0..MAX_LABEL_PAGES {
-            let Some(path) = next.take() else { break };
+        for page in 1..=MAX_LABEL_PAGES {
+            let path = format!("{}/labels?per_page=100&page={page}", repo_path(repo));
             let resp = self.send(ApiRequest::get(path)).await?;
             all.extend(decode::labels(&resp.body)?);
-            next = decode::next_page(&resp.headers);
+            if decode::next_page(&resp.headers).is_none() {
+                break;
+            }
         }
         Ok(all)
     }

@@ -72,7 +72,9 @@ pub(crate) struct WireIssue {
     pub state_reason: Option<String>,
     #[serde(default)]
     pub labels: Vec<WireLabel>,
-    pub user: WireUser,
+    /// `null` for a deleted account (GitHub's `nullable-simple-user`).
+    #[serde(default)]
+    pub user: Option<WireUser>,
     #[serde(default)]
     pub html_url: String,
     #[serde(default)]
@@ -98,7 +100,7 @@ impl TryFrom<WireIssue> for Issue {
             assignees: (w.assignees.into_iter().flatten().flatten())
                 .map(|u| u.login)
                 .collect(),
-            author: w.user.actor(),
+            author: WireUser::author(w.user),
             html_url: w.html_url,
             is_pull_request: w.pull_request.is_some(),
             node_id: w.node_id.unwrap_or_default(),
@@ -517,6 +519,13 @@ mod tests {
         let c: Comment = parse::<WireComment>(json, "comment").unwrap().into();
         assert!(c.author_is_bot);
         assert_eq!(c.performed_via_app_id, Some(42));
+    }
+
+    #[test]
+    fn issue_by_deleted_user_is_ghost() {
+        let json = r#"{"number": 1, "title": "t", "state": "open", "user": null}"#;
+        let issue = Issue::try_from(parse::<WireIssue>(json, "issue").unwrap()).unwrap();
+        assert_eq!(issue.author.login, "ghost");
     }
 
     #[test]

@@ -171,4 +171,10 @@ async fn labels_are_read_page_by_page() {
         w.fake.requests_to("GET", "/repos/acme/widget/labels").len(),
         3
     );
+    // Every page was read with a token for this one repository, though
+    // GitHub's `Link` names the next page by repository id.
+    for (_, token) in w.fake.issued_tokens() {
+        let only = std::collections::BTreeSet::from(["widget".to_owned()]);
+        assert_eq!(token.repositories, Some(only), "{token:?}");
+    }
 }

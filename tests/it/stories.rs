@@ -1384,3 +1384,67 @@ async fn a_close_that_fails_is_finished_by_the_next_step_after_the_final_status(
         .count();
     assert!(closes > 1, "the close was tried again: {closes}");
 }
+
+/// A repository whose label is spelt `Closer` while the configuration says
+/// `closer` (GitHub's label names ignore case; payloads carry the stored
+/// spelling): adding it starts the run, and reconciliation does not take
+/// the differently spelt label for a removed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_trigger_label_spelt_in_another_case_starts_the_run() {
+    let mut s = Story::start("label-case", Some(CONFIG)).await;
+    s.github.add_repo_label(&s.repo, "Closer");
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.idle().await;
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(1, &fix_add());
+    s.label_as(n, MAINTAINER, "Closer").await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
+}
+
+/// A repository admin deletes an issue while its run works: GitHub answers
+/// `410 Gone` for it from then on. `issues.deleted` stops the run once
+/// GitHub confirms it (the control: while GitHub still has the issue, the
+/// same delivery stops nothing); and a run whose `deleted` delivery was
+/// missed is stopped by reconciliation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_issue_stops_its_run() {
+    let mut s = Story::start("deleted", Some(CONFIG)).await;
+    let (started, go) = (s.path("started"), s.path("go"));
+    s.agent_step(1, &waiting_for(&started, &go));
+    let a = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    wait_for_file(&started).await;
+    let deleted = json!({
+        "action": "deleted",
+        "issue": s.issue_json(a),
+        "sender": user_json(&FakeUser::user(MAINTAINER)),
+    });
+    s.deliver("issues", deleted.clone()).await;
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("GitHub still has it"), "{outcome}");
+    assert_eq!(s.run(a).await.unwrap().state, RunState::Running);
+
+    s.github.delete_issue(&s.repo, a);
+    s.deliver("issues", deleted).await;
+    s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), a)
+        .await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+    let run = s.run(a).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped);
+
+    // Missed: issue b waits for an answer when it is deleted.
+    s.agent_step(1, ASKS_A_QUESTION);
+    let b = s.open_issue("another", "", &["closer", "type:bug"]).await;
+    s.idle().await;
+    assert_eq!(s.run(b).await.unwrap().state, RunState::AwaitingResponse);
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+    s.github.delete_issue(&s.repo, b);
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.stopped, vec![s.run(b).await.unwrap().id]);
+    s.idle().await;
+    assert_eq!(s.run(b).await.unwrap().state, RunState::Stopped);
+}

@@ -175,8 +175,15 @@ impl Engine {
         let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
-        self.status.set_awaiting_label(&mut ctx, false).await?;
-        self.status.publish(&mut ctx).await
+        let shown = async {
+            self.status.set_awaiting_label(&mut ctx, false).await?;
+            self.status.publish(&mut ctx).await
+        };
+        match shown.await {
+            // The issue was deleted: there is nothing left to show it on.
+            Err(EngineError::GitHub(e)) if e.is_gone() => Ok(()),
+            shown => shown,
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 
 use super::context::RunContext;
 use super::{Engine, EngineError, Step};
-use crate::github::{GitHubError, IssueState};
+use crate::comment::same_label;
+use crate::github::IssueState;
 use crate::model::{RunId, RunState};
 use crate::panic::Caught;
 use crate::store::runs;
@@ -83,7 +84,7 @@ impl Engine {
     async fn gone_on_github(&self, ctx: &RunContext) -> Result<Option<&'static str>, EngineError> {
         let issue = match ctx.client.get_issue(ctx.repo(), ctx.issue()).await {
             Ok(issue) => issue,
-            Err(GitHubError::NotFound) => return Ok(Some("the issue is gone")),
+            Err(e) if e.is_gone() => return Ok(Some("the issue is gone")),
             Err(e) => return Err(e.into()),
         };
         // Closed by closer itself: a review round of a verified run works
@@ -92,7 +93,8 @@ impl Engine {
         if issue.state == IssueState::Closed && !ctx.data.awaiting_merge && !closed_by_us {
             return Ok(Some("the issue was closed"));
         }
-        if ctx.data.by_label && !issue.labels.contains(&ctx.config.trigger_label) {
+        let trigger = &ctx.config.trigger_label;
+        if ctx.data.by_label && !issue.labels.iter().any(|l| same_label(l, trigger)) {
             return Ok(Some("the trigger label was removed"));
         }
         Ok(None)

@@ -241,8 +241,13 @@ impl Engine {
                 let config = self.read_config(&client, thread.repo).await?;
                 let trigger = config.trigger_label().to_owned();
                 let triggered = match action {
-                    IssuesAction::Labeled => label == Some(trigger.as_str()),
-                    _ => issue.labels.contains(&trigger),
+                    IssuesAction::Labeled => {
+                        label.is_some_and(|l| comment::same_label(l, &trigger))
+                    }
+                    _ => issue
+                        .labels
+                        .iter()
+                        .any(|l| comment::same_label(l, &trigger)),
                 };
                 if !triggered {
                     return Ok("issues: no trigger label".to_owned());
@@ -276,8 +281,28 @@ impl Engine {
                     _ => Ok("issue closed: no active run".to_owned()),
                 }
             }
+            IssuesAction::Deleted => self.on_deleted(thread).await,
             _ => Ok(format!("issues {action:?}: nothing to do")),
         }
+    }
+
+    /// A deleted issue ends its run. GitHub is asked first: a replayed
+    /// `deleted` must not stop the run of an issue that is still there.
+    async fn on_deleted(&self, thread: &Thread<'_>) -> Result<String, EngineError> {
+        let store = self.runs.store();
+        let number = thread.issue.number;
+        let run = runs::by_issue(store.pool(), &thread.repo.name, number).await?;
+        let Some(run) = run.filter(|r| !r.state.is_final()) else {
+            return Ok("issue deleted: no active run".to_owned());
+        };
+        let client = self.github.client(thread.installation).await?;
+        match client.get_issue(&thread.repo.name, number).await {
+            Ok(_) => return Ok("issue deleted, but GitHub still has it: run goes on".to_owned()),
+            Err(e) if e.is_gone() => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.stop(&run, "the issue was deleted").await?;
+        Ok("issue deleted: run stopped".to_owned())
     }
 
     /// The issue assigned to the App's bot user by an authorised user

@@ -239,6 +239,16 @@ impl FakeGitHub {
         new
     }
 
+    /// Deletes an issue, as a repository admin can: the issue and
+    /// everything under it (comments, labels) answer `410 Gone` from now on.
+    pub fn delete_issue(&self, repo: &RepoName, number: IssueNumber) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string()).issues.remove(&number.0);
+            st.deleted_issues
+                .insert(format!("/repos/{repo}/issues/{}", number.0));
+        });
+    }
+
     /// Redirects calls to `repo` to `url` (`{url}/issues/1` for
     /// `/repos/{repo}/issues/1`), e.g. another host, leaving its state here.
     pub fn redirect_repo_to(&self, repo: &RepoName, url: &str) {

@@ -271,6 +271,9 @@ pub struct State {
     /// Repositories that moved: the old `owner/name` → where its API now
     /// lives (`{base}/repos/new-owner/new-name`), answered as redirects.
     pub moved: BTreeMap<String, String>,
+    /// Deleted issues, as `/repos/{owner}/{name}/issues/{n}`: that path and
+    /// every path under it answer 410, as GitHub does.
+    pub deleted_issues: BTreeSet<String>,
     next_id: u64,
 }
 
@@ -295,6 +298,7 @@ impl State {
             },
             projects: Vec::new(),
             moved: BTreeMap::new(),
+            deleted_issues: BTreeSet::new(),
             next_id: 1000,
         }
     }

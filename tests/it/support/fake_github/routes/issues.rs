@@ -11,6 +11,26 @@ use super::super::json;
 use super::super::state::{FakeLabel, FakeReaction, ReactionSubject};
 use super::{Answer, Fake, body, invalid, lock, reply, required_str};
 
+/// `410 Gone` for a deleted issue and everything under it (GitHub's answer
+/// to `GET`, `PATCH` and the comment and label calls of a deleted issue).
+pub fn deleted(st: &super::super::state::State, path: &str) -> Option<axum::response::Response> {
+    let path = path.split('?').next().unwrap_or_default();
+    let gone = st.deleted_issues.iter().any(|issue| {
+        path.strip_prefix(issue.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    });
+    gone.then(|| {
+        reply(
+            StatusCode::GONE,
+            json!({
+                "message": "This issue was deleted",
+                "documentation_url": "https://docs.github.com/rest/issues/issues#get-an-issue",
+                "status": "410"
+            }),
+        )
+    })
+}
+
 pub async fn get_issue(
     State(fake): State<Fake>,
     headers: HeaderMap,

@@ -43,8 +43,9 @@ pub async fn list(
     let last = repo.labels.len().div_ceil(per_page).max(1);
     let url = |n: usize| {
         format!(
-            "<{}/repos/{full}/labels?per_page={per_page}&page={n}>",
-            st.base_url
+            // As GitHub writes it: by repository id.
+            "<{}/repositories/{}/labels?per_page={per_page}&page={n}>",
+            st.base_url, repo.id
         )
     };
     let mut links = Vec::new();

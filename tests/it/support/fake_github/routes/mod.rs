@@ -145,7 +145,7 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
         let mut st = lock(&fake);
         let body = String::from_utf8_lossy(&bytes).into_owned();
         let fault = faults::take(&mut st.faults, &method, &path, &body);
-        let moved = moved::redirect(&st, &method, &path);
+        let moved = moved::redirect(&st, &method, &path).or_else(|| issues::deleted(&st, &path));
         st.requests.push(RecordedRequest {
             method: method.clone(),
             path: path.clone(),
