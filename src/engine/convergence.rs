@@ -327,6 +327,20 @@ impl ConvergenceState {
         }
     }
 
+    /// A person restarted the run (`/closer retry`, `/closer run`): it
+    /// starts again in the normal stage with no repeats counted, so the
+    /// next iteration is judged on its own evidence. The history stays for
+    /// the diagnosis, and the restart is a stage change of its own.
+    pub fn restarted(mut self, iteration: u32) -> ConvergenceState {
+        if self.stage != Stage::Normal {
+            let reason = "restarted by a maintainer".to_owned();
+            self.change_stage(iteration, Stage::Normal, reason);
+        }
+        self.repeats = 0;
+        self.streaks.clear();
+        self
+    }
+
     fn change_stage(&mut self, iteration: u32, to: Stage, reason: String) {
         self.stage_changes.push(StageChange {
             iteration,
@@ -509,6 +523,30 @@ mod tests {
         }
         let done = state.observe(obs(7, &[], "d7"), &config, id(7));
         assert_eq!(done.decision, VerdictKind::Complete);
+    }
+
+    #[test]
+    fn a_restart_after_the_stop_judges_the_next_iteration_afresh() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        let mut n = 0;
+        while state.stage != Stage::Stopped {
+            n += 1;
+            assert!(n < 20, "the same failure stops the run");
+            state.observe(obs(n, &["same"], "same-diff"), &config, id(u64::from(n)));
+        }
+        // The control: stopped, even a clean iteration fails.
+        let mut stopped = state.clone();
+        let d = stopped.observe(obs(n + 1, &[], "fixed"), &config, id(99));
+        assert_eq!(d.decision, VerdictKind::Failed);
+
+        let mut state = state.restarted(n);
+        assert_eq!(state.stage, Stage::Normal);
+        assert_eq!(state.stage_changes.last().unwrap().from, Stage::Stopped);
+        let d = state.observe(obs(n + 1, &["same"], "same-diff"), &config, id(100));
+        assert_eq!((d.decision, d.stage), (VerdictKind::Incomplete, Stage::Normal));
+        let d = state.observe(obs(n + 2, &[], "fixed"), &config, id(101));
+        assert_eq!(d.decision, VerdictKind::Complete);
     }
 
     #[test]

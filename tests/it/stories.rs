@@ -519,6 +519,19 @@ async fn story_4_the_same_failure_repeating_goes_to_minimal_fix_then_fails() {
         diagnosis[0].body
     );
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
+
+    // A maintainer retries, and this time the agent gets it right: the
+    // iteration is judged on its own evidence, not failed again for the
+    // repeats that stopped the first attempt.
+    s.llm.forget_unused();
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(run.iteration as u32 + 1, &fix_add());
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let retried = s.run(n).await.unwrap();
+    assert_eq!(retried.state, RunState::Done, "{retried:#?}");
+    assert_eq!(retried.iteration, run.iteration + 1);
     s.stop().await;
 }
 

@@ -447,7 +447,7 @@ impl Engine {
         }
         let old = RunData::of(&run)?;
         let restarted = RunData {
-            convergence: old.convergence,
+            convergence: old.convergence.restarted(run.iteration),
             phase_label: old.phase_label,
             failed_label: old.failed_label,
             awaiting_label: old.awaiting_label,

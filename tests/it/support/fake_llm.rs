@@ -149,6 +149,11 @@ impl FakeLlm {
     pub fn unused(&self) -> usize {
         self.script.lock().unwrap().replies.len()
     }
+
+    /// Drops the replies not yet served (a story's next act scripts anew).
+    pub fn forget_unused(&self) {
+        self.script.lock().unwrap().replies.clear();
+    }
 }
 
 impl Drop for FakeLlm {
