@@ -1188,6 +1188,14 @@ async fn a_replayed_retry_command_does_not_restart_the_run() {
         (RunState::Failed, 2),
         "retried once"
     );
+    // Each failure has its diagnosis: the second is not taken for the first.
+    let diagnoses = |s: &Story| {
+        s.bot_comments(n)
+            .into_iter()
+            .filter(|c| c.body.contains("could not finish"))
+            .count()
+    };
+    assert_eq!(diagnoses(&s), 2);
 
     s.replay_comment(n, retry, FakeUser::user(MAINTAINER), "/closer retry")
         .await;

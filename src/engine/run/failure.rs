@@ -153,9 +153,8 @@ impl Engine {
                 }
                 _ => comment::diagnosis_comment(&diagnosis(ctx, &failure, &records)),
             };
-            self.status
-                .post_once_for_run(ctx, "diagnosis", &body)
-                .await?;
+            let key = format!("diagnosis:{}", super::triggers::digest(&body));
+            self.status.post_once_for_run(ctx, &key, &body).await?;
             ctx.data.diagnosis_posted = true;
             self.runs.save(ctx).await?;
         }

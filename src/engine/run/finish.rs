@@ -98,7 +98,8 @@ impl Engine {
             closing: true,
         };
         let body = comment::deliverable_comment(&answer, &footer);
-        self.status.post_once_for_run(ctx, "answer", &body).await?;
+        let key = format!("answer:{}", super::triggers::digest(&body));
+        self.status.post_once_for_run(ctx, &key, &body).await?;
         ctx.data.deliverable_posted = true;
         self.runs.save(ctx).await
     }

@@ -126,7 +126,9 @@ impl StatusPublisher {
     }
 
     /// Posts a one-off comment of a run (question, diagnosis, answer) at
-    /// most once; see [`Self::post_once_marked`].
+    /// most once; see [`Self::post_once_marked`]. A diagnosis or an answer
+    /// is keyed by its text too: a run restarted and failed (or answered)
+    /// again posts its new one, while a retried step finds its own.
     pub async fn post_once_for_run(
         &self,
         ctx: &RunContext,
