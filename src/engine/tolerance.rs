@@ -101,11 +101,13 @@ pub fn fixed_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure
 }
 
 /// The named tests that failed at base and neither fail nor pass now: the
-/// same goal ran at head, but the test did not (deleted or skipped), or
-/// its output names no passes, so it cannot be shown fixed. They block.
+/// same required goal ran at head, but the test did not (deleted or
+/// skipped), or its output names no passes, so it cannot be shown fixed.
+/// They block (a goal that is not required blocks nothing, this included).
 pub fn vanished_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure> {
     since_base_where(baseline, head, |now, id| {
-        !now.passed_tests.iter().any(|p| p == id)
+        now.required
+            && !now.passed_tests.iter().any(|p| p == id)
             && !now.failures.iter().any(|c| c.test.as_deref() == Some(id))
     })
 }
@@ -224,5 +226,9 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec!["tests/add.sh"]
         );
+        // The same goal, not required: reported, blocking nothing.
+        let mut optional = gone;
+        optional[0].required = false;
+        assert!(vanished_since_base(&baseline, &optional).is_empty());
     }
 }
