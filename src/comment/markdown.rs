@@ -32,8 +32,9 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
 }
 
 /// Neutralises `@name` and `@org/team` mentions by putting a zero-width joiner
-/// after the `@`. An `@` inside a word (an e-mail address) is left alone: GitHub
-/// does not treat it as a mention.
+/// after the `@`. An `@` after an ASCII letter, digit or `_` (an e-mail
+/// address) is left alone: GitHub does not treat it as a mention. After any
+/// other character (`é@alice`) it is neutralised: GitHub's rule is ASCII.
 pub fn neutralize_mentions(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut prev: Option<char> = None;
@@ -41,7 +42,7 @@ pub fn neutralize_mentions(text: &str) -> String {
     while let Some(c) = chars.next() {
         out.push(c);
         let starts_mention = c == '@'
-            && !prev.is_some_and(|p| p.is_alphanumeric() || p == '_')
+            && !prev.is_some_and(|p| p.is_ascii_alphanumeric() || p == '_')
             && chars
                 .peek()
                 .is_some_and(|n| n.is_ascii_alphanumeric() || *n == '-');
@@ -130,9 +131,13 @@ pub fn close_fences(text: &str) -> String {
 }
 
 /// Untrusted markdown that is rendered as markdown (an agent's answer, a
-/// quoted question): no mentions, no HTML, no open fence.
+/// quoted question): no mentions, no HTML, no open fence. Line breaks
+/// become `\n`: GitHub's markdown also ends a line at a lone `\r`, which
+/// Rust's `lines()` does not, so a fence or a heading after one would
+/// escape [`close_fences`] and [`quote`].
 pub fn untrusted_markdown(text: &str) -> String {
-    close_fences(&neutralize_html(&neutralize_mentions(text)))
+    let lines = text.replace("\r\n", "\n").replace('\r', "\n");
+    close_fences(&neutralize_html(&neutralize_mentions(&lines)))
 }
 
 /// Untrusted text on one line (a list item, a sentence): line breaks become
@@ -268,6 +273,8 @@ mod tests {
         assert!(out.contains("@\u{200D}org/team"));
         assert!(out.contains("bob@example.com"));
         assert!(!out.contains("@alice"));
+        // After a letter outside ASCII GitHub still sees a mention.
+        assert_eq!(neutralize_mentions("é@alice"), "é@\u{200D}alice");
         assert_eq!(neutralize_mentions("a lone @ sign"), "a lone @ sign");
     }
 
@@ -322,6 +329,17 @@ mod tests {
         );
         assert_eq!(link("run", "javascript:alert(1)"), None);
         assert_eq!(link("run", "https://x.test/a b"), None);
+    }
+
+    #[test]
+    fn a_lone_carriage_return_is_a_line_break_too() {
+        // Without the `\r` read as a break, the fence and the heading would
+        // sit on the quote's first line, outside `>`, as GitHub renders it.
+        let quoted = quote("a\r```\rb\r### Verification ✅", 100);
+        for line in quoted.split(['\r', '\n']) {
+            assert!(line.starts_with('>'), "{quoted:?}");
+        }
+        assert_eq!(untrusted_markdown("x\r```"), "x\n```\n```");
     }
 
     #[test]
