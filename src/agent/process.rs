@@ -260,11 +260,18 @@ pub fn command(
         }
         _ => Command::new(&resolved),
     };
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
-        .process_group(0);
+    cmd.args(args).current_dir(cwd).env_clear().envs(env);
+    // A session of its own, which has no controlling terminal: nothing run
+    // can open the terminal closer was started from (`/dev/tty`) and type
+    // into the operator's shell with TIOCSTI (CVE-2017-5226). It also makes
+    // the child the leader of the process group `GroupGuard` kills.
+    // SAFETY: setsid is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| match libc::setsid() {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
     let lifeline = reaper::install(&mut cmd).map_err(spawn_error)?;
     if let Some(jail) = limited {
         confine(&mut cmd, jail, &installation).map_err(spawn_error)?;

@@ -267,6 +267,30 @@ async fn the_sandbox_sees_none_of_closers_processes() {
     blocked_everywhere(&i, Kind::Agent, "looking into closer's process", &script).await;
 }
 
+/// Nothing closer runs shares its session, so none can reach the terminal
+/// closer was started from and type into the operator's shell (TIOCSTI).
+#[tokio::test]
+async fn a_sandboxed_process_has_a_session_of_its_own() {
+    let i = Install::new();
+    // SAFETY: getsid only reads.
+    let ours = unsafe { libc::getsid(0) };
+    // 0: the session's leader is outside the sandbox's PID namespace.
+    let script = format!(
+        "python3 -c 'import os, sys; sys.exit(os.getsid(0) in (0, {ours}))'"
+    );
+    // The control: started as a plain child, the probe sees closer's session.
+    let plain = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(!plain.success(), "a plain child shares our session");
+    let (control, confined) = backends(&i);
+    for c in std::iter::once(control).chain(confined) {
+        let out = i.probe(&c, Kind::Agent, &script).await;
+        assert!(out.success(), "{}: {}", c.backend().name(), out.tail(5));
+    }
+}
+
 #[tokio::test]
 async fn a_sandboxed_process_holds_no_privilege() {
     let i = Install::new();

@@ -64,7 +64,8 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 /// executable's installation, `cwd` where it starts.
 pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     let mut a = Args::default();
-    a.flags(&["--die-with-parent", "--unshare-user", "--unshare-pid"]);
+    a.flags(&["--die-with-parent", "--new-session"]);
+    a.flags(&["--unshare-user", "--unshare-pid"]);
     a.flags(&["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     // No `--disable-userns`: tools run sandboxes of their own (Codex its
     // bundled bwrap), which need a user namespace. Nested, they gain no
