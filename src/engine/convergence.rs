@@ -544,7 +544,10 @@ mod tests {
         assert_eq!(state.stage, Stage::Normal);
         assert_eq!(state.stage_changes.last().unwrap().from, Stage::Stopped);
         let d = state.observe(obs(n + 1, &["same"], "same-diff"), &config, id(100));
-        assert_eq!((d.decision, d.stage), (VerdictKind::Incomplete, Stage::Normal));
+        assert_eq!(
+            (d.decision, d.stage),
+            (VerdictKind::Incomplete, Stage::Normal)
+        );
         let d = state.observe(obs(n + 2, &[], "fixed"), &config, id(101));
         assert_eq!(d.decision, VerdictKind::Complete);
     }

@@ -275,9 +275,7 @@ async fn a_sandboxed_process_has_a_session_of_its_own() {
     // SAFETY: getsid only reads.
     let ours = unsafe { libc::getsid(0) };
     // 0: the session's leader is outside the sandbox's PID namespace.
-    let script = format!(
-        "python3 -c 'import os, sys; sys.exit(os.getsid(0) in (0, {ours}))'"
-    );
+    let script = format!("python3 -c 'import os, sys; sys.exit(os.getsid(0) in (0, {ours}))'");
     // The control: started as a plain child, the probe sees closer's session.
     let plain = std::process::Command::new("sh")
         .args(["-c", &script])

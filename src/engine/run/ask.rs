@@ -45,16 +45,17 @@ impl Engine {
         self.ask(ctx, &record.judgment.questions).await
     }
 
-    /// The `resume` step: a reply is stored for the run; it leaves
-    /// `awaiting_response`, loses the label, and the next iteration is
-    /// queued (its prompt carries the reply).
+    /// The `resume` step: a reply is stored for the run; it loses the
+    /// label, leaves `awaiting_response`, and the next iteration is queued
+    /// (its prompt carries the reply). The label goes first: a retry of
+    /// this step still finds the run awaiting, and takes it off then.
     pub(super) async fn resume(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if !self.runs.reply_waiting(&ctx.run.id).await? {
             return Ok(());
         }
+        self.status.set_awaiting_label(ctx, false).await?;
         ctx.run.state = RunState::Running;
         self.runs.save(ctx).await?;
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
-        self.status.set_awaiting_label(ctx, false).await
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
     }
 }

@@ -1,7 +1,7 @@
 //! Comments on an issue: `/closer` commands from authorised users (others
-//! get one short refusal), and replies — by the issue's author or an
-//! authorised user — while a run is open, stored for the next prompt (and
-//! resuming a run that awaits one).
+//! get one short refusal), and replies — by an authorised user while a run
+//! is open, or by the issue's author to the run's question — stored for the
+//! next prompt (and resuming a run that awaits one).
 //!
 //! Replies to a command are keyed by the comment and a digest of its text,
 //! so a retried job does not answer twice and an edit's new commands get
@@ -55,7 +55,7 @@ impl Engine {
             steering.push(sender);
         }
         for who in steering {
-            if !self.permitted(&client, repo, &who.login, minimum).await {
+            if !self.permitted(&client, repo, &who.login, minimum).await? {
                 self.refuse(&client, thread, comment, &who.login, minimum)
                     .await?;
                 return Ok(format!("command by {} refused", who.login));
@@ -165,8 +165,9 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// A comment by the issue author or an authorised user while the run is
-    /// open: stored as a message for the next prompt. While the run awaits
+    /// A comment by an authorised user while the run is open, or by the
+    /// issue's author while it awaits an answer: stored as a message for
+    /// the next prompt. While the run awaits
     /// an answer it also resumes it; while it is queued or running, the
     /// next iteration picks it up.
     async fn on_reply(
@@ -188,10 +189,14 @@ impl Engine {
         let login = &comment.author.login;
         let is_author = *login != GHOST_LOGIN
             && (*login == ctx.data.issue_author || *login == thread.issue.author.login);
+        // The author may answer the run's question; only authorised users
+        // steer a run at work (their words reach the prompt as a
+        // maintainer's reply, and start a review round once it is verified).
+        let answers = is_author && awaiting;
         let minimum = ctx.config.commands.min_permission;
-        if !is_author && !self.permitted(client, repo, login, minimum).await {
+        if !answers && !self.permitted(client, repo, login, minimum).await? {
             return Ok(format!(
-                "comment by {login}: not the author, not authorised"
+                "comment by {login}: not authorised (the author may only answer a question)"
             ));
         }
         let run_id = &ctx.run.id;
@@ -228,7 +233,7 @@ impl Engine {
         let config = self.read_config(client, thread.repo).await?;
         let minimum = config.min_permission();
         let login = &comment.author.login;
-        if !self.permitted(client, repo, login, minimum).await {
+        if !self.permitted(client, repo, login, minimum).await? {
             self.refuse(client, thread, comment, login, minimum).await?;
             return Ok(format!("request by {login} refused"));
         }
@@ -324,20 +329,23 @@ impl Engine {
             .await
     }
 
-    /// Whether `login` has at least `minimum` on the repository; a failed
-    /// lookup denies.
+    /// Whether `login` has at least `minimum` on the repository. A lookup
+    /// that fails for a while (GitHub down, a rate limit) is an error, so
+    /// the job is tried again later instead of refusing a maintainer for
+    /// GitHub's outage; any other failure denies.
     pub(super) async fn permitted(
         &self,
         client: &InstallationClient,
         repo: &RepoName,
         login: &str,
         minimum: Permission,
-    ) -> bool {
+    ) -> Result<bool, EngineError> {
         match client.collaborator_permission(repo, login).await {
-            Ok(p) => p >= minimum,
+            Ok(p) => Ok(p >= minimum),
+            Err(e) if e.is_transient() => Err(e.into()),
             Err(e) => {
                 tracing::warn!(%repo, user = %login, error = %e, "permission lookup failed; denied");
-                false
+                Ok(false)
             }
         }
     }

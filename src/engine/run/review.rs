@@ -63,9 +63,8 @@ impl Engine {
             super::context::parse_config(data.config_text.as_deref(), &self.agents.names())
                 .unwrap_or_default();
         let minimum = config.commands.min_permission;
-        Ok(self
-            .permitted(client, &run.repository, &who.login, minimum)
-            .await)
+        self.permitted(client, &run.repository, &who.login, minimum)
+            .await
     }
 
     /// A submitted review: `changes_requested`, or `commented` with a

@@ -80,7 +80,7 @@ impl Engine {
                 if is_ours(&app, c) {
                     by_person = false;
                     kept.push(c);
-                } else if self.permitted_author(ctx, &mut allowed, c).await {
+                } else if self.permitted_author(ctx, &mut allowed, c).await? {
                     by_person = true;
                     kept.push(c);
                 }
@@ -99,19 +99,17 @@ impl Engine {
         ctx: &RunContext,
         allowed: &mut HashMap<String, bool>,
         c: &ReviewComment,
-    ) -> bool {
+    ) -> Result<bool, EngineError> {
         if c.author.is_bot {
-            return false;
+            return Ok(false);
         }
         if let Some(ok) = allowed.get(&c.author.login) {
-            return *ok;
+            return Ok(*ok);
         }
         let minimum = ctx.config.commands.min_permission;
-        let ok = self
-            .permitted(&ctx.client, ctx.repo(), &c.author.login, minimum)
-            .await;
+        let ok = (self.permitted(&ctx.client, ctx.repo(), &c.author.login, minimum)).await?;
         allowed.insert(c.author.login.clone(), ok);
-        ok
+        Ok(ok)
     }
 
     /// Replies once in each thread the round's prompts carried: what

@@ -255,7 +255,7 @@ impl Engine {
                 let minimum = config.min_permission();
                 if !self
                     .permitted(&client, &thread.repo.name, &sender.login, minimum)
-                    .await
+                    .await?
                 {
                     return self
                         .refuse_label(&client, thread, sender, &trigger, minimum)
@@ -364,7 +364,10 @@ impl Engine {
         let client = self.github.client(thread.installation).await?;
         let config = self.read_config(&client, thread.repo).await?;
         let minimum = config.min_permission();
-        if !self.permitted(&client, repo, &sender.login, minimum).await {
+        if !self
+            .permitted(&client, repo, &sender.login, minimum)
+            .await?
+        {
             return Ok(format!("assignment by {}: not authorised", sender.login));
         }
         let now = client.get_issue(repo, number).await?;

@@ -707,6 +707,29 @@ impl Story {
         }
     }
 
+    /// Waits (up to 30 s) until every delivery job is handled, while a
+    /// run's job may still be working.
+    pub async fn deliveries_handled(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let pending: i64 = sqlx::query(
+                "SELECT COUNT(*) AS n FROM jobs WHERE kind <> 'run' AND state IN ('queued', 'leased')",
+            )
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap()
+            .get("n");
+            if pending == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "deliveries not handled"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The outcome of the latest delivery, once a worker recorded one
     /// (while a run's job may still be working).
     pub async fn last_delivery_outcome(&mut self) -> String {
