@@ -138,12 +138,9 @@ fn since_base_where(
 }
 
 impl Tolerance {
-    /// The failures of `failures` this tolerance does not excuse.
-    pub fn untolerated(&self, failures: Vec<Failure>) -> Vec<Failure> {
-        failures
-            .into_iter()
-            .filter(|f| !self.tolerates(f))
-            .collect()
+    /// `failures` split into those this tolerance excuses and the rest.
+    pub fn split(&self, failures: Vec<Failure>) -> (Vec<Failure>, Vec<Failure>) {
+        failures.into_iter().partition(|f| self.tolerates(f))
     }
 }
 

@@ -144,14 +144,18 @@ pub fn conclude(
             tolerance.sort(ctx.baseline, &goal.failures).tolerated.len() == goal.failures.len();
     }
     goals.extend(reproduction.as_ref().map(Reproduction::as_goal));
-    let sorted = tolerance.sort(
+    let mut sorted = tolerance.sort(
         ctx.baseline,
         goals
             .iter()
             .filter(|g| g.required)
             .flat_map(|g| g.failures.iter()),
     );
-    let vanished = tolerance.untolerated(vanished_since_base(ctx.baseline, &goals));
+    // A tolerated test that no longer runs (deleted, skipped) stays a
+    // tolerated failure: listed for reviewers, and judged against the
+    // issue's scope by the completion check like one still failing.
+    let (excused, vanished) = tolerance.split(vanished_since_base(ctx.baseline, &goals));
+    sorted.tolerated.extend(excused);
     let scope = scope::check(&ctx.repo.convergence, &artifacts, state.stage)?;
     let (mut reasons, mut blocking) = blocking(&missing_artifacts, &goals, &sorted, &scope);
     if !vanished.is_empty() {

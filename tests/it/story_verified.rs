@@ -211,6 +211,43 @@ async fn with_preexisting_failures_tolerated_the_run_closes_and_lists_them() {
     assert!(status.contains("⚠️ tolerated"), "{status}");
 }
 
+/// Tolerated, a failing test the agent skips is still a tolerated failure:
+/// the completion check is asked whether it is within the issue's scope,
+/// and reviewers see it listed, as they would if it still failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tolerated_failure_the_agent_skips_is_still_judged_and_listed() {
+    let config = format!("{PY_CONFIG}baseline:\n  tolerate: preexisting\n");
+    let mut s = python_story("verified-legacy-skipped", &config, TEST_CALC_WITH_LEGACY_PY).await;
+    s.llm.push([Reply::Answer(json!({
+        "checklist": [
+            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
+            {"id": "tolerated-1", "description": "test_legacy: about legacy(), not add",
+             "completed": true, "evidence": "outside the issue's scope"}
+        ],
+        "allComplete": true, "summary": "add fixed", "confidence": 0.95, "pendingActions": []
+    }))]);
+    let skip = "sed -i 's/    def test_legacy/    @unittest.skip(\"later\")\\n    def test_legacy/' test_calc.py\n";
+    s.agent_step(1, &format!("{skip}{}", write_add("a + b", "Fixed add.")));
+    let n = s
+        .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let check = s.llm.requests()[0].body.to_string();
+    assert!(
+        check.contains("tolerated-") && check.contains("test_legacy"),
+        "{check}"
+    );
+    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
+    assert!(
+        body.contains("| Tolerated failures | ⚠️ tolerated |")
+            && body.contains("test_calc.CalcTest.test_legacy"),
+        "{body}"
+    );
+}
+
 /// A tolerated failure the completion check judges to be within the
 /// issue's scope keeps the checklist open: the run is not closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
