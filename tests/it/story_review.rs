@@ -638,6 +638,55 @@ async fn a_pull_request_closed_unmerged_reopens_the_issue_with_one_comment() {
     s.stop().await;
 }
 
+/// The maintainer closes the pull request, unmerged, while a review round
+/// works on it: the round ends in the run's failure with the usual
+/// comment, not in a second pull request reopening the rejected work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
+    let (mut s, n, pull) = verified_story("review-closed-mid-round", CONFIG).await;
+    s.llm.push([done()]);
+    let release = s.path("release");
+    s.agent_step(
+        2,
+        &format!(
+            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
+            release.display(),
+            small_change(2)
+        ),
+    );
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "First review.")],
+    )
+    .await;
+    wait_for_file(&s.path("prompt-2.txt")).await;
+    s.close_pull_as(pull, MAINTAINER).await;
+    deliveries_handled(&s).await;
+    std::fs::write(&release, "").unwrap();
+    s.idle().await;
+
+    assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+
+    // The maintainer asks again: this time a new pull request is the point.
+    s.llm.push([done()]);
+    s.agent_step(3, &small_change(3));
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.pulls(&s.repo).len(), 2);
+    assert_ne!(run.pull_request, Some(pull));
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_the_comment() {
     let (mut s, n, pull) = verified_story(

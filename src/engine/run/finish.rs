@@ -31,6 +31,15 @@ impl Engine {
             self.post_deliverable(ctx, last.as_ref()).await?;
             return self.complete(ctx).await;
         }
+        if let Some(number) = self.own_pull_closed(ctx).await? {
+            // Closed while a review round worked: the maintainer's answer.
+            ctx.data.awaiting_merge = false;
+            ctx.data.review_round = false;
+            let number = number.0;
+            return self
+                .fail(ctx, RunFailure::PullRequestClosed { number })
+                .await;
+        }
         let worktree = self.workspace.existing_or_prepare(ctx).await?;
         // What is pushed is exactly what verification checked.
         let verified = last
@@ -73,6 +82,9 @@ impl Engine {
     /// Writes the pull request's title and body (the verification table)
     /// again, as the run stands now.
     pub(super) async fn update_pull_request(&self, ctx: &RunContext) -> Result<(), EngineError> {
+        if self.own_pull_closed(ctx).await?.is_some() {
+            return Ok(());
+        }
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let last = self.runs.last_record(&ctx.run.id).await?;
         self.open_pull_request(ctx, task, last.as_ref()).await?;
@@ -146,6 +158,16 @@ impl Engine {
             true => self.complete(ctx).await,
             false => Ok(()),
         }
+    }
+
+    /// The run's pull request, when it was closed without a merge: a new
+    /// one must not take its place.
+    async fn own_pull_closed(&self, ctx: &RunContext) -> Result<Option<IssueNumber>, EngineError> {
+        let Some(number) = ctx.run.pull_request else {
+            return Ok(None);
+        };
+        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
+        Ok((pull.state != PullState::Open && !pull.merged).then_some(number))
     }
 
     /// Opens the pull request for the run's branch, or updates the open one.

@@ -459,6 +459,14 @@ impl Engine {
             branch_head: old.branch_head,
             ..data
         };
+        // A pull request closed unmerged stays closed: a restart opens a new
+        // one (any other stays the run's).
+        if matches!(
+            old.failure,
+            Some(super::failure::RunFailure::PullRequestClosed { .. })
+        ) {
+            run.pull_request = None;
+        }
         run.state = RunState::Queued;
         run.outcome = None;
         run.max_iterations = run.iteration + fresh.max_iterations;
