@@ -77,14 +77,9 @@ pub const ANSWERS: &[Answer] = &[
         what: "issue",
         decode: |b, _| debug(decode::issue(b)),
         graphql: false,
-        required: &[
-            "number",
-            "title",
-            "state",
-            "user",
-            "user.login",
-            "labels[].name",
-        ],
+        // `user` may be null or missing (a deleted account: the ghost);
+        // when it is there, its login is required.
+        required: &["number", "title", "state", "user.login", "labels[].name"],
         closed: &["state"],
     },
     Answer {
@@ -710,7 +705,9 @@ fn check_error_answer(status: u16, error: &GitHubError, wanted: &str, codes: &[&
     match (status, error) {
         (401, GitHubError::Unauthorized) | (404, GitHubError::NotFound) => {}
         (500..=599, GitHubError::Server { status: s }) => assert_eq!(*s, status),
-        (403, GitHubError::Forbidden { message }) => kept(message),
+        (403, GitHubError::Forbidden { message }) | (410, GitHubError::Gone { message }) => {
+            kept(message)
+        }
         (
             400 | 422,
             GitHubError::Validation {
