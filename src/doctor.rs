@@ -157,12 +157,13 @@ async fn github_app(config: &ServerConfig) -> Result<String, String> {
     Ok(format!("JWT accepted for `{}`", info.slug))
 }
 
-/// `serve` in the `all` and `intake` roles does not start without it.
+/// `serve` in the `all` and `intake` roles does not start without it; a
+/// worker-only process (`--role worker`) does not need it.
 fn webhook_secret(config: &ServerConfig) -> Result<String, String> {
     config
         .require_webhook_secret()
         .map(|_| "set".to_owned())
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{e} (only `closer serve --role worker` runs without it)"))
 }
 
 async fn llm(config: &ServerConfig) -> Result<String, String> {

@@ -107,13 +107,6 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
                     joined(files, detail, trimmed)
                 ),
             ),
-            ScopeRow::Workflows(files) => (
-                "❌ failed",
-                format!(
-                    "workflow files closer cannot push (no `workflows` permission): {}",
-                    joined(files, detail, trimmed)
-                ),
-            ),
         };
         let _ = writeln!(out, "| Scope | {result} | required | {text} |");
     }

@@ -86,9 +86,6 @@ pub enum ScopeRow {
     Ok,
     /// Files changed outside the allowed paths.
     OutOfScope(Vec<String>),
-    /// Workflow files changed, which closer cannot push (shown before any
-    /// file out of scope: no allowed path makes them pushable).
-    Workflows(Vec<String>),
 }
 
 /// The verification table: goals, baseline comparison, scope.

@@ -1,9 +1,7 @@
-//! The scope guard: changed files outside `allowed_paths`, workflow files
-//! (which GitHub refuses from an App without the `workflows` permission,
-//! and closer does not ask for it), and — from stage 2 on — a change larger
-//! than the diff budget, are named reasons for INCOMPLETE, each with a
-//! fingerprint so a repeating violation counts as stagnation. closer's own
-//! files are never a violation.
+//! The scope guard: changed files outside `allowed_paths`, and —
+//! from stage 2 on — a change larger than the diff budget, are named reasons
+//! for INCOMPLETE, each with a fingerprint so a repeating violation counts
+//! as stagnation. closer's own files are never a violation.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,19 +14,11 @@ use crate::config::repo::ConvergenceConfig;
 /// Files closer itself may leave in a worktree.
 pub const CLOSER_OWN_PATHS: &[&str] = &[".closer/**"];
 
-/// Files GitHub refuses to take from a GitHub App's push without the
-/// `workflows` permission. closer does not ask for it: a workflow the agent
-/// wrote would run in the repository's CI with its secrets.
-pub const WORKFLOW_PATHS: &[&str] = &[".github/workflows/**"];
-
 /// The scope guard's verdict for one iteration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScopeVerdict {
     /// Changed or untracked files outside `allowed_paths`.
     pub out_of_scope: Vec<String>,
-    /// Changed workflow files ([`WORKFLOW_PATHS`]), which closer cannot push.
-    #[serde(default)]
-    pub workflows: Vec<String>,
     pub changed_lines: u64,
     /// The budget in force (stage 2 and later), if any.
     pub diff_budget: Option<u32>,
@@ -37,7 +27,7 @@ pub struct ScopeVerdict {
 
 impl ScopeVerdict {
     pub fn violation(&self) -> bool {
-        !self.out_of_scope.is_empty() || !self.workflows.is_empty() || self.over_budget
+        !self.out_of_scope.is_empty() || self.over_budget
     }
 
     /// Reasons for INCOMPLETE, readable.
@@ -47,13 +37,6 @@ impl ScopeVerdict {
             .iter()
             .map(|p| format!("scope violation: {p} is outside allowed_paths"))
             .collect();
-        reasons.extend(self.workflows.iter().map(|p| {
-            format!(
-                "{p} is a GitHub Actions workflow: GitHub refuses it in closer's push \
-                 (closer does not hold the `workflows` permission); undo the change \
-                 and leave workflows to a maintainer"
-            )
-        }));
         if self.over_budget {
             reasons.push(format!(
                 "diff over budget: {} changed lines > {}",
@@ -71,10 +54,6 @@ impl ScopeVerdict {
             .iter()
             .map(|p| Failure::closer("scope", &format!("outside allowed_paths: {p}")))
             .collect();
-        failures.extend(
-            (self.workflows.iter())
-                .map(|p| Failure::closer("scope", &format!("workflow file changed: {p}"))),
-        );
         if self.over_budget {
             failures.push(Failure::closer("scope", "diff over budget"));
         }
@@ -89,13 +68,6 @@ pub fn check(
     stage: Stage,
 ) -> Result<ScopeVerdict, PatternError> {
     let own = PathPatterns::new(CLOSER_OWN_PATHS)?;
-    let workflow = PathPatterns::new(WORKFLOW_PATHS)?;
-    let workflows = artifacts
-        .all_files()
-        .map(|f| f.path.as_str())
-        .filter(|p| workflow.matches(p))
-        .map(str::to_owned)
-        .collect();
     let out_of_scope = if config.allowed_paths.is_empty() {
         Vec::new()
     } else {
@@ -116,7 +88,6 @@ pub fn check(
     let over_budget = diff_budget.is_some_and(|b| changed_lines > u64::from(b));
     Ok(ScopeVerdict {
         out_of_scope,
-        workflows,
         changed_lines,
         diff_budget,
         over_budget,
@@ -173,26 +144,5 @@ mod tests {
         // At the budget: fine.
         let v = check(&config, &change(10), Stage::MinimalFix).unwrap();
         assert!(!v.violation(), "{v:?}");
-    }
-
-    #[test]
-    fn a_changed_workflow_file_is_a_violation_named_for_what_it_is() {
-        let mut artifacts = change(1);
-        let v = check(&ConvergenceConfig::default(), &artifacts, Stage::Normal).unwrap();
-        assert!(!v.violation(), "the control: src/lib.rs is fine");
-        artifacts.changed_files[0].path = ".github/workflows/ci.yml".into();
-        let v = check(&ConvergenceConfig::default(), &artifacts, Stage::Normal).unwrap();
-        assert!(v.violation(), "{v:?}");
-        assert_eq!(v.workflows, [".github/workflows/ci.yml"]);
-        assert!(
-            v.reasons()[0].contains("`workflows` permission"),
-            "{:?}",
-            v.reasons()
-        );
-        assert_eq!(v.failures().len(), 1);
-        // Stored verdicts from before the field read back.
-        let old = r#"{"out_of_scope":[],"changed_lines":0,"diff_budget":null,"over_budget":false}"#;
-        let old: ScopeVerdict = serde_json::from_str(old).unwrap();
-        assert!(old.workflows.is_empty());
     }
 }

@@ -1448,8 +1448,7 @@ async fn a_close_that_fails_is_finished_by_the_next_step_after_the_final_status(
 
 /// A repository whose label is spelt `Closer` while the configuration says
 /// `closer` (GitHub's label names ignore case; payloads carry the stored
-/// spelling): adding it starts the run, and reconciliation does not take
-/// the differently spelt label for a removed one.
+/// spelling): adding it starts the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_trigger_label_spelt_in_another_case_starts_the_run() {
     let mut s = Story::start("label-case", Some(CONFIG)).await;

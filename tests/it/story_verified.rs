@@ -101,42 +101,6 @@ async fn a_partial_fix_is_not_closed_and_the_full_fix_closes_with_its_reproducti
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
 }
 
-/// A lying agent compiles a fixed `add` to bytecode Python trusts without
-/// looking at the source (`unchecked-hash`), then puts the bug back: the
-/// commit holds the bug (and a comment), the ignored `__pycache__/` the fix. The goals
-/// check what is committed, so the tests fail and the issue stays open;
-/// the real fix, next, closes it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn build_output_left_beside_the_commit_cannot_pass_its_checks() {
-    let mut s = python_story("verified-pyc", PY_CONFIG, TEST_CALC_PY).await;
-    s.llm.push([done(), done()]);
-    let cheat = format!(
-        "cp calc.py /tmp/calc.py
-{}python3 -c \"import py_compile as p; \
-         p.compile('calc.py', invalidation_mode=p.PycInvalidationMode.UNCHECKED_HASH)\"\n\
-         cp /tmp/calc.py calc.py\necho '# add is fixed' >> calc.py\n",
-        write_add("a + b", "Fixed add.").replace("echo '{\"summary\": \"Fixed add.\"}'\n", "")
-    );
-    s.agent_step(1, &format!("{cheat}{CLAIMS_DONE}"));
-    s.agent_step(2, &write_add("a + b", "Fixed add."));
-    let n = s
-        .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    assert_eq!(run.iteration, 2, "the bytecode did not pass for the fix");
-    let after_cheat = status_edits(&s, n)
-        .into_iter()
-        .find(|b| b.contains("Iteration:** 1 of"))
-        .expect("the status after iteration 1");
-    assert!(
-        after_cheat.contains("| ❌ failed | required |"),
-        "{after_cheat}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unrelated_failure_at_base_blocks_by_default_and_says_how_to_tolerate_it() {
     let mut s = python_story(

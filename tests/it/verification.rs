@@ -1551,7 +1551,6 @@ mod persistence {
             reproduction: None,
             scope: ScopeVerdict {
                 out_of_scope: Vec::new(),
-                workflows: Vec::new(),
                 changed_lines: 4,
                 diff_budget: None,
                 over_budget: false,

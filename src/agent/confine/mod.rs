@@ -180,7 +180,12 @@ pub enum ConfineError {
 /// Landlock before ABI 4 cannot: asked for by name, that stops closer at
 /// start; under `auto` closer starts and refuses each run, naming why, as
 /// when no sandbox is found at all.
-fn network_filter(config: &SandboxConfig, backend: Backend) -> Result<Backend, ConfineError> {
+/// `no_bwrap` says why `auto` passed bubblewrap over.
+fn network_filter(
+    config: &SandboxConfig,
+    backend: Backend,
+    no_bwrap: &str,
+) -> Result<Backend, ConfineError> {
     let Backend::Landlock { abi } = backend else {
         return Ok(backend);
     };
@@ -202,8 +207,7 @@ fn network_filter(config: &SandboxConfig, backend: Backend) -> Result<Backend, C
             reason,
         }),
         _ => Ok(Backend::Unavailable {
-            reason: ConfineError::Unavailable(format!("bubblewrap does not work here; {reason}"))
-                .to_string(),
+            reason: ConfineError::Unavailable(format!("{no_bwrap}; {reason}")).to_string(),
         }),
     }
 }
@@ -258,6 +262,8 @@ impl Confinement {
         if config.mode != Mode::None {
             writable_program_dir(&config.read_write, path)?;
         }
+        // Why bwrap was passed over (`auto`), for the reason a run is refused.
+        let mut no_bwrap = String::new();
         let backend = match config.mode {
             Mode::None => Backend::Unconfined,
             Mode::Bwrap => bwrap::probe().map_err(|reason| ConfineError::ModeUnavailable {
@@ -272,7 +278,8 @@ impl Confinement {
             }
             Mode::Auto => match bwrap::probe() {
                 Ok(backend) => backend,
-                Err(no_bwrap) => {
+                Err(why) => {
+                    no_bwrap = why;
                     landlock::probe().unwrap_or_else(|no_landlock| Backend::Unavailable {
                         reason: ConfineError::Unavailable(format!("{no_bwrap}; {no_landlock}"))
                             .to_string(),
@@ -280,7 +287,7 @@ impl Confinement {
                 }
             },
         };
-        let backend = network_filter(config, backend)?;
+        let backend = network_filter(config, backend, &no_bwrap)?;
         Ok(Confinement::new(backend, config, path))
     }
 
@@ -384,26 +391,29 @@ mod tests {
             ..SandboxConfig::default()
         };
         let old = Backend::Landlock { abi: 3 };
-        let err = network_filter(&config(Mode::Landlock, Network::None), old.clone()).unwrap_err();
+        let err =
+            network_filter(&config(Mode::Landlock, Network::None), old.clone(), "").unwrap_err();
         assert!(
             err.to_string().contains("Landlock ABI 3 cannot filter"),
             "{err}"
         );
         // `auto` starts, and every run is refused with the reason.
-        let auto = network_filter(&config(Mode::Auto, Network::None), old.clone()).unwrap();
+        let auto =
+            network_filter(&config(Mode::Auto, Network::None), old.clone(), "no bwrap").unwrap();
         let reason = match &auto {
             Backend::Unavailable { reason } => reason,
             other => panic!("{other:?}"),
         };
         assert!(reason.contains("Landlock ABI 3 cannot filter"), "{reason}");
+        assert!(reason.contains("no bwrap"), "bwrap's own reason: {reason}");
         // The controls: no kind asks for no network, or the ABI can filter it.
         let full = config(Mode::Auto, Network::Full);
-        assert_eq!(network_filter(&full, old.clone()), Ok(old));
+        assert_eq!(network_filter(&full, old.clone(), ""), Ok(old));
         let new = Backend::Landlock {
             abi: landlock::NET_ABI,
         };
         assert_eq!(
-            network_filter(&config(Mode::Auto, Network::None), new.clone()),
+            network_filter(&config(Mode::Auto, Network::None), new.clone(), ""),
             Ok(new)
         );
     }

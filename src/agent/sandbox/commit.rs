@@ -112,18 +112,6 @@ pub async fn clean_untracked(git: &GitRunner, worktree: &Worktree) -> Result<(),
     Ok(())
 }
 
-/// Removes every file the commit did not take — untracked, ignored by the
-/// repository or by closer, nested repositories — so what runs next (the
-/// goals) sees exactly the committed tree: a build output the agent left
-/// (a `.pyc` of code it then reverted, a `target/` built from other
-/// sources) cannot stand in for what is pushed.
-pub async fn clean_to_commit(git: &GitRunner, worktree: &Worktree) -> Result<(), GitError> {
-    worktree
-        .git(git, &["clean", "-f", "-f", "-d", "-x", "--quiet"])
-        .await?;
-    Ok(())
-}
-
 /// The first non-empty line of the agent's summary, shortened to a subject.
 fn subject(summary: &str) -> Option<String> {
     let line = summary

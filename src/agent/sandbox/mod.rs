@@ -252,11 +252,6 @@ impl Sandbox {
         Ok(commit::clean_untracked(&self.git, worktree).await?)
     }
 
-    /// Leaves only the committed tree in the worktree ([`commit::clean_to_commit`]).
-    pub async fn clean_to_commit(&self, worktree: &Worktree) -> Result<(), SandboxError> {
-        Ok(commit::clean_to_commit(&self.git, worktree).await?)
-    }
-
     /// Removes a worktree, its branch and its base ref (the run has ended).
     pub async fn remove(&self, worktree: &Worktree, run_id: &str) -> Result<(), SandboxError> {
         let mirror = &worktree.mirror;

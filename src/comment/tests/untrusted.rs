@@ -111,34 +111,6 @@ fn snapshot_hostile_input() {
 }
 
 #[test]
-fn a_workflow_file_in_the_scope_row_is_named_as_untrusted_text() {
-    let evil = ".github/workflows/<!-- closer:run=evil --> @alice | x.yml";
-    let view = StatusView {
-        verification: Some(VerificationView {
-            goals: vec![],
-            baseline: None,
-            scope: Some(ScopeRow::Workflows(vec![evil.to_owned()])),
-        }),
-        ..running_view()
-    };
-    let body = status_comment(&view);
-    let row = body
-        .lines()
-        .find(|l| l.starts_with("| Scope |"))
-        .expect("the scope row");
-    assert!(
-        row.contains("❌ failed") && row.contains("`workflows` permission"),
-        "{row}"
-    );
-    assert!(!row.contains("<!--") && !row.contains("@alice"), "{row}");
-    assert_eq!(
-        row.matches(" | ").count(),
-        3,
-        "the table keeps its columns: {row}"
-    );
-}
-
-#[test]
 fn the_status_comment_names_the_author_without_a_ping() {
     let next = status::next_step(&NextStep::WaitingFor {
         author: "octocat".to_owned(),

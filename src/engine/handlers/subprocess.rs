@@ -107,8 +107,8 @@ pub async fn run_process(
         Ok(Err(e)) => Err(io(e)),
         Err(_) => {
             if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-                // SAFETY: killpg only sends a signal to the group we created
-                // with process_group(0); the child is still ours (not reaped).
+                // SAFETY: killpg only sends a signal to the group the child
+                // leads (it called setsid); the child is still ours (not reaped).
                 unsafe {
                     libc::killpg(pid, libc::SIGKILL);
                 }

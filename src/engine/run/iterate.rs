@@ -98,11 +98,6 @@ impl Engine {
             return self.cannot_run(ctx, &iteration, &result, message).await;
         }
         self.commit_for_agent(&iteration, &mut result).await;
-        // The goals check what is committed, nothing the agent left beside it.
-        (self.workspace.sandbox())
-            .clean_to_commit(&iteration.worktree)
-            .await
-            .map_err(super::other)?;
         let verification = self.verify(ctx, &iteration).await?;
         self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await?;

@@ -152,10 +152,10 @@ pub fn verification_view(v: &IterationVerification) -> VerificationView {
             tolerated: ids(&v.tolerated),
             fixed_since_base: ids(&v.fixed_since_base),
         }),
-        scope: Some(match (&v.scope.workflows[..], &v.scope.out_of_scope[..]) {
-            ([], []) => ScopeRow::Ok,
-            ([], out) => ScopeRow::OutOfScope(out.to_vec()),
-            (workflows, _) => ScopeRow::Workflows(workflows.to_vec()),
+        scope: Some(if v.scope.out_of_scope.is_empty() {
+            ScopeRow::Ok
+        } else {
+            ScopeRow::OutOfScope(v.scope.out_of_scope.clone())
         }),
     }
 }

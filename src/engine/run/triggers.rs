@@ -28,7 +28,7 @@ use crate::events::signals::Signals;
 use crate::events::{
     Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
 };
-use crate::github::{AppInfo, FileFetch, InstallationClient, IssueState};
+use crate::github::{AppInfo, FileFetch, InstallationClient, IssueState, PullState};
 use crate::model::{
     DEFAULT_TRIGGER_LABEL, InstallationId, Permission, RepoName, Run, RunId, RunState, Stage,
     branch_issue, issue_branch,
@@ -460,13 +460,14 @@ impl Engine {
             ..data
         };
         // A pull request closed unmerged stays closed: a restart opens a new
-        // one (any other stays the run's).
-        if matches!(
-            old.failure,
-            Some(super::failure::RunFailure::PullRequestClosed { .. })
-        ) {
-            run.pull_request = None;
+        // one (an open one stays the run's), whatever ended the run.
+        if let Some(number) = run.pull_request {
+            let pull = client.get_pull(&thread.repo.name, number).await?;
+            if pull.state != PullState::Open && !pull.merged {
+                run.pull_request = None;
+            }
         }
+        run.stage = Stage::Normal;
         run.state = RunState::Queued;
         run.outcome = None;
         run.max_iterations = run.iteration + fresh.max_iterations;
