@@ -287,12 +287,10 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     s.stop().await;
 }
 
-/// The answer comes, and GitHub refuses to take `awaiting-response` off
-/// until the client gives up: the `resume` step is retried while the run
-/// still awaits, takes the label off then, and the run completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_awaiting_label_github_first_keeps_comes_off_when_resume_is_retried() {
-    let mut s = Story::start("awaiting-label-502", Some(CONFIG)).await;
+/// A story whose agent asks a question in iteration 1 and fixes `add` in
+/// iteration 2; the run is left awaiting the answer.
+async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
+    let mut s = Story::start(name, Some(CONFIG)).await;
     s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
@@ -301,6 +299,15 @@ async fn an_awaiting_label_github_first_keeps_comes_off_when_resume_is_retried()
         .await;
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
+    (s, n)
+}
+
+/// The answer comes, and GitHub refuses to take `awaiting-response` off
+/// until the client gives up: the `resume` step is retried while the run
+/// still awaits, takes the label off then, and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_awaiting_label_github_first_keeps_comes_off_when_resume_is_retried() {
+    let (mut s, n) = awaiting_an_answer("awaiting-label-502").await;
     let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
     s.github
         .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
@@ -319,16 +326,8 @@ async fn an_awaiting_label_github_first_keeps_comes_off_when_resume_is_retried()
 /// when the delivery is tried again, and the run completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_meeting_a_permission_outage_is_taken_when_github_is_back() {
-    let mut s = Story::start("permission-502", Some(CONFIG)).await;
+    let (mut s, n) = awaiting_an_answer("permission-502").await;
     s.github.set_permission(&s.repo, "walter", "write");
-    s.agent_step(1, ASKS_A_QUESTION);
-    s.agent_step(2, &fix_add());
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
     let lookup = format!("/repos/{REPO}/collaborators/walter/permission");
     s.github
         .inject(Fault::Status(502).times(5).method("GET").path(&lookup));
@@ -1470,12 +1469,12 @@ async fn the_trigger_label_spelt_in_another_case_starts_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deleted_issue_stops_its_run() {
     let mut s = Story::start("deleted", Some(CONFIG)).await;
-    let (started, go) = (s.path("started"), s.path("go"));
-    s.agent_step(1, &waiting_for(&started, &go));
+    let gate = Gate::new(&s);
+    s.agent_step(1, &gate.hold());
     let a = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    wait_for_file(&started).await;
+    gate.started().await;
     let deleted = json!({
         "action": "deleted",
         "issue": s.issue_json(a),
@@ -1490,7 +1489,7 @@ async fn a_deleted_issue_stops_its_run() {
     s.deliver("issues", deleted).await;
     s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), a)
         .await;
-    std::fs::write(&go, "").unwrap();
+    gate.open();
     s.idle().await;
     let run = s.run(a).await.unwrap();
     assert_eq!(run.state, RunState::Stopped);

@@ -7,15 +7,15 @@
 //! the issue to the App or asking it in a comment starts a run; a pull
 //! request closed unmerged opens the issue again with one comment.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use closer::github::types::IssueNumber;
 use closer::model::RunState;
 use serde_json::Value;
-use sqlx::Row;
 
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 use crate::support::wait_for_file;
 
@@ -92,25 +92,6 @@ fn pull_edits(s: &Story, pull: IssueNumber) -> Vec<String> {
         .filter_map(|r| serde_json::from_str::<Value>(&r.body).ok())
         .filter_map(|b| b["body"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// Waits until every delivery so far was processed (the agent may still
-/// be at work: the run's steps are not waited for).
-async fn deliveries_handled(s: &Story) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let waiting: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM deliveries WHERE status = 'received'")
-                .fetch_one(s.store.pool())
-                .await
-                .unwrap()
-                .get("n");
-        if waiting == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "deliveries not handled in 60 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -403,7 +384,7 @@ async fn reviews_arriving_while_an_iteration_runs_make_one_further_iteration() {
     .await;
     s.review_as(pull, MAINTAINER, "CHANGES_REQUESTED", "Third review.", &[])
         .await;
-    deliveries_handled(&s).await;
+    s.deliveries_handled().await;
     std::fs::write(&release, "").unwrap();
     s.idle().await;
 
@@ -645,15 +626,8 @@ async fn a_pull_request_closed_unmerged_reopens_the_issue_with_one_comment() {
 async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
     let (mut s, n, pull) = verified_story("review-closed-mid-round", CONFIG).await;
     s.llm.push([done()]);
-    let release = s.path("release");
-    s.agent_step(
-        2,
-        &format!(
-            "i=0; while [ ! -f {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{}",
-            release.display(),
-            small_change(2)
-        ),
-    );
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
     s.review_as(
         pull,
         MAINTAINER,
@@ -662,10 +636,10 @@ async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
         &[("calc.sh", 1, "First review.")],
     )
     .await;
-    wait_for_file(&s.path("prompt-2.txt")).await;
+    gate.started().await;
     s.close_pull_as(pull, MAINTAINER).await;
-    deliveries_handled(&s).await;
-    std::fs::write(&release, "").unwrap();
+    s.deliveries_handled().await;
+    gate.open();
     s.idle().await;
 
     assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");

@@ -30,6 +30,37 @@ async fn python_story(name: &str, config: &str, tests: &str) -> Story {
     Story::start_with_files(name, Some(config), &files).await
 }
 
+/// The completion check's answer: `add` fixed, the tolerated
+/// `test_legacy` outside the issue's scope.
+fn legacy_judged_out_of_scope() -> Reply {
+    Reply::Answer(json!({
+        "checklist": [
+            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
+            {"id": "tolerated-1", "description": "test_legacy: about legacy(), not add",
+             "completed": true, "evidence": "outside the issue's scope"}
+        ],
+        "allComplete": true, "summary": "add fixed", "confidence": 0.95, "pendingActions": []
+    }))
+}
+
+/// The run is done; the completion check was asked about the tolerated
+/// `test_legacy`, and the pull request lists it as tolerated.
+async fn assert_done_with_legacy_judged_and_listed(s: &Story, n: closer::model::IssueNumber) {
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let check = s.llm.requests()[0].body.to_string();
+    assert!(
+        check.contains("tolerated-") && check.contains("test_legacy"),
+        "{check}"
+    );
+    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
+    assert!(
+        body.contains("| Tolerated failures | ⚠️ tolerated |")
+            && body.contains("test_calc.CalcTest.test_legacy"),
+        "{body}"
+    );
+}
+
 /// An agent step that rewrites `add` and reports `summary`.
 fn write_add(body: &str, summary: &str) -> String {
     format!(
@@ -143,34 +174,14 @@ async fn with_preexisting_failures_tolerated_the_run_closes_and_lists_them() {
         TEST_CALC_WITH_LEGACY_PY,
     )
     .await;
-    let judged_out_of_scope = Reply::Answer(json!({
-        "checklist": [
-            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
-            {"id": "tolerated-1", "description": "test_legacy: about legacy(), not add",
-             "completed": true, "evidence": "outside the issue's scope"}
-        ],
-        "allComplete": true, "summary": "add fixed", "confidence": 0.95, "pendingActions": []
-    }));
-    s.llm.push([judged_out_of_scope]);
+    s.llm.push([legacy_judged_out_of_scope()]);
     s.agent_step(1, &write_add("a + b", "Fixed add."));
     let n = s
         .open_issue("add() is wrong", "fix add", &["closer", "type:bug"])
         .await;
     s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    let check = s.llm.requests()[0].body.to_string();
-    assert!(
-        check.contains("tolerated-") && check.contains("test_legacy"),
-        "{check}"
-    );
-    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
-    assert!(
-        body.contains("| Tolerated failures | ⚠️ tolerated |")
-            && body.contains("test_calc.CalcTest.test_legacy"),
-        "{body}"
-    );
+    assert_done_with_legacy_judged_and_listed(&s, n).await;
     let status = s.status_comment(n).body;
     assert!(status.contains("⚠️ tolerated"), "{status}");
 }
@@ -182,14 +193,7 @@ async fn with_preexisting_failures_tolerated_the_run_closes_and_lists_them() {
 async fn a_tolerated_failure_the_agent_skips_is_still_judged_and_listed() {
     let config = format!("{PY_CONFIG}baseline:\n  tolerate: preexisting\n");
     let mut s = python_story("verified-legacy-skipped", &config, TEST_CALC_WITH_LEGACY_PY).await;
-    s.llm.push([Reply::Answer(json!({
-        "checklist": [
-            {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
-            {"id": "tolerated-1", "description": "test_legacy: about legacy(), not add",
-             "completed": true, "evidence": "outside the issue's scope"}
-        ],
-        "allComplete": true, "summary": "add fixed", "confidence": 0.95, "pendingActions": []
-    }))]);
+    s.llm.push([legacy_judged_out_of_scope()]);
     let skip = "sed -i 's/    def test_legacy/    @unittest.skip(\"later\")\\n    def test_legacy/' test_calc.py\n";
     s.agent_step(1, &format!("{skip}{}", write_add("a + b", "Fixed add.")));
     let n = s
@@ -197,19 +201,7 @@ async fn a_tolerated_failure_the_agent_skips_is_still_judged_and_listed() {
         .await;
     s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    let check = s.llm.requests()[0].body.to_string();
-    assert!(
-        check.contains("tolerated-") && check.contains("test_legacy"),
-        "{check}"
-    );
-    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
-    assert!(
-        body.contains("| Tolerated failures | ⚠️ tolerated |")
-            && body.contains("test_calc.CalcTest.test_legacy"),
-        "{body}"
-    );
+    assert_done_with_legacy_judged_and_listed(&s, n).await;
 }
 
 /// A tolerated failure the completion check judges to be within the

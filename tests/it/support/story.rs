@@ -707,26 +707,26 @@ impl Story {
         }
     }
 
-    /// Waits (up to 30 s) until every delivery job is handled, while a
-    /// run's job may still be working.
-    pub async fn deliveries_handled(&self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    /// Waits until every delivery so far was handled, while a run's job
+    /// may still be working (the run's steps are not waited for).
+    pub async fn deliveries_handled(&mut self) {
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
         loop {
-            let pending: i64 = sqlx::query(
-                "SELECT COUNT(*) AS n FROM jobs WHERE kind <> 'run' AND state IN ('queued', 'leased')",
-            )
-            .fetch_one(self.store.pool())
-            .await
-            .unwrap()
-            .get("n");
-            if pending == 0 {
+            let waiting: i64 =
+                sqlx::query("SELECT COUNT(*) AS n FROM deliveries WHERE status = 'received'")
+                    .fetch_one(self.store.pool())
+                    .await
+                    .unwrap()
+                    .get("n");
+            if waiting == 0 {
                 return;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "deliveries not handled"
+                "deliveries not handled within {} s",
+                SETTLE_WAIT.as_secs()
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = tokio::time::timeout(Duration::from_millis(200), self.settled.recv()).await;
         }
     }
 
