@@ -69,6 +69,9 @@ pub enum FailureReason {
     BudgetExceeded(BudgetExceeded),
     /// The worktree was not the verified commit at the push.
     PushRefused { detail: String },
+    /// GitHub refused the push: it changes a workflow file, which the App
+    /// may not.
+    WorkflowRefused { path: String },
     /// The agent failed (non-zero exit, timeout, unreadable output).
     AgentError { message: String },
 }
@@ -202,6 +205,14 @@ fn reason_text(reason: &FailureReason) -> String {
             "the push was refused: {}. closer pushes only the commit verification checked, \
              from a clean worktree; a retry verifies again.",
             markdown::inline(detail, 1_000)
+        ),
+        FailureReason::WorkflowRefused { path } => format!(
+            "GitHub refused the push: the change creates or updates the workflow {}, and \
+             closer's GitHub App has no `workflows` permission. It never asks for it: a \
+             workflow runs in this repository's CI, with its secrets, so a change to one \
+             is for a person to push. If the issue does not need it, say so in the issue's \
+             description: a retry reads it again.",
+            markdown::code_span(path, 300)
         ),
         FailureReason::AgentError { message } => {
             format!("the agent failed: {}", markdown::inline(message, 1_000))

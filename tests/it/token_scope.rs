@@ -60,6 +60,16 @@ async fn world() -> World {
 /// `git push` of a new commit to `branch` with `token`, as closer pushes
 /// (the token in `http.extraHeader` of that one git process).
 async fn push_with(w: &World, token: &SecretString, branch: &str) -> Result<String, String> {
+    push_file(w, token, branch, "change.txt").await
+}
+
+/// [`push_with`] of a commit that writes `file`.
+async fn push_file(
+    w: &World,
+    token: &SecretString,
+    branch: &str,
+    file: &str,
+) -> Result<String, String> {
     let work = tempfile::tempdir().unwrap();
     let url = format!("{}/git/{}.git", w.fake.url(), w.repo);
     git(work.path(), &["init", "--quiet", "--initial-branch=main"]);
@@ -68,7 +78,9 @@ async fn push_with(w: &World, token: &SecretString, branch: &str) -> Result<Stri
         &["fetch", "--quiet", w.origin.bare.to_str().unwrap(), "main"],
     );
     git(work.path(), &["reset", "--quiet", "--hard", "FETCH_HEAD"]);
-    std::fs::write(work.path().join("change.txt"), branch).unwrap();
+    let path = work.path().join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, branch).unwrap();
     git(work.path(), &["add", "-A"]);
     git(work.path(), &["commit", "--quiet", "-m", "change"]);
     let runner = GitRunner::new(BaseEnv::from_process(), Duration::from_secs(60));
@@ -140,6 +152,30 @@ async fn the_api_write_token_cannot_push_and_the_push_token_can() {
     // The control: the same push with the push token lands.
     push_with(&w, &push, "by-push-token").await.unwrap();
     assert!(w.origin.branch_head("by-push-token").is_some());
+}
+
+/// GitHub's rule for Apps without `workflows: write`, as the fake holds
+/// it: the rejection reason names the file (closer reads it from there).
+#[tokio::test]
+async fn a_push_that_changes_a_workflow_is_refused_with_githubs_reason() {
+    let w = world().await;
+    let push = w.gh.token_for(&w.repo, TokenScope::Push).await.unwrap();
+    let refused = push_file(&w, &push, "ci-change", ".github/workflows/ci.yml")
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains(
+            "! [remote rejected] HEAD -> ci-change (refusing to allow a GitHub App to create \
+             or update workflow `.github/workflows/ci.yml` without `workflows` permission)"
+        ),
+        "{refused}"
+    );
+    assert_eq!(w.origin.branch_head("ci-change"), None);
+    // The control: the same token pushes a file outside the workflows.
+    push_file(&w, &push, "docs-change", "docs/workflows/ci.yml")
+        .await
+        .unwrap();
+    assert!(w.origin.branch_head("docs-change").is_some());
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! What is pushed is exactly the commit verification checked: a goal the
 //! agent rewrote to commit or change a file after verification gets the
 //! push refused and the run failed with that reason; the control is the
-//! same run with a goal that changes nothing, which pushes. And git output
-//! past closer's cap is a named error, never a silent cut.
+//! same run with a goal that changes nothing, which pushes. A workflow file
+//! GitHub will not take from the App fails the run with GitHub's reason.
+//! And git output past closer's cap is a named error, never a silent cut.
 
 use std::time::Duration;
 
@@ -94,6 +95,51 @@ async fn the_control_a_goal_that_changes_nothing_tracked_lets_the_verified_commi
     let pushed = s.origin.branch_head("closer/issue-1").expect("pushed");
     let files = git(&s.origin.bare, &["ls-tree", "--name-only", &pushed]);
     assert!(!files.contains("goal-output.txt"), "{files}");
+    s.stop().await;
+}
+
+/// GitHub never takes a workflow file from the App (no `workflows`
+/// permission): the verified run that changes one fails at its push with
+/// GitHub's reason, once, instead of retrying a push that cannot land. The
+/// control, the same run without the workflow file over the same HTTP
+/// remote, is `token_scope::a_run_over_http_pushes_with_the_one_push_token…`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_retried() {
+    let mut s = Story::start("push-workflow", Some(CONFIG)).await;
+    s.origin.url = s.github.serve_git(&s.repo, &s.origin.bare);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(
+        1,
+        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+         mkdir -p .github/workflows\n\
+         printf 'on: push\\njobs: {}\\n' > .github/workflows/ci.yml\n\
+         echo '{\"summary\": \"Fixed add, and added CI.\"}'\n",
+    );
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    let said: Vec<String> = s.bot_comments(n).into_iter().map(|c| c.body).collect();
+    let said = said.join("\n---\n");
+    assert!(
+        said.contains(
+            "GitHub refused the push: the change creates or updates the workflow \
+             `.github/workflows/ci.yml`"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    assert!(s.github.pulls(&s.repo).is_empty());
+    let pushes = s
+        .github
+        .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
+    assert_eq!(pushes.len(), 1, "pushed once, not retried");
     s.stop().await;
 }
 

@@ -148,3 +148,57 @@ pub fn is_stale(error: &GitError) -> bool {
         _ => false,
     }
 }
+
+/// The workflow file GitHub named when it refused a push because the
+/// pushed commits create or update a file under `.github/workflows/` and
+/// the token has no `workflows` permission (closer's App never asks for
+/// it). GitHub reports it as the ref's rejection reason:
+/// `! [remote rejected] a -> a (refusing to allow a GitHub App to create or
+/// update workflow `.github/workflows/ci.yml` without `workflows`
+/// permission)`.
+pub fn refused_workflow(error: &GitError) -> Option<String> {
+    const MARK: &str = "to create or update workflow `";
+    let GitError::Failed { detail, .. } = error else {
+        return None;
+    };
+    let (_, rest) = detail.split_once(MARK)?;
+    let (path, _) = rest.split_once('`')?;
+    Some(path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(detail: &str) -> GitError {
+        GitError::Failed {
+            args: "push --quiet".to_owned(),
+            detail: detail.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_workflow_refusal_names_the_file_github_named() {
+        let refused = failed(
+            "exit Some(1): To https://github.com/acme/widget.git |  ! [remote rejected] \
+             1f2e -> closer/issue-7 (refusing to allow a GitHub App to create or update \
+             workflow `.github/workflows/ci.yml` without `workflows` permission) | \
+             error: failed to push some refs to 'https://github.com/acme/widget.git'",
+        );
+        assert_eq!(
+            refused_workflow(&refused).as_deref(),
+            Some(".github/workflows/ci.yml")
+        );
+        assert!(!is_stale(&refused), "not a moved branch");
+    }
+
+    #[test]
+    fn other_refusals_are_not_workflow_refusals() {
+        let stale = failed("exit Some(1): ! [rejected] a -> a (stale info)");
+        assert_eq!(refused_workflow(&stale), None);
+        assert!(is_stale(&stale));
+        let hook = failed("exit Some(1): ! [remote rejected] a -> a (pre-receive hook declined)");
+        assert_eq!(refused_workflow(&hook), None);
+        assert_eq!(refused_workflow(&GitError::Spawn("x".into())), None);
+    }
+}

@@ -95,6 +95,11 @@ pub enum SandboxError {
     /// commit closer last saw (somebody pushed to it).
     #[error("the branch {branch} moved on the remote since closer last saw it")]
     StaleBranch { branch: String },
+    /// GitHub refused the push: its commits create or update the workflow
+    /// file `path`, which the App's token may not (no `workflows`
+    /// permission). Pushing again cannot succeed.
+    #[error("GitHub refused to take a change to the workflow {path} from the App")]
+    WorkflowRefused { path: String },
 }
 
 /// Settings of the sandbox.
@@ -288,7 +293,9 @@ impl Sandbox {
     /// Pushes the run's branch to the remote, with `--force-with-lease`
     /// against `seen`, the branch's head on the remote when closer last
     /// looked (`None`: it was not there). A branch that moved since is
-    /// refused as [`SandboxError::StaleBranch`]; nothing is overwritten.
+    /// refused as [`SandboxError::StaleBranch`]; nothing is overwritten. A
+    /// change to a workflow file GitHub will not take from the App is
+    /// [`SandboxError::WorkflowRefused`].
     pub async fn push(
         &self,
         worktree: &Worktree,
@@ -320,7 +327,10 @@ impl Sandbox {
             Err(e) if branch::is_stale(&e) => Err(SandboxError::StaleBranch {
                 branch: worktree.branch.clone(),
             }),
-            Err(e) => Err(e.into()),
+            Err(e) => match branch::refused_workflow(&e) {
+                Some(path) => Err(SandboxError::WorkflowRefused { path }),
+                None => Err(e.into()),
+            },
         }
     }
 

@@ -220,6 +220,9 @@ fn snapshot_diagnosis_other_reasons() {
             detail: "HEAD moved after verification (verified 8e01947a, HEAD is 1a10282f)"
                 .to_owned(),
         },
+        FailureReason::WorkflowRefused {
+            path: ".github/workflows/ci.yml".to_owned(),
+        },
     ];
     let all: Vec<String> = reasons
         .into_iter()

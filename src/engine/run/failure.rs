@@ -45,6 +45,11 @@ pub enum RunFailure {
     PushRefused {
         detail: String,
     },
+    /// GitHub refused to take the change to the workflow file `path` from
+    /// the App (it has no `workflows` permission).
+    WorkflowRefused {
+        path: String,
+    },
     /// The agent, the LLM or the setup failed.
     Error {
         message: String,
@@ -78,6 +83,9 @@ impl RunFailure {
             RunFailure::PushRefused { detail } => FailureReason::PushRefused {
                 detail: detail.clone(),
             },
+            RunFailure::WorkflowRefused { path } => {
+                FailureReason::WorkflowRefused { path: path.clone() }
+            }
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
@@ -100,6 +108,7 @@ impl RunFailure {
                 format!("cost budget (${used_usd:.2} of ${max_usd:.2})")
             }
             RunFailure::PushRefused { detail } => format!("push refused: {detail}"),
+            RunFailure::WorkflowRefused { path } => format!("workflow {path} refused by GitHub"),
             RunFailure::Error { message } => message.clone(),
             RunFailure::PullRequestClosed { number } => {
                 format!("pull request #{number} closed unmerged")

@@ -8,12 +8,15 @@
 //! checked, from a clean worktree (`agent::sandbox::verified`). The push has
 //! a lease on the branch's head as closer last saw it: when a person pushed
 //! meanwhile, their commits are taken in and the run iterates again instead
-//! (`review_round.rs`). After a review round the threads it worked on are
-//! answered, and a round asked for meanwhile is queued.
+//! (`review_round.rs`). A change to a workflow file, which GitHub never
+//! takes from the App, fails the run with that reason instead of retrying
+//! a push that cannot succeed. After a review round the threads it worked
+//! on are answered, and a round asked for meanwhile is queued.
 
 use super::context::RunContext;
 use super::data::IterationRecord;
 use super::failure::RunFailure;
+use super::workspace::Pushed;
 use super::{Engine, EngineError, other};
 use crate::comment::{self, CommitRow, FileRow, PullRequestView, VerificationView};
 use crate::config::repo::CloseOn;
@@ -55,8 +58,12 @@ impl Engine {
             let detail = refusal.to_string();
             return self.fail(ctx, RunFailure::PushRefused { detail }).await;
         }
-        if !self.workspace.push(ctx, &worktree).await? {
-            return self.branch_moved(ctx, &worktree).await;
+        match self.workspace.push(ctx, &worktree).await? {
+            Pushed::Done => {}
+            Pushed::BranchMoved => return self.branch_moved(ctx, &worktree).await,
+            Pushed::WorkflowRefused { path } => {
+                return self.fail(ctx, RunFailure::WorkflowRefused { path }).await;
+            }
         }
         self.runs.save(ctx).await?;
         let number = self.open_pull_request(ctx, task, last.as_ref()).await?;

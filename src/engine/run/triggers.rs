@@ -576,12 +576,12 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
     }
 }
 
-/// A short digest of a text, for once-markers.
 /// Whether `login` is the App's bot user (or its slug).
 fn is_app(app: &AppInfo, login: &str) -> bool {
     login.eq_ignore_ascii_case(&app.bot_login) || login.eq_ignore_ascii_case(&app.slug)
 }
 
+/// A short digest of a text, for once-markers.
 pub(super) fn digest(text: &str) -> String {
     use sha2::Digest;
     hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])

@@ -21,6 +21,19 @@ use crate::model::RunId;
 const COMMITTER_NAME: &str = "closer";
 const COMMITTER_EMAIL: &str = "closer@users.noreply.github.com";
 
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    /// The branch is on the remote at the worktree's head.
+    Done,
+    /// The branch moved on the remote since closer last saw it; nothing
+    /// was pushed.
+    BranchMoved,
+    /// GitHub refused the change to the workflow file `path` (the App has
+    /// no `workflows` permission); pushing again cannot succeed.
+    WorkflowRefused { path: String },
+}
+
 /// Mirrors, worktrees and scratch space under the data directory.
 pub struct Workspace {
     sandbox: Sandbox,
@@ -138,27 +151,30 @@ impl Workspace {
     }
 
     /// Pushes the run's branch, with a lease on the head closer last saw
-    /// (`RunData::branch_head`); `Ok(false)` when the branch moved on the
-    /// remote meanwhile (nothing was pushed). In dry run nothing is pushed:
-    /// the push is recorded with the other writes that were not sent.
+    /// (`RunData::branch_head`). Nothing is pushed when the branch moved on
+    /// the remote meanwhile, or when GitHub will never take the change (a
+    /// workflow file); another error (the network, a token) may pass and
+    /// is the step's to retry. In dry run nothing is pushed: the push is
+    /// recorded with the other writes that were not sent.
     pub async fn push(
         &self,
         ctx: &mut RunContext,
         worktree: &Worktree,
-    ) -> Result<bool, EngineError> {
+    ) -> Result<Pushed, EngineError> {
         let head = self.sandbox.head(worktree).await.map_err(other)?;
         if ctx.client.is_dry_run() {
             ctx.client.record_push(ctx.repo(), &worktree.branch, &head);
-            return Ok(true);
+            return Ok(Pushed::Done);
         }
         let source = self.source(ctx, TokenScope::Push).await?;
         let seen = ctx.data.branch_head.as_deref();
         match self.sandbox.push(worktree, &source, seen).await {
             Ok(()) => {
                 ctx.data.branch_head = Some(head);
-                Ok(true)
+                Ok(Pushed::Done)
             }
-            Err(SandboxError::StaleBranch { .. }) => Ok(false),
+            Err(SandboxError::StaleBranch { .. }) => Ok(Pushed::BranchMoved),
+            Err(SandboxError::WorkflowRefused { path }) => Ok(Pushed::WorkflowRefused { path }),
             Err(e) => Err(other(e)),
         }
     }

@@ -138,8 +138,10 @@ impl FakeGitHub {
     }
 
     /// Serves the bare repository at `bare` over git's smart HTTP (tokens
-    /// checked like GitHub's) and makes that the repository's `clone_url`.
+    /// checked like GitHub's, workflow files refused to the App as GitHub
+    /// refuses them) and makes that the repository's `clone_url`.
     pub fn serve_git(&self, repo: &RepoName, bare: &std::path::Path) -> String {
+        routes::workflows::install(bare);
         let url = format!("{}/git/{repo}.git", self.url);
         self.with(|st| {
             st.git_roots.insert(repo.to_string(), bare.to_path_buf());

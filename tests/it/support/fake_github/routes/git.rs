@@ -2,7 +2,8 @@
 //! installation token in Basic auth (`x-access-token:<token>`), checked like
 //! an API call — a fetch needs `contents: read`, a push `contents: write`,
 //! on a repository the token was minted for — then handed to the real
-//! `git http-backend` over the test's bare repository.
+//! `git http-backend` over the test's bare repository. A push is also held
+//! to GitHub's rule on workflow files (`workflows.rs`).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
@@ -11,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
 use super::super::auth;
-use super::{Answer, Fake, lock};
+use super::{Answer, Fake, lock, workflows};
 
 pub async fn handle(
     State(fake): State<Fake>,
@@ -49,7 +50,12 @@ pub async fn handle(
             .cloned()
             .ok_or_else(auth::not_found)?
     };
-    Ok(backend(&bare, &method, &rest, &query, &headers, bytes).await)
+    let refusal =
+        tempfile::tempdir().map_err(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())?;
+    let reason_file = refusal.path().join("reason");
+    let out = backend(&bare, &method, &rest, &query, &headers, bytes, &reason_file).await;
+    let reason = std::fs::read_to_string(&reason_file).ok();
+    Ok(cgi_response(&out, reason.as_deref()))
 }
 
 /// The token of `Authorization: Basic base64(x-access-token:<token>)`.
@@ -80,7 +86,8 @@ async fn backend(
     query: &str,
     headers: &HeaderMap,
     bytes: Bytes,
-) -> Response {
+    reason_file: &std::path::Path,
+) -> Vec<u8> {
     let root = bare.parent().unwrap_or(bare);
     let dir = bare.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let header = |name: &str| {
@@ -106,24 +113,27 @@ async fn backend(
         .env("CONTENT_LENGTH", bytes.len().to_string())
         .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
         .env("GIT_PROTOCOL", header("git-protocol"))
+        .env(workflows::REASON_FILE_VAR, reason_file)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     let Ok(mut child) = cmd.spawn() else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        return Vec::new();
     };
     if let Some(mut stdin) = child.stdin.take() {
         use tokio::io::AsyncWriteExt;
         let _ = stdin.write_all(&bytes).await;
     }
-    let Ok(output) = child.wait_with_output().await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    cgi_response(&output.stdout)
+    child
+        .wait_with_output()
+        .await
+        .map(|o| o.stdout)
+        .unwrap_or_default()
 }
 
-/// A CGI answer (headers, a blank line, the body) as an HTTP response.
-fn cgi_response(out: &[u8]) -> Response {
+/// A CGI answer (headers, a blank line, the body) as an HTTP response; the
+/// body's declined refs get `refusal` as their reason when there is one.
+fn cgi_response(out: &[u8], refusal: Option<&str>) -> Response {
     let split = out
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -150,7 +160,11 @@ fn cgi_response(out: &[u8]) -> Response {
             builder = builder.header(name.trim(), value);
         }
     }
+    let body = match refusal {
+        Some(reason) => workflows::with_reason(&out[body_at..], reason),
+        None => out[body_at..].to_vec(),
+    };
     builder
-        .body(Body::from(out[body_at..].to_vec()))
+        .body(Body::from(body))
         .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }

@@ -11,6 +11,7 @@ mod moved;
 mod pulls;
 mod repos;
 mod reviews;
+pub(super) mod workflows;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

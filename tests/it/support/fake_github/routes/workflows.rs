@@ -1,0 +1,130 @@
+//! GitHub's rule for pushes by a GitHub App: commits that create or update a
+//! file under `.github/workflows/` are refused unless the token holds
+//! `workflows: write`, which the test App is never granted. GitHub names
+//! the first such file as the ref's rejection reason, so `git push` prints
+//!
+//! ```text
+//!  ! [remote rejected] a -> a (refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)
+//! ```
+//!
+//! The fake has the real `git receive-pack` decide with a `pre-receive`
+//! hook (which can only make git say "pre-receive hook declined"): the
+//! hook writes GitHub's reason to a file named by the request, and the
+//! answer's report is rewritten to carry it, as GitHub's does.
+
+use std::path::Path;
+
+/// The hook: for each updated ref, each commit new to the repository
+/// (merges against their first parent, as a merged branch's workflow
+/// change is refused too) that touches `.github/workflows/`.
+const PRE_RECEIVE: &str = r#"#!/bin/sh
+zero=0000000000000000000000000000000000000000
+while read -r old new ref; do
+  [ "$new" = "$zero" ] && continue
+  for commit in $(git rev-list "$new" --not --all); do
+    file=$(git diff-tree -r --root --no-commit-id --name-only -m --first-parent "$commit" -- .github/workflows | head -n 1)
+    if [ -n "$file" ]; then
+      printf 'refusing to allow a GitHub App to create or update workflow `%s` without `workflows` permission' "$file" > "$CLOSER_FAKE_REFUSAL"
+      exit 1
+    fi
+  done
+done
+exit 0
+"#;
+
+/// The environment variable naming the file the hook writes its reason to.
+pub const REASON_FILE_VAR: &str = "CLOSER_FAKE_REFUSAL";
+
+/// Installs the rule in the bare repository the fake serves.
+pub fn install(bare: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = bare.join("hooks").join("pre-receive");
+    std::fs::create_dir_all(hook.parent().expect("hooks dir")).expect("hooks dir");
+    std::fs::write(&hook, PRE_RECEIVE).expect("pre-receive hook");
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod hook");
+}
+
+/// `receive-pack`'s answer with each ref the hook declined given `reason`
+/// instead. The report (`unpack ok`, then `ok <ref>` or `ng <ref> <why>`)
+/// is a stream of pkt-lines, carried in band 1 of side-band packets when
+/// the client asked for them (git does).
+pub fn with_reason(answer: &[u8], reason: &str) -> Vec<u8> {
+    let Some(packets) = packets(answer) else {
+        return answer.to_vec();
+    };
+    let banded = packets
+        .iter()
+        .flatten()
+        .next()
+        .is_some_and(|p| !p.starts_with(b"unpack"));
+    if !banded {
+        return report_with_reason(answer, reason);
+    }
+    let report: Vec<u8> = packets
+        .iter()
+        .flatten()
+        .filter(|p| p.first() == Some(&1))
+        .flat_map(|p| p[1..].iter().copied())
+        .collect();
+    let mut report = Some([&[1u8][..], &report_with_reason(&report, reason)].concat());
+    let mut out = Vec::new();
+    for packet in &packets {
+        match packet {
+            None => out.extend_from_slice(b"0000"),
+            Some(p) if p.first() == Some(&1) => {
+                if let Some(r) = report.take() {
+                    write_packet(&mut out, &r);
+                }
+            }
+            Some(p) => write_packet(&mut out, p),
+        }
+    }
+    out
+}
+
+fn report_with_reason(report: &[u8], reason: &str) -> Vec<u8> {
+    const DECLINED: &str = " pre-receive hook declined\n";
+    let Some(packets) = packets(report) else {
+        return report.to_vec();
+    };
+    let mut out = Vec::new();
+    for packet in packets {
+        let Some(line) = packet else {
+            out.extend_from_slice(b"0000");
+            continue;
+        };
+        let text = String::from_utf8_lossy(line);
+        match text
+            .strip_prefix("ng ")
+            .and_then(|r| r.strip_suffix(DECLINED))
+        {
+            Some(name) => write_packet(&mut out, format!("ng {name} {reason}\n").as_bytes()),
+            None => write_packet(&mut out, line),
+        }
+    }
+    out
+}
+
+/// The pkt-lines of `data` (`None` for a flush), or `None` if it is not
+/// made of them.
+fn packets(data: &[u8]) -> Option<Vec<Option<&[u8]>>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let head = std::str::from_utf8(data.get(at..at + 4)?).ok()?;
+        let len = usize::from_str_radix(head, 16).ok()?;
+        if len == 0 {
+            out.push(None);
+            at += 4;
+            continue;
+        }
+        out.push(Some(data.get(at + 4..at + len)?));
+        at += len;
+    }
+    Some(out)
+}
+
+fn write_packet(out: &mut Vec<u8>, payload: &[u8]) {
+    out.extend_from_slice(format!("{:04x}", payload.len() + 4).as_bytes());
+    out.extend_from_slice(payload);
+}
