@@ -207,12 +207,44 @@ pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
 /// closed the issue or said `/closer stop` meanwhile); writing `stopped`
 /// always goes through. `false` when nothing was written.
 pub async fn save_unless_stopped(pool: &AnyPool, run: &Run) -> Result<bool, StoreError> {
-    let sql = if run.state == RunState::Stopped {
+    Ok(update(pool, run, unless_stopped_sql(run)).await? == 1)
+}
+
+fn unless_stopped_sql(run: &Run) -> &'static str {
+    if run.state == RunState::Stopped {
         update_run_sql!("")
     } else {
         update_run_sql!(" AND state <> 'stopped'")
-    };
-    Ok(update(pool, run, sql).await? == 1)
+    }
+}
+
+/// How an iteration ended, written with the run's decision on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IterationFinish {
+    pub number: u32,
+    /// The agent's result, as JSON.
+    pub agent: String,
+    /// The judgment's record, as JSON.
+    pub judgment: String,
+    pub decision: IterationEnd,
+    pub at: Millis,
+}
+
+/// [`save_unless_stopped`] and the end of the iteration the run's state
+/// was decided on, in one transaction: a run is never left with an
+/// iteration judged and the decision on it lost (a crash between the two
+/// would run the next iteration on work already judged). The iteration's
+/// end is written even when the run was stopped meanwhile.
+pub async fn save_judged(
+    pool: &AnyPool,
+    run: &Run,
+    finish: &IterationFinish,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    write_finish(&mut *tx, &run.id, finish).await?;
+    let saved = update(&mut *tx, run, unless_stopped_sql(run)).await? == 1;
+    tx.commit().await?;
+    Ok(saved)
 }
 
 /// Stops a run that is not over yet by writing only its state, outcome and
@@ -254,10 +286,14 @@ pub async fn state_of(pool: &AnyPool, id: &RunId) -> Result<Option<RunState>, St
     )?))
 }
 
-async fn update(pool: &AnyPool, run: &Run, sql: &'static str) -> Result<u64, StoreError> {
+async fn update<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    run: &Run,
+    sql: &'static str,
+) -> Result<u64, StoreError> {
     let done = bind_mutable(sqlx::query(sql), run)
         .bind(run.id.as_str())
-        .execute(pool)
+        .execute(db)
         .await?;
     Ok(done.rows_affected())
 }
@@ -368,17 +404,32 @@ pub async fn finish_iteration(
     decision: IterationEnd,
     now: Millis,
 ) -> Result<(), StoreError> {
+    let finish = IterationFinish {
+        number,
+        agent: agent.to_owned(),
+        judgment: judgment.to_owned(),
+        decision,
+        at: now,
+    };
+    write_finish(pool, run_id, &finish).await
+}
+
+async fn write_finish<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    run_id: &RunId,
+    finish: &IterationFinish,
+) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE iterations SET agent = $1, judgment = $2, decision = $3, finished_at = $4 \
          WHERE run_id = $5 AND number = $6",
     )
-    .bind(agent)
-    .bind(judgment)
-    .bind(decision.as_str())
-    .bind(now)
+    .bind(&finish.agent)
+    .bind(&finish.judgment)
+    .bind(finish.decision.as_str())
+    .bind(finish.at)
     .bind(run_id.as_str())
-    .bind(i64::from(number))
-    .execute(pool)
+    .bind(i64::from(finish.number))
+    .execute(db)
     .await?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! timing out): the run completes once it is back, with no duplicate
 //! comment or pull request and nothing dead-lettered. The LLM down: the run
 //! waits, no iteration is spent, and goes on when it answers again; an LLM
-//! that refuses closer's key fails the run at once, saying so.
+//! that refuses closer's key fails the run at once, saying so. The
+//! database refusing a run's decision: the same work is judged again.
 //!
 //! The outage's ten minutes pass on a manual clock, the one the queue
 //! schedules by (backoff, re-checks, leases), with `closer serve`'s queue
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use closer::clock::Clock;
 use closer::model::RunState;
-use closer::store::runs;
+use closer::store::{Backend, runs};
 use sqlx::Row;
 
 use crate::stories::{add_failing_test, classify, fix_add};
@@ -194,6 +195,68 @@ async fn an_llm_that_refuses_the_key_fails_the_run_at_once_saying_so() {
     assert!(diagnosis.contains("HTTP 401"), "{diagnosis}");
     assert!(diagnosis.contains("CLOSER_LLM_API_KEY"), "{diagnosis}");
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    s.stop().await;
+}
+
+/// Makes the database refuse (`on`) or take again any write that moves a
+/// run to `verifying`: the decision on a verified iteration.
+async fn refuse_verifying(s: &Story, on: bool) {
+    let sql: &[&str] = match (s.store.backend(), on) {
+        (Backend::Sqlite, true) => &["CREATE TRIGGER refuse_decision BEFORE UPDATE ON runs \
+             WHEN NEW.state = 'verifying' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"],
+        (Backend::Postgres, true) => &[
+            "CREATE FUNCTION refuse_decision() RETURNS trigger AS $$ BEGIN \
+             RAISE EXCEPTION 'refused by the test'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse_decision BEFORE UPDATE ON runs FOR EACH ROW \
+             WHEN (NEW.state = 'verifying') EXECUTE FUNCTION refuse_decision()",
+        ],
+        (Backend::Sqlite, false) => &["DROP TRIGGER refuse_decision"],
+        (Backend::Postgres, false) => &["DROP TRIGGER refuse_decision ON runs"],
+    };
+    for sql in sql {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+            .execute(s.store.pool())
+            .await
+            .unwrap();
+    }
+}
+
+/// The database refuses the decision on the run's one allowed iteration,
+/// which the agent finished and verification passed: the iteration's end
+/// goes with it (one transaction), so the step, tried again, judges the
+/// same work again and completes the run. When the iteration's end was
+/// written on its own first, the retried step found the iteration over
+/// and the run at its limit, and failed a verified run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_decision_the_database_refuses_is_taken_again_on_the_same_iteration() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let mut s = Story::start("decision-refused", Some(&config)).await;
+    refuse_verifying(&s, true).await;
+    let worked = s.path("worked");
+    s.agent_step(
+        1,
+        &format!("echo once >> '{}'\n{}", worked.display(), fix_add()),
+    );
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let error = s.next_failed_job().await;
+    assert!(error.contains("refused by the test"), "{error}");
+    refuse_verifying(&s, false).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.iteration, 1);
+    let agent_runs = std::fs::read_to_string(&worked).unwrap();
+    assert_eq!(agent_runs.lines().count(), 1, "the agent worked once");
+    let rows = runs::iterations(s.store.pool(), &run.id).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].finished_at.is_some());
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.stop().await;
 }
 

@@ -14,6 +14,7 @@ use crate::config::repo::RepoConfig;
 use crate::config::{ConfigErrors, parse_repo_config};
 use crate::github::InstallationClient;
 use crate::model::{IssueNumber, RepoName, Run};
+use crate::store::runs::IterationFinish;
 
 /// Where the repository config lives.
 pub const CONFIG_PATH: &str = ".github/closer.yml";
@@ -25,6 +26,9 @@ pub struct RunContext {
     /// `.github/closer.yml` as it was when the run was triggered, parsed.
     pub config: RepoConfig,
     pub client: Arc<InstallationClient>,
+    /// The end of the iteration just judged, written by the next save with
+    /// the run's decision on it (`Runs::save`).
+    pub judged: Option<IterationFinish>,
 }
 
 /// Why a context could not be loaded.
@@ -50,6 +54,7 @@ impl RunContext {
                 data,
                 config,
                 client,
+                judged: None,
             }),
             Err(e) => {
                 let message = format!("the repository config is invalid: {e}");
@@ -58,6 +63,7 @@ impl RunContext {
                     data,
                     config: RepoConfig::default(),
                     client,
+                    judged: None,
                 };
                 Err(LoadError::Config(Box::new(ctx), message))
             }

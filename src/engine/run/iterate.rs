@@ -5,6 +5,9 @@
 //! An iteration a crash interrupted (started, never finished) runs again
 //! under its own number; when its agent had finished (its result is kept
 //! before the judgment), only the verification and the judgment run again.
+//! The iteration's end is written with the run's decision on it, in one
+//! transaction (`RunContext::judged`), so no crash leaves one without the
+//! other.
 //! A stop that lands while the agent works kills the agent and records the
 //! iteration as stopped. An agent whose model provider is down leaves no
 //! iteration behind: it runs again once the provider answers
@@ -101,7 +104,7 @@ impl Engine {
         let verification = self.verify(ctx, &iteration).await?;
         self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await?;
-        self.record(ctx, &iteration, &result, &record).await?;
+        self.record(ctx, &iteration, &result, &record)?;
         let llm_error = record
             .judgment
             .check
@@ -274,7 +277,7 @@ impl Engine {
             verification: None,
             complete: false,
         };
-        self.record(ctx, iteration, result, &record).await?;
+        self.record(ctx, iteration, result, &record)?;
         self.fail(ctx, RunFailure::Error { message }).await
     }
 
@@ -421,28 +424,22 @@ impl Engine {
     }
 
     /// Writes the iteration's result on its row.
-    async fn record(
+    /// Holds the iteration's end for the save that writes the run's
+    /// decision on it: both land in one transaction.
+    fn record(
         &self,
-        ctx: &RunContext,
+        ctx: &mut RunContext,
         iteration: &Iteration,
         result: &AgentResult,
         record: &IterationRecord,
     ) -> Result<(), EngineError> {
-        let agent_json = serde_json::to_string(result).map_err(other)?;
-        let record_json = serde_json::to_string(record).map_err(other)?;
-        let end = IterationEnd::judged(record.judgment.decision, record.complete);
-        let store = self.runs.store();
-        let (run_id, n) = (&ctx.run.id, iteration.n);
-        runs::finish_iteration(
-            store.pool(),
-            run_id,
-            n,
-            &agent_json,
-            &record_json,
-            end,
-            store.now_ms(),
-        )
-        .await?;
+        ctx.judged = Some(runs::IterationFinish {
+            number: iteration.n,
+            agent: serde_json::to_string(result).map_err(other)?,
+            judgment: serde_json::to_string(record).map_err(other)?,
+            decision: IterationEnd::judged(record.judgment.decision, record.complete),
+            at: self.runs.store().now_ms(),
+        });
         Ok(())
     }
 }

@@ -54,11 +54,18 @@ impl Runs {
     }
 
     /// Writes the run with its data and stamps `updated_at`; refused (as
-    /// [`EngineError::Stopped`]) once the stored run was stopped.
+    /// [`EngineError::Stopped`]) once the stored run was stopped. An
+    /// iteration judged since the last save ([`RunContext::judged`]) is
+    /// finished in the same transaction.
     pub async fn save(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         ctx.run.data = ctx.data.to_json();
         ctx.run.updated_at = self.store.now_ms();
-        match runs::save_unless_stopped(self.store.pool(), &ctx.run).await? {
+        let pool = self.store.pool();
+        let saved = match ctx.judged.take() {
+            Some(finish) => runs::save_judged(pool, &ctx.run, &finish).await?,
+            None => runs::save_unless_stopped(pool, &ctx.run).await?,
+        };
+        match saved {
             true => Ok(()),
             false => Err(EngineError::Stopped),
         }

@@ -730,6 +730,33 @@ impl Story {
         }
     }
 
+    /// Waits until a job fails (to be tried again or not) and returns its
+    /// last error.
+    pub async fn next_failed_job(&mut self) -> String {
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let job = match tokio::time::timeout(left, self.settled.recv()).await {
+                Ok(Ok(job)) => job,
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
+                Ok(Err(e)) => panic!("settled channel: {e}"),
+                Err(_) => panic!("no job failed within {} s", SETTLE_WAIT.as_secs()),
+            };
+            if matches!(
+                job.outcome,
+                Settled::Retry | Settled::Deferred | Settled::Dead
+            ) {
+                return sqlx::query("SELECT last_error FROM jobs WHERE id = $1")
+                    .bind(job.id)
+                    .fetch_one(self.store.pool())
+                    .await
+                    .unwrap()
+                    .get::<Option<String>, _>("last_error")
+                    .unwrap_or_default();
+            }
+        }
+    }
+
     /// The outcome of the latest delivery, once a worker recorded one
     /// (while a run's job may still be working).
     pub async fn last_delivery_outcome(&mut self) -> String {
