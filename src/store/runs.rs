@@ -414,6 +414,29 @@ pub async fn finish_iteration(
     write_finish(pool, run_id, &finish).await
 }
 
+/// Ends an iteration its run's stop interrupted: the agent's result is
+/// kept, and there is no judgment (nothing was judged).
+pub async fn stop_iteration(
+    pool: &AnyPool,
+    run_id: &RunId,
+    number: u32,
+    agent: &str,
+    now: Millis,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE iterations SET agent = $1, judgment = NULL, decision = $2, finished_at = $3 \
+         WHERE run_id = $4 AND number = $5",
+    )
+    .bind(agent)
+    .bind(IterationEnd::Stopped.as_str())
+    .bind(now)
+    .bind(run_id.as_str())
+    .bind(i64::from(number))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 async fn write_finish<'e>(
     db: impl sqlx::Executor<'e, Database = sqlx::Any>,
     run_id: &RunId,

@@ -537,6 +537,91 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
     s.stop().await;
 }
 
+/// A run stopped while its agent worked is retried: its history (the
+/// stopped iteration, never judged) reads back, the retry works the issue
+/// again and completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_stopped_while_its_agent_worked_is_retried_to_completion() {
+    let mut s = Story::start("stop-retry", Some(CONFIG)).await;
+    let started = s.path("started");
+    s.agent_step(1, &format!("touch '{}'\nsleep 120\n", started.display()));
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    wait_for_file(&started).await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Stopped);
+
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let status = s.status_comment(n);
+    assert!(status.body.contains("closer: done"), "{}", status.body);
+    s.stop().await;
+}
+
+/// A live-progress edit GitHub answers slowly lands after `/closer stop`
+/// wrote the stopped status: the stop still has the last word on the
+/// issue. Without the check after the edit, the status comment ends on
+/// the progress line of a run that is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_progress_edit_landing_after_a_stop_leaves_the_stopped_status() {
+    let mut s = Story::start("stop-progress", Some(CONFIG)).await;
+    s.kill_workers();
+    s.progress_every = Some(Duration::from_millis(300));
+    s.spawn_workers();
+    let started = s.path("started");
+    s.agent_step(1, &format!("touch '{}'\nsleep 120\n", started.display()));
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    wait_for_file(&started).await;
+    let progress_edits = |s: &Story| {
+        s.github
+            .requests_to("PATCH", "/repos/octo/calc/issues/comments/")
+            .into_iter()
+            .filter(|r| r.body.contains("**Now:**"))
+            .count()
+    };
+    let before = progress_edits(&s);
+    s.github.inject(
+        Fault::Delay(Duration::from_secs(4))
+            .times(1)
+            .method("PATCH")
+            .body("**Now:**"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress_edits(&s) == before {
+        assert!(Instant::now() < deadline, "no progress edit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The slow edit is on its way; the stop overtakes it.
+    let lands = Instant::now() + Duration::from_secs(4);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
+
+    tokio::time::sleep_until((lands + Duration::from_millis(500)).into()).await;
+    // The slow edit has landed; the stopped status is written again after
+    // it (through the throttle, a second or so).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let restored = |body: &str| body.contains("stopped") && !body.contains("**Now:**");
+    while !restored(&s.status_comment(n).body) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = s.status_comment(n);
+    assert!(restored(&status.body), "{}", status.body);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_4_the_same_failure_repeating_goes_to_minimal_fix_then_fails() {
     let mut s = Story::start("story4", Some(CONFIG)).await;

@@ -20,6 +20,7 @@ use crate::store::runs::IterationFinish;
 pub const CONFIG_PATH: &str = ".github/closer.yml";
 
 /// A run step's context.
+#[derive(Clone)]
 pub struct RunContext {
     pub run: Run,
     pub data: RunData,
@@ -68,6 +69,17 @@ impl RunContext {
                 Err(LoadError::Config(Box::new(ctx), message))
             }
         }
+    }
+
+    /// `ctx`'s run as it is stored now, `stored`, stopped by another job.
+    pub fn stopped(ctx: &RunContext, stored: Run) -> Result<RunContext, EngineError> {
+        Ok(RunContext {
+            data: RunData::of(&stored)?,
+            run: stored,
+            config: ctx.config.clone(),
+            client: ctx.client.clone(),
+            judged: None,
+        })
     }
 
     /// The context outside a step: a config that no longer parses reads as

@@ -298,8 +298,7 @@ impl Engine {
         let agent_json = serde_json::to_string(result).map_err(other)?;
         let now = self.runs.store().now_ms();
         let pool = self.runs.store().pool();
-        let end = IterationEnd::Stopped;
-        runs::finish_iteration(pool, &ctx.run.id, iteration.n, &agent_json, "{}", end, now).await?;
+        runs::stop_iteration(pool, &ctx.run.id, iteration.n, &agent_json, now).await?;
         Ok(true)
     }
 

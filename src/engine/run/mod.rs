@@ -240,7 +240,7 @@ pub struct Engine {
     /// The App, its identity and its installation clients.
     github: github::GitHubAccess,
     /// The status comment, one-off comments, labels and the project board.
-    status: status::StatusPublisher,
+    status: Arc<status::StatusPublisher>,
     /// Mirrors, worktrees and where a run's repository comes from.
     workspace: workspace::Workspace,
     /// The operator's agents and what they are given.
@@ -268,12 +268,12 @@ impl Engine {
             .map(|llm| crate::llm::redacting::Redacting::wrap(llm, redactor.clone()));
         let github = github::GitHubAccess::new(github);
         Arc::new(Engine {
-            status: status::StatusPublisher::new(
+            status: Arc::new(status::StatusPublisher::new(
                 runs.clone(),
                 github.clone(),
                 settings.dashboard_url,
                 settings.confinement.is_unconfined(),
-            ),
+            )),
             runs,
             github,
             workspace: workspace::Workspace::new(&settings.data_dir, &settings.base_env),

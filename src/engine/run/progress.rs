@@ -3,7 +3,9 @@
 //! test`", the time in, the tokens so far — read from the tool's event
 //! stream. The comment is edited once per interval (30 s in `closer
 //! serve`), through the per-installation write throttle; a failed edit is
-//! logged, never the iteration's failure.
+//! logged, never the iteration's failure. Each edit runs in a task of its
+//! own, which a stop does not cancel: an edit sent just before the stop is
+//! followed by the stopped status again, so the stop has the last word.
 
 use tokio::time::Instant;
 
@@ -73,11 +75,28 @@ impl Engine {
             tokens: 0,
         };
         let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+        // One edit at a time, in a task of its own: a stop drops this
+        // future, and an edit already sent must still be followed by its
+        // check for the stop (`publish_progress`).
+        let mut edit: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
-                result = &mut run => return result,
+                result = &mut run => {
+                    // The step's next status must not be overtaken by it.
+                    if let Some(edit) = edit {
+                        let _ = edit.await;
+                    }
+                    return result;
+                }
                 Some(event) = events.recv() => seen.absorb(event),
-                _ = tick.tick() => self.status.publish_progress(ctx, seen.line()).await,
+                _ = tick.tick() => {
+                    if edit.as_ref().is_none_or(|e| e.is_finished()) {
+                        let (status, ctx, line) = (self.status.clone(), ctx.clone(), seen.line());
+                        edit = Some(tokio::spawn(async move {
+                            status.publish_progress(&ctx, line).await;
+                        }));
+                    }
+                }
             }
         }
     }

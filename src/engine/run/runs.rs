@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use super::context::RunContext;
 use super::data::IterationRecord;
 use super::{EngineError, RunJob, Step};
-use crate::model::{JobKind, Run, RunId, run_job_key};
+use crate::model::{IterationEnd, JobKind, Run, RunId, run_job_key};
 use crate::store::Store;
 use crate::store::jobs::{self, NewJob};
 use crate::store::runs::{self, MessageRow};
@@ -109,6 +109,7 @@ impl Runs {
         runs::iterations(self.store.pool(), run_id)
             .await?
             .iter()
+            .filter(|i| judged(i))
             .filter_map(|i| i.judgment.as_deref().map(|j| (i.number, j)))
             .map(|(n, j)| {
                 IterationRecord::from_json(j).map_err(|e| EngineError::CorruptRun {
@@ -136,7 +137,8 @@ impl Runs {
         let row = runs::iterations(self.store.pool(), run_id)
             .await?
             .into_iter()
-            .rfind(|i| i.number == n);
+            .rfind(|i| i.number == n)
+            .filter(judged);
         row.and_then(|i| i.judgment)
             .map(|j| {
                 IterationRecord::from_json(&j).map_err(|e| EngineError::CorruptRun {
@@ -203,4 +205,11 @@ impl Runs {
             .iter()
             .any(|m| m.used_in.is_none()))
     }
+}
+
+/// Whether an iteration was judged, so that its judgment holds a record.
+/// A stopped one was not: it has no judgment, or (written before that was
+/// so) an empty object, which is no record.
+fn judged(row: &runs::IterationRow) -> bool {
+    row.decision != Some(IterationEnd::Stopped)
 }

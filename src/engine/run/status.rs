@@ -58,7 +58,8 @@ impl StatusPublisher {
     }
 
     /// Edits the status comment with a live progress line (the agent is
-    /// working); nothing is stored, and a failure is only logged.
+    /// working); nothing is stored, and a failure is only logged. A stop
+    /// written meanwhile keeps the last word ([`Self::restore_stopped`]).
     pub async fn publish_progress(&self, ctx: &RunContext, line: String) {
         let Some(id) = ctx.run.status_comment_id else {
             return;
@@ -79,6 +80,45 @@ impl StatusPublisher {
             .await
         {
             tracing::warn!(run = %ctx.run.id, error = %e, "progress edit failed");
+        }
+        match self.runs.load(&ctx.run.id).await {
+            Ok(Some(stored)) if stored.state == RunState::Stopped => {
+                self.restore_stopped(ctx, stored).await;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(run = %ctx.run.id, error = %e, "no stop check after progress"),
+        }
+    }
+
+    /// Writes the stopped run's status again after an edit made for it
+    /// while it worked: the stop (`Engine::stop`, another job) may have
+    /// written its status before that edit landed, and the issue must end
+    /// on the stop's. Best effort: a failure is logged.
+    async fn restore_stopped(&self, ctx: &RunContext, stored: crate::model::Run) {
+        let Some(id) = stored.status_comment_id else {
+            return;
+        };
+        let fresh = match RunContext::stopped(ctx, stored) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "stopped status not restored");
+                return;
+            }
+        };
+        let body = match self.view(&fresh).await {
+            Ok(view) => comment::status_comment(&view),
+            Err(e) => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "stopped status not restored");
+                return;
+            }
+        };
+        self.throttle.wait(ctx.run.installation_id).await;
+        if let Err(e) = ctx
+            .client
+            .edit_comment(ctx.repo(), CommentId(id), &body)
+            .await
+        {
+            tracing::warn!(run = %ctx.run.id, error = %e, "stopped status not restored");
         }
     }
 
@@ -122,7 +162,14 @@ impl StatusPublisher {
             }
         }
         ctx.data.last_status = Some(body);
-        self.runs.save(ctx).await
+        let saved = self.runs.save(ctx).await;
+        if matches!(saved, Err(EngineError::Stopped))
+            && let Ok(Some(stored)) = self.runs.load(&ctx.run.id).await
+        {
+            // Stopped between the check above and this edit.
+            self.restore_stopped(ctx, stored).await;
+        }
+        saved
     }
 
     /// Posts a one-off comment of a run (question, diagnosis, answer) at

@@ -36,6 +36,10 @@ pub enum Fault {
     /// Carry the request out, then answer nothing for this long: the
     /// moment a crash loses the answer to a write GitHub made.
     HangAfterApplying(Duration),
+    /// Wait this long, then carry the request out and answer as usual: a
+    /// slow answer, which writes made meanwhile overtake, carried out even
+    /// when the client stops waiting for it.
+    Delay(Duration),
     /// HTTP 200 whose body streams this many bytes (no `content-length`):
     /// a broken proxy or a hostile host.
     HugeBody(usize),
@@ -161,6 +165,8 @@ pub async fn respond(fault: Fault) -> Response {
             tokio::time::sleep(how_long).await;
             (StatusCode::GATEWAY_TIMEOUT, "hung").into_response()
         }
+        // Answered by the handler, after the wait (`routes::answer`).
+        Fault::Delay(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

@@ -199,6 +199,17 @@ async fn answer(
                 .await;
             faults::respond(fault).await
         }
+        Some(Fault::Delay(how_long)) => {
+            // GitHub carries out a request it received even when the client
+            // gives up waiting: the wait must not be cancelled with it.
+            let late = tokio::spawn(async move {
+                tokio::time::sleep(how_long).await;
+                next.run(Request::from_parts(parts, Body::from(bytes)))
+                    .await
+            });
+            late.await
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        }
         Some(fault) => faults::respond(fault).await,
         None => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
