@@ -72,6 +72,9 @@ pub enum FailureReason {
     /// GitHub refused the push: it changes a workflow file, which the App
     /// may not.
     WorkflowRefused { path: String },
+    /// GitHub declined the push under the repository's rules, naming
+    /// these.
+    RulesRefused { rules: Vec<String> },
     /// The agent failed (non-zero exit, timeout, unreadable output).
     AgentError { message: String },
 }
@@ -214,10 +217,29 @@ fn reason_text(reason: &FailureReason) -> String {
              description: a retry reads it again.",
             markdown::code_span(path, 300)
         ),
+        FailureReason::RulesRefused { rules } => rules_sentence(rules),
         FailureReason::AgentError { message } => {
             format!("the agent failed: {}", markdown::inline(message, 1_000))
         }
     }
+}
+
+fn rules_sentence(rules: &[String]) -> String {
+    let named = match rules {
+        [] => "GitHub named no rule.".to_owned(),
+        rules => rules
+            .iter()
+            .take(LIST_MAX)
+            .map(|r| markdown::inline(r, ITEM_MAX))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    format!(
+        "GitHub declined the push: it breaks this repository's rules (a ruleset or \
+         branch protection that covers closer's `closer/` branches): {named} closer cannot \
+         meet such a rule by itself. A repository admin can add closer's GitHub App to the \
+         rule's bypass list, or leave `closer/` branches out of it."
+    )
 }
 
 fn iterations_text(its: &[u32]) -> String {

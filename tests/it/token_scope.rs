@@ -13,7 +13,7 @@ use closer::github::types::{InstallationId, RepoName};
 use closer::github::{GitHubApp, GitHubSettings, TokenScope};
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::support::fake_github::FakeGitHub;
+use crate::support::fake_github::{FakeGitHub, Ruleset};
 use crate::support::git::{Origin, git};
 
 const INSTALLATION: i64 = 31;
@@ -176,6 +176,26 @@ async fn a_push_that_changes_a_workflow_is_refused_with_githubs_reason() {
         .await
         .unwrap();
     assert!(w.origin.branch_head("docs-change").is_some());
+}
+
+/// A ruleset requiring signed commits, as the fake holds it: the push of
+/// an unsigned commit is declined with GitHub's reason and the rule listed.
+#[tokio::test]
+async fn a_push_a_ruleset_forbids_is_declined_with_the_rule_listed() {
+    let w = world().await;
+    let push = w.gh.token_for(&w.repo, TokenScope::Push).await.unwrap();
+    // The control: before the ruleset, the same push lands.
+    push_file(&w, &push, "before-rules", "a.txt").await.unwrap();
+    w.fake.require(&w.repo, Ruleset::SignedCommits);
+    let refused = push_file(&w, &push, "unsigned", "b.txt").await.unwrap_err();
+    for said in [
+        "remote: error: GH013: Repository rule violations found for refs/heads/unsigned.",
+        "remote: - Commits must have verified signatures.",
+        "! [remote rejected] HEAD -> unsigned (push declined due to repository rule violations)",
+    ] {
+        assert!(refused.contains(said), "{said}\n{refused}");
+    }
+    assert_eq!(w.origin.branch_head("unsigned"), None);
 }
 
 #[tokio::test]

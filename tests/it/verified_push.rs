@@ -2,7 +2,8 @@
 //! agent rewrote to commit or change a file after verification gets the
 //! push refused and the run failed with that reason; the control is the
 //! same run with a goal that changes nothing, which pushes. A workflow file
-//! GitHub will not take from the App fails the run with GitHub's reason.
+//! GitHub will not take from the App, or a push the repository's rules
+//! decline, fails the run with GitHub's reason.
 //! And git output past closer's cap is a named error, never a silent cut.
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::git::{GitError, GitRunner};
 use closer::model::RunState;
 
+use crate::support::fake_github::Ruleset;
 use crate::support::fake_llm::Reply;
 use crate::support::git::git;
 use crate::support::story::{CONFIG, RUN_TESTS, Story};
@@ -136,6 +138,48 @@ async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_re
         "nothing pushed"
     );
     assert!(s.github.pulls(&s.repo).is_empty());
+    let pushes = s
+        .github
+        .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
+    assert_eq!(pushes.len(), 1, "pushed once, not retried");
+    s.stop().await;
+}
+
+/// A ruleset on every branch requires signed commits, which closer's are
+/// not: the verified run fails at its push with the rule GitHub named and
+/// what an admin can do, once. The control is the same run before the
+/// ruleset (`token_scope::a_run_over_http_pushes_with_the_one_push_token…`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_the_repositorys_rules_decline_fails_the_run_naming_the_rule() {
+    let mut s = Story::start("push-rules", Some(CONFIG)).await;
+    s.origin.url = s.github.serve_git(&s.repo, &s.origin.bare);
+    s.github.require(&s.repo, Ruleset::SignedCommits);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(
+        1,
+        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+         echo '{\"summary\": \"Fixed add.\"}'\n",
+    );
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    let said: Vec<String> = s.bot_comments(n).into_iter().map(|c| c.body).collect();
+    let said = said.join("\n---\n");
+    for line in [
+        "GitHub declined the push: it breaks this repository's rules",
+        "Commits must have verified signatures.",
+        "bypass list",
+    ] {
+        assert!(said.contains(line), "{line}\n{said}");
+    }
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
     let pushes = s
         .github
         .requests_to("POST", "/git/octo/calc.git/git-receive-pack");

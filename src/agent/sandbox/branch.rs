@@ -166,6 +166,32 @@ pub fn refused_workflow(error: &GitError) -> Option<String> {
     Some(path.to_owned())
 }
 
+/// The rules GitHub named when it declined a push for breaking the
+/// repository's rules (rulesets: signed commits, file paths or sizes,
+/// secrets; or classic branch protection), `Some(vec![])` when it named
+/// none. GitHub lists them as `remote: - <rule>` lines before the ref's
+/// `(push declined due to repository rule violations)`.
+pub fn refused_by_rules(error: &GitError) -> Option<Vec<String>> {
+    const DECLINED: [&str; 2] = [
+        "push declined due to repository rule violations",
+        "protected branch hook declined",
+    ];
+    let GitError::Failed { detail, .. } = error else {
+        return None;
+    };
+    if !DECLINED.iter().any(|d| detail.contains(d)) {
+        return None;
+    }
+    let rules = detail
+        .split(" | ")
+        .filter_map(|line| line.trim().strip_prefix("remote:"))
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .map(|rule| rule.trim().to_owned())
+        .filter(|rule| !rule.is_empty())
+        .collect();
+    Some(rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +226,33 @@ mod tests {
         let hook = failed("exit Some(1): ! [remote rejected] a -> a (pre-receive hook declined)");
         assert_eq!(refused_workflow(&hook), None);
         assert_eq!(refused_workflow(&GitError::Spawn("x".into())), None);
+        assert_eq!(refused_by_rules(&hook), None);
+        assert_eq!(refused_by_rules(&stale), None);
+    }
+
+    #[test]
+    fn a_rules_refusal_names_the_rules_github_listed() {
+        let declined = failed(
+            "exit Some(1): remote: error: GH013: Repository rule violations found for \
+             refs/heads/closer/issue-7. | remote: Review all repository rules at \
+             https://github.com/acme/widget/rules?ref=refs%2Fheads%2Fcloser%2Fissue-7 | \
+             remote: | remote: - Commits must have verified signatures. | remote: | \
+             remote: - Changes must be made through a pull request. | remote: | \
+             To https://github.com/acme/widget.git |  ! [remote rejected] 1f2e -> \
+             closer/issue-7 (push declined due to repository rule violations) | \
+             error: failed to push some refs to 'https://github.com/acme/widget.git'",
+        );
+        assert_eq!(
+            refused_by_rules(&declined),
+            Some(vec![
+                "Commits must have verified signatures.".to_owned(),
+                "Changes must be made through a pull request.".to_owned(),
+            ])
+        );
+        assert_eq!(refused_workflow(&declined), None);
+        assert!(!is_stale(&declined));
+        let protected =
+            failed("exit Some(1): ! [remote rejected] a -> a (protected branch hook declined)");
+        assert_eq!(refused_by_rules(&protected), Some(vec![]));
     }
 }

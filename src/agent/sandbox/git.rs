@@ -74,6 +74,10 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// A git command that failed.
+/// How many of its last lines of standard error a failed git command
+/// keeps: enough for the rules GitHub lists when it declines a push.
+const FAILURE_LINES: usize = 12;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error("git {args} failed: {detail}")]
@@ -196,7 +200,7 @@ impl GitRunner {
             let detail: String = detail
                 .lines()
                 .rev()
-                .take(5)
+                .take(FAILURE_LINES)
                 .collect::<Vec<_>>()
                 .into_iter()
                 .rev()

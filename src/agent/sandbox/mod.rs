@@ -100,6 +100,11 @@ pub enum SandboxError {
     /// permission). Pushing again cannot succeed.
     #[error("GitHub refused to take a change to the workflow {path} from the App")]
     WorkflowRefused { path: String },
+    /// GitHub declined the push: it breaks the repository's rules
+    /// (rulesets, branch protection), those it named in `rules`. Pushing
+    /// the same commits again cannot succeed.
+    #[error("GitHub declined the push under the repository's rules: {}", rules.join(" "))]
+    RulesRefused { rules: Vec<String> },
 }
 
 /// Settings of the sandbox.
@@ -295,7 +300,8 @@ impl Sandbox {
     /// looked (`None`: it was not there). A branch that moved since is
     /// refused as [`SandboxError::StaleBranch`]; nothing is overwritten. A
     /// change to a workflow file GitHub will not take from the App is
-    /// [`SandboxError::WorkflowRefused`].
+    /// [`SandboxError::WorkflowRefused`], a push the repository's rules
+    /// decline [`SandboxError::RulesRefused`].
     pub async fn push(
         &self,
         worktree: &Worktree,
@@ -327,10 +333,15 @@ impl Sandbox {
             Err(e) if branch::is_stale(&e) => Err(SandboxError::StaleBranch {
                 branch: worktree.branch.clone(),
             }),
-            Err(e) => match branch::refused_workflow(&e) {
-                Some(path) => Err(SandboxError::WorkflowRefused { path }),
-                None => Err(e.into()),
-            },
+            Err(e) => {
+                if let Some(path) = branch::refused_workflow(&e) {
+                    return Err(SandboxError::WorkflowRefused { path });
+                }
+                match branch::refused_by_rules(&e) {
+                    Some(rules) => Err(SandboxError::RulesRefused { rules }),
+                    None => Err(e.into()),
+                }
+            }
         }
     }
 

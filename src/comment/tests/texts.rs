@@ -223,6 +223,9 @@ fn snapshot_diagnosis_other_reasons() {
         FailureReason::WorkflowRefused {
             path: ".github/workflows/ci.yml".to_owned(),
         },
+        FailureReason::RulesRefused {
+            rules: vec!["Commits must have verified signatures.".to_owned()],
+        },
     ];
     let all: Vec<String> = reasons
         .into_iter()

@@ -50,6 +50,11 @@ pub enum RunFailure {
     WorkflowRefused {
         path: String,
     },
+    /// The repository's rules (rulesets, branch protection) declined the
+    /// push; GitHub named `rules`.
+    RulesRefused {
+        rules: Vec<String>,
+    },
     /// The agent, the LLM or the setup failed.
     Error {
         message: String,
@@ -86,6 +91,9 @@ impl RunFailure {
             RunFailure::WorkflowRefused { path } => {
                 FailureReason::WorkflowRefused { path: path.clone() }
             }
+            RunFailure::RulesRefused { rules } => FailureReason::RulesRefused {
+                rules: rules.clone(),
+            },
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
@@ -109,6 +117,12 @@ impl RunFailure {
             }
             RunFailure::PushRefused { detail } => format!("push refused: {detail}"),
             RunFailure::WorkflowRefused { path } => format!("workflow {path} refused by GitHub"),
+            RunFailure::RulesRefused { rules } => {
+                format!(
+                    "push declined by the repository's rules ({})",
+                    rules.join(" ")
+                )
+            }
             RunFailure::Error { message } => message.clone(),
             RunFailure::PullRequestClosed { number } => {
                 format!("pull request #{number} closed unmerged")

@@ -9,8 +9,8 @@
 //! a lease on the branch's head as closer last saw it: when a person pushed
 //! meanwhile, their commits are taken in and the run iterates again instead
 //! (`review_round.rs`). A change to a workflow file, which GitHub never
-//! takes from the App, fails the run with that reason instead of retrying
-//! a push that cannot succeed. After a review round the threads it worked
+//! takes from the App, or a push the repository's rules decline, fails the
+//! run with GitHub's reason instead of retrying a push that cannot succeed. After a review round the threads it worked
 //! on are answered, and a round asked for meanwhile is queued.
 
 use super::context::RunContext;
@@ -63,6 +63,9 @@ impl Engine {
             Pushed::BranchMoved => return self.branch_moved(ctx, &worktree).await,
             Pushed::WorkflowRefused { path } => {
                 return self.fail(ctx, RunFailure::WorkflowRefused { path }).await;
+            }
+            Pushed::RulesRefused { rules } => {
+                return self.fail(ctx, RunFailure::RulesRefused { rules }).await;
             }
         }
         self.runs.save(ctx).await?;

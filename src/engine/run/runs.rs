@@ -213,3 +213,30 @@ impl Runs {
 fn judged(row: &runs::IterationRow) -> bool {
     row.decision != Some(IterationEnd::Stopped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(judgment: Option<&str>, decision: Option<IterationEnd>) -> runs::IterationRow {
+        runs::IterationRow {
+            run_id: RunId::from_stored("r1".to_owned()),
+            number: 1,
+            prompt: String::new(),
+            agent: Some("{}".to_owned()),
+            judgment: judgment.map(str::to_owned),
+            decision,
+            started_at: 0,
+            finished_at: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_stopped_iteration_holds_no_record_whatever_an_earlier_version_wrote() {
+        // Before decision 134 a stop wrote `{}`, which is no record.
+        assert!(!judged(&row(Some("{}"), Some(IterationEnd::Stopped))));
+        assert!(!judged(&row(None, Some(IterationEnd::Stopped))));
+        assert!(judged(&row(Some("{…}"), Some(IterationEnd::Incomplete))));
+        assert!(IterationRecord::from_json("{}").is_err(), "why it matters");
+    }
+}

@@ -32,6 +32,9 @@ pub enum Pushed {
     /// GitHub refused the change to the workflow file `path` (the App has
     /// no `workflows` permission); pushing again cannot succeed.
     WorkflowRefused { path: String },
+    /// The repository's rules (rulesets, branch protection) declined the
+    /// push, naming `rules`; pushing again cannot succeed.
+    RulesRefused { rules: Vec<String> },
 }
 
 /// Mirrors, worktrees and scratch space under the data directory.
@@ -153,7 +156,7 @@ impl Workspace {
     /// Pushes the run's branch, with a lease on the head closer last saw
     /// (`RunData::branch_head`). Nothing is pushed when the branch moved on
     /// the remote meanwhile, or when GitHub will never take the change (a
-    /// workflow file); another error (the network, a token) may pass and
+    /// workflow file, the repository's rules); another error (the network, a token) may pass and
     /// is the step's to retry. In dry run nothing is pushed: the push is
     /// recorded with the other writes that were not sent.
     pub async fn push(
@@ -175,6 +178,7 @@ impl Workspace {
             }
             Err(SandboxError::StaleBranch { .. }) => Ok(Pushed::BranchMoved),
             Err(SandboxError::WorkflowRefused { path }) => Ok(Pushed::WorkflowRefused { path }),
+            Err(SandboxError::RulesRefused { rules }) => Ok(Pushed::RulesRefused { rules }),
             Err(e) => Err(other(e)),
         }
     }

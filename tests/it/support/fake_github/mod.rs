@@ -17,6 +17,8 @@ pub mod projects;
 mod routes;
 pub mod state;
 
+pub use routes::push_rules::Ruleset;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -138,16 +140,26 @@ impl FakeGitHub {
     }
 
     /// Serves the bare repository at `bare` over git's smart HTTP (tokens
-    /// checked like GitHub's, workflow files refused to the App as GitHub
-    /// refuses them) and makes that the repository's `clone_url`.
+    /// checked like GitHub's, workflow files refused to the App and any
+    /// ruleset set with [`Self::require`] held as GitHub holds them) and
+    /// makes that the repository's `clone_url`.
     pub fn serve_git(&self, repo: &RepoName, bare: &std::path::Path) -> String {
-        routes::workflows::install(bare);
+        routes::push_rules::install(bare);
         let url = format!("{}/git/{repo}.git", self.url);
         self.with(|st| {
             st.git_roots.insert(repo.to_string(), bare.to_path_buf());
             st.repo_mut(&repo.to_string()).clone_url = url.clone();
         });
         url
+    }
+
+    /// Sets a ruleset on a repository served with [`Self::serve_git`]:
+    /// pushes that break it are declined as GitHub declines them (GH013).
+    pub fn require(&self, repo: &RepoName, ruleset: routes::push_rules::Ruleset) {
+        let bare = self
+            .with(|st| st.git_roots.get(&repo.to_string()).cloned())
+            .expect("a repository served with serve_git");
+        routes::push_rules::require(&bare, ruleset);
     }
 
     /// How many tokens were exchanged.

@@ -3,7 +3,7 @@
 //! an API call — a fetch needs `contents: read`, a push `contents: write`,
 //! on a repository the token was minted for — then handed to the real
 //! `git http-backend` over the test's bare repository. A push is also held
-//! to GitHub's rule on workflow files (`workflows.rs`).
+//! to GitHub's rules for pushes (`push_rules.rs`).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
 use super::super::auth;
-use super::{Answer, Fake, lock, workflows};
+use super::{Answer, Fake, lock, push_rules};
 
 pub async fn handle(
     State(fake): State<Fake>,
@@ -113,7 +113,7 @@ async fn backend(
         .env("CONTENT_LENGTH", bytes.len().to_string())
         .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
         .env("GIT_PROTOCOL", header("git-protocol"))
-        .env(workflows::REASON_FILE_VAR, reason_file)
+        .env(push_rules::REASON_FILE_VAR, reason_file)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
@@ -161,7 +161,7 @@ fn cgi_response(out: &[u8], refusal: Option<&str>) -> Response {
         }
     }
     let body = match refusal {
-        Some(reason) => workflows::with_reason(&out[body_at..], reason),
+        Some(reason) => push_rules::with_reason(&out[body_at..], reason),
         None => out[body_at..].to_vec(),
     };
     builder

@@ -9,9 +9,9 @@ mod issues;
 mod labels;
 mod moved;
 mod pulls;
+pub(super) mod push_rules;
 mod repos;
 mod reviews;
-pub(super) mod workflows;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,31 +1,53 @@
-//! GitHub's rule for pushes by a GitHub App: commits that create or update a
-//! file under `.github/workflows/` are refused unless the token holds
-//! `workflows: write`, which the test App is never granted. GitHub names
-//! the first such file as the ref's rejection reason, so `git push` prints
+//! GitHub's rules for pushes, held with the real `git receive-pack`.
 //!
-//! ```text
-//!  ! [remote rejected] a -> a (refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)
-//! ```
+//! - **Workflow files**: commits that create or update a file under
+//!   `.github/workflows/` are refused to a GitHub App unless its token holds
+//!   `workflows: write`, which the test App is never granted. GitHub names
+//!   the first such file as the ref's rejection reason:
 //!
-//! The fake has the real `git receive-pack` decide with a `pre-receive`
-//! hook (which can only make git say "pre-receive hook declined"): the
-//! hook writes GitHub's reason to a file named by the request, and the
-//! answer's report is rewritten to carry it, as GitHub's does.
+//!   ```text
+//!    ! [remote rejected] a -> a (refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)
+//!   ```
+//!
+//! - **Repository rules** (rulesets), when a test sets one with
+//!   [`require`]: "Require signed commits" declines a push with an unsigned
+//!   commit, listing the rule in `remote:` lines (GH013) and giving the ref
+//!   `(push declined due to repository rule violations)`.
+//!
+//! A `pre-receive` hook decides (a hook alone can only make git say
+//! "pre-receive hook declined"): it writes GitHub's reason to a file named
+//! by the request, and the answer's report is rewritten to carry it, as
+//! GitHub's does.
 
 use std::path::Path;
 
 /// The hook: for each updated ref, each commit new to the repository
 /// (merges against their first parent, as a merged branch's workflow
-/// change is refused too) that touches `.github/workflows/`.
+/// change is refused too) is held to the rules. It runs in the bare
+/// repository, where `closer-fake-rules` lists the rulesets set.
 const PRE_RECEIVE: &str = r#"#!/bin/sh
 zero=0000000000000000000000000000000000000000
+refuse() {
+  printf '%s' "$1" > "$CLOSER_FAKE_REFUSAL"
+  exit 1
+}
 while read -r old new ref; do
   [ "$new" = "$zero" ] && continue
   for commit in $(git rev-list "$new" --not --all); do
+    if grep -qx signed-commits closer-fake-rules 2>/dev/null       && ! git cat-file commit "$commit" | grep -q '^gpgsig '; then
+      printf 'error: GH013: Repository rule violations found for %s.
+' "$ref" >&2
+      printf 'Review all repository rules at https://github.com/rules
+
+' >&2
+      printf -- '- Commits must have verified signatures.
+
+' >&2
+      refuse 'push declined due to repository rule violations'
+    fi
     file=$(git diff-tree -r --root --no-commit-id --name-only -m --first-parent "$commit" -- .github/workflows | head -n 1)
     if [ -n "$file" ]; then
-      printf 'refusing to allow a GitHub App to create or update workflow `%s` without `workflows` permission' "$file" > "$CLOSER_FAKE_REFUSAL"
-      exit 1
+      refuse "refusing to allow a GitHub App to create or update workflow \`$file\` without \`workflows\` permission"
     fi
   done
 done
@@ -35,7 +57,26 @@ exit 0
 /// The environment variable naming the file the hook writes its reason to.
 pub const REASON_FILE_VAR: &str = "CLOSER_FAKE_REFUSAL";
 
-/// Installs the rule in the bare repository the fake serves.
+/// A ruleset the fake can set on a repository.
+#[derive(Debug, Clone, Copy)]
+pub enum Ruleset {
+    /// "Require signed commits", on every branch.
+    SignedCommits,
+}
+
+/// Sets `ruleset` on the bare repository the fake serves.
+pub fn require(bare: &Path, ruleset: Ruleset) {
+    let name = match ruleset {
+        Ruleset::SignedCommits => "signed-commits",
+    };
+    let file = bare.join("closer-fake-rules");
+    let mut rules = std::fs::read_to_string(&file).unwrap_or_default();
+    rules.push_str(name);
+    rules.push('\n');
+    std::fs::write(file, rules).expect("the rules file");
+}
+
+/// Installs the rules in the bare repository the fake serves.
 pub fn install(bare: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let hook = bare.join("hooks").join("pre-receive");
