@@ -415,7 +415,9 @@ pub async fn finish_iteration(
 }
 
 /// Ends an iteration its run's stop interrupted: the agent's result is
-/// kept, and there is no judgment (nothing was judged).
+/// kept, and there is no judgment (nothing was judged). The replies its
+/// prompt carried are given back for the next prompt, in the same
+/// transaction.
 pub async fn stop_iteration(
     pool: &AnyPool,
     run_id: &RunId,
@@ -423,6 +425,8 @@ pub async fn stop_iteration(
     agent: &str,
     now: Millis,
 ) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    release_messages(&mut *tx, run_id, number).await?;
     sqlx::query(
         "UPDATE iterations SET agent = $1, judgment = NULL, decision = $2, finished_at = $3 \
          WHERE run_id = $4 AND number = $5",
@@ -432,8 +436,25 @@ pub async fn stop_iteration(
     .bind(now)
     .bind(run_id.as_str())
     .bind(i64::from(number))
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Gives the replies iteration `number`'s prompt carried back to the next
+/// prompt: the iteration ended without its agent's work being judged (a
+/// stop, an agent that could not run), so nobody acted on them.
+pub async fn release_messages<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    run_id: &RunId,
+    number: u32,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE messages SET used_in = NULL WHERE run_id = $1 AND used_in = $2")
+        .bind(run_id.as_str())
+        .bind(i64::from(number))
+        .execute(db)
+        .await?;
     Ok(())
 }
 

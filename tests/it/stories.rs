@@ -302,6 +302,34 @@ async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
     (s, n)
 }
 
+/// The answer goes into the next iteration's prompt; that iteration is
+/// stopped while its agent works, and the run retried: the answer is in
+/// the retried run's prompt again (nobody acted on it). Before, the
+/// stopped iteration had used it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_a_stopped_iteration_carried_is_carried_again_after_a_retry() {
+    let (mut s, n) = awaiting_an_answer("answer-stopped").await;
+    let started = s.path("started");
+    s.agent_step(2, &format!("touch '{}'\nsleep 120\n", started.display()));
+    s.agent_step(3, &fix_add());
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    wait_for_file(&started).await;
+    assert!(s.prompt(2).contains("Yes, negatives too."));
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.idle().await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let prompt = s.prompt(3);
+    assert!(prompt.contains("Yes, negatives too."), "{prompt}");
+    s.stop().await;
+}
+
 /// The answer comes, and GitHub refuses to take `awaiting-response` off
 /// until the client gives up: the `resume` step is retried while the run
 /// still awaits, takes the label off then, and the run completes.

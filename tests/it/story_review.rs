@@ -94,6 +94,41 @@ fn pull_edits(s: &Story, pull: IssueNumber) -> Vec<String> {
         .collect()
 }
 
+/// The reviewer deletes one of two threads' first comments while the round
+/// works on them: the other thread is answered and the run comes to rest.
+/// Before, the answer to the deleted thread (404) failed the finish step
+/// for good and reconciliation queued it again forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_thread_deleted_during_its_round_is_skipped_and_the_other_answered() {
+    let (mut s, n, pull) = verified_story("review-deleted", CONFIG).await;
+    s.llm.push([done()]);
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), answer_review(2)));
+    let threads = s
+        .review_as(
+            pull,
+            MAINTAINER,
+            "CHANGES_REQUESTED",
+            "Two things.",
+            &[
+                ("calc.sh", 1, "Please document what add does."),
+                ("calc.sh", 1, "Rename add to sum?"),
+            ],
+        )
+        .await;
+    gate.started().await;
+    s.github.delete_review_comment(&s.repo, threads[0]);
+    gate.open();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let replies = thread_replies(&s, pull);
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert_eq!(replies[0].in_reply_to, Some(threads[1]));
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_review_with_two_comments_is_one_iteration_and_two_thread_answers() {
     let (mut s, n, pull) = verified_story("review-two", CONFIG).await;

@@ -278,6 +278,9 @@ impl Engine {
             complete: false,
         };
         self.record(ctx, iteration, result, &record)?;
+        // Nobody acted on the replies the prompt carried: a retry shows them.
+        let pool = self.runs.store().pool();
+        runs::release_messages(pool, &ctx.run.id, iteration.n).await?;
         self.fail(ctx, RunFailure::Error { message }).await
     }
 

@@ -148,9 +148,19 @@ impl Engine {
                     other => other,
                 };
                 let body = format!("{}\n{marker}", comment::thread_reply(&answer));
-                ctx.client
+                match ctx
+                    .client
                     .reply_to_review_comment(ctx.repo(), pull, root, &body)
-                    .await?;
+                    .await
+                {
+                    Ok(_) => {}
+                    // The thread's first comment was deleted meanwhile:
+                    // there is nothing left to answer.
+                    Err(e) if e.is_gone() => {
+                        tracing::info!(run = %ctx.run.id, thread = root, "review thread gone; not answered");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             ctx.data.pending_threads.remove(0);
             self.runs.save(ctx).await?;

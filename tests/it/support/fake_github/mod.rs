@@ -566,6 +566,14 @@ impl FakeGitHub {
         })
     }
 
+    /// Deletes a review comment, as its author can on GitHub; a reply to it
+    /// is then answered 404.
+    pub fn delete_review_comment(&self, repo: &RepoName, id: u64) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string()).review_comments.remove(&id);
+        });
+    }
+
     /// A review comment by id.
     pub fn review_comment(&self, repo: &RepoName, id: u64) -> FakeReviewComment {
         self.with(|st| st.repo(&repo.to_string()).review_comments[&id].clone())
