@@ -302,6 +302,29 @@ async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
     (s, n)
 }
 
+/// `/closer stop` on a run awaiting its answer meets GitHub refusing to
+/// take `awaiting-response` off until the client gives up: the stop's
+/// delivery, tried again, finishes what the stop shows (the label off, the
+/// stopped status). Before, the retry found the run already stopped and
+/// did nothing, and the issue kept the label and a waiting status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_meeting_github_down_is_shown_when_its_delivery_is_tried_again() {
+    let (mut s, n) = awaiting_an_answer("stop-502").await;
+    let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
+    s.github
+        .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{run:#?}");
+    assert!(s.github.requests_to("DELETE", &label).len() > 5, "retried");
+    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
+    let status = s.status_comment(n);
+    assert!(status.body.contains("stopped"), "{}", status.body);
+    s.stop().await;
+}
+
 /// The answer goes into the next iteration's prompt; that iteration is
 /// stopped while its agent works, and the run retried: the answer is in
 /// the retried run's prompt again (nobody acted on it). Before, the

@@ -133,7 +133,7 @@ impl Engine {
         number: IssueNumber,
     ) -> Result<String, EngineError> {
         match runs::by_issue(self.runs.store().pool(), repo, number).await? {
-            Some(run) if !run.state.is_final() => {
+            Some(run) if super::failure::stop_applies(&run) => {
                 self.stop(&run, "stopped by a maintainer").await?;
                 Ok("stopped".to_owned())
             }

@@ -185,18 +185,24 @@ impl Engine {
     }
 
     /// Ends the run as STOPPED (the issue was closed, or `/closer stop`).
+    ///
+    /// A run already stopped is shown as stopped again: the earlier try of
+    /// this stop may have saved the state and then met GitHub down, and
+    /// its delivery, tried again, must finish the label and the status
+    /// (idempotent: an unchanged status is not written).
     pub(super) async fn stop(&self, run: &Run, why: &str) -> Result<(), EngineError> {
         let outcome = Outcome::Stopped(why.to_owned());
         let store = self.runs.store();
-        if !runs::mark_stopped(store.pool(), &run.id, &outcome, store.now_ms()).await? {
-            // It ended (done, failed) since `run` was loaded: nothing to stop.
-            return Ok(());
-        }
+        let marked = runs::mark_stopped(store.pool(), &run.id, &outcome, store.now_ms()).await?;
         // Read again: a step in flight may have written since `run` was
         // loaded. From here on only this path writes the run.
         let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
+        if !marked && ctx.run.state != RunState::Stopped {
+            // It ended (done, failed) since `run` was loaded: nothing to stop.
+            return Ok(());
+        }
         let shown = async {
             self.status.set_awaiting_label(&mut ctx, false).await?;
             self.status.publish(&mut ctx).await
@@ -207,6 +213,12 @@ impl Engine {
             shown => shown,
         }
     }
+}
+
+/// Whether a stop applies to `run`: one still going, or one stopped already
+/// whose stop may not be shown yet ([`Engine::stop`]).
+pub(super) fn stop_applies(run: &Run) -> bool {
+    !run.state.is_final() || run.state == RunState::Stopped
 }
 
 fn diagnosis(ctx: &RunContext, failure: &RunFailure, records: &[IterationRecord]) -> DiagnosisView {

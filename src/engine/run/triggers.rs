@@ -267,7 +267,9 @@ impl Engine {
                 let store = self.runs.store();
                 let run = runs::by_issue(store.pool(), &thread.repo.name, issue.number).await?;
                 match run {
-                    Some(run) if !run.state.is_final() && !self.awaiting_merge(&run)? => {
+                    Some(run)
+                        if super::failure::stop_applies(&run) && !self.awaiting_merge(&run)? =>
+                    {
                         let client = self.github.client(thread.installation).await?;
                         let now = client.get_issue(&thread.repo.name, issue.number).await?;
                         if now.state != IssueState::Closed {
@@ -292,7 +294,7 @@ impl Engine {
         let store = self.runs.store();
         let number = thread.issue.number;
         let run = runs::by_issue(store.pool(), &thread.repo.name, number).await?;
-        let Some(run) = run.filter(|r| !r.state.is_final()) else {
+        let Some(run) = run.filter(super::failure::stop_applies) else {
             return Ok("issue deleted: no active run".to_owned());
         };
         let client = self.github.client(thread.installation).await?;
