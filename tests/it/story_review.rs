@@ -94,6 +94,32 @@ fn pull_edits(s: &Story, pull: IssueNumber) -> Vec<String> {
         .collect()
 }
 
+/// `/closer retry` on a done run, whose issue closer closed: the issue is
+/// opened again and the restarted run works on. Before, the issue stayed
+/// closed and reconciliation stopped the restarted run ("the issue was
+/// closed") within minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_on_an_issue_closer_closed_reopens_it_and_reconciliation_lets_it_work() {
+    let (mut s, n, _pull) = verified_story("retry-closed", CONFIG).await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    gate.started().await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    let engine = s.engine.clone().unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert!(done.stopped.is_empty(), "{done:?}");
+    gate.open();
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
 /// The reviewer deletes one of two threads' first comments while the round
 /// works on them: the other thread is answered and the run comes to rest.
 /// Before, the answer to the deleted thread (404) failed the finish step

@@ -461,6 +461,14 @@ impl Engine {
             branch_head: old.branch_head,
             ..data
         };
+        // A run works on an open issue (reconciliation stops one whose issue
+        // is closed): the issue closer closed when the run was done, or a
+        // person closed, is opened again for the work asked for.
+        if !thread.issue.open {
+            client
+                .reopen_issue(&thread.repo.name, thread.issue.number)
+                .await?;
+        }
         // A pull request closed unmerged stays closed: a restart opens a new
         // one (an open one stays the run's), whatever ended the run.
         if let Some(number) = run.pull_request {
