@@ -889,6 +889,42 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     s.stop().await;
 }
 
+/// `close_on: merged`, and the `pull_request.closed` webhooks are missed:
+/// reconciliation reads the pull request of a run waiting for its merge,
+/// completes the run once it is merged, and fails one whose pull request
+/// was closed unmerged. Before, both waited forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_ends_a_run_whose_pull_request_ended_behind_its_back() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let mut s = Story::start("reconcile-merge", Some(&config)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let a = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    s.agent_step(1, &fix_add());
+    let b = s.open_issue("add again", "", &["closer", "type:bug"]).await;
+    s.idle().await;
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+    let pull_of = |n| s.run(n);
+    let (run_a, run_b) = (pull_of(a).await.unwrap(), pull_of(b).await.unwrap());
+    assert_eq!(run_a.state, RunState::Verifying);
+    assert_eq!(run_b.state, RunState::Verifying);
+
+    s.github.merge_pull(&s.repo, run_a.pull_request.unwrap());
+    s.github.close_pull(&s.repo, run_b.pull_request.unwrap());
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued.len(), 2, "{done:?}");
+    s.idle().await;
+    assert_eq!(s.run(a).await.unwrap().state, RunState::Done);
+    assert_eq!(s.github.issue(&s.repo, a).state, "closed");
+    assert_eq!(s.run(b).await.unwrap().state, RunState::Failed);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_over_its_token_budget_stops_with_a_clear_comment() {
     let mut s = Story::start(

@@ -1,9 +1,10 @@
 //! Reconciliation: webhooks can be missed and a process can die between
 //! writing a run and queueing its next step, so on start and on a timer the
 //! engine compares the runs with the queue and with GitHub:
-//! an open run with no live job gets its next step queued again, and an open
-//! run whose issue was closed (or whose trigger label, when the label started
-//! it, was removed) is stopped. It never starts a run and never touches a
+//! an open run with no live job gets its next step queued again (a run
+//! waiting for its merge gets the step for its pull request's end, merged
+//! or closed), and an open run whose issue was closed (or whose trigger
+//! label, when the label started it, was removed) is stopped. It never starts a run and never touches a
 //! run that has ended.
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use tokio::sync::watch;
 use super::context::RunContext;
 use super::{Engine, EngineError, Step};
 use crate::comment::same_label;
-use crate::github::IssueState;
+use crate::github::{IssueState, PullState};
 use crate::model::{RunId, RunState};
 use crate::panic::Caught;
 use crate::store::runs;
@@ -55,8 +56,12 @@ impl Engine {
         }
         let (run, data) = (&ctx.run, &ctx.data);
         let step = match run.state {
-            // Waiting for the merge: nothing to carry forward.
-            RunState::Verifying if data.awaiting_merge => return Ok(None),
+            // Waiting for the merge: the pull request's end, if its webhook
+            // was missed.
+            RunState::Verifying if data.awaiting_merge => match self.pull_ended(&ctx).await? {
+                Some(step) => step,
+                None => return Ok(None),
+            },
             // Its question was never posted (the step's job gave up):
             // the Iterate step resumes it (`ask.rs`).
             RunState::AwaitingResponse if data.question_posted != Some(run.iteration) => {
@@ -78,6 +83,21 @@ impl Engine {
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
         self.runs.enqueue(&run.id, step).await?;
         Ok(Some(Action::Requeued))
+    }
+
+    /// The step for what became of the pull request a run waits on, if
+    /// it ended: merged ([`Step::Merged`]) or closed unmerged
+    /// ([`Step::PullClosed`]); each re-checks when it runs.
+    async fn pull_ended(&self, ctx: &RunContext) -> Result<Option<Step>, EngineError> {
+        let Some(number) = ctx.run.pull_request else {
+            return Ok(None);
+        };
+        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
+        Ok(match (pull.merged, pull.state) {
+            (true, _) => Some(Step::Merged),
+            (false, PullState::Open) => None,
+            (false, _) => Some(Step::PullClosed),
+        })
     }
 
     /// Why the run should stop according to GitHub, if it should.
