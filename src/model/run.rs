@@ -38,6 +38,9 @@ pub struct Run {
     pub data: String,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// Which life of the run this is: each restart adds one, and a step's
+    /// save lands only on the generation it loaded.
+    pub generation: u32,
 }
 
 /// The branch closer works an issue on.

@@ -55,6 +55,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0006_handled_events.sql"),
         postgres: include_str!("../../migrations/postgres/0006_handled_events.sql"),
     },
+    Migration {
+        version: 7,
+        name: "run_generation",
+        sqlite: include_str!("../../migrations/sqlite/0007_run_generation.sql"),
+        postgres: include_str!("../../migrations/postgres/0007_run_generation.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -20,7 +20,7 @@ type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments>;
 const COLUMNS: &str = "id, installation_id, repository, issue_number, state, phase, \
     completion_type, task_type, stage, iteration, max_iterations, branch, base_commit, \
     clone_url, default_branch, pull_request, status_comment_id, tokens_used, cost_usd, \
-    outcome, data, created_at, updated_at";
+    outcome, data, created_at, updated_at, generation";
 
 /// A row read as a [`Run`]; every text column that holds a name is read
 /// strictly (an unknown one is [`StoreError::Unknown`]).
@@ -68,6 +68,7 @@ fn from_row(row: &AnyRow) -> Result<Run, StoreError> {
         data: row.try_get("data")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+        generation: small("runs.generation", row.try_get("generation")?)?,
     })
 }
 
@@ -95,13 +96,13 @@ fn db_int(n: u64) -> i64 {
 /// Inserts a run unless the issue already has one; returns the issue's run
 /// and whether it was created now.
 pub async fn insert_or_get(pool: &AnyPool, run: &Run) -> Result<(Run, bool), StoreError> {
-    // Mutable columns first, in the order `bind_mutable` binds them ($1-$19).
+    // Mutable columns first, in the order `bind_mutable` binds them ($1-$20).
     let query = sqlx::query(
         "INSERT INTO runs (state, phase, completion_type, task_type, stage, iteration, \
          max_iterations, branch, base_commit, clone_url, default_branch, pull_request, \
          status_comment_id, tokens_used, cost_usd, outcome, data, updated_at, installation_id, \
-         id, repository, issue_number, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
+         generation, id, repository, issue_number, created_at) VALUES ($1, $2, $3, $4, $5, $6, \
+         $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
          ON CONFLICT (repository, issue_number) DO NOTHING",
     );
     let inserted = bind_mutable(query, run)
@@ -191,30 +192,33 @@ macro_rules! update_run_sql {
             "stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, ",
             "clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, ",
             "tokens_used = $14, cost_usd = $15, outcome = $16, data = $17, updated_at = $18, ",
-            "installation_id = $19 WHERE id = $20",
+            "installation_id = $19, generation = $20 WHERE id = $21",
             $guard
         )
     };
 }
 
-/// Writes every mutable column of a run.
+/// Writes every mutable column of a run, whatever the stored run is (a
+/// restart, which also starts a new generation: see [`Run::generation`]).
 pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
     update(pool, run, update_run_sql!("")).await?;
     Ok(())
 }
 
-/// Like [`save`], but only while the stored run is not `stopped` (a person
+/// Like [`save`], but only while the stored run is the generation `run`
+/// was loaded as (not restarted meanwhile) and not `stopped` (a person
 /// closed the issue or said `/closer stop` meanwhile); writing `stopped`
-/// always goes through. `false` when nothing was written.
+/// goes through whatever the stored state. `false` when nothing was
+/// written.
 pub async fn save_unless_stopped(pool: &AnyPool, run: &Run) -> Result<bool, StoreError> {
     Ok(update(pool, run, unless_stopped_sql(run)).await? == 1)
 }
 
 fn unless_stopped_sql(run: &Run) -> &'static str {
     if run.state == RunState::Stopped {
-        update_run_sql!("")
+        update_run_sql!(" AND generation = $20")
     } else {
-        update_run_sql!(" AND state <> 'stopped'")
+        update_run_sql!(" AND generation = $20 AND state <> 'stopped'")
     }
 }
 
@@ -298,7 +302,7 @@ async fn update<'e>(
     Ok(done.rows_affected())
 }
 
-/// Binds the columns a run changes over its life, as `$1`–`$19`.
+/// Binds the columns a run changes over its life, as `$1`–`$20`.
 fn bind_mutable<'q>(query: AnyQuery<'q>, run: &'q Run) -> AnyQuery<'q> {
     query
         .bind(run.state.as_str())
@@ -320,6 +324,7 @@ fn bind_mutable<'q>(query: AnyQuery<'q>, run: &'q Run) -> AnyQuery<'q> {
         .bind(&run.data)
         .bind(run.updated_at)
         .bind(run.installation_id.0)
+        .bind(i64::from(run.generation))
 }
 
 /// One iteration as stored.

@@ -56,6 +56,7 @@ async fn a_run(store: &Store, id: &str, issue: u64, state: RunState, updated_at:
         data: "{}".into(),
         created_at: updated_at,
         updated_at,
+        generation: 0,
     };
     runs::insert_or_get(store.pool(), &run).await.unwrap();
     let id = RunId::from_stored(id);

@@ -260,6 +260,7 @@ fn a_run(id: &str) -> Run {
         data: "{}".into(),
         created_at: 1,
         updated_at: 1,
+        generation: 0,
     }
 }
 

@@ -302,6 +302,48 @@ async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
     (s, n)
 }
 
+/// `/closer stop` then `/closer retry` while the run's step judges its
+/// agent's work (the completion check is slow): the old step's decision
+/// (incomplete, at its iteration limit: failed) is refused, since the run
+/// was restarted, and the retry works the issue to completion. Before, the
+/// old step wrote over the restart and failed the run, and the retry's
+/// `start` found it busy and did nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_and_a_retry_while_a_step_judges_leave_the_retry_in_charge() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let mut s = Story::start("stop-retry-judging", Some(&config)).await;
+    s.agent_step(1, &fix_add());
+    s.agent_step(
+        2,
+        "echo '# documented' >> calc.sh\necho '{\"summary\": \"Documented add.\"}'\n",
+    );
+    s.llm.push([Reply::Slow(
+        Duration::from_secs(4),
+        Box::new(Reply::closer(false, 0.3, &["add still subtracts"])),
+    )]);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while s.llm.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no completion check");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
+    assert_eq!(run.generation, 1);
+    let status = s.status_comment(n);
+    assert!(status.body.contains("closer: done"), "{}", status.body);
+    s.stop().await;
+}
+
 /// `/closer stop` on a run awaiting its answer meets GitHub refusing to
 /// take `awaiting-response` off until the client gives up: the stop's
 /// delivery, tried again, finishes what the stop shows (the label off, the

@@ -125,6 +125,7 @@ fn a_run(issue: u64, state: RunState, pull_request: Option<u64>) -> Run {
         data: "{}".into(),
         created_at: 1,
         updated_at: 1,
+        generation: 0,
     }
 }
 

@@ -71,9 +71,12 @@ impl Runs {
         }
     }
 
-    /// Writes the run whatever its stored state (a restart of a stopped run).
+    /// Writes the run whatever its stored state (a restart of a stopped run)
+    /// as its next generation: what a step of its earlier life still saves
+    /// is refused from now on.
     pub async fn save_restart(&self, run: &mut Run) -> Result<(), EngineError> {
         run.updated_at = self.store.now_ms();
+        run.generation = run.generation.saturating_add(1);
         runs::save(self.store.pool(), run).await?;
         Ok(())
     }

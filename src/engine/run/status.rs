@@ -165,6 +165,7 @@ impl StatusPublisher {
         let saved = self.runs.save(ctx).await;
         if matches!(saved, Err(EngineError::Stopped))
             && let Ok(Some(stored)) = self.runs.load(&ctx.run.id).await
+            && stored.state == RunState::Stopped
         {
             // Stopped between the check above and this edit.
             self.restore_stopped(ctx, stored).await;

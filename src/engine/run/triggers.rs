@@ -538,6 +538,7 @@ impl Engine {
             data: data.to_json(),
             created_at: now,
             updated_at: now,
+            generation: 0,
         }
     }
 
