@@ -213,8 +213,9 @@ fn reason_text(reason: &FailureReason) -> String {
             "GitHub refused the push: the change creates or updates the workflow {}, and \
              closer's GitHub App has no `workflows` permission. It never asks for it: a \
              workflow runs in this repository's CI, with its secrets, so a change to one \
-             is for a person to push. If the issue does not need it, say so in the issue's \
-             description: a retry reads it again.",
+             is for a person to push. The run's unpushed commits were dropped: a retry \
+             starts again from the branch as GitHub has it. If the issue does not need the \
+             workflow changed, say so in the issue's description: a retry reads it again.",
             markdown::code_span(path, 300)
         ),
         FailureReason::RulesRefused { rules } => rules_sentence(rules),
@@ -226,7 +227,9 @@ fn reason_text(reason: &FailureReason) -> String {
 
 fn rules_sentence(rules: &[String]) -> String {
     let named = match rules {
-        [] => "GitHub named no rule.".to_owned(),
+        [] => "closer could not read which rule GitHub named (closer's log has git's \
+               output)."
+            .to_owned(),
         rules => rules
             .iter()
             .take(LIST_MAX)

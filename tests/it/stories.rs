@@ -675,33 +675,53 @@ async fn a_progress_edit_landing_after_a_stop_leaves_the_stopped_status() {
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
     wait_for_file(&started).await;
-    let progress_edits = |s: &Story| {
+    let progress_edits = |s: &Story| -> Vec<Instant> {
         s.github
             .requests_to("PATCH", "/repos/octo/calc/issues/comments/")
             .into_iter()
             .filter(|r| r.body.contains("**Now:**"))
-            .count()
+            .map(|r| r.at)
+            .collect()
     };
-    let before = progress_edits(&s);
     s.github.inject(
-        Fault::Delay(Duration::from_secs(4))
+        Fault::Delay(Duration::from_secs(8))
             .times(1)
             .method("PATCH")
             .body("**Now:**"),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while progress_edits(&s) == before {
+    // The first progress edit recorded from now on is the slow one (a
+    // fault applies to the next matching request, recorded as it comes).
+    let injected = Instant::now();
+    let deadline = injected + Duration::from_secs(30);
+    let slow_sent = loop {
+        let sent = progress_edits(&s).into_iter().find(|at| *at >= injected);
+        if let Some(at) = sent {
+            break at;
+        }
         assert!(Instant::now() < deadline, "no progress edit");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
     // The slow edit is on its way; the stop overtakes it.
-    let lands = Instant::now() + Duration::from_secs(4);
+    let lands = slow_sent + Duration::from_secs(8);
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
         .await;
     s.idle().await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
 
+    // The race was run: the stop's status went out before the slow edit
+    // landed.
+    let stop_sent = s
+        .github
+        .requests_to("PATCH", "/repos/octo/calc/issues/comments/")
+        .into_iter()
+        .find(|r| r.at > slow_sent && r.body.contains("stopped"))
+        .map(|r| r.at)
+        .expect("the stop's status");
+    assert!(
+        stop_sent < lands,
+        "the stop came after the slow edit landed"
+    );
     tokio::time::sleep_until((lands + Duration::from_millis(500)).into()).await;
     // The slow edit has landed; the stopped status is written again after
     // it (through the throttle, a second or so).

@@ -13,9 +13,10 @@ use closer::agent::sandbox::git::{GitError, GitRunner};
 use closer::model::RunState;
 
 use crate::support::fake_github::Ruleset;
+use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::git::git;
-use crate::support::story::{CONFIG, RUN_TESTS, Story};
+use crate::support::story::{CONFIG, MAINTAINER, RUN_TESTS, Story};
 
 /// The agent's step: fixes `add`, and rewrites the test runner so that,
 /// after the tests ran (during verification), it also runs `after`.
@@ -142,6 +143,24 @@ async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_re
         .github
         .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
     assert_eq!(pushes.len(), 1, "pushed once, not retried");
+
+    // The maintainer says the issue needs no workflow and retries: the
+    // refused commits are gone, and the fix alone is pushed.
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.agent_step(
+        2,
+        "test ! -e .github/workflows/ci.yml || exit 3\n\
+         cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
+         echo '{\"summary\": \"Fixed add.\"}'\n",
+    );
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let pushed = s.origin.branch_head("closer/issue-1").expect("pushed");
+    let files = git(&s.origin.bare, &["ls-tree", "-r", "--name-only", &pushed]);
+    assert!(!files.contains(".github/workflows"), "{files}");
     s.stop().await;
 }
 

@@ -184,7 +184,8 @@ pub fn refused_by_rules(error: &GitError) -> Option<Vec<String>> {
     }
     let rules = detail
         .split(" | ")
-        .filter_map(|line| line.trim().strip_prefix("remote:"))
+        // The first line kept carries git's exit status before it.
+        .filter_map(|line| line.split_once("remote:").map(|(_, rest)| rest))
         .filter_map(|line| line.trim().strip_prefix("- "))
         .map(|rule| rule.trim().to_owned())
         .filter(|rule| !rule.is_empty())
@@ -251,6 +252,17 @@ mod tests {
         );
         assert_eq!(refused_workflow(&declined), None);
         assert!(!is_stale(&declined));
+        let first = failed(
+            "exit Some(1): remote: - Commit message must match a given regex pattern | \
+             remote:   Found 1 violation: | remote: | remote:   1f2e3d | remote: | \
+             ! [remote rejected] a -> a (push declined due to repository rule violations)",
+        );
+        assert_eq!(
+            refused_by_rules(&first),
+            Some(vec![
+                "Commit message must match a given regex pattern".to_owned()
+            ])
+        );
         let protected =
             failed("exit Some(1): ! [remote rejected] a -> a (protected branch hook declined)");
         assert_eq!(refused_by_rules(&protected), Some(vec![]));

@@ -75,8 +75,9 @@ const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// A git command that failed.
 /// How many of its last lines of standard error a failed git command
-/// keeps: enough for the rules GitHub lists when it declines a push.
-const FAILURE_LINES: usize = 12;
+/// keeps: enough for the rules GitHub lists when it declines a push (each
+/// rule is followed by the commits that break it, one line each).
+const FAILURE_LINES: usize = 40;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {

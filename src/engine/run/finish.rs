@@ -62,6 +62,11 @@ impl Engine {
             Pushed::Done => {}
             Pushed::BranchMoved => return self.branch_moved(ctx, &worktree).await,
             Pushed::WorkflowRefused { path } => {
+                // A retry must not build on commits GitHub will refuse
+                // again: they go with the worktree, and a retry starts from
+                // the branch as GitHub has it.
+                self.workspace.remove(&worktree, &ctx.run.id).await;
+                ctx.data.worktree = None;
                 return self.fail(ctx, RunFailure::WorkflowRefused { path }).await;
             }
             Pushed::RulesRefused { rules } => {

@@ -113,6 +113,12 @@ impl StatusPublisher {
             }
         };
         self.throttle.wait(ctx.run.installation_id).await;
+        // Restarted while this waited its turn: the new life's status stands.
+        let generation = fresh.run.generation;
+        match self.runs.load(&ctx.run.id).await {
+            Ok(Some(now)) if now.state == RunState::Stopped && now.generation == generation => {}
+            _ => return,
+        }
         if let Err(e) = ctx
             .client
             .edit_comment(ctx.repo(), CommentId(id), &body)

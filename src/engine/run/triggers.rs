@@ -434,6 +434,15 @@ impl Engine {
                 return Ok("invalid repository config: no run".to_owned());
             }
         };
+        // A run works on an open issue (reconciliation stops one whose issue
+        // is closed): a command or an assignment on a closed issue (closed
+        // by closer when its run was done, or by a person) opens it again
+        // for the work asked for.
+        if restart && !thread.issue.open {
+            client
+                .reopen_issue(&thread.repo.name, thread.issue.number)
+                .await?;
+        }
         let data = issue_data(thread.issue, config.text, !restart);
         let fresh = self.fresh_run(thread, &parsed, &data);
         let (mut run, created) = runs::insert_or_get(self.runs.store().pool(), &fresh).await?;
@@ -461,14 +470,6 @@ impl Engine {
             branch_head: old.branch_head,
             ..data
         };
-        // A run works on an open issue (reconciliation stops one whose issue
-        // is closed): the issue closer closed when the run was done, or a
-        // person closed, is opened again for the work asked for.
-        if !thread.issue.open {
-            client
-                .reopen_issue(&thread.repo.name, thread.issue.number)
-                .await?;
-        }
         // A pull request closed unmerged stays closed: a restart opens a new
         // one (an open one stays the run's), whatever ended the run.
         if let Some(number) = run.pull_request {

@@ -26,6 +26,9 @@ use std::path::Path;
 /// change is refused too) is held to the rules. It runs in the bare
 /// repository, where `closer-fake-rules` lists the rulesets set.
 const PRE_RECEIVE: &str = r#"#!/bin/sh
+# Only pushes over the fake's HTTP are held to GitHub's rules; a test's own
+# push by file path is not.
+[ -n "$CLOSER_FAKE_REFUSAL" ] || exit 0
 zero=0000000000000000000000000000000000000000
 refuse() {
   printf '%s' "$1" > "$CLOSER_FAKE_REFUSAL"
@@ -34,15 +37,12 @@ refuse() {
 while read -r old new ref; do
   [ "$new" = "$zero" ] && continue
   for commit in $(git rev-list "$new" --not --all); do
-    if grep -qx signed-commits closer-fake-rules 2>/dev/null       && ! git cat-file commit "$commit" | grep -q '^gpgsig '; then
-      printf 'error: GH013: Repository rule violations found for %s.
-' "$ref" >&2
-      printf 'Review all repository rules at https://github.com/rules
-
-' >&2
-      printf -- '- Commits must have verified signatures.
-
-' >&2
+    if grep -qx signed-commits closer-fake-rules 2>/dev/null &&
+      ! git cat-file commit "$commit" | grep -q '^gpgsig '; then
+      printf 'error: GH013: Repository rule violations found for %s.\n' "$ref" >&2
+      printf 'Review all repository rules at https://github.com/rules\n\n' >&2
+      printf -- '- Commits must have verified signatures.\n' >&2
+      printf '  Found 1 violation:\n\n  %s\n\n' "$commit" >&2
       refuse 'push declined due to repository rule violations'
     fi
     file=$(git diff-tree -r --root --no-commit-id --name-only -m --first-parent "$commit" -- .github/workflows | head -n 1)
