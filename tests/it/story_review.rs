@@ -722,6 +722,44 @@ async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
     s.stop().await;
 }
 
+/// The maintainer merges closer's pull request while a review round works
+/// on it: the round's later work is not pushed and no second pull request
+/// is opened; the run is done. Before, the round's `finish` found no open
+/// pull request for the branch and opened another one after the merge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_merged_during_a_review_round_is_not_followed_by_another() {
+    let (mut s, n, pull) = verified_story("review-merged-mid-round", CONFIG).await;
+    s.llm.push([done()]);
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "COMMENTED",
+        "",
+        &[("calc.sh", 1, "A nit, if you like.")],
+    )
+    .await;
+    gate.started().await;
+    let merged_head = s.origin.branch_head("closer/issue-1");
+    s.github.merge_pull(&s.repo, pull);
+    s.merged(pull, "closer/issue-1").await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        merged_head,
+        "nothing pushed"
+    );
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_the_comment() {
     let (mut s, n, pull) = verified_story(

@@ -23,6 +23,13 @@ use crate::config::repo::CloseOn;
 use crate::github::{NewPullRequest, PullEdit, PullState, StateReason};
 use crate::model::{IssueNumber, Outcome, Phase, RunState, TaskType};
 
+/// How the run's pull request ended.
+enum PullEnd {
+    Merged,
+    /// Closed without a merge.
+    Closed(IssueNumber),
+}
+
 impl Engine {
     pub(super) async fn finish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.data.awaiting_merge {
@@ -34,14 +41,25 @@ impl Engine {
             self.post_deliverable(ctx, last.as_ref()).await?;
             return self.complete(ctx).await;
         }
-        if let Some(number) = self.own_pull_closed(ctx).await? {
+        match self.own_pull_ended(ctx).await? {
             // Closed while a review round worked: the maintainer's answer.
-            ctx.data.awaiting_merge = false;
-            ctx.data.review_round = false;
-            let number = number.0;
-            return self
-                .fail(ctx, RunFailure::PullRequestClosed { number })
-                .await;
+            Some(PullEnd::Closed(number)) => {
+                ctx.data.awaiting_merge = false;
+                ctx.data.review_round = false;
+                let number = number.0;
+                return self
+                    .fail(ctx, RunFailure::PullRequestClosed { number })
+                    .await;
+            }
+            // Merged while a review round worked: the merge is the
+            // maintainer's answer too; the round's later work is not
+            // pushed (no second pull request), and the run is done.
+            Some(PullEnd::Merged) => {
+                ctx.data.awaiting_merge = false;
+                ctx.data.review_round = false;
+                return self.complete(ctx).await;
+            }
+            None => {}
         }
         let worktree = self.workspace.existing_or_prepare(ctx).await?;
         // What is pushed is exactly what verification checked.
@@ -97,7 +115,7 @@ impl Engine {
     /// Writes the pull request's title and body (the verification table)
     /// again, as the run stands now.
     pub(super) async fn update_pull_request(&self, ctx: &RunContext) -> Result<(), EngineError> {
-        if self.own_pull_closed(ctx).await?.is_some() {
+        if self.own_pull_ended(ctx).await?.is_some() {
             return Ok(());
         }
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
@@ -175,14 +193,18 @@ impl Engine {
         }
     }
 
-    /// The run's pull request, when it was closed without a merge: a new
-    /// one must not take its place.
-    async fn own_pull_closed(&self, ctx: &RunContext) -> Result<Option<IssueNumber>, EngineError> {
+    /// How the run's pull request ended, if it did: a new one must not
+    /// take its place.
+    async fn own_pull_ended(&self, ctx: &RunContext) -> Result<Option<PullEnd>, EngineError> {
         let Some(number) = ctx.run.pull_request else {
             return Ok(None);
         };
         let pull = ctx.client.get_pull(ctx.repo(), number).await?;
-        Ok((pull.state != PullState::Open && !pull.merged).then_some(number))
+        Ok(match (pull.state, pull.merged) {
+            (PullState::Open, _) => None,
+            (_, true) => Some(PullEnd::Merged),
+            (_, false) => Some(PullEnd::Closed(number)),
+        })
     }
 
     /// Opens the pull request for the run's branch, or updates the open one.

@@ -470,11 +470,12 @@ impl Engine {
             branch_head: old.branch_head,
             ..data
         };
-        // A pull request closed unmerged stays closed: a restart opens a new
-        // one (an open one stays the run's), whatever ended the run.
+        // A pull request that ended (merged, or closed unmerged) stays so:
+        // a restart opens a new one for its work (an open one stays the
+        // run's), whatever ended the run.
         if let Some(number) = run.pull_request {
             let pull = client.get_pull(&thread.repo.name, number).await?;
-            if pull.state != PullState::Open && !pull.merged {
+            if pull.state != PullState::Open {
                 run.pull_request = None;
             }
         }
