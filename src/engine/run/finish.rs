@@ -10,8 +10,11 @@
 //! meanwhile, their commits are taken in and the run iterates again instead
 //! (`review_round.rs`). A change to a workflow file, which GitHub never
 //! takes from the App, or a push the repository's rules decline, fails the
-//! run with GitHub's reason instead of retrying a push that cannot succeed. After a review round the threads it worked
-//! on are answered, and a round asked for meanwhile is queued.
+//! run with GitHub's reason instead of retrying a push that cannot succeed.
+//! A pull request closed or merged while a review round worked ends the
+//! run (failed, or done) instead of being replaced. After a review round
+//! the threads it worked on are answered, and a round asked for meanwhile
+//! is queued.
 
 use super::context::RunContext;
 use super::data::IterationRecord;

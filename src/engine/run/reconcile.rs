@@ -4,8 +4,8 @@
 //! an open run with no live job gets its next step queued again (a run
 //! waiting for its merge gets the step for its pull request's end, merged
 //! or closed), and an open run whose issue was closed (or whose trigger
-//! label, when the label started it, was removed) is stopped. It never starts a run and never touches a
-//! run that has ended.
+//! label, when the label started it, was removed) is stopped. It never
+//! starts a run and never touches a run that has ended.
 
 use std::sync::Arc;
 use std::time::Duration;
