@@ -48,6 +48,25 @@ fn small_change(n: u32) -> String {
     )
 }
 
+/// The next iteration (2) held at the returned gate before its small
+/// change, judged done.
+fn held_second_iteration(s: &mut Story) -> Gate {
+    let gate = Gate::new(s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.llm.push([done()]);
+    gate
+}
+
+/// A review of `pull` with one comment on `calc.sh` (`state`: the review's
+/// verdict); returns once its round's agent is held at the gate.
+async fn review_round_held(s: &mut Story, pull: IssueNumber, state: &str, comment: &str) -> Gate {
+    let gate = held_second_iteration(s);
+    s.review_as(pull, MAINTAINER, state, "", &[("calc.sh", 1, comment)])
+        .await;
+    gate.started().await;
+    gate
+}
+
 fn done() -> Reply {
     Reply::closer(true, 0.95, &[])
 }
@@ -102,9 +121,7 @@ fn pull_edits(s: &Story, pull: IssueNumber) -> Vec<String> {
 async fn a_retry_on_an_issue_closer_closed_reopens_it_and_reconciliation_lets_it_work() {
     let (mut s, n, _pull) = verified_story("retry-closed", CONFIG).await;
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
-    let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
-    s.llm.push([done()]);
+    let gate = held_second_iteration(&mut s);
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
     gate.started().await;
@@ -686,18 +703,7 @@ async fn a_pull_request_closed_unmerged_reopens_the_issue_with_one_comment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
     let (mut s, n, pull) = verified_story("review-closed-mid-round", CONFIG).await;
-    s.llm.push([done()]);
-    let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "First review.")],
-    )
-    .await;
-    gate.started().await;
+    let gate = review_round_held(&mut s, pull, "CHANGES_REQUESTED", "First review.").await;
     s.close_pull_as(pull, MAINTAINER).await;
     s.deliveries_handled().await;
     gate.open();
@@ -729,18 +735,7 @@ async fn a_pull_request_closed_during_a_review_round_is_not_replaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pull_request_merged_during_a_review_round_is_not_followed_by_another() {
     let (mut s, n, pull) = verified_story("review-merged-mid-round", CONFIG).await;
-    s.llm.push([done()]);
-    let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "COMMENTED",
-        "",
-        &[("calc.sh", 1, "A nit, if you like.")],
-    )
-    .await;
-    gate.started().await;
+    let gate = review_round_held(&mut s, pull, "COMMENTED", "A nit, if you like.").await;
     let merged_head = s.origin.branch_head("closer/issue-1");
     s.github.merge_pull(&s.repo, pull);
     s.merged(pull, "closer/issue-1").await;

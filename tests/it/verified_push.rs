@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::git::{GitError, GitRunner};
+use closer::github::types::IssueNumber;
 use closer::model::RunState;
 
 use crate::support::fake_github::Ruleset;
@@ -101,23 +102,25 @@ async fn the_control_a_goal_that_changes_nothing_tracked_lets_the_verified_commi
     s.stop().await;
 }
 
-/// GitHub never takes a workflow file from the App (no `workflows`
-/// permission): the verified run that changes one fails at its push with
-/// GitHub's reason, once, instead of retrying a push that cannot land. The
-/// control, the same run without the workflow file over the same HTTP
-/// remote, is `token_scope::a_run_over_http_pushes_with_the_one_push_token…`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_retried() {
-    let mut s = Story::start("push-workflow", Some(CONFIG)).await;
+/// The agent's fix of `add`, as a line of its step.
+const FIX_ADD: &str = "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n";
+
+/// A verified feature run over the fake's HTTP remote, whose agent runs
+/// `agent` and whose push GitHub refuses: it fails, nothing is pushed, and
+/// the push is tried once. Returns the story, the issue and what the bot
+/// said on it.
+async fn refused_push(
+    name: &str,
+    rules: Option<Ruleset>,
+    agent: &str,
+) -> (Story, IssueNumber, String) {
+    let mut s = Story::start(name, Some(CONFIG)).await;
     s.origin.url = s.github.serve_git(&s.repo, &s.origin.bare);
+    if let Some(ruleset) = rules {
+        s.github.require(&s.repo, ruleset);
+    }
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    s.agent_step(
-        1,
-        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
-         mkdir -p .github/workflows\n\
-         printf 'on: push\\njobs: {}\\n' > .github/workflows/ci.yml\n\
-         echo '{\"summary\": \"Fixed add, and added CI.\"}'\n",
-    );
+    s.agent_step(1, agent);
     let n = s
         .open_issue("add should add", "", &["closer", "type:feature"])
         .await;
@@ -125,7 +128,31 @@ async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_re
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
     let said: Vec<String> = s.bot_comments(n).into_iter().map(|c| c.body).collect();
-    let said = said.join("\n---\n");
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    let pushes = s
+        .github
+        .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
+    assert_eq!(pushes.len(), 1, "pushed once, not retried");
+    (s, n, said.join("\n---\n"))
+}
+
+/// GitHub never takes a workflow file from the App (no `workflows`
+/// permission): the verified run that changes one fails at its push with
+/// GitHub's reason, once, instead of retrying a push that cannot land. The
+/// control, the same run without the workflow file over the same HTTP
+/// remote, is `token_scope::a_run_over_http_pushes_with_the_one_push_token…`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_retried() {
+    let agent = format!(
+        "{FIX_ADD}mkdir -p .github/workflows\n\
+         printf 'on: push\\njobs: {{}}\\n' > .github/workflows/ci.yml\n\
+         echo '{{\"summary\": \"Fixed add, and added CI.\"}}'\n"
+    );
+    let (mut s, n, said) = refused_push("push-workflow", None, &agent).await;
     assert!(
         said.contains(
             "GitHub refused the push: the change creates or updates the workflow \
@@ -133,25 +160,17 @@ async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_re
         ),
         "{said}"
     );
-    assert_eq!(
-        s.origin.branch_head("closer/issue-1"),
-        None,
-        "nothing pushed"
-    );
     assert!(s.github.pulls(&s.repo).is_empty());
-    let pushes = s
-        .github
-        .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
-    assert_eq!(pushes.len(), 1, "pushed once, not retried");
 
     // The maintainer says the issue needs no workflow and retries: the
     // refused commits are gone, and the fix alone is pushed.
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     s.agent_step(
         2,
-        "test ! -e .github/workflows/ci.yml || exit 3\n\
-         cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
-         echo '{\"summary\": \"Fixed add.\"}'\n",
+        &format!(
+            "test ! -e .github/workflows/ci.yml || exit 3\n{FIX_ADD}\
+             echo '{{\"summary\": \"Fixed add.\"}}'\n"
+        ),
     );
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
@@ -170,23 +189,8 @@ async fn a_change_to_a_workflow_fails_the_run_with_githubs_refusal_and_is_not_re
 /// ruleset (`token_scope::a_run_over_http_pushes_with_the_one_push_token…`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_push_the_repositorys_rules_decline_fails_the_run_naming_the_rule() {
-    let mut s = Story::start("push-rules", Some(CONFIG)).await;
-    s.origin.url = s.github.serve_git(&s.repo, &s.origin.bare);
-    s.github.require(&s.repo, Ruleset::SignedCommits);
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    s.agent_step(
-        1,
-        "cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
-         echo '{\"summary\": \"Fixed add.\"}'\n",
-    );
-    let n = s
-        .open_issue("add should add", "", &["closer", "type:feature"])
-        .await;
-    s.idle().await;
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
-    let said: Vec<String> = s.bot_comments(n).into_iter().map(|c| c.body).collect();
-    let said = said.join("\n---\n");
+    let agent = format!("{FIX_ADD}echo '{{\"summary\": \"Fixed add.\"}}'\n");
+    let (s, _, said) = refused_push("push-rules", Some(Ruleset::SignedCommits), &agent).await;
     for line in [
         "GitHub declined the push: it breaks this repository's rules",
         "Commits must have verified signatures.",
@@ -194,15 +198,6 @@ async fn a_push_the_repositorys_rules_decline_fails_the_run_naming_the_rule() {
     ] {
         assert!(said.contains(line), "{line}\n{said}");
     }
-    assert_eq!(
-        s.origin.branch_head("closer/issue-1"),
-        None,
-        "nothing pushed"
-    );
-    let pushes = s
-        .github
-        .requests_to("POST", "/git/octo/calc.git/git-receive-pack");
-    assert_eq!(pushes.len(), 1, "pushed once, not retried");
     s.stop().await;
 }
 
