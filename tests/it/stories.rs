@@ -937,9 +937,7 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     assert_eq!(s.run(n).await.unwrap().state, RunState::Verifying);
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
 
-    s.github.merge_pull(&s.repo, IssueNumber(pulls[0].number));
-    s.merged(IssueNumber(pulls[0].number), "closer/issue-1")
-        .await;
+    s.merge_as(IssueNumber(pulls[0].number), MAINTAINER).await;
     s.idle().await;
     let issue = s.github.issue(&s.repo, n);
     assert_eq!(issue.state, "closed");

@@ -737,8 +737,7 @@ async fn a_pull_request_merged_during_a_review_round_is_not_followed_by_another(
     let (mut s, n, pull) = verified_story("review-merged-mid-round", CONFIG).await;
     let gate = review_round_held(&mut s, pull, "COMMENTED", "A nit, if you like.").await;
     let merged_head = s.origin.branch_head("closer/issue-1");
-    s.github.merge_pull(&s.repo, pull);
-    s.merged(pull, "closer/issue-1").await;
+    s.merge_as(pull, MAINTAINER).await;
     s.deliveries_handled().await;
     gate.open();
     s.idle().await;
@@ -754,6 +753,107 @@ async fn a_pull_request_merged_during_a_review_round_is_not_followed_by_another(
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.stop().await;
 }
+
+/// With `close_on: merged` the issue is open while a review round works;
+/// the maintainer merges, and GitHub closes the issue by the pull
+/// request's `Closes #1` (`issues.closed`, sent by the maintainer). The
+/// run is done, not stopped as if a person had closed the issue, and its
+/// status says so. Before, the close stopped the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_close_on_merged_a_merge_during_a_review_round_ends_the_run_as_done() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story("review-merged-close-on-merged", &config).await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    let gate = review_round_held(&mut s, pull, "COMMENTED", "A nit, if you like.").await;
+    s.merge_as(pull, MAINTAINER).await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed", "by the keyword");
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");
+    let status = s.status_comment(n).body;
+    assert!(!status.contains("stopped"), "{status}");
+    assert!(s.labels(n).contains(&"phase:complete".to_owned()));
+    s.stop().await;
+}
+
+/// A review round's agent asks a question, and the maintainer merges the
+/// pull request instead of answering: the run is done (the question is
+/// moot), its `awaiting-response` label comes off. Before, it waited for
+/// an answer on a merged pull request for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_while_a_review_round_waits_for_an_answer_ends_the_run_as_done() {
+    let (mut s, n, pull) = review_round_asking("review-asks-then-merged").await;
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+    done_after_its_question(&s, n).await;
+    s.stop().await;
+}
+
+/// The same merge, with every webhook of it missed: reconciliation finds
+/// the merged pull request of the round waiting for an answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_ends_a_review_round_waiting_for_an_answer_on_a_merged_pull_request() {
+    let (mut s, n, pull) = review_round_asking("review-asks-merged-missed").await;
+    let engine = s.engine.clone().unwrap();
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+    s.github.merge_pull(&s.repo, pull);
+    assert_eq!(engine.reconcile().await.unwrap().requeued.len(), 1);
+    s.idle().await;
+    done_after_its_question(&s, n).await;
+    s.stop().await;
+}
+
+/// Closed unmerged instead: the run fails as a closed pull request fails,
+/// and the question's label comes off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_closed_while_a_review_round_waits_for_an_answer_fails_the_run() {
+    let (mut s, n, pull) = review_round_asking("review-asks-then-closed").await;
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    let labels = s.labels(n);
+    assert!(
+        !labels.contains(&"awaiting-response".to_owned()),
+        "{labels:?}"
+    );
+    assert!(labels.contains(&"closer:failed".to_owned()), "{labels:?}");
+    s.stop().await;
+}
+
+/// A verified run (`close_on: merged`) whose review round's agent asked a
+/// question, waiting for the answer.
+async fn review_round_asking(name: &str) -> (Story, IssueNumber, IssueNumber) {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story(name, &config).await;
+    s.agent_step(2, ASKS);
+    s.review_as(pull, MAINTAINER, "COMMENTED", "", &[("calc.sh", 1, "Why?")])
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
+    assert!(s.labels(n).contains(&"awaiting-response".to_owned()));
+    (s, n, pull)
+}
+
+async fn done_after_its_question(s: &Story, n: IssueNumber) {
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let labels = s.labels(n);
+    assert!(
+        !labels.contains(&"awaiting-response".to_owned()),
+        "{labels:?}"
+    );
+    assert!(labels.contains(&"phase:complete".to_owned()), "{labels:?}");
+}
+
+/// An agent's answer that asks the maintainer a question.
+const ASKS: &str = r#"echo '{"summary": "I need a decision first.", "questions": ["Should the comment be a doc comment?"]}'
+"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_the_comment() {

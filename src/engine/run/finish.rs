@@ -23,8 +23,8 @@ use super::workspace::Pushed;
 use super::{Engine, EngineError, other};
 use crate::comment::{self, CommitRow, FileRow, PullRequestView, VerificationView};
 use crate::config::repo::CloseOn;
-use crate::github::{NewPullRequest, PullEdit, PullState, StateReason};
-use crate::model::{IssueNumber, Outcome, Phase, RunState, TaskType};
+use crate::github::{InstallationClient, NewPullRequest, PullEdit, PullState, StateReason};
+use crate::model::{IssueNumber, Outcome, Phase, RepoName, Run, RunState, TaskType};
 
 /// How the run's pull request ended.
 enum PullEnd {
@@ -188,12 +188,21 @@ impl Engine {
     }
 
     /// The `merged` step: the run's pull request was merged while the run
-    /// waited for it (`close_on: merged`).
+    /// waited for it (`close_on: merged`), or while a review round waited
+    /// for an answer to its question (the maintainer took the work as it
+    /// is: the question is moot, and the run is done).
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        match ctx.data.awaiting_merge {
-            true => self.complete(ctx).await,
-            false => Ok(()),
+        if ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge {
+            return self.complete(ctx).await;
         }
+        if !super::review_round::asking_in_round(&ctx.run, &ctx.data)
+            || !matches!(self.own_pull_ended(ctx).await?, Some(PullEnd::Merged))
+        {
+            return Ok(());
+        }
+        ctx.data.review_round = false;
+        self.status.set_awaiting_label(ctx, false).await?;
+        self.complete(ctx).await
     }
 
     /// How the run's pull request ended, if it did: a new one must not
@@ -298,4 +307,17 @@ impl Engine {
             dashboard_url: status.dashboard_url,
         })
     }
+}
+
+/// Whether `run`'s own pull request was merged: an issue it names with
+/// `Closes #n` was then closed by the merge, not by a person.
+pub(super) async fn own_pull_merged(
+    client: &InstallationClient,
+    repo: &RepoName,
+    run: &Run,
+) -> Result<bool, EngineError> {
+    let Some(number) = run.pull_request else {
+        return Ok(false);
+    };
+    Ok(client.get_pull(repo, number).await?.merged)
 }

@@ -81,9 +81,11 @@ pub enum Step {
     /// `awaiting_response` and iterate. A step of the run's own (queued
     /// behind the step that asked), so the two never write the run at once.
     Resume,
-    /// The run's pull request was merged (`close_on: merged`): close the
-    /// issue. Queued by the delivery, run as the run's own step, so it never
-    /// races the `finish` step that opened the pull request.
+    /// The run's pull request was merged while the run waited for it
+    /// (`close_on: merged`), or while a review round waited for an answer:
+    /// the run is done and the issue closed. Queued by the delivery, run as
+    /// the run's own step, so it never races the `finish` step that opened
+    /// the pull request.
     Merged,
     /// Reviews or requests arrived on the run's pull request: when the run
     /// is at rest (done, or waiting for the merge) and something is left to
@@ -99,12 +101,11 @@ pub enum Step {
 /// Which state each step acts in: a step whose run is in another state does
 /// nothing (it was queued twice, or the run moved on). Reconciliation reads
 /// the same table the other way round.
-const STEP_STATES: [(Step, RunState); 5] = [
+const STEP_STATES: [(Step, RunState); 4] = [
     (Step::Start, RunState::Queued),
     (Step::Iterate, RunState::Running),
     (Step::Finish, RunState::Verifying),
     (Step::Resume, RunState::AwaitingResponse),
-    (Step::Merged, RunState::Verifying),
 ];
 
 impl Step {
@@ -359,6 +360,7 @@ impl Engine {
             Step::Review => return self.review_round(&mut ctx).await,
             Step::Reverify => return self.reverify(&mut ctx).await,
             Step::PullClosed => return self.pull_closed(&mut ctx).await,
+            Step::Merged => return self.merged(&mut ctx).await,
             _ if ctx.run.state != step.acts_in() => return Ok(()),
             _ => {}
         }
@@ -367,8 +369,7 @@ impl Engine {
             Step::Iterate => self.iterate(&mut ctx).await,
             Step::Finish => self.finish(&mut ctx).await,
             Step::Resume => self.resume(&mut ctx).await,
-            Step::Merged => self.merged(&mut ctx).await,
-            Step::Review | Step::Reverify | Step::PullClosed => Ok(()),
+            Step::Review | Step::Reverify | Step::PullClosed | Step::Merged => Ok(()),
         }
     }
 }

@@ -2,10 +2,12 @@
 //! writing a run and queueing its next step, so on start and on a timer the
 //! engine compares the runs with the queue and with GitHub:
 //! an open run with no live job gets its next step queued again (a run
-//! waiting for its merge gets the step for its pull request's end, merged
-//! or closed), and an open run whose issue was closed (or whose trigger
-//! label, when the label started it, was removed) is stopped. It never
-//! starts a run and never touches a run that has ended.
+//! waiting for its merge, or a review round waiting for an answer, gets the
+//! step for its pull request's end, merged or closed), and an open run
+//! whose issue was closed (by a person: not by the merge of the run's pull
+//! request) or whose trigger label, when the label started it, was removed
+//! is stopped. It never starts a run and never touches a run that has
+//! ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::context::RunContext;
+use super::review_round::asking_in_round;
 use super::{Engine, EngineError, Step};
 use crate::comment::same_label;
 use crate::github::{IssueState, PullState};
@@ -54,28 +57,9 @@ impl Engine {
             self.stop(&ctx.run, why).await?;
             return Ok(Some(Action::Stopped));
         }
-        let (run, data) = (&ctx.run, &ctx.data);
-        let step = match run.state {
-            // Waiting for the merge: the pull request's end, if its webhook
-            // was missed.
-            RunState::Verifying if data.awaiting_merge => match self.pull_ended(&ctx).await? {
-                Some(step) => step,
-                None => return Ok(None),
-            },
-            // Its question was never posted (the step's job gave up):
-            // the Iterate step resumes it (`ask.rs`).
-            RunState::AwaitingResponse if data.question_posted != Some(run.iteration) => {
-                Step::Iterate
-            }
-            // Waiting for a reply, and none is stored that a lost `resume`
-            // step should have carried.
-            RunState::AwaitingResponse if !self.runs.reply_waiting(&run.id).await? => {
-                return Ok(None);
-            }
-            state => match Step::carrying(state) {
-                Some(step) => step,
-                None => return Ok(None),
-            },
+        let run = &ctx.run;
+        let Some(step) = self.missing_step(&ctx).await? else {
+            return Ok(None);
         };
         if self.runs.has_live_step(&run.id).await? {
             return Ok(None);
@@ -83,6 +67,32 @@ impl Engine {
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
         self.runs.enqueue(&run.id, step).await?;
         Ok(Some(Action::Requeued))
+    }
+
+    /// The step that carries the run forward, as if none were queued
+    /// (`None`: the run waits for something else than a step).
+    async fn missing_step(&self, ctx: &RunContext) -> Result<Option<Step>, EngineError> {
+        let (run, data) = (&ctx.run, &ctx.data);
+        // A review round waiting for an answer: its pull request's end, if
+        // that webhook was missed; or else the answer, as below.
+        if asking_in_round(run, data)
+            && let Some(step) = self.pull_ended(ctx).await?
+        {
+            return Ok(Some(step));
+        }
+        Ok(match run.state {
+            // Waiting for the merge: the pull request's end, likewise.
+            RunState::Verifying if data.awaiting_merge => self.pull_ended(ctx).await?,
+            // Its question was never posted (the step's job gave up):
+            // the Iterate step resumes it (`ask.rs`).
+            RunState::AwaitingResponse if data.question_posted != Some(run.iteration) => {
+                Some(Step::Iterate)
+            }
+            // Waiting for a reply, and none is stored that a lost `resume`
+            // step should have carried.
+            RunState::AwaitingResponse if !self.runs.reply_waiting(&run.id).await? => None,
+            state => Step::carrying(state),
+        })
     }
 
     /// The step for what became of the pull request a run waits on, if
@@ -110,7 +120,13 @@ impl Engine {
         // Closed by closer itself: a review round of a verified run works
         // under the closed issue.
         let closed_by_us = ctx.data.review_round && ctx.data.issue_closed;
-        if issue.state == IssueState::Closed && !ctx.data.awaiting_merge && !closed_by_us {
+        // Or by the merge of the run's pull request (its `Closes #n`): the
+        // run ends as done, by its round's `finish` or its `merged` step.
+        if issue.state == IssueState::Closed
+            && !ctx.data.awaiting_merge
+            && !closed_by_us
+            && !super::finish::own_pull_merged(&ctx.client, ctx.repo(), &ctx.run).await?
+        {
             return Ok(Some("the issue was closed"));
         }
         let trigger = &ctx.config.trigger_label;

@@ -6,15 +6,18 @@
 //!
 //! A run is at rest here when it is done, or verified and waiting for its
 //! merge; a step that finds it anywhere else does nothing (a round that is
-//! under way asks for the next one when it ends, see `finish.rs`).
+//! under way asks for the next one when it ends, see `finish.rs`). A round
+//! waiting for the answer to its question is not at work either: the end
+//! of its pull request, closed here or merged (`finish.rs`), ends the run.
 
 use super::context::RunContext;
+use super::data::RunData;
 use super::failure::RunFailure;
 use super::{Engine, EngineError, Step};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::github::PullState;
-use crate::model::{IssueNumber, RunState};
+use crate::model::{IssueNumber, Run, RunState};
 
 impl Engine {
     /// Whether the run is at rest with its pull request open on GitHub.
@@ -158,7 +161,7 @@ impl Engine {
         let at_rest = match ctx.run.state {
             RunState::Done => true,
             RunState::Verifying => ctx.data.awaiting_merge,
-            _ => false,
+            _ => asking_in_round(&ctx.run, &ctx.data),
         };
         let Some(number) = ctx.run.pull_request.filter(|_| at_rest) else {
             return Ok(());
@@ -171,4 +174,11 @@ impl Engine {
         self.fail(ctx, RunFailure::PullRequestClosed { number: number.0 })
             .await
     }
+}
+
+/// Whether the run is a review round waiting for the answer to its
+/// question: no step of it is at work, so its pull request's end is acted
+/// on at once.
+pub(super) fn asking_in_round(run: &Run, data: &RunData) -> bool {
+    run.state == RunState::AwaitingResponse && data.review_round
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::context::{CONFIG_PATH, parse_config};
 use super::data::RunData;
 use super::review::PullEvent;
+use super::review_round::asking_in_round;
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
@@ -263,29 +264,38 @@ impl Engine {
                 }
                 self.trigger(&client, thread, config, false).await
             }
-            IssuesAction::Closed => {
-                let store = self.runs.store();
-                let run = runs::by_issue(store.pool(), &thread.repo.name, issue.number).await?;
-                match run {
-                    Some(run)
-                        if super::failure::stop_applies(&run) && !self.awaiting_merge(&run)? =>
-                    {
-                        let client = self.github.client(thread.installation).await?;
-                        let now = client.get_issue(&thread.repo.name, issue.number).await?;
-                        if now.state != IssueState::Closed {
-                            return Ok(
-                                "issue closed, but open on GitHub now: run goes on".to_owned()
-                            );
-                        }
-                        self.stop(&run, "the issue was closed").await?;
-                        Ok("issue closed by a person: run stopped".to_owned())
-                    }
-                    _ => Ok("issue closed: no active run".to_owned()),
-                }
-            }
+            IssuesAction::Closed => self.on_closed(thread).await,
             IssuesAction::Deleted => self.on_deleted(thread).await,
             _ => Ok(format!("issues {action:?}: nothing to do")),
         }
+    }
+
+    /// An issue closed by a person stops its run; one closed by the merge
+    /// of the run's pull request does not. GitHub is asked first: a
+    /// replayed `closed` must not stop the run of an issue opened again.
+    async fn on_closed(&self, thread: &Thread<'_>) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let Some(run) = run.filter(super::failure::stop_applies) else {
+            return Ok("issue closed: no active run".to_owned());
+        };
+        if self.awaiting_merge(&run)? {
+            return Ok("issue closed: the run waits for its merge".to_owned());
+        }
+        let client = self.github.client(thread.installation).await?;
+        if client.get_issue(repo, number).await?.state != IssueState::Closed {
+            return Ok("issue closed, but open on GitHub now: run goes on".to_owned());
+        }
+        // Closed by the merge of closer's pull request (its `Closes #n`)
+        // while a review round worked: the round ends the run as done
+        // (`finish.rs`).
+        if super::finish::own_pull_merged(&client, repo, &run).await? {
+            return Ok(
+                "issue closed by the merge of its pull request: the run ends as done".to_owned(),
+            );
+        }
+        self.stop(&run, "the issue was closed").await?;
+        Ok("issue closed by a person: run stopped".to_owned())
     }
 
     /// A deleted issue ends its run. GitHub is asked first: a replayed
@@ -400,7 +410,7 @@ impl Engine {
         let Some(run) = runs::by_issue(self.runs.store().pool(), repo, n).await? else {
             return Ok("merged pull request: no run".to_owned());
         };
-        if !self.awaiting_merge(&run)? {
+        if !self.awaiting_merge(&run)? && !asking_in_round(&run, &RunData::of(&run)?) {
             return Ok("merged pull request: the run does not wait for it".to_owned());
         }
         // The run's own step closes it: the `finish` step may still be

@@ -183,6 +183,27 @@ impl Story {
         self.deliver("pull_request", payload).await;
     }
 
+    /// A maintainer merges the pull request, and GitHub delivers what it
+    /// would: `issues.closed` for each open issue the pull request closes
+    /// by its `Closes #n` (sent by the maintainer), and
+    /// `pull_request.closed` (`merged: true`).
+    pub async fn merge_as(&mut self, pull: IssueNumber, author: &str) {
+        let closed = self.github.merge_pull(&self.repo, pull);
+        for n in closed {
+            let payload = json!({
+                "action": "closed",
+                "issue": self.issue_json(n),
+                "sender": user_json(&FakeUser::user(author)),
+            });
+            self.deliver("issues", payload).await;
+        }
+        let mut payload = fixture("pull_request.closed.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        payload["pull_request"]["merged_at"] = json!("2026-11-27T09:00:00Z");
+        payload["sender"] = user_json(&FakeUser::user(author));
+        self.deliver("pull_request", payload).await;
+    }
+
     /// `sender` takes `assignee` off the issue; `issues.unassigned` is
     /// delivered.
     pub async fn unassign_as(&mut self, number: IssueNumber, sender: &str, assignee: &FakeUser) {

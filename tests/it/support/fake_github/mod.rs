@@ -460,19 +460,45 @@ impl FakeGitHub {
         self.with(|st| st.repo(&repo.to_string()).pulls.values().cloned().collect())
     }
 
-    /// Merges (and closes) a pull request, as a maintainer would.
-    pub fn merge_pull(&self, repo: &RepoName, number: IssueNumber) {
-        self.with(|st| {
+    /// Merges (and closes) a pull request, as a maintainer would. As on
+    /// GitHub, a pull request into the default branch closes (as
+    /// completed) the open issues its body names with a closing keyword
+    /// (`Closes #n`, `fixes: #n`, ...); returns them, for the `issues.closed`
+    /// deliveries GitHub would send.
+    pub fn merge_pull(&self, repo: &RepoName, number: IssueNumber) -> Vec<IssueNumber> {
+        let (into_default, body) = self.with(|st| {
             let now = st.now();
-            let pull = st
-                .repo_mut(&repo.to_string())
-                .pulls
-                .get_mut(&number.0)
-                .expect("pull request");
+            let r = st.repo_mut(&repo.to_string());
+            let default = r.default_branch.clone();
+            let pull = r.pulls.get_mut(&number.0).expect("pull request");
             pull.merged = true;
             pull.state = "closed".to_owned();
             pull.updated_at = now;
+            (pull.base == default, pull.body.clone().unwrap_or_default())
         });
+        if !into_default {
+            return Vec::new();
+        }
+        let open = |n: &u64| {
+            self.with(|st| {
+                st.repo(&repo.to_string())
+                    .issues
+                    .get(n)
+                    .is_some_and(|i| i.state == "open")
+            })
+        };
+        let closed: Vec<IssueNumber> = closing_refs(&body)
+            .into_iter()
+            .filter(open)
+            .map(IssueNumber)
+            .collect();
+        for n in &closed {
+            self.change_issue(repo, *n, |issue| {
+                issue.state = "closed".to_owned();
+                issue.state_reason = Some("completed".to_owned());
+            });
+        }
+        closed
     }
 
     /// Closes a pull request without merging it, as a maintainer would.
@@ -739,4 +765,20 @@ impl FakeGitHub {
     pub fn clear_requests(&self) {
         self.with(|st| st.requests.clear());
     }
+}
+
+/// The issues of the same repository a pull request's body names with one
+/// of GitHub's closing keywords ("Linking a pull request to an issue using
+/// a keyword": close, fix, resolve and their forms, any case, an optional
+/// colon).
+fn closing_refs(body: &str) -> Vec<u64> {
+    let keyword =
+        regex::Regex::new(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b")
+            .expect("the closing keyword pattern");
+    let mut refs: Vec<u64> = keyword
+        .captures_iter(body)
+        .filter_map(|c| c[1].parse().ok())
+        .collect();
+    refs.dedup();
+    refs
 }
