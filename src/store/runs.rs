@@ -9,6 +9,7 @@ use sqlx::query::Query;
 use sqlx::{AnyPool, Row};
 
 use super::StoreError;
+use super::jobs::{self, NewJob};
 use crate::clock::Millis;
 use crate::model::{
     CompletionType, InstallationId, IssueNumber, IterationEnd, Named, Outcome, Phase, RepoName,
@@ -254,14 +255,18 @@ pub async fn save_judged(
 /// Stops a run that is not over yet by writing only its state, outcome and
 /// time, so that what a step in flight wrote a moment before (the
 /// iteration) is kept; from then on [`save_unless_stopped`] refuses that
-/// step's writes. `false` when the run had ended meanwhile (done, failed or
-/// already stopped): nothing is written.
+/// step's writes. `then` (the job that shows the stop on GitHub) is queued
+/// in the same transaction, so a stop is never left unshown. `false` when
+/// the run had ended meanwhile (done, failed or already stopped): nothing
+/// is written.
 pub async fn mark_stopped(
     pool: &AnyPool,
     id: &RunId,
     outcome: &Outcome,
+    then: &NewJob,
     now: Millis,
 ) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
     let done = sqlx::query(
         "UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 \
          WHERE id = $3 AND state NOT IN ('done', 'failed', 'stopped')",
@@ -269,9 +274,14 @@ pub async fn mark_stopped(
     .bind(outcome.to_string())
     .bind(now)
     .bind(id.as_str())
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
-    Ok(done.rows_affected() == 1)
+    let marked = done.rows_affected() == 1;
+    if marked {
+        jobs::enqueue(&mut *tx, then, now).await?;
+    }
+    tx.commit().await?;
+    Ok(marked)
 }
 
 /// The stored state of a run (`None` when there is no such run): the cheap

@@ -182,9 +182,11 @@ async fn a_replica_waits_for_anothers_migration_past_the_lock_timeout() {
     assert_eq!(applied, Vec::<i64>::new(), "nothing left to apply");
 }
 
-/// A stop writes only the state, the outcome and the time: what a step wrote
-/// a moment before (here the iteration, its usage and task type) is kept, and
-/// that step's later writes are refused.
+/// A stop writes only the state, the outcome and the time, and queues the
+/// job it is given (the step that shows it) in the same transaction: what a
+/// step wrote a moment before (here the iteration, its usage and task
+/// type) is kept, and that step's later writes are refused. A second stop
+/// writes nothing and queues nothing.
 #[tokio::test]
 async fn stopping_a_run_keeps_what_a_step_just_wrote() {
     let db = TestDb::new("stop-keeps").await;
@@ -205,9 +207,35 @@ async fn stopping_a_run_keeps_what_a_step_just_wrote() {
 
     let id = RunId::from_stored("run-1");
     let outcome = Outcome::Stopped("/closer stop".into());
-    runs::mark_stopped(store.pool(), &id, &outcome, 9)
-        .await
-        .unwrap();
+    let show = NewJob {
+        kind: JobKind::Run,
+        key: "run:run-1".to_owned(),
+        payload: r#"{"run_id":"run-1","step":"show_stop"}"#.to_owned(),
+        max_attempts: 3,
+        run_at: 30_009,
+    };
+    let queued = || async {
+        sqlx::query("SELECT run_at FROM jobs WHERE job_key = 'run:run-1'")
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<i64, _>("run_at"))
+            .collect::<Vec<i64>>()
+    };
+    assert!(
+        runs::mark_stopped(store.pool(), &id, &outcome, &show, 9)
+            .await
+            .unwrap()
+    );
+    assert_eq!(queued().await, vec![30_009], "the stop's step is queued");
+    assert!(
+        !runs::mark_stopped(store.pool(), &id, &outcome, &show, 10)
+            .await
+            .unwrap(),
+        "a second stop writes nothing"
+    );
+    assert_eq!(queued().await, vec![30_009], "and queues nothing");
     let after = runs::get(store.pool(), &id).await.unwrap().unwrap();
     assert_eq!(after.state, RunState::Stopped);
     assert_eq!(after.outcome, Some(outcome));

@@ -367,6 +367,28 @@ async fn a_stop_meeting_github_down_is_shown_when_its_delivery_is_tried_again() 
     s.stop().await;
 }
 
+/// The issue is closed by a person while its run waits for an answer, and
+/// GitHub refuses the stop's writes for a while: the stop's own step,
+/// queued with it, shows the stop once GitHub takes them. Before, the
+/// retried `issues.closed` found no open run at triage and was dropped, and
+/// the closed issue kept `awaiting-response` under a waiting status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_close_meeting_github_down_is_shown_by_the_stops_own_step() {
+    let (mut s, n) = awaiting_an_answer("close-502").await;
+    let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
+    s.github
+        .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
+    s.close_as(n, MAINTAINER).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{run:#?}");
+    assert!(s.github.requests_to("DELETE", &label).len() > 5, "retried");
+    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
+    let status = s.status_comment(n);
+    assert!(status.body.contains("stopped"), "{}", status.body);
+    s.stop().await;
+}
+
 /// The answer goes into the next iteration's prompt; that iteration is
 /// stopped while its agent works, and the run retried: the answer is in
 /// the retried run's prompt again (nobody acted on it). Before, the

@@ -17,7 +17,6 @@ use crate::comment::{
 };
 use crate::engine::tolerance::failure_id;
 use crate::model::{Outcome, Run, RunState, Stage};
-use crate::store::runs;
 
 /// Why a run failed, as stored in the run data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,20 +191,28 @@ impl Engine {
     /// (idempotent: an unchanged status is not written).
     pub(super) async fn stop(&self, run: &Run, why: &str) -> Result<(), EngineError> {
         let outcome = Outcome::Stopped(why.to_owned());
-        let store = self.runs.store();
-        let marked = runs::mark_stopped(store.pool(), &run.id, &outcome, store.now_ms()).await?;
+        self.runs.mark_stopped(&run.id, &outcome).await?;
         // Read again: a step in flight may have written since `run` was
-        // loaded. From here on only this path writes the run.
+        // loaded. From here on only the stop's paths write the run.
         let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
-        if !marked && ctx.run.state != RunState::Stopped {
-            // It ended (done, failed) since `run` was loaded: nothing to stop.
+        self.show_stop(&mut ctx).await
+    }
+
+    /// What a stop shows on the issue: the `awaiting-response` label off
+    /// and the stopped status. Made by the stop, and again by the run's
+    /// [`super::Step::ShowStop`] queued with it (a no-op when the first
+    /// writes went through), so a stop whose writes met GitHub down is
+    /// shown in the end, whatever delivery or pass made it. Nothing for a
+    /// run that is not stopped (it ended otherwise, or was restarted).
+    pub(super) async fn show_stop(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if ctx.run.state != RunState::Stopped {
             return Ok(());
         }
         let shown = async {
-            self.status.set_awaiting_label(&mut ctx, false).await?;
-            self.status.publish(&mut ctx).await
+            self.status.set_awaiting_label(ctx, false).await?;
+            self.status.publish(ctx).await
         };
         match shown.await {
             // The issue was deleted: there is nothing left to show it on.

@@ -96,6 +96,10 @@ pub enum Step {
     Reverify,
     /// The run's pull request was closed without being merged.
     PullClosed,
+    /// A stopped run: the stop's writes on GitHub (the `awaiting-response`
+    /// label off, the stopped status), made again in case they failed
+    /// when the run was stopped; queued with the stop itself.
+    ShowStop,
 }
 
 /// Which state each step acts in: a step whose run is in another state does
@@ -161,7 +165,8 @@ pub struct EngineSettings {
     /// How long a step whose GitHub write may have been applied
     /// (`MaybeApplied`) waits before it runs again and re-checks: GitHub may
     /// complete the write after answering, and its lists catch up a moment
-    /// later. [`MAYBE_APPLIED_RECHECK`] in `closer serve`.
+    /// later. [`MAYBE_APPLIED_RECHECK`] in `closer serve`. A stop's writes
+    /// are checked again after as long ([`Step::ShowStop`]).
     pub recheck_after: Duration,
     /// How often the status comment shows what a working agent is doing
     /// (`None`: never). 30 s in `closer serve`.
@@ -361,6 +366,7 @@ impl Engine {
             Step::Reverify => return self.reverify(&mut ctx).await,
             Step::PullClosed => return self.pull_closed(&mut ctx).await,
             Step::Merged => return self.merged(&mut ctx).await,
+            Step::ShowStop => return self.show_stop(&mut ctx).await,
             _ if ctx.run.state != step.acts_in() => return Ok(()),
             _ => {}
         }
@@ -369,7 +375,9 @@ impl Engine {
             Step::Iterate => self.iterate(&mut ctx).await,
             Step::Finish => self.finish(&mut ctx).await,
             Step::Resume => self.resume(&mut ctx).await,
-            Step::Review | Step::Reverify | Step::PullClosed | Step::Merged => Ok(()),
+            Step::Review | Step::Reverify | Step::PullClosed | Step::Merged | Step::ShowStop => {
+                Ok(())
+            }
         }
     }
 }

@@ -9,7 +9,8 @@ use tokio::sync::Notify;
 use super::context::RunContext;
 use super::data::IterationRecord;
 use super::{EngineError, RunJob, Step};
-use crate::model::{IterationEnd, JobKind, Run, RunId, run_job_key};
+use crate::clock::Millis;
+use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, run_job_key};
 use crate::store::Store;
 use crate::store::jobs::{self, NewJob};
 use crate::store::runs::{self, MessageRow};
@@ -83,22 +84,46 @@ impl Runs {
 
     /// Queues a step of a run.
     pub async fn enqueue(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+        let now = self.store.now_ms();
+        let job = self.step_job(run_id, step, now)?;
+        jobs::enqueue(self.store.pool(), &job, now).await?;
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Stops a run not over yet ([`runs::mark_stopped`]) and, in the same
+    /// transaction, queues its [`Step::ShowStop`] for the re-check delay
+    /// later (30 s in `closer serve`, as for a write that may have been
+    /// applied): the stop's writes on GitHub are made at once by the
+    /// caller, and checked again by that step, which writes what failed or
+    /// what a dying process never wrote. `false` when the run had ended
+    /// meanwhile.
+    pub async fn mark_stopped(
+        &self,
+        run_id: &RunId,
+        outcome: &Outcome,
+    ) -> Result<bool, EngineError> {
+        let now = self.store.now_ms();
+        let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
+        let later = now.saturating_add(again);
+        let job = self.step_job(run_id, Step::ShowStop, later)?;
+        let pool = self.store.pool();
+        Ok(runs::mark_stopped(pool, run_id, outcome, &job, now).await?)
+    }
+
+    fn step_job(&self, run_id: &RunId, step: Step, run_at: Millis) -> Result<NewJob, EngineError> {
         let payload = serde_json::to_string(&RunJob {
             run_id: run_id.clone(),
             step,
         })
         .map_err(super::other)?;
-        let now = self.store.now_ms();
-        let job = NewJob {
+        Ok(NewJob {
             kind: JobKind::Run,
             key: run_job_key(run_id),
             payload,
             max_attempts: self.max_attempts,
-            run_at: now,
-        };
-        jobs::enqueue(self.store.pool(), &job, now).await?;
-        self.ready.notify_one();
-        Ok(())
+            run_at,
+        })
     }
 
     /// Whether a step of the run is queued or running.
