@@ -3,7 +3,9 @@
 //!
 //! Commit subjects, file names and the summary come from the agent and are
 //! untrusted: they are escaped like any comment text. The body never exceeds
-//! GitHub's limit.
+//! GitHub's limit. Its one closing keyword is closer's `Closes #n`: any other
+//! in the title (the issue's) or the body is broken
+//! ([`crate::github::closing`]), so a merge closes no other issue.
 
 use std::fmt::Write as _;
 
@@ -11,6 +13,7 @@ use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, usage_line};
 use super::verification::{self, Detail};
 use super::view::{UsageView, VerificationView};
+use crate::github::closing::neutralize_closing_keywords;
 use crate::model::IssueNumber;
 use crate::model::TaskType;
 
@@ -59,7 +62,9 @@ pub fn pull_request_title(issue: IssueNumber, issue_title: &str, task_type: Task
         TaskType::Test => "test",
         TaskType::ReadInfo | TaskType::Report => "chore",
     };
-    let flat: String = issue_title.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A squash merge makes the title a commit subject on the default branch.
+    let flat =
+        neutralize_closing_keywords(&issue_title.split_whitespace().collect::<Vec<_>>().join(" "));
     let suffix = format!(" (#{issue})");
     let room = 256 - prefix.len() - 2 - suffix.len();
     let title = truncate_chars(&flat, room);
@@ -97,11 +102,21 @@ pub fn pull_request_body(v: &PullRequestView) -> String {
     hard_fit(&body)
 }
 
+/// The body: `Closes #n` for the run's issue, and below it nothing that
+/// closes another (untrusted text may carry a closing keyword).
 fn render(v: &PullRequestView, detail: Detail) -> String {
+    format!(
+        "Closes #{}\n\n{}",
+        v.issue,
+        neutralize_closing_keywords(&render_rest(v, detail))
+    )
+}
+
+fn render_rest(v: &PullRequestView, detail: Detail) -> String {
     let mut out = format!(
-        "Closes #{}\n\nThis pull request was written by an agent driven by closer for issue #{} \
+        "This pull request was written by an agent driven by closer for issue #{} \
          and verified before it was opened.\n",
-        v.issue, v.issue
+        v.issue
     );
     if !v.summary.trim().is_empty() {
         let _ = write!(

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod client;
+pub mod closing;
 mod comments;
 pub mod decode;
 pub mod dry_run;

@@ -13,6 +13,7 @@ use closer::github::types::IssueNumber;
 use closer::model::RunState;
 use serde_json::Value;
 
+use crate::support::fake_github::closing_refs;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -758,13 +759,30 @@ async fn a_pull_request_merged_during_a_review_round_is_not_followed_by_another(
 /// the maintainer merges, and GitHub closes the issue by the pull
 /// request's `Closes #1` (`issues.closed`, sent by the maintainer). The
 /// run is done, not stopped as if a person had closed the issue, and its
-/// status says so. Before, the close stopped the run.
+/// status says so; the round's iteration under way is judged incomplete,
+/// and no further one is spent on the merged pull request. Before, the
+/// close stopped the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_close_on_merged_a_merge_during_a_review_round_ends_the_run_as_done() {
     let config = format!("{CONFIG}close_on: merged\n");
     let (mut s, n, pull) = verified_story("review-merged-close-on-merged", &config).await;
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
-    let gate = review_round_held(&mut s, pull, "COMMENTED", "A nit, if you like.").await;
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.llm
+        .push([Reply::closer(false, 0.5, &["Answer the nit too"])]);
+    // What an iteration after the merge would get; none runs.
+    s.agent_step(3, &small_change(3));
+    s.llm.push([done()]);
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "COMMENTED",
+        "",
+        &[("calc.sh", 1, "A nit.")],
+    )
+    .await;
+    gate.started().await;
     s.merge_as(pull, MAINTAINER).await;
     assert_eq!(s.github.issue(&s.repo, n).state, "closed", "by the keyword");
     s.deliveries_handled().await;
@@ -773,6 +791,7 @@ async fn with_close_on_merged_a_merge_during_a_review_round_ends_the_run_as_done
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "no iteration after the merge");
     assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");
     let status = s.status_comment(n).body;
     assert!(!status.contains("stopped"), "{status}");
@@ -849,6 +868,43 @@ async fn done_after_its_question(s: &Story, n: IssueNumber) {
         "{labels:?}"
     );
     assert!(labels.contains(&"phase:complete".to_owned()), "{labels:?}");
+}
+
+/// A hostile issue's title and the agent's commit message and summary name
+/// another issue (#1, say a security report) with closing keywords:
+/// closer's pull request, its title (a squash merge's subject) and its
+/// commits still show them, but closing nothing; the merge closes the
+/// run's issue only. The fake GitHub closes what GitHub's keywords name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn closing_keywords_in_a_hostile_issue_and_the_agents_words_close_no_other_issue() {
+    let mut s = Story::start("closing-keywords", Some(CONFIG)).await;
+    let report = s.open_issue("A security report", "Details.", &[]).await;
+    s.llm.push([done()]);
+    s.agent_step(
+        1,
+        &fix_add().replace(
+            r#"{"message": "fix: add", "summary": "Fixed add to add."}"#,
+            r#"{"message": "fix: add, closes #1", "summary": "Fixed add. Resolves: #1, fixes octo/calc#1"}"#,
+        ),
+    );
+    let n = s
+        .open_issue("add subtracts, fixes #1", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let pull = s.the_pull();
+    let subjects = s.origin.log("closer/issue-2").join("\n");
+    assert!(subjects.contains("closes"), "the words stay: {subjects}");
+    assert_eq!(closing_refs(&subjects), Vec::<u64>::new(), "{subjects}");
+    let opened = &s.github.pulls(&s.repo)[0];
+    assert!(opened.title.contains("fixes"), "{}", opened.title);
+    let body = opened.body.as_deref().unwrap_or("");
+    assert!(body.contains("closes"), "{body}");
+
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+    assert_eq!(s.github.issue(&s.repo, report).state, "open");
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
 }
 
 /// An agent's answer that asks the maintainer a question.

@@ -2,7 +2,8 @@
 //!
 //! At the end of each iteration, whatever the agent left changed in the
 //! worktree is committed by closer, so an agent needs no write access to git
-//! metadata and "forgot to commit" is not a failure. Build output (caches,
+//! metadata and "forgot to commit" is not a failure. Its subject closes no
+//! issue ([`crate::github::closing`]). Build output (caches,
 //! virtual environments, `target/`, `node_modules/` …) never lands on the
 //! branch: closer's own exclude list applies to this commit on top of the
 //! repository's `.gitignore`, and what the goals leave behind after the
@@ -10,6 +11,7 @@
 
 use super::Worktree;
 use super::git::{GitError, GitRunner};
+use crate::github::closing::neutralize_closing_keywords;
 
 /// Build output and tool caches closer never commits, whatever the
 /// repository's `.gitignore` says (it may say nothing).
@@ -70,7 +72,11 @@ pub async fn commit_changes(
     if staged.trim().is_empty() {
         return Ok(None);
     }
-    let subject = subject(summary).unwrap_or_else(|| fallback_subject.to_owned());
+    // The subject lands on the default branch with the merge: a closing
+    // keyword in it (the agent's, or the issue title's) would close an issue.
+    let subject = neutralize_closing_keywords(
+        &subject(summary).unwrap_or_else(|| fallback_subject.to_owned()),
+    );
     let who = format!("{} <{}>", author.name, author.email);
     let name = format!("user.name={}", author.name);
     let email = format!("user.email={}", author.email);

@@ -197,18 +197,29 @@ impl Engine {
         let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
-        self.show_stop(&mut ctx).await
+        self.show_stop(&mut ctx, Label::AsStored).await
     }
 
     /// What a stop shows on the issue: the `awaiting-response` label off
     /// and the stopped status. Made by the stop, and again by the run's
-    /// [`super::Step::ShowStop`] queued with it (a no-op when the first
-    /// writes went through), so a stop whose writes met GitHub down is
-    /// shown in the end, whatever delivery or pass made it. Nothing for a
-    /// run that is not stopped (it ended otherwise, or was restarted).
-    pub(super) async fn show_stop(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+    /// [`super::Step::ShowStop`] queued with it (the status is then written
+    /// only if it is not the one already written), so a stop whose writes
+    /// met GitHub down is shown in the end, whatever delivery or pass made
+    /// it. Nothing for a run that is not stopped (it ended otherwise, or was
+    /// restarted).
+    pub(super) async fn show_stop(
+        &self,
+        ctx: &mut RunContext,
+        label: Label,
+    ) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped {
             return Ok(());
+        }
+        if label == Label::Check {
+            // A step at work when the stop landed may have put the label on
+            // and had its record of it refused: take it off whatever the
+            // run says (one DELETE; a label not there is no error).
+            ctx.data.awaiting_label = true;
         }
         let shown = async {
             self.status.set_awaiting_label(ctx, false).await?;
@@ -220,6 +231,15 @@ impl Engine {
             shown => shown,
         }
     }
+}
+
+/// How [`Engine::show_stop`] treats `awaiting-response`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Label {
+    /// Taken off if the run's data says it is on.
+    AsStored,
+    /// Taken off in any case.
+    Check,
 }
 
 /// Whether a stop applies to `run`: one still going, or one stopped already

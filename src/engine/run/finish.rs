@@ -44,25 +44,8 @@ impl Engine {
             self.post_deliverable(ctx, last.as_ref()).await?;
             return self.complete(ctx).await;
         }
-        match self.own_pull_ended(ctx).await? {
-            // Closed while a review round worked: the maintainer's answer.
-            Some(PullEnd::Closed(number)) => {
-                ctx.data.awaiting_merge = false;
-                ctx.data.review_round = false;
-                let number = number.0;
-                return self
-                    .fail(ctx, RunFailure::PullRequestClosed { number })
-                    .await;
-            }
-            // Merged while a review round worked: the merge is the
-            // maintainer's answer too; the round's later work is not
-            // pushed (no second pull request), and the run is done.
-            Some(PullEnd::Merged) => {
-                ctx.data.awaiting_merge = false;
-                ctx.data.review_round = false;
-                return self.complete(ctx).await;
-            }
-            None => {}
+        if self.end_if_pull_ended(ctx).await? {
+            return Ok(());
         }
         let worktree = self.workspace.existing_or_prepare(ctx).await?;
         // What is pushed is exactly what verification checked.
@@ -113,6 +96,31 @@ impl Engine {
             self.complete(ctx).await?;
         }
         self.next_round_if_asked(ctx).await
+    }
+
+    /// Ends a run whose own pull request ended while it worked (a review
+    /// round, or a restart that kept it open); `true` when it did. Closed:
+    /// the maintainer's answer, the run fails. Merged: the maintainer's
+    /// answer too; the later work is not pushed (no second pull request),
+    /// and the run is done. Checked by `finish` and before each iteration.
+    pub(super) async fn end_if_pull_ended(
+        &self,
+        ctx: &mut RunContext,
+    ) -> Result<bool, EngineError> {
+        let Some(end) = self.own_pull_ended(ctx).await? else {
+            return Ok(false);
+        };
+        ctx.data.awaiting_merge = false;
+        ctx.data.review_round = false;
+        match end {
+            PullEnd::Closed(number) => {
+                let number = number.0;
+                self.fail(ctx, RunFailure::PullRequestClosed { number })
+                    .await?;
+            }
+            PullEnd::Merged => self.complete(ctx).await?,
+        }
+        Ok(true)
     }
 
     /// Writes the pull request's title and body (the verification table)
@@ -188,14 +196,14 @@ impl Engine {
     }
 
     /// The `merged` step: the run's pull request was merged while the run
-    /// waited for it (`close_on: merged`), or while a review round waited
-    /// for an answer to its question (the maintainer took the work as it
-    /// is: the question is moot, and the run is done).
+    /// waited for it (`close_on: merged`), or while the run waited for an
+    /// answer to its question (the maintainer took the work as it is: the
+    /// question is moot, and the run is done).
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge {
             return self.complete(ctx).await;
         }
-        if !super::review_round::asking_in_round(&ctx.run, &ctx.data)
+        if !super::review_round::asking_with_pull(&ctx.run)
             || !matches!(self.own_pull_ended(ctx).await?, Some(PullEnd::Merged))
         {
             return Ok(());

@@ -8,6 +8,9 @@
 //! The iteration's end is written with the run's decision on it, in one
 //! transaction (`RunContext::judged`), so no crash leaves one without the
 //! other.
+//! A run whose pull request (a review round's, or one a restart kept open)
+//! was merged or closed meanwhile ends before another iteration starts
+//! (`finish.rs`).
 //! A stop that lands while the agent works kills the agent and records the
 //! iteration as stopped. An agent whose model provider is down leaves no
 //! iteration behind: it runs again once the provider answers
@@ -57,6 +60,11 @@ pub(super) struct Iteration {
 
 impl Engine {
     pub(super) async fn iterate(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        // A pull request that ended meanwhile ends the run before another
+        // iteration is spent on it.
+        if self.end_if_pull_ended(ctx).await? {
+            return Ok(());
+        }
         // A review round keeps the phase the pull request gave the issue.
         if !ctx.data.review_round {
             self.status.set_phase(ctx, Phase::Processing).await?;

@@ -66,6 +66,7 @@ use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError};
 use crate::worker::delivery::EventReactor;
 use crate::worker::{JobError, JobFuture, JobRunner};
+use failure::Label;
 
 /// The step a `run` job carries out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -328,6 +329,13 @@ impl Engine {
 
     /// Runs one step of a run: loads its context once and hands it on.
     async fn step(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+        if step == Step::ShowStop {
+            // A stopped run whose config no longer parses is shown too.
+            return match self.context(run_id).await? {
+                Some(mut ctx) => self.show_stop(&mut ctx, Label::Check).await,
+                None => Ok(()),
+            };
+        }
         let Some(run) = self.runs.load(run_id).await? else {
             return Ok(());
         };
@@ -366,7 +374,6 @@ impl Engine {
             Step::Reverify => return self.reverify(&mut ctx).await,
             Step::PullClosed => return self.pull_closed(&mut ctx).await,
             Step::Merged => return self.merged(&mut ctx).await,
-            Step::ShowStop => return self.show_stop(&mut ctx).await,
             _ if ctx.run.state != step.acts_in() => return Ok(()),
             _ => {}
         }

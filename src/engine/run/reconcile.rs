@@ -2,7 +2,7 @@
 //! writing a run and queueing its next step, so on start and on a timer the
 //! engine compares the runs with the queue and with GitHub:
 //! an open run with no live job gets its next step queued again (a run
-//! waiting for its merge, or a review round waiting for an answer, gets the
+//! waiting for its merge, or for an answer while it has a pull request, gets the
 //! step for its pull request's end, merged or closed), and an open run
 //! whose issue was closed (by a person: not by the merge of the run's pull
 //! request) or whose trigger label, when the label started it, was removed
@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::context::RunContext;
-use super::review_round::asking_in_round;
+use super::review_round::asking_with_pull;
 use super::{Engine, EngineError, Step};
 use crate::comment::same_label;
 use crate::github::{IssueState, PullState};
@@ -73,9 +73,9 @@ impl Engine {
     /// (`None`: the run waits for something else than a step).
     async fn missing_step(&self, ctx: &RunContext) -> Result<Option<Step>, EngineError> {
         let (run, data) = (&ctx.run, &ctx.data);
-        // A review round waiting for an answer: its pull request's end, if
-        // that webhook was missed; or else the answer, as below.
-        if asking_in_round(run, data)
+        // Waiting for an answer with a pull request: its end, if that
+        // webhook was missed; or else the answer, as below.
+        if asking_with_pull(run)
             && let Some(step) = self.pull_ended(ctx).await?
         {
             return Ok(Some(step));

@@ -6,12 +6,12 @@
 //!
 //! A run is at rest here when it is done, or verified and waiting for its
 //! merge; a step that finds it anywhere else does nothing (a round that is
-//! under way asks for the next one when it ends, see `finish.rs`). A round
-//! waiting for the answer to its question is not at work either: the end
-//! of its pull request, closed here or merged (`finish.rs`), ends the run.
+//! under way asks for the next one when it ends, see `finish.rs`). A run
+//! with a pull request waiting for the answer to its question is not at
+//! work either: the end of its pull request, closed here or merged
+//! (`finish.rs`), ends the run.
 
 use super::context::RunContext;
-use super::data::RunData;
 use super::failure::RunFailure;
 use super::{Engine, EngineError, Step};
 use crate::agent::sandbox::Worktree;
@@ -161,7 +161,7 @@ impl Engine {
         let at_rest = match ctx.run.state {
             RunState::Done => true,
             RunState::Verifying => ctx.data.awaiting_merge,
-            _ => asking_in_round(&ctx.run, &ctx.data),
+            _ => asking_with_pull(&ctx.run),
         };
         let Some(number) = ctx.run.pull_request.filter(|_| at_rest) else {
             return Ok(());
@@ -176,9 +176,9 @@ impl Engine {
     }
 }
 
-/// Whether the run is a review round waiting for the answer to its
-/// question: no step of it is at work, so its pull request's end is acted
-/// on at once.
-pub(super) fn asking_in_round(run: &Run, data: &RunData) -> bool {
-    run.state == RunState::AwaitingResponse && data.review_round
+/// Whether the run waits for the answer to its question while it has a
+/// pull request (a review round's, or one a restart kept open): no step of
+/// it is at work, so its pull request's end is acted on at once.
+pub(super) fn asking_with_pull(run: &Run) -> bool {
+    run.state == RunState::AwaitingResponse && run.pull_request.is_some()
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::context::{CONFIG_PATH, parse_config};
 use super::data::RunData;
 use super::review::PullEvent;
-use super::review_round::asking_in_round;
+use super::review_round::asking_with_pull;
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
@@ -287,9 +287,11 @@ impl Engine {
             return Ok("issue closed, but open on GitHub now: run goes on".to_owned());
         }
         // Closed by the merge of closer's pull request (its `Closes #n`)
-        // while a review round worked: the round ends the run as done
+        // while the run worked: the run's next step ends it as done
         // (`finish.rs`).
-        if super::finish::own_pull_merged(&client, repo, &run).await? {
+        if run.state != RunState::Stopped
+            && super::finish::own_pull_merged(&client, repo, &run).await?
+        {
             return Ok(
                 "issue closed by the merge of its pull request: the run ends as done".to_owned(),
             );
@@ -410,7 +412,7 @@ impl Engine {
         let Some(run) = runs::by_issue(self.runs.store().pool(), repo, n).await? else {
             return Ok("merged pull request: no run".to_owned());
         };
-        if !self.awaiting_merge(&run)? && !asking_in_round(&run, &RunData::of(&run)?) {
+        if !self.awaiting_merge(&run)? && !asking_with_pull(&run) {
             return Ok("merged pull request: the run does not wait for it".to_owned());
         }
         // The run's own step closes it: the `finish` step may still be

@@ -463,8 +463,9 @@ impl FakeGitHub {
     /// Merges (and closes) a pull request, as a maintainer would. As on
     /// GitHub, a pull request into the default branch closes (as
     /// completed) the open issues its body names with a closing keyword
-    /// (`Closes #n`, `fixes: #n`, ...); returns them, for the `issues.closed`
-    /// deliveries GitHub would send.
+    /// (`Closes #n`, `fixes: #n`, ...), and, as a squash merge would, its
+    /// title; returns them, for the `issues.closed` deliveries GitHub would
+    /// send.
     pub fn merge_pull(&self, repo: &RepoName, number: IssueNumber) -> Vec<IssueNumber> {
         let (into_default, body) = self.with(|st| {
             let now = st.now();
@@ -474,7 +475,9 @@ impl FakeGitHub {
             pull.merged = true;
             pull.state = "closed".to_owned();
             pull.updated_at = now;
-            (pull.base == default, pull.body.clone().unwrap_or_default())
+            // The title too: a squash merge makes it the commit's subject.
+            let text = format!("{}\n{}", pull.title, pull.body.clone().unwrap_or_default());
+            (pull.base == default, text)
         });
         if !into_default {
             return Vec::new();
@@ -767,11 +770,11 @@ impl FakeGitHub {
     }
 }
 
-/// The issues of the same repository a pull request's body names with one
-/// of GitHub's closing keywords ("Linking a pull request to an issue using
-/// a keyword": close, fix, resolve and their forms, any case, an optional
-/// colon).
-fn closing_refs(body: &str) -> Vec<u64> {
+/// The issues of the same repository a pull request's body (or a commit
+/// message) names with one of GitHub's closing keywords ("Linking a pull
+/// request to an issue using a keyword": close, fix, resolve and their
+/// forms, any case, an optional colon).
+pub fn closing_refs(body: &str) -> Vec<u64> {
     let keyword =
         regex::Regex::new(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b")
             .expect("the closing keyword pattern");
@@ -779,6 +782,7 @@ fn closing_refs(body: &str) -> Vec<u64> {
         .captures_iter(body)
         .filter_map(|c| c[1].parse().ok())
         .collect();
+    refs.sort_unstable();
     refs.dedup();
     refs
 }

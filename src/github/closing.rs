@@ -1,0 +1,88 @@
+//! GitHub's closing keywords: `Fixes #5` in a pull request's description, or
+//! in a commit message that reaches the default branch, closes issue 5 when
+//! the pull request is merged (and a squash merge makes the pull request's
+//! title a commit subject). closer writes one on purpose, `Closes #n` for
+//! its own issue; any other comes from text an attacker can shape (an
+//! issue's title, the agent's summary), and merging closer's pull request
+//! must not close an unrelated issue (a security report, say).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Joins the keyword to what follows without a visible change, so GitHub no
+/// longer reads a keyword followed by a reference.
+const WORD_JOINER: char = '\u{2060}';
+
+/// A closing keyword (any case, whole word) followed, after an optional
+/// colon and spaces, by what starts an issue reference: `#5` (escaped or
+/// not), `GH-5`, `owner/repo#5`, or a URL.
+static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)([:\s]*(?:\\?#\d|gh-\d|[\w.-]+/[\w.-]+#\d|https?://))",
+    )
+    .expect("the closing keyword pattern")
+});
+
+/// `text` with every closing keyword that precedes an issue reference
+/// broken by an invisible word joiner: it reads the same, and merging
+/// closes nothing by it.
+pub fn neutralize_closing_keywords(text: &str) -> String {
+    CLOSING
+        .replace_all(text, |c: &regex::Captures<'_>| {
+            format!("{}{WORD_JOINER}{}", &c[1], &c[2])
+        })
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broken(text: &str) -> bool {
+        neutralize_closing_keywords(text).contains(WORD_JOINER)
+    }
+
+    #[test]
+    fn every_keyword_form_before_a_reference_is_broken() {
+        for keyword in [
+            "close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves",
+            "resolved", "Fixes", "CLOSES",
+        ] {
+            for reference in [
+                "#5",
+                "\\#5",
+                "GH-5",
+                "octo/calc#5",
+                "https://github.com/octo/calc/issues/5",
+            ] {
+                for sep in [" ", ": ", ":", "  ", "\n"] {
+                    let text = format!("fix: add, {keyword}{sep}{reference} too");
+                    assert!(broken(&text), "{text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_text_reads_the_same_and_the_rest_is_untouched() {
+        let out = neutralize_closing_keywords("Crash in add, fixes #12 (see #3)");
+        assert_eq!(
+            out.replace(WORD_JOINER, ""),
+            "Crash in add, fixes #12 (see #3)"
+        );
+        assert_eq!(out.matches(WORD_JOINER).count(), 1);
+        for plain in [
+            "fix: add adds",
+            "fixes the bug in #3's code? no: see #3",
+            "prefixes #5",
+            "closest #5",
+            "refix #5",
+            "closer/issue-5",
+            "fix 5 bugs",
+        ] {
+            assert!(!broken(plain), "{plain:?}");
+            assert_eq!(neutralize_closing_keywords(plain), plain);
+        }
+    }
+}
