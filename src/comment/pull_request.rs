@@ -62,13 +62,14 @@ pub fn pull_request_title(issue: IssueNumber, issue_title: &str, task_type: Task
         TaskType::Test => "test",
         TaskType::ReadInfo | TaskType::Report => "chore",
     };
-    // A squash merge makes the title a commit subject on the default branch.
-    let flat =
-        neutralize_closing_keywords(&issue_title.split_whitespace().collect::<Vec<_>>().join(" "));
+    let flat: String = issue_title.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A squash merge makes the title a commit subject on the default
+    // branch: no closing keyword, not even our prefix before a title that
+    // starts with `#5`.
+    let head = neutralize_closing_keywords(&format!("{prefix}: {flat}"));
     let suffix = format!(" (#{issue})");
-    let room = 256 - prefix.len() - 2 - suffix.len();
-    let title = truncate_chars(&flat, room);
-    format!("{prefix}: {title}{suffix}")
+    let room = 256 - suffix.len();
+    format!("{}{suffix}", truncate_chars(&head, room))
 }
 
 fn truncate_chars(text: &str, max_chars: usize) -> String {

@@ -14,13 +14,21 @@ use regex::Regex;
 /// longer reads a keyword followed by a reference.
 const WORD_JOINER: char = '\u{2060}';
 
-/// A closing keyword (any case, whole word) followed, after an optional
-/// colon and spaces, by what starts an issue reference: `#5` (escaped or
-/// not), `GH-5`, `owner/repo#5`, or a URL.
+/// A closing keyword (any case, not preceded by an ASCII letter or digit)
+/// followed, across markdown and separators, by what starts an issue
+/// reference: `#5`, `GH-5`, `owner/repo#5`, or a URL. Between the two may
+/// stand emphasis, brackets, code ticks, quote markers, spaces, a colon,
+/// line breaks and HTML entities (GitHub may read the rendered text), and
+/// at least one space, colon or entity: `fixed-point/lib#12` and
+/// `fixtures/app#3` are names, not keywords, and are left alone.
 static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)([:\s]*(?:\\?#\d|gh-\d|[\w.-]+/[\w.-]+#\d|https?://))",
-    )
+    let keyword = r"(close[sd]?|fix(?:e[sd])?|resolve[sd]?)";
+    let mark = r"[*_\[(>`~\\]";
+    let space = r"(?:\s|:|&[a-z0-9#]+;)";
+    let reference = r"(?:#\d|gh-\d|[\w.-]+/[\w.-]+#\d|https?://)";
+    Regex::new(&format!(
+        r"(?i)(^|[^a-z0-9]){keyword}({mark}*{space}(?:{mark}|{space}){{0,15}}{reference})"
+    ))
     .expect("the closing keyword pattern")
 });
 
@@ -30,7 +38,7 @@ static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
 pub fn neutralize_closing_keywords(text: &str) -> String {
     CLOSING
         .replace_all(text, |c: &regex::Captures<'_>| {
-            format!("{}{WORD_JOINER}{}", &c[1], &c[2])
+            format!("{}{}{WORD_JOINER}{}", &c[1], &c[2], &c[3])
         })
         .into_owned()
 }
@@ -56,11 +64,28 @@ mod tests {
                 "octo/calc#5",
                 "https://github.com/octo/calc/issues/5",
             ] {
-                for sep in [" ", ": ", ":", "  ", "\n"] {
+                for sep in [
+                    " ", ": ", ":", "  ", "\n", "\n> ", "** ", " **", " `", " [", "&#32;", "&nbsp;",
+                ] {
                     let text = format!("fix: add, {keyword}{sep}{reference} too");
                     assert!(broken(&text), "{text:?}");
                 }
             }
+        }
+        for text in [
+            "**Fixes** #5",
+            "_fixes_ #5",
+            "x_fixes #5",
+            "éfixes #5",
+            "(closes #5)",
+            "#5 crash",
+        ] {
+            let text = if text.starts_with('#') {
+                format!("fix: {text}")
+            } else {
+                text.to_owned()
+            };
+            assert!(broken(&text), "{text:?}");
         }
     }
 
@@ -80,9 +105,22 @@ mod tests {
             "refix #5",
             "closer/issue-5",
             "fix 5 bugs",
+            "closeio/closeio-api#12",
+            "fixtures/app#3",
+            "fixed-point/lib#12",
+            "fixed_point/lib#12",
+            "resolver/x#2",
+            "fixes#5",
         ] {
             assert!(!broken(plain), "{plain:?}");
             assert_eq!(neutralize_closing_keywords(plain), plain);
         }
+    }
+
+    #[test]
+    fn neutralising_twice_changes_nothing_more() {
+        let once = neutralize_closing_keywords("fix: #5, closes octo/calc#6\nresolves: GH-7");
+        assert_eq!(once.matches(WORD_JOINER).count(), 3);
+        assert_eq!(neutralize_closing_keywords(&once), once);
     }
 }

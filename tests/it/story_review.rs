@@ -888,7 +888,11 @@ async fn closing_keywords_in_a_hostile_issue_and_the_agents_words_close_no_other
         ),
     );
     let n = s
-        .open_issue("add subtracts, fixes #1", "", &["closer", "type:bug"])
+        .open_issue(
+            "#1 again: add subtracts, fixes #1",
+            "",
+            &["closer", "type:bug"],
+        )
         .await;
     s.idle().await;
     let pull = s.the_pull();

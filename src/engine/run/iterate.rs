@@ -61,8 +61,12 @@ pub(super) struct Iteration {
 impl Engine {
     pub(super) async fn iterate(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         // A pull request that ended meanwhile ends the run before another
-        // iteration is spent on it.
-        if self.end_if_pull_ended(ctx).await? {
+        // iteration is spent on it (an interrupted one is finished first:
+        // its kept work must not wait for a later life of the run).
+        if ctx.run.pull_request.is_some()
+            && !self.runs.interrupted(&ctx.run).await?
+            && self.end_if_pull_ended(ctx).await?
+        {
             return Ok(());
         }
         // A review round keeps the phase the pull request gave the issue.

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use super::context::{CONFIG_PATH, parse_config};
 use super::data::RunData;
 use super::review::PullEvent;
-use super::review_round::asking_with_pull;
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::config::ConfigErrors;
@@ -412,8 +411,10 @@ impl Engine {
         let Some(run) = runs::by_issue(self.runs.store().pool(), repo, n).await? else {
             return Ok("merged pull request: no run".to_owned());
         };
-        if !self.awaiting_merge(&run)? && !asking_with_pull(&run) {
-            return Ok("merged pull request: the run does not wait for it".to_owned());
+        // The step acts on a run waiting for the merge or for an answer,
+        // and on a run at work once its step is done (`finish.rs`).
+        if run.state.is_final() {
+            return Ok("merged pull request: the run is over".to_owned());
         }
         // The run's own step closes it: the `finish` step may still be
         // writing the run (it opened the pull request a moment ago).
