@@ -812,6 +812,27 @@ async fn a_merge_while_a_review_round_waits_for_an_answer_ends_the_run_as_done()
     s.stop().await;
 }
 
+/// The merge lands while the round's agent works, and the agent then asks
+/// a question: the `merged` step queued by the merge ends the run once the
+/// iteration is over. Before, the merge of a run at work was dropped, and
+/// the question waited on a merged pull request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_while_the_round_works_ends_the_run_when_its_agent_then_asks() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story("review-merged-then-asks", &config).await;
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{ASKS}", gate.hold()));
+    s.review_as(pull, MAINTAINER, "COMMENTED", "", &[("calc.sh", 1, "Why?")])
+        .await;
+    gate.started().await;
+    s.merge_as(pull, MAINTAINER).await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+    done_after_its_question(&s, n).await;
+    s.stop().await;
+}
+
 /// The same merge, with every webhook of it missed: reconciliation finds
 /// the merged pull request of the round waiting for an answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
