@@ -2,12 +2,12 @@
 //! writing a run and queueing its next step, so on start and on a timer the
 //! engine compares the runs with the queue and with GitHub:
 //! an open run with no live job gets its next step queued again (a run
-//! waiting for its merge, or for an answer while it has a pull request, gets the
-//! step for its pull request's end, merged or closed), and an open run
-//! whose issue was closed (by a person: not by the merge of the run's pull
-//! request) or whose trigger label, when the label started it, was removed
-//! is stopped. It never starts a run and never touches a run that has
-//! ended.
+//! waiting for its merge, or for an answer while it has a pull request,
+//! gets the step for its pull request's end, merged or closed), and an
+//! open run whose issue was closed (by a person: not by the merge of the
+//! run's pull request) or whose trigger label, when the label started it,
+//! was removed is stopped. It never starts a run and never touches a run
+//! that has ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,7 +121,7 @@ impl Engine {
         // under the closed issue.
         let closed_by_us = ctx.data.review_round && ctx.data.issue_closed;
         // Or by the merge of the run's pull request (its `Closes #n`): the
-        // run ends as done, by its round's `finish` or its `merged` step.
+        // run's next step (an iteration, `finish`, `merged`) ends it as done.
         if issue.state == IssueState::Closed
             && !ctx.data.awaiting_merge
             && !closed_by_us
