@@ -352,19 +352,32 @@ async fn a_stop_and_a_retry_while_a_step_judges_leave_the_retry_in_charge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stop_meeting_github_down_is_shown_when_its_delivery_is_tried_again() {
     let (mut s, n) = awaiting_an_answer("stop-502").await;
-    let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
-    s.github
-        .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
+    let label = awaiting_label_refused(&s, n);
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
         .await;
     s.idle().await;
+    stop_shown_after_retries(&s, n, &label).await;
+    s.stop().await;
+}
+
+/// GitHub answers 502 to the first 5 DELETEs of `awaiting-response` on
+/// issue `n` (the client's in-call retries give up); returns that path.
+fn awaiting_label_refused(s: &Story, n: IssueNumber) -> String {
+    let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
+    s.github
+        .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
+    label
+}
+
+/// The run is stopped and, after the refused DELETEs of `label` were
+/// tried again, the issue shows it: the label off, the stopped status.
+async fn stop_shown_after_retries(s: &Story, n: IssueNumber, label: &str) {
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Stopped, "{run:#?}");
-    assert!(s.github.requests_to("DELETE", &label).len() > 5, "retried");
+    assert!(s.github.requests_to("DELETE", label).len() > 5, "retried");
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
     let status = s.status_comment(n);
     assert!(status.body.contains("stopped"), "{}", status.body);
-    s.stop().await;
 }
 
 /// The issue is closed by a person while its run waits for an answer, and
@@ -375,17 +388,10 @@ async fn a_stop_meeting_github_down_is_shown_when_its_delivery_is_tried_again() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_close_meeting_github_down_is_shown_by_the_stops_own_step() {
     let (mut s, n) = awaiting_an_answer("close-502").await;
-    let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
-    s.github
-        .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
+    let label = awaiting_label_refused(&s, n);
     s.close_as(n, MAINTAINER).await;
     s.idle().await;
-    let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, RunState::Stopped, "{run:#?}");
-    assert!(s.github.requests_to("DELETE", &label).len() > 5, "retried");
-    assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
-    let status = s.status_comment(n);
-    assert!(status.body.contains("stopped"), "{}", status.body);
+    stop_shown_after_retries(&s, n, &label).await;
     s.stop().await;
 }
 

@@ -197,7 +197,7 @@ impl Engine {
         let Some(mut ctx) = self.context(&run.id).await? else {
             return Ok(());
         };
-        self.show_stop(&mut ctx, Label::AsStored).await
+        self.show_stop(&mut ctx).await
     }
 
     /// What a stop shows on the issue: the `awaiting-response` label off
@@ -207,19 +207,9 @@ impl Engine {
     /// met GitHub down is shown in the end, whatever delivery or pass made
     /// it. Nothing for a run that is not stopped (it ended otherwise, or was
     /// restarted).
-    pub(super) async fn show_stop(
-        &self,
-        ctx: &mut RunContext,
-        label: Label,
-    ) -> Result<(), EngineError> {
+    pub(super) async fn show_stop(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped {
             return Ok(());
-        }
-        if label == Label::Check {
-            // A step at work when the stop landed may have put the label on
-            // and had its record of it refused: take it off whatever the
-            // run says (one DELETE; a label not there is no error).
-            ctx.data.awaiting_label = true;
         }
         let shown = async {
             self.status.set_awaiting_label(ctx, false).await?;
@@ -231,15 +221,6 @@ impl Engine {
             shown => shown,
         }
     }
-}
-
-/// How [`Engine::show_stop`] treats `awaiting-response`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Label {
-    /// Taken off if the run's data says it is on.
-    AsStored,
-    /// Taken off in any case.
-    Check,
 }
 
 /// Whether a stop applies to `run`: one still going, or one stopped already

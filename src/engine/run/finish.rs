@@ -27,7 +27,7 @@ use crate::github::{InstallationClient, NewPullRequest, PullEdit, PullState, Sta
 use crate::model::{IssueNumber, Outcome, Phase, RepoName, Run, RunState, TaskType};
 
 /// How the run's pull request ended.
-enum PullEnd {
+pub(super) enum PullEnd {
     Merged,
     /// Closed without a merge.
     Closed(IssueNumber),
@@ -216,15 +216,7 @@ impl Engine {
     /// How the run's pull request ended, if it did: a new one must not
     /// take its place.
     async fn own_pull_ended(&self, ctx: &RunContext) -> Result<Option<PullEnd>, EngineError> {
-        let Some(number) = ctx.run.pull_request else {
-            return Ok(None);
-        };
-        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
-        Ok(match (pull.state, pull.merged) {
-            (PullState::Open, _) => None,
-            (_, true) => Some(PullEnd::Merged),
-            (_, false) => Some(PullEnd::Closed(number)),
-        })
+        pull_end(&ctx.client, ctx.repo(), &ctx.run).await
     }
 
     /// Opens the pull request for the run's branch, or updates the open one.
@@ -317,15 +309,21 @@ impl Engine {
     }
 }
 
-/// Whether `run`'s own pull request was merged: an issue it names with
-/// `Closes #n` was then closed by the merge, not by a person.
-pub(super) async fn own_pull_merged(
+/// How `run`'s own pull request ended, if it did (one GitHub read). Merged,
+/// an issue it names with `Closes #n` was closed by the merge, not by a
+/// person.
+pub(super) async fn pull_end(
     client: &InstallationClient,
     repo: &RepoName,
     run: &Run,
-) -> Result<bool, EngineError> {
+) -> Result<Option<PullEnd>, EngineError> {
     let Some(number) = run.pull_request else {
-        return Ok(false);
+        return Ok(None);
     };
-    Ok(client.get_pull(repo, number).await?.merged)
+    let pull = client.get_pull(repo, number).await?;
+    Ok(match (pull.state, pull.merged) {
+        (PullState::Open, _) => None,
+        (_, true) => Some(PullEnd::Merged),
+        (_, false) => Some(PullEnd::Closed(number)),
+    })
 }

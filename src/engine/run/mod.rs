@@ -66,7 +66,6 @@ use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError};
 use crate::worker::delivery::EventReactor;
 use crate::worker::{JobError, JobFuture, JobRunner};
-use failure::Label;
 
 /// The step a `run` job carries out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -331,10 +330,14 @@ impl Engine {
     async fn step(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
         if step == Step::ShowStop {
             // A stopped run whose config no longer parses is shown too.
-            return match self.context(run_id).await? {
-                Some(mut ctx) => self.show_stop(&mut ctx, Label::Check).await,
-                None => Ok(()),
+            let Some(mut ctx) = self.context(run_id).await? else {
+                return Ok(());
             };
+            // A step at work when the stop landed may have put the label on
+            // and had its record of it refused: take it off whatever the
+            // run says (one DELETE; a label not there is no error).
+            ctx.data.awaiting_label = true;
+            return self.show_stop(&mut ctx).await;
         }
         let Some(run) = self.runs.load(run_id).await? else {
             return Ok(());

@@ -15,10 +15,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::context::RunContext;
+use super::finish::{PullEnd, pull_end};
 use super::review_round::asking_with_pull;
 use super::{Engine, EngineError, Step};
 use crate::comment::same_label;
-use crate::github::{IssueState, PullState};
+use crate::github::IssueState;
 use crate::model::{RunId, RunState};
 use crate::panic::Caught;
 use crate::store::runs;
@@ -99,15 +100,11 @@ impl Engine {
     /// it ended: merged ([`Step::Merged`]) or closed unmerged
     /// ([`Step::PullClosed`]); each re-checks when it runs.
     async fn pull_ended(&self, ctx: &RunContext) -> Result<Option<Step>, EngineError> {
-        let Some(number) = ctx.run.pull_request else {
-            return Ok(None);
-        };
-        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
-        Ok(match (pull.merged, pull.state) {
-            (true, _) => Some(Step::Merged),
-            (false, PullState::Open) => None,
-            (false, _) => Some(Step::PullClosed),
-        })
+        let end = pull_end(&ctx.client, ctx.repo(), &ctx.run).await?;
+        Ok(end.map(|end| match end {
+            PullEnd::Merged => Step::Merged,
+            PullEnd::Closed(_) => Step::PullClosed,
+        }))
     }
 
     /// Why the run should stop according to GitHub, if it should.
@@ -125,7 +122,10 @@ impl Engine {
         if issue.state == IssueState::Closed
             && !ctx.data.awaiting_merge
             && !closed_by_us
-            && !super::finish::own_pull_merged(&ctx.client, ctx.repo(), &ctx.run).await?
+            && !matches!(
+                pull_end(&ctx.client, ctx.repo(), &ctx.run).await?,
+                Some(PullEnd::Merged)
+            )
         {
             return Ok(Some("the issue was closed"));
         }

@@ -96,19 +96,16 @@ impl Runs {
     /// later (30 s in `closer serve`, as for a write that may have been
     /// applied): the stop's writes on GitHub are made at once by the
     /// caller, and checked again by that step, which writes what failed or
-    /// what a dying process never wrote. `false` when the run had ended
-    /// meanwhile.
-    pub async fn mark_stopped(
-        &self,
-        run_id: &RunId,
-        outcome: &Outcome,
-    ) -> Result<bool, EngineError> {
+    /// what a dying process never wrote. Nothing is written when the run
+    /// had ended meanwhile.
+    pub async fn mark_stopped(&self, run_id: &RunId, outcome: &Outcome) -> Result<(), EngineError> {
         let now = self.store.now_ms();
         let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
         let later = now.saturating_add(again);
         let job = self.step_job(run_id, Step::ShowStop, later)?;
         let pool = self.store.pool();
-        Ok(runs::mark_stopped(pool, run_id, outcome, &job, now).await?)
+        runs::mark_stopped(pool, run_id, outcome, &job, now).await?;
+        Ok(())
     }
 
     fn step_job(&self, run_id: &RunId, step: Step, run_at: Millis) -> Result<NewJob, EngineError> {

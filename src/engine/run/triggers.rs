@@ -289,7 +289,10 @@ impl Engine {
         // while the run worked: the run's next step ends it as done
         // (`finish.rs`).
         if run.state != RunState::Stopped
-            && super::finish::own_pull_merged(&client, repo, &run).await?
+            && matches!(
+                super::finish::pull_end(&client, repo, &run).await?,
+                Some(super::finish::PullEnd::Merged)
+            )
         {
             return Ok(
                 "issue closed by the merge of its pull request: the run ends as done".to_owned(),
