@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::repo_goal::RawGoal;
 use crate::config::repo_parse::{
-    at_least_one_u64, iteration_limit, line_budget, positive_f64, stagnation_limit, unit_interval,
-    valid_globs,
+    at_least_one_u64, iteration_limit, line_budget, positive_f64, setup_commands, setup_timeout,
+    stagnation_limit, unit_interval, valid_globs,
 };
 pub use crate::model::CompletionType;
 use crate::model::TaskType;
@@ -32,6 +32,8 @@ pub struct RepoConfig {
     pub agent: String,
     /// How a run decides it is complete.
     pub completion: CompletionConfig,
+    /// What the goals' clean checkout needs before they run (dependencies).
+    pub setup: SetupConfig,
     /// Definition of Done: level-1 goals every change must pass.
     pub dod: Vec<GoalSpec>,
     /// Level-2 goals per task type.
@@ -65,6 +67,7 @@ impl Default for RepoConfig {
             trigger_label: crate::model::DEFAULT_TRIGGER_LABEL.to_owned(),
             agent: "default".to_owned(),
             completion: CompletionConfig::default(),
+            setup: SetupConfig::default(),
             dod: Vec::new(),
             task_types: BTreeMap::new(),
             convergence: ConvergenceConfig::default(),
@@ -188,6 +191,32 @@ pub struct TaskTypeRules {
 
 /// The longest `timeout_secs` a goal may have (a day).
 pub const MAX_GOAL_TIMEOUT_SECS: u64 = 86_400;
+
+/// `setup:`. The goals run on a clean checkout of the commit under test
+/// (and the baseline on one of the base commit), with no network; these
+/// commands run there first, with the network, to install what the goals
+/// need (`npm ci`, `cargo fetch`). They share one fresh home with the goals
+/// of the same check. Default: none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SetupConfig {
+    /// Shell commands, run in order in the checkout; the first to fail
+    /// fails the setup.
+    #[serde(deserialize_with = "setup_commands")]
+    pub commands: Vec<String>,
+    /// Per command (default 900, 1 to 86 400).
+    #[serde(deserialize_with = "setup_timeout")]
+    pub timeout_secs: u64,
+}
+
+impl Default for SetupConfig {
+    fn default() -> Self {
+        SetupConfig {
+            commands: Vec::new(),
+            timeout_secs: 900,
+        }
+    }
+}
 
 /// `convergence:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

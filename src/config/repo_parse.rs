@@ -114,11 +114,13 @@ impl RepoConfig {
         let goals: usize = self.task_types.values().map(|r| r.goals.len()).sum();
         format!(
             "agent {}, completion {} (max {} iterations, confidence >= {}{detail}), \
-             {} DoD goals, {goals} task-type goals, trigger label {}, close on {}",
+             {} setup commands, {} DoD goals, {goals} task-type goals, trigger label {}, \
+             close on {}",
             self.agent,
             c.kind.as_str(),
             c.max_iterations,
             c.confidence_threshold,
+            self.setup.commands.len(),
             self.dod.len(),
             self.trigger_label,
             match self.close_on {
@@ -301,6 +303,27 @@ pub(crate) fn stagnation_limit<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D
 /// `convergence.diff_budget`: 1 to 10 000 000 changed lines.
 pub(crate) fn line_budget<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     within(u32::deserialize(d)?, 1, 10_000_000)
+}
+
+/// `setup.commands`: each command a non-empty shell line.
+pub(crate) fn setup_commands<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let commands = Vec::<String>::deserialize(d)?;
+    if commands.iter().any(|c| c.trim().is_empty()) {
+        return Err(D::Error::custom("a setup command must not be empty"));
+    }
+    Ok(commands)
+}
+
+/// `setup.timeout_secs`: 1 s to a day, as a goal's.
+pub(crate) fn setup_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if !(1..=crate::config::repo::MAX_GOAL_TIMEOUT_SECS).contains(&v) {
+        return Err(D::Error::custom(format!(
+            "must be from 1 to {}, got {v}",
+            crate::config::repo::MAX_GOAL_TIMEOUT_SECS
+        )));
+    }
+    Ok(v)
 }
 
 /// A `u64` of at least 1.

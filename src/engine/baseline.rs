@@ -1,9 +1,13 @@
 //! The baseline: the Definition-of-Done commands run once on a
-//! clean worktree of the base commit, before the first iteration; the
-//! failures found there were already there and do not block completion.
+//! clean worktree of the base commit (after the repository's `setup`),
+//! before the first iteration; the failures found there were already there
+//! (they block unless the repository tolerates them, see `tolerance`).
 //!
-//! A baseline that cannot be taken (command missing, timed out) is an error
-//! that stops the run: judging against nothing would call every old failure new.
+//! A baseline that cannot be taken (setup failed, command missing, timed
+//! out) is an error that stops the run: judging against nothing would call
+//! every old failure new.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +16,7 @@ use super::fingerprint::Failure;
 use super::goals::{self, GoalContext, GoalLevel, GoalResult, GoalSettings};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
-use crate::config::repo::GoalSpec;
+use crate::config::repo::RepoConfig;
 
 /// The failures present before the agent touched anything.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,23 +60,37 @@ impl Baseline {
     }
 }
 
-/// Runs the DoD's command goals in `clean` (a worktree of the base commit).
+/// Runs the repository's setup, then the DoD's command goals, in `clean` (a
+/// worktree of the base commit), with `home` shared by them (`None`: a
+/// fresh one per command).
 pub async fn take(
     git: &GitRunner,
     clean: &Worktree,
-    dod: &[GoalSpec],
+    home: Option<&Path>,
+    config: &RepoConfig,
     settings: &GoalSettings,
 ) -> Result<Baseline, BaselineError> {
     let collected = artifacts::collect(git, clean).await?;
     let ctx = GoalContext {
         worktree: &clean.path,
         mirror: Some(&clean.mirror),
+        home,
         artifacts: &collected.artifacts,
         added_lines: &collected.added_lines,
         settings,
     };
+    if let Some(setup) = goals::setup(ctx, &config.setup).await.filter(|s| !s.passed) {
+        return Err(BaselineError::Unavailable {
+            goal: format!("setup `{}`", setup.target),
+            reason: setup.evidence,
+        });
+    }
     let mut results = Vec::new();
-    for spec in dod.iter().filter(|g| goals::is_command_goal(&g.kind)) {
+    for spec in config
+        .dod
+        .iter()
+        .filter(|g| goals::is_command_goal(&g.kind))
+    {
         let result = goals::evaluate(ctx, GoalLevel::Dod, spec).await;
         if result.not_runnable {
             return Err(BaselineError::Unavailable {

@@ -11,6 +11,8 @@
 //! check's AI checklist is judged elsewhere and both must agree. Strict: a
 //! required goal passes only when it passes.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::{self, ArtifactKind, Artifacts};
@@ -32,7 +34,15 @@ use crate::model::TaskType;
 #[derive(Debug, Clone, Copy)]
 pub struct VerifyContext<'a> {
     pub git: &'a GitRunner,
+    /// The agent's worktree, its work committed: the artifacts are read
+    /// from it.
     pub worktree: &'a Worktree,
+    /// Where the setup and the goals run: a clean checkout of the
+    /// worktree's head in the engine (never the agent's worktree, where
+    /// build output the commit does not carry would be trusted).
+    pub checkout: &'a Path,
+    /// The home the setup and the goals share; `None`: one per command.
+    pub home: Option<&'a Path>,
     pub repo: &'a RepoConfig,
     pub task: TaskType,
     /// Level-3 goals from the issue.
@@ -95,21 +105,26 @@ pub enum VerifyError {
     Config(#[from] super::paths::PatternError),
 }
 
-/// Runs the checks of one iteration at head: artifacts, the goals that
-/// apply and the task type's built-in rule.
+/// Runs the checks of one iteration at head: artifacts, the setup, the
+/// goals that apply and the task type's built-in rule.
 pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> {
     let collected = artifacts::collect(ctx.git, ctx.worktree).await?;
     let artifacts = collected.artifacts;
     let missing_artifacts = artifacts::missing(ctx.task, &artifacts, &ctx.worktree.branch);
     let goal_ctx = GoalContext {
-        worktree: &ctx.worktree.path,
+        worktree: ctx.checkout,
         mirror: Some(&ctx.worktree.mirror),
+        home: ctx.home,
         artifacts: &artifacts,
         added_lines: &collected.added_lines,
         settings: ctx.settings,
     };
+    let mut goals: Vec<GoalResult> = goals::setup(goal_ctx, &ctx.repo.setup)
+        .await
+        .into_iter()
+        .collect();
     let applicable = goals::applicable(ctx.repo, ctx.task, ctx.acceptance);
-    let mut goals = goals::evaluate_all(goal_ctx, &applicable).await;
+    goals.extend(goals::evaluate_all(goal_ctx, &applicable).await);
     let kinds = FileKinds::new(&ctx.repo.test_files)?;
     goals.extend(task_rules::builtin(ctx.repo, ctx.task, &kinds, &artifacts));
     Ok(Evaluated {

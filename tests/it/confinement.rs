@@ -240,7 +240,7 @@ async fn the_agent_cannot_write_outside_its_worktree_and_home() {
 }
 
 #[tokio::test]
-async fn goals_have_no_network_while_agents_do() {
+async fn goals_have_no_network_while_agents_and_the_setup_do() {
     let i = Install::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -254,6 +254,7 @@ async fn goals_have_no_network_while_agents_do() {
     );
     blocked_everywhere(&i, Kind::Goal, "a goal connecting out", &connect).await;
     allowed_in_every_sandbox(&i, Kind::Agent, "an agent reaching its model", &connect).await;
+    allowed_in_every_sandbox(&i, Kind::Setup, "a setup reaching its registry", &connect).await;
 }
 
 #[tokio::test]

@@ -22,6 +22,8 @@ fn the_example_file_parses_with_its_documented_values() {
     assert_eq!(c.trigger_label, "closer");
     assert_eq!(c.completion.kind, CompletionType::Issue);
     assert_eq!(c.completion.max_iterations, 10);
+    assert_eq!(c.setup.commands, ["cargo fetch"]);
+    assert_eq!(c.setup.timeout_secs, 900);
     assert_eq!(c.dod.len(), 3);
     assert!(!c.dod[2].required);
     assert_eq!(
@@ -46,6 +48,19 @@ fn an_empty_file_is_the_default_config() {
         parse_repo_config("# only a comment\n", FILE, AGENTS).unwrap(),
         RepoConfig::default()
     );
+}
+
+#[test]
+fn a_setup_parses_with_its_default_timeout_and_none_is_the_default() {
+    let c = parse_repo_config(
+        "setup:\n  commands: [\"npm ci\", \"cargo fetch\"]\n",
+        FILE,
+        AGENTS,
+    )
+    .unwrap();
+    assert_eq!(c.setup.commands, ["npm ci", "cargo fetch"]);
+    assert_eq!(c.setup.timeout_secs, 900);
+    assert!(RepoConfig::default().setup.commands.is_empty());
 }
 
 #[test]
@@ -112,7 +127,7 @@ fn check_config_file_prints_a_summary_or_the_errors() {
         out,
         format!(
             "{}: ok: agent default, completion iterate (max 3 iterations, confidence >= 0.8), \
-             0 DoD goals, 0 task-type goals, trigger label closer, close on verified",
+             0 setup commands, 0 DoD goals, 0 task-type goals, trigger label closer, close on verified",
             good.display()
         )
     );
@@ -136,7 +151,19 @@ fn check_config_file_prints_a_summary_or_the_errors() {
 const MALFORMED: &[(&str, &str)] = &[
     (
         "trigger_label: closer\ncolour: red\n",
-        ".github/closer.yml:2:1: unknown field `colour`, expected one of trigger_label, agent, completion, dod, task_types, convergence, baseline, reproduction, test_files, close_on, budget, commands, project",
+        ".github/closer.yml:2:1: unknown field `colour`, expected one of trigger_label, agent, completion, setup, dod, task_types, convergence, baseline, reproduction, test_files, close_on, budget, commands, project",
+    ),
+    (
+        "setup:\n  commands: [\"npm ci\", \" \"]\n",
+        ".github/closer.yml:2:13: a setup command must not be empty",
+    ),
+    (
+        "setup:\n  commands: [\"npm ci\"]\n  timeout_secs: 0\n",
+        ".github/closer.yml:3:17: must be from 1 to 86400, got 0",
+    ),
+    (
+        "setup:\n  run: npm ci\n",
+        ".github/closer.yml:2:3: unknown field `run`, expected one of commands, timeout_secs",
     ),
     (
         "baseline:\n  tolerate: sometimes\n",

@@ -251,11 +251,13 @@ fn source(origin: &Origin) -> RepoSource {
     }
 }
 
-/// The run's prompt-file directory and HOME, as the engine makes them.
-fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 2] {
+/// The run's prompt-file directory, HOME and a check's home a crash left,
+/// as the engine makes them.
+fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 3] {
     let dirs = [
         data_dir.join("scratch").join(run),
         data_dir.join("homes").join(run),
+        data_dir.join("goals/checks").join(format!("{run}-checks")),
     ];
     for dir in &dirs {
         std::fs::create_dir_all(dir.join("inner")).unwrap();
@@ -321,12 +323,13 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
         "{metrics}"
     );
 
-    // Forty days on: the ended run's worktree, prompt files and HOME go,
+    // Forty days on: the ended run's worktree, prompt files, HOME and
+    // check home go,
     // and with its worktree gone its mirror is unused; the open run's
     // worktree, files and mirror stay, however old.
     clock.set(now + 40 * DAY);
     let old = retention.prune_once().await;
-    assert_eq!((old.run_dirs, old.mirrors), (3, 1), "{old:?}");
+    assert_eq!((old.run_dirs, old.mirrors), (4, 1), "{old:?}");
     assert!(!ended.path.exists() && !ended.mirror.exists());
     assert!(ended_files.iter().all(|d| !d.exists()));
     assert!(

@@ -393,3 +393,150 @@ async fn a_verified_fix_ending_with_an_offer_is_closed_not_left_waiting() {
     assert!(!s.labels(n).contains(&"awaiting-response".to_owned()));
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
 }
+
+/// The agent's first iteration: it writes the fix, compiles it to bytecode
+/// that Python trusts without reading the source (`unchecked-hash`), puts
+/// the bug back under a new docstring, and says it fixed `add`. Only the
+/// buggy `calc.py` is committed; the bytecode stays in the ignored
+/// `__pycache__/`.
+const PLANT_BYTECODE: &str = r#"cat > calc.py <<'T'
+def add(a, b):
+    return a + b
+
+
+def legacy():
+    return 0
+T
+python3 -c "import py_compile as p; p.compile('calc.py', invalidation_mode=p.PycInvalidationMode.UNCHECKED_HASH)"
+cat > calc.py <<'T'
+"""Arithmetic."""
+
+
+def add(a, b):
+    return a - b
+
+
+def legacy():
+    return 0
+T
+echo '{"summary": "Fixed add."}'
+"#;
+
+/// Decision 146: the goals run on a clean checkout of the commit, so build
+/// output the commit does not carry cannot vouch for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_leaves_bytecode_of_a_reverted_fix_is_never_closed() {
+    let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
+    let mut s = python_story("liar-bytecode", &config, TEST_CALC_PY).await;
+    for _ in 0..4 {
+        s.llm.push([done()]);
+    }
+    s.agent_step(1, PLANT_BYTECODE);
+    s.agent_step(2, CLAIMS_DONE);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_ne!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let after_first = status_edits(&s, n)
+        .into_iter()
+        .find(|b| b.contains("Iteration:** 1 of"))
+        .expect("the status after iteration 1");
+    assert!(
+        after_first.contains("Failing since base")
+            && after_first.contains("test_calc.CalcTest.test_add"),
+        "{after_first}"
+    );
+
+    // The control: where the agent left them, the planted bytecode makes
+    // the tests pass for a `calc.py` that still subtracts. Checked there,
+    // as closer did before, the run would have closed with the bug pushed.
+    let data = closer::engine::run::RunData::from_json(&run.data).unwrap();
+    let worktree = data.worktree.expect("the run's worktree").path;
+    let source = std::fs::read_to_string(worktree.join("calc.py")).unwrap();
+    assert!(source.contains("return a - b"), "{source}");
+    let there = std::process::Command::new("python3")
+        .args(["-m", "unittest", "-v"])
+        .current_dir(&worktree)
+        .output()
+        .expect("python3");
+    assert!(
+        there.status.success(),
+        "the bytecode did not fool the tests: {}",
+        String::from_utf8_lossy(&there.stderr)
+    );
+}
+
+/// What the story's package registry serves.
+const MATHLIB_PY: &str = "def plus(a, b):\n    return a + b\n";
+
+/// Downloads `<url>/<name>` into the home's cache and links it from the
+/// ignored `vendor/` (as pnpm links `node_modules/` into its store).
+const FETCH_PY: &str = r#"import os, sys, urllib.request
+url, name = sys.argv[1], sys.argv[2]
+cache = os.path.expanduser("~/.cache/registry")
+os.makedirs(cache, exist_ok=True)
+with urllib.request.urlopen(url + "/" + name) as r, open(os.path.join(cache, name), "wb") as f:
+    f.write(r.read())
+os.makedirs("vendor", exist_ok=True)
+os.symlink(os.path.join(cache, name), os.path.join("vendor", name))
+"#;
+
+/// A package registry on 127.0.0.1: `/mathlib.py` and nothing else.
+async fn registry() -> String {
+    use axum::routing::get;
+    let app = axum::Router::new().route("/mathlib.py", get(|| async { MATHLIB_PY }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Decision 146: what the goals need and the commit does not carry comes
+/// from the repository's `setup`, run with the network in the clean
+/// checkout (and on the base commit for the baseline and the
+/// reproduction), sharing its home with the goals that follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_repositorys_setup_installs_what_the_goals_need_in_their_clean_checkout() {
+    let registry = registry().await;
+    let config = format!(
+        "setup:\n  commands: [\"python3 fetch.py {registry} mathlib.py\"]\n\
+         dod:\n  - {{ type: tests_pass, command: \"PYTHONPATH=vendor python3 -m unittest -v\" }}\n"
+    );
+    let calc = "from mathlib import plus\n\n\ndef add(a, b):\n    return plus(a, -b)\n\n\ndef legacy():\n    return 0\n";
+    let files = [
+        ("calc.py", calc),
+        ("test_calc.py", TEST_CALC_PY),
+        ("fetch.py", FETCH_PY),
+        (".gitignore", "__pycache__/\nvendor/\n"),
+    ];
+    let mut s = Story::start_with_files("setup-deps", Some(&config), &files).await;
+    s.llm.push([done()]);
+    let fix = "sed -i 's/plus(a, -b)/plus(a, b)/' calc.py\necho '{\"summary\": \"Fixed add.\"}'\n";
+    s.agent_step(1, fix);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let status = s.status_comment(n).body;
+    assert!(
+        status.contains("| Reproduction | ✅ passed | required |")
+            && status.contains("fail → pass: test_calc.CalcTest.test_add"),
+        "{status}"
+    );
+    let body = s.github.pulls(&s.repo)[0].body.clone().unwrap_or_default();
+    for shown in [&status, &body] {
+        assert!(
+            shown.contains("| setup: python3 fetch.py") && shown.contains("1 command(s), exit 0"),
+            "{shown}"
+        );
+    }
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+}

@@ -232,7 +232,7 @@ impl Fixture {
             .baseline_worktree(worktree, run)
             .await
             .expect("baseline worktree");
-        let result = baseline::take(self.sandbox.git(), &clean, &config.dod, &self.settings).await;
+        let result = baseline::take(self.sandbox.git(), &clean, None, config, &self.settings).await;
         self.sandbox
             .remove(&clean, run)
             .await
@@ -250,6 +250,8 @@ impl Fixture {
         let ctx = VerifyContext {
             git: self.sandbox.git(),
             worktree,
+            checkout: &worktree.path,
+            home: None,
             repo: case.config,
             task: case.task,
             acceptance: case.acceptance,
@@ -345,6 +347,45 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
     assert_eq!(v.decision.decision, VerdictKind::Complete);
     assert_eq!(v.decision.check_id, CheckId("check-1".into()));
     assert!(v.complete());
+}
+
+/// The setup (decision 146) is a required check of its own: failing at
+/// head it blocks and says which command failed; failing on the base
+/// commit it leaves no baseline to judge against.
+#[tokio::test]
+async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_baseline() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-setup").await;
+    let mut config = repo_config();
+    config.setup.commands = vec!["echo 'no registry' >&2; exit 4".into()];
+    let refused = fx
+        .baseline(&wt, "run-setup", &config)
+        .await
+        .expect_err("no baseline without its setup");
+    let refused = refused.to_string();
+    assert!(
+        refused.contains("setup `echo") && refused.contains("exited with 4: no registry"),
+        "{refused}"
+    );
+
+    config.setup.commands = vec!["test ! -e setup.lock || exit 3".into()];
+    let baseline = fx
+        .baseline(&wt, "run-setup", &config)
+        .await
+        .expect("a baseline");
+    let agent = fx.agent("fix.sh", &format!("{FIX_ADD} && touch setup.lock"));
+    fx.run(&agent, &wt, 1).await;
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    let setup = &v.goals[0];
+    assert_eq!(setup.goal_type, "setup");
+    assert!(!setup.passed && setup.required, "{setup:?}");
+    assert!(setup.evidence.contains("exited with 3"), "{setup:?}");
+    assert!(v.goals[1].passed, "the tests pass: {:?}", v.goals[1]);
+    assert_ne!(v.decision.decision, VerdictKind::Complete);
+    assert!(!v.complete());
 }
 
 #[tokio::test]
@@ -1297,6 +1338,85 @@ async fn the_worktree_is_reused_across_iterations_and_removed_at_the_end() {
         git(&next.path, &["symbolic-ref", "--short", "HEAD"]).trim(),
         "closer/issue-7"
     );
+}
+
+/// The checks' clean checkout of a commit holds what the commit holds and
+/// nothing the agent left beside it, and a directory the checks made
+/// unwritable there neither keeps it from being removed nor keeps the next
+/// check from replacing it.
+#[tokio::test]
+async fn a_checkout_holds_only_the_commit_and_is_removed_whatever_the_checks_left() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-checkout").await;
+    std::fs::create_dir_all(wt.path.join("__pycache__")).unwrap();
+    std::fs::write(wt.path.join("__pycache__/calc.pyc"), "planted").unwrap();
+    std::fs::write(
+        wt.path.join("calc.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    let head = fx.sandbox.head(&wt).await.unwrap();
+    let checkout = fx
+        .sandbox
+        .checkout(
+            &wt,
+            "run-checkout",
+            &head,
+            closer::agent::sandbox::purpose::Purpose::Checks,
+        )
+        .await
+        .expect("a checkout");
+    assert!(!checkout.path.join("__pycache__").exists());
+    let calc = std::fs::read_to_string(checkout.path.join("calc.py")).unwrap();
+    assert!(
+        calc.contains("return a - b"),
+        "the commit's calc.py: {calc}"
+    );
+
+    let locked = |root: &std::path::Path| {
+        let dir = root.join("fixtures/locked");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("data"), "x").unwrap();
+        set_mode(&dir, 0o000);
+    };
+    // The control: a plain recursive remove cannot empty such a tree. Root
+    // passes over permission bits, so only an unprivileged user shows it.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let plain = tempfile::tempdir().unwrap();
+        locked(plain.path());
+        assert!(std::fs::remove_dir_all(plain.path().join("fixtures")).is_err());
+        set_mode(&plain.path().join("fixtures/locked"), 0o700);
+    } else {
+        eprintln!("running as root: the control of the unwritable directory is not shown");
+    }
+
+    locked(&checkout.path);
+    let again = fx
+        .sandbox
+        .checkout(
+            &wt,
+            "run-checkout",
+            &head,
+            closer::agent::sandbox::purpose::Purpose::Checks,
+        )
+        .await
+        .expect("a crashed check's checkout is replaced");
+    locked(&again.path);
+    fx.sandbox
+        .remove(&again, "run-checkout")
+        .await
+        .expect("removed");
+    assert!(!again.path.exists());
+    assert!(
+        wt.path.join("__pycache__/calc.pyc").exists(),
+        "the run's worktree is untouched"
+    );
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 #[tokio::test]

@@ -1,10 +1,13 @@
-//! What is pushed is exactly the commit verification checked: a goal the
-//! agent rewrote to commit or change a file after verification gets the
-//! push refused and the run failed with that reason; the control is the
-//! same run with a goal that changes nothing, which pushes. A workflow file
-//! GitHub will not take from the App, or a push the repository's rules
-//! decline, fails the run with GitHub's reason.
-//! And git output past closer's cap is a named error, never a silent cut.
+//! What is pushed is exactly the commit verification checked. The goals
+//! run on a clean checkout of it (decision 146), so in a sandbox a goal
+//! cannot reach the run's worktree at all; unconfined (`[sandbox] mode =
+//! "none"`) it can, and a goal the agent rewrote to commit or change a file
+//! there after verification gets the push refused and the run failed with
+//! that reason. The controls: the same goal in a sandbox, and a goal that
+//! changes nothing, both push. A workflow file GitHub will not take from
+//! the App, or a push the repository's rules decline, fails the run with
+//! GitHub's reason. And git output past closer's cap is a named error,
+//! never a silent cut.
 
 use std::time::Duration;
 
@@ -55,10 +58,22 @@ async fn run_with_goal_side_effect(
     (s, run.state, said.join("\n---\n"))
 }
 
+/// A goal's way from its checkout to the run's worktree: git metadata
+/// names every worktree of the mirror; `then` runs there if it can be
+/// entered.
+fn in_the_runs_worktree(then: &str) -> String {
+    format!(
+        "wt=$(git worktree list --porcelain | sed -n 's/^worktree //p' | grep '/worktrees/' \
+         | grep -v -- '-checks$' | head -1); [ -n \"$wt\" ] && cd \"$wt\" && {{ {then}; }}"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_commit_a_goal_makes_after_verification_is_never_pushed() {
-    let sneaky = "echo sneaky > sneaky.txt; git add sneaky.txt; git commit -q -m sneaky";
-    let (s, state, status) = run_with_goal_side_effect("push-moved", sneaky, true).await;
+async fn a_commit_a_goal_makes_in_the_runs_worktree_is_never_pushed() {
+    let sneaky = in_the_runs_worktree(
+        "echo sneaky > sneaky.txt; git add sneaky.txt; git commit -q -m sneaky",
+    );
+    let (s, state, status) = run_with_goal_side_effect("push-moved", &sneaky, true).await;
     assert_eq!(state, RunState::Failed, "{}", s.journal().await);
     assert!(
         status.contains("the push was refused: HEAD moved after verification"),
@@ -73,10 +88,13 @@ async fn a_commit_a_goal_makes_after_verification_is_never_pushed() {
     s.stop().await;
 }
 
+/// What a goal appends to `calc.sh` in the run's worktree.
+const TOUCH: &str = "echo '# touched after verification' >> calc.sh";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_tracked_file_a_goal_changes_after_verification_is_never_pushed() {
-    let touch = "echo '# touched after verification' >> calc.sh";
-    let (s, state, status) = run_with_goal_side_effect("push-dirty", touch, false).await;
+async fn a_tracked_file_a_goal_changes_in_the_runs_worktree_is_never_pushed() {
+    let touch = in_the_runs_worktree(TOUCH);
+    let (s, state, status) = run_with_goal_side_effect("push-dirty", &touch, true).await;
     assert_eq!(state, RunState::Failed, "{}", s.journal().await);
     assert!(
         status.contains("the worktree changed after verification (calc.sh)"),
@@ -91,8 +109,20 @@ async fn a_tracked_file_a_goal_changes_after_verification_is_never_pushed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sandboxed_goal_cannot_reach_the_runs_worktree_and_the_verified_commit_is_pushed() {
+    // The same goal as above, in the sandbox: the run's worktree is hidden.
+    let touch = format!("{}; {TOUCH}", in_the_runs_worktree(TOUCH));
+    let (s, state, _) = run_with_goal_side_effect("push-confined", &touch, false).await;
+    assert_eq!(state, RunState::Done, "{}", s.journal().await);
+    let pushed = s.origin.branch_head("closer/issue-1").expect("pushed");
+    let calc = git(&s.origin.bare, &["show", &format!("{pushed}:calc.sh")]);
+    assert!(!calc.contains("touched"), "{calc}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_control_a_goal_that_changes_nothing_tracked_lets_the_verified_commit_through() {
-    // An untracked file a goal leaves is cleaned after verification.
+    // An untracked file a goal leaves stays in its checkout.
     let harmless = "echo scratch > goal-output.txt";
     let (s, state, _) = run_with_goal_side_effect("push-clean", harmless, false).await;
     assert_eq!(state, RunState::Done, "{}", s.journal().await);

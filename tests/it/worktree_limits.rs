@@ -238,6 +238,7 @@ h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
     let ctx = GoalContext {
         worktree: &wt.path,
         mirror: Some(&wt.mirror),
+        home: None,
         artifacts: &collected.artifacts,
         added_lines: &collected.added_lines,
         settings: &settings,

@@ -1,6 +1,6 @@
 //! Confinement: what a process closer runs on a repository's behalf (the
-//! agent, goal commands and servers, baseline commands, a custom completion
-//! handler) can see and reach.
+//! agent, the setup, goal commands and servers, baseline commands, a custom
+//! completion handler) can see and reach.
 //!
 //! The view is an allow-list: the run's worktree and its own home read-write,
 //! the run's git metadata read-only, the system and toolchain directories
@@ -75,6 +75,8 @@ pub enum Kind {
     Agent,
     /// A goal or baseline command (tests, lint, build).
     Goal,
+    /// A `setup` command: installs the goals' dependencies.
+    Setup,
     /// A goal's server (`endpoint_responds`), which closer must reach.
     Server,
     /// A custom completion handler.
@@ -86,15 +88,18 @@ pub enum Kind {
 #[serde(deny_unknown_fields, default)]
 pub struct NetworkPolicy {
     pub agent: Network,
+    pub setup: Network,
     pub goals: Network,
     pub handler: Network,
 }
 
 impl Default for NetworkPolicy {
-    /// Agents reach their model; goals and handlers reach nothing.
+    /// Agents reach their model and the setup its registries; goals and
+    /// handlers reach nothing.
     fn default() -> Self {
         NetworkPolicy {
             agent: Network::Full,
+            setup: Network::Full,
             goals: Network::None,
             handler: Network::None,
         }
@@ -107,6 +112,7 @@ impl NetworkPolicy {
     pub fn of(&self, kind: Kind) -> Network {
         match kind {
             Kind::Agent => self.agent,
+            Kind::Setup => self.setup,
             Kind::Goal => self.goals,
             Kind::Server => Network::Full,
             Kind::Handler => self.handler,
@@ -191,6 +197,7 @@ fn network_filter(
     };
     let kinds = [
         config.network.agent,
+        config.network.setup,
         config.network.goals,
         config.network.handler,
     ];
@@ -380,11 +387,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_setup_has_the_network_by_default_and_an_operator_can_take_it() {
+        let default = NetworkPolicy::default();
+        assert_eq!(default.of(Kind::Setup), Network::Full);
+        assert_eq!(default.of(Kind::Goal), Network::None);
+        let taken: SandboxConfig = toml::from_str("[network]\nsetup = \"none\"\n").unwrap();
+        assert_eq!(taken.network.of(Kind::Setup), Network::None);
+        assert_eq!(taken.network.of(Kind::Agent), Network::Full);
+    }
+
+    #[test]
     fn landlock_that_cannot_filter_the_network_stops_only_a_named_mode() {
         let config = |mode, kinds| SandboxConfig {
             mode,
             network: NetworkPolicy {
                 agent: Network::Full,
+                setup: Network::Full,
                 goals: kinds,
                 handler: kinds,
             },

@@ -6,8 +6,8 @@
 //! issue ([`crate::github::closing`]). Build output (caches,
 //! virtual environments, `target/`, `node_modules/` …) never lands on the
 //! branch: closer's own exclude list applies to this commit on top of the
-//! repository's `.gitignore`, and what the goals leave behind after the
-//! commit is cleaned before the next iteration ([`clean_untracked`]).
+//! repository's `.gitignore`. Nothing the commit leaves out is seen by the
+//! goals either: they run on a clean checkout of it (`engine::run::checkout`).
 
 use super::Worktree;
 use super::git::{GitError, GitRunner};
@@ -104,18 +104,6 @@ pub async fn commit_changes(
         .git(git, &["rev-parse", "--verify", "HEAD"])
         .await?;
     Ok(Some(head.trim().to_owned()))
-}
-
-/// Removes untracked files that are not ignored (what goal commands wrote
-/// after the commit), so they are not committed with the next iteration.
-/// Ignored files (an installed virtual environment, say) stay.
-pub async fn clean_untracked(git: &GitRunner, worktree: &Worktree) -> Result<(), GitError> {
-    let exclude = exclude_file(worktree).await?;
-    let excludes = format!("core.excludesFile={}", exclude.display());
-    worktree
-        .git(git, &["-c", &excludes, "clean", "-f", "-d", "--quiet"])
-        .await?;
-    Ok(())
 }
 
 /// The first non-empty line of the agent's summary, shortened to a subject.

@@ -18,6 +18,7 @@ pub mod git;
 pub mod lock;
 pub mod nested;
 pub mod prune;
+pub mod purpose;
 pub mod verified;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use self::git::{GitError, GitRunner, wants_token};
+use self::purpose::Purpose;
 use crate::agent::process::BaseEnv;
 
 /// Where a repository is fetched from.
@@ -175,10 +177,10 @@ impl Sandbox {
         }
         self.fetch_locked(source, &mirror).await?;
         let base = self.default_head(source, &mirror).await?;
+        // Removed before the prune, so a worktree a crash left at `path`
+        // is no longer registered when it is added again.
+        prune::remove_tree(&path).await?;
         self.git.run(&mirror, &["worktree", "prune"]).await?;
-        if path.exists() {
-            tokio::fs::remove_dir_all(&path).await?;
-        }
         self.release_branch(&mirror, &branch).await?;
         self.git
             .run(&mirror, &["update-ref", &base_ref, &base])
@@ -207,21 +209,37 @@ impl Sandbox {
         run: &Worktree,
         run_id: &str,
     ) -> Result<Worktree, SandboxError> {
+        self.checkout(run, run_id, &run.base_commit, Purpose::Baseline)
+            .await
+    }
+
+    /// A clean detached worktree of `commit` beside the run's, named after
+    /// its `purpose`, for checks that must see only what the commit holds: not
+    /// the ignored files, build output or anything else the agent left in
+    /// its own worktree. Remove it with [`Sandbox::remove`] when done; one
+    /// left by a crash is replaced.
+    pub async fn checkout(
+        &self,
+        run: &Worktree,
+        run_id: &str,
+        commit: &str,
+        purpose: Purpose,
+    ) -> Result<Worktree, SandboxError> {
         let path = self
             .options
             .root
             .join("worktrees")
-            .join(format!("{}-baseline", safe_name(run_id)));
+            .join(purpose.dir_name(&safe_name(run_id)));
         let _lock = lock::lock(&run.mirror.with_extension("lock")).await?;
+        // Removed before the prune, so one a crash left at `path` is no
+        // longer registered when it is added again.
+        prune::remove_tree(&path).await?;
         self.git.run(&run.mirror, &["worktree", "prune"]).await?;
-        if path.exists() {
-            tokio::fs::remove_dir_all(&path).await?;
-        }
         let path_str = path.display().to_string();
         self.git
             .run(
                 &run.mirror,
-                &["worktree", "add", "--detach", &path_str, &run.base_commit],
+                &["worktree", "add", "--detach", &path_str, commit],
             )
             .await?;
         let worktree = Worktree {
@@ -257,11 +275,6 @@ impl Sandbox {
         Ok(commit::commit_changes(&self.git, worktree, &author, summary, fallback_subject).await?)
     }
 
-    /// Removes what the goals wrote after the commit (see [`commit`]).
-    pub async fn clean_untracked(&self, worktree: &Worktree) -> Result<(), SandboxError> {
-        Ok(commit::clean_untracked(&self.git, worktree).await?)
-    }
-
     /// Removes a worktree, its branch and its base ref (the run has ended).
     pub async fn remove(&self, worktree: &Worktree, run_id: &str) -> Result<(), SandboxError> {
         let mirror = &worktree.mirror;
@@ -272,9 +285,9 @@ impl Sandbox {
             .git
             .run(mirror, &["worktree", "remove", "--force", &path_str])
             .await;
-        if worktree.path.exists() {
-            tokio::fs::remove_dir_all(&worktree.path).await?;
-        }
+        // What the run's processes wrote may include directories they made
+        // unwritable; `remove_tree` opens them up.
+        prune::remove_tree(&worktree.path).await?;
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !worktree.branch.is_empty() {
             let _ = self

@@ -8,10 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::purpose::Purpose;
 use super::{Sandbox, SandboxError, lock};
-
-/// The suffix of a run's baseline worktree directory.
-const BASELINE: &str = "-baseline";
 
 impl Sandbox {
     /// Every worktree directory, with the id of the run it belongs to.
@@ -21,7 +19,7 @@ impl Sandbox {
             .into_iter()
             .filter_map(|path| {
                 let name = path.file_name()?.to_str()?;
-                let run = name.strip_suffix(BASELINE).unwrap_or(name).to_owned();
+                let run = Purpose::run_of(name).to_owned();
                 Some((path, run))
             })
             .collect()

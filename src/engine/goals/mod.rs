@@ -9,8 +9,10 @@ mod command;
 mod files;
 mod http;
 mod sandbox;
+mod setup;
 
 pub use http::json_path_get;
+pub use setup::setup;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,6 +82,9 @@ pub struct GoalContext<'a> {
     pub worktree: &'a Path,
     /// The worktree's git metadata, visible read-only to goal commands.
     pub mirror: Option<&'a Path>,
+    /// The home the setup and the goals of one check share; `None`: a
+    /// fresh one per command.
+    pub home: Option<&'a Path>,
     pub artifacts: &'a Artifacts,
     pub added_lines: &'a [AddedLine],
     pub settings: &'a GoalSettings,

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::checkout::Checkout;
 use super::context::RunContext;
 use super::data::IterationRecord;
 use super::failure::RunFailure;
@@ -27,6 +28,7 @@ use crate::agent::adapter::{AgentRequest, AgentResult, AgentStatus};
 use crate::agent::confine::{Kind, View};
 use crate::agent::outcome::AgentFailure;
 use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::purpose::Purpose;
 use crate::config::agents::AgentConfig;
 use crate::config::repo::CompletionType;
 use crate::engine::artifacts::Artifacts;
@@ -114,7 +116,6 @@ impl Engine {
         }
         self.commit_for_agent(&iteration, &mut result).await;
         let verification = self.verify(ctx, &iteration).await?;
-        self.workspace.clean_after_goals(&iteration.worktree).await;
         let record = self.judge(ctx, &iteration, &result, &verification).await?;
         self.record(ctx, &iteration, &result, &record)?;
         let llm_error = record
@@ -344,11 +345,32 @@ impl Engine {
 
     /// The checks at the iteration's head against the run's baseline, with
     /// the reproduction, concluded with `state` (the run's convergence
-    /// history, or a copy when the check is not one of the agent's).
+    /// history, or a copy when the check is not one of the agent's). The
+    /// goals run on a clean checkout of the head (`checkout`), never in the
+    /// agent's worktree.
     pub(super) async fn check_head(
         &self,
         ctx: &RunContext,
         iteration: &Iteration,
+        state: &mut ConvergenceState,
+    ) -> Result<IterationVerification, EngineError> {
+        let sandbox = self.workspace.sandbox();
+        let head = sandbox.head(&iteration.worktree).await.map_err(other)?;
+        let run_id = ctx.run.id.as_str();
+        let checkout = self
+            .checkout(&iteration.worktree, run_id, &head, Purpose::Checks)
+            .await?;
+        let checked = self.check_in(ctx, iteration, &checkout, state).await;
+        self.release(checkout, run_id).await;
+        checked
+    }
+
+    /// [`Engine::check_head`] in `checkout`.
+    async fn check_in(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        checkout: &Checkout,
         state: &mut ConvergenceState,
     ) -> Result<IterationVerification, EngineError> {
         let baseline = ctx
@@ -359,6 +381,8 @@ impl Engine {
         let verify = VerifyContext {
             git: self.workspace.sandbox().git(),
             worktree: &iteration.worktree,
+            checkout: &checkout.worktree.path,
+            home: Some(&checkout.home),
             repo: &ctx.config,
             task: iteration.task,
             acceptance: &[],

@@ -14,6 +14,7 @@
 mod agents;
 mod ask;
 mod budget;
+mod checkout;
 mod checks;
 mod commands;
 mod context;

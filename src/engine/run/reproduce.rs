@@ -1,8 +1,9 @@
 //! The reproduction of a bug, run by the engine because it needs the
-//! sandbox: the head's changed test files are laid over a clean worktree of
-//! the base commit and the `tests_pass` goals run there; when the change
-//! touched no test file, the baseline already is that run. What counts as
-//! a reproduction is `engine::reproduction`'s to say.
+//! sandbox: the head's changed test files are laid over a clean checkout of
+//! the base commit, the repository's setup runs there, then the
+//! `tests_pass` goals; when the change touched no test file, the baseline
+//! already is that run. What counts as a reproduction is
+//! `engine::reproduction`'s to say.
 
 use std::path::Path;
 
@@ -10,11 +11,12 @@ use super::context::RunContext;
 use super::iterate::Iteration;
 use super::{Engine, EngineError, other};
 use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::purpose::Purpose;
 use crate::config::repo::{GoalSpec, ReproductionMode};
 use crate::engine::artifacts;
 use crate::engine::baseline::Baseline;
 use crate::engine::file_kinds::FileKinds;
-use crate::engine::goals::{self, GoalContext, GoalLevel, GoalResult};
+use crate::engine::goals::{self, GoalLevel, GoalResult};
 use crate::engine::reproduction::{self, Reproduction};
 use crate::engine::verify::Evaluated;
 
@@ -45,7 +47,20 @@ impl Engine {
         let changed = reproduction::changed_tests(&kinds, &found.artifacts, &head.path);
         let at_base = match changed.is_empty() {
             true => baseline.goals.clone(),
-            false => self.tests_on_base(ctx, head, &changed, &tests).await?,
+            false => match self.tests_on_base(ctx, head, &changed, &tests).await? {
+                Ok(results) => results,
+                Err(setup) => {
+                    let note = format!(
+                        "the tests could not be run on the base commit's code: the setup failed \
+                         there ({setup})"
+                    );
+                    return Ok(Some(Reproduction {
+                        required,
+                        fail_to_pass: Vec::new(),
+                        note,
+                    }));
+                }
+            },
         };
         Ok(Some(reproduction::conclude(
             required,
@@ -54,45 +69,45 @@ impl Engine {
         )))
     }
 
-    /// Runs `tests` on a clean worktree of the base commit with the head's
-    /// `changed` test files copied in.
+    /// Runs `tests` on a clean checkout of the base commit with the head's
+    /// `changed` test files copied in, after the setup; `Err` with the
+    /// setup's evidence when the setup failed there.
     async fn tests_on_base(
         &self,
         ctx: &RunContext,
         head: &Worktree,
         changed: &[String],
         tests: &[&GoalSpec],
-    ) -> Result<Vec<GoalResult>, EngineError> {
-        let sandbox = self.workspace.sandbox();
+    ) -> Result<Result<Vec<GoalResult>, String>, EngineError> {
         let run_id = ctx.run.id.as_str();
-        let base = sandbox
-            .baseline_worktree(head, run_id)
-            .await
-            .map_err(other)?;
+        let base = self
+            .checkout(head, run_id, &head.base_commit, Purpose::Reproduction)
+            .await?;
         let results = async {
             for path in changed {
-                copy_into(&head.path, &base.path, path).await?;
+                copy_into(&head.path, &base.worktree.path, path).await?;
             }
-            let collected = artifacts::collect(sandbox.git(), &base)
+            let git = self.workspace.sandbox().git();
+            let collected = artifacts::collect(git, &base.worktree)
                 .await
                 .map_err(other)?;
-            let goal_ctx = GoalContext {
-                worktree: &base.path,
-                mirror: Some(&base.mirror),
-                artifacts: &collected.artifacts,
-                added_lines: &collected.added_lines,
-                settings: self.checks.goals(),
-            };
+            let goal_ctx = base.goal_context(
+                &collected.artifacts,
+                &collected.added_lines,
+                self.checks.goals(),
+            );
+            let setup = goals::setup(goal_ctx, &ctx.config.setup).await;
+            if let Some(failed) = setup.filter(|s| !s.passed) {
+                return Ok(Err(failed.evidence));
+            }
             let mut results = Vec::new();
             for spec in tests {
                 results.push(goals::evaluate(goal_ctx, GoalLevel::TaskType, spec).await);
             }
-            Ok::<_, EngineError>(results)
+            Ok::<_, EngineError>(Ok(results))
         }
         .await;
-        if let Err(e) = sandbox.remove(&base, run_id).await {
-            tracing::warn!(run = %run_id, error = %e, "reproduction worktree not removed");
-        }
+        self.release(base, run_id).await;
         results
     }
 }

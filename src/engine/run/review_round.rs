@@ -147,7 +147,6 @@ impl Engine {
         // this check is not one of them.
         let mut state = ctx.data.convergence.clone();
         let verification = self.check_head(ctx, &iteration, &mut state).await?;
-        self.workspace.clean_after_goals(&iteration.worktree).await;
         ctx.data.reverified = Some(verification);
         self.runs.save(ctx).await?;
         self.update_pull_request(ctx).await

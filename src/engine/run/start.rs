@@ -7,6 +7,7 @@ use super::context::RunContext;
 use super::failure::RunFailure;
 use super::{Engine, EngineError, Step, other};
 use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::purpose::Purpose;
 use crate::engine::baseline::{self, Baseline};
 use crate::engine::classify::{ClassifyError, classify};
 use crate::engine::evidence;
@@ -96,24 +97,27 @@ impl Engine {
         self.runs.save(ctx).await
     }
 
-    /// The baseline on a clean worktree of the base commit; `Err` with the
+    /// The baseline on a clean checkout of the base commit; `Err` with the
     /// reason when the baseline itself cannot be taken.
     async fn baseline(
         &self,
         ctx: &RunContext,
         worktree: &Worktree,
     ) -> Result<Result<Baseline, String>, EngineError> {
-        let sandbox = self.workspace.sandbox();
         let run_id = ctx.run.id.as_str();
-        let clean = sandbox
-            .baseline_worktree(worktree, run_id)
-            .await
-            .map_err(other)?;
-        let taken =
-            baseline::take(sandbox.git(), &clean, &ctx.config.dod, self.checks.goals()).await;
-        if let Err(e) = sandbox.remove(&clean, run_id).await {
-            tracing::warn!(run = %run_id, error = %e, "baseline worktree not removed");
-        }
+        let base = &worktree.base_commit;
+        let clean = self
+            .checkout(worktree, run_id, base, Purpose::Baseline)
+            .await?;
+        let taken = baseline::take(
+            self.workspace.sandbox().git(),
+            &clean.worktree,
+            Some(&clean.home),
+            &ctx.config,
+            self.checks.goals(),
+        )
+        .await;
+        self.release(clean, run_id).await;
         Ok(taken.map_err(|e| e.to_string()))
     }
 }

@@ -13,6 +13,7 @@ use crate::agent::home::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::agent::sandbox::prune::entries;
+use crate::agent::sandbox::purpose::Purpose;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
 use crate::model::RunId;
@@ -43,6 +44,8 @@ pub struct Workspace {
     scratch: PathBuf,
     homes: PathBuf,
     handlers: PathBuf,
+    /// The homes of the checks' checkouts.
+    check_homes: PathBuf,
 }
 
 impl Workspace {
@@ -58,6 +61,7 @@ impl Workspace {
             scratch: data_dir.join("scratch"),
             homes: data_dir.join("homes"),
             handlers: data_dir.join("handlers"),
+            check_homes: data_dir.join("goals").join("checks"),
         }
     }
 
@@ -68,6 +72,11 @@ impl Workspace {
     /// The run's own scratch directory (prompt files).
     pub fn scratch(&self, run: &RunId) -> PathBuf {
         self.scratch.join(run.as_str())
+    }
+
+    /// The home the setup and goals of one check share (see `checkout`).
+    pub fn check_home(&self, run_id: &str, purpose: Purpose) -> PathBuf {
+        self.check_homes.join(purpose.dir_name(run_id))
     }
 
     /// The run's own HOME for the agent: tool state, transcripts, TMPDIR.
@@ -209,14 +218,14 @@ impl Workspace {
     }
 
     /// Every directory a run has under the data directory (its worktrees,
-    /// prompt files and HOME), with the run's id: what the retention task
-    /// removes once the run has ended.
+    /// prompt files, HOME and the homes of checks a crash left), with the
+    /// run's id: what the retention task removes once the run has ended.
     pub async fn run_dirs(&self) -> Vec<(PathBuf, String)> {
         let mut dirs = self.sandbox.worktree_dirs().await;
-        for root in [&self.scratch, &self.homes] {
+        for root in [&self.scratch, &self.homes, &self.check_homes] {
             for path in entries(root).await {
-                if let Some(run) = path.file_name().and_then(|n| n.to_str()) {
-                    let run = run.to_owned();
+                if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                    let run = Purpose::run_of(name).to_owned();
                     dirs.push((path, run));
                 }
             }
@@ -243,14 +252,6 @@ impl Workspace {
             if stale && let Err(e) = tokio::fs::remove_dir_all(entry.path()).await {
                 tracing::warn!(home = %entry.path().display(), error = %e, "run HOME not removed");
             }
-        }
-    }
-
-    /// Removes what the goals wrote into the worktree, so it is not
-    /// committed with the next iteration; a failure is logged.
-    pub async fn clean_after_goals(&self, worktree: &Worktree) {
-        if let Err(e) = self.sandbox.clean_untracked(worktree).await {
-            tracing::warn!(worktree = %worktree.path.display(), error = %e, "worktree not cleaned");
         }
     }
 
