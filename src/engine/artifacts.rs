@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::diff::{AddedLine, parse_added};
 use crate::agent::sandbox::Worktree;
+use crate::agent::sandbox::commit::exclude_file;
 use crate::agent::sandbox::git::{GIT_OUTPUT_CAP, GitError, GitRunner};
 use crate::model::TaskType;
 
@@ -133,8 +134,8 @@ pub struct Collected {
 
 /// Reads the worktree's state against its base commit.
 pub async fn collect(git: &GitRunner, worktree: &Worktree) -> Result<Collected, GitError> {
-    // The goals ran after the agent's work was committed: what they nested
-    // is taken apart too.
+    // A repository the agent (or, for a checkout, a goal) nested is taken
+    // apart first.
     crate::agent::sandbox::nested::unnest(git, worktree).await?;
     let base = worktree.base_commit.as_str();
     let head = worktree
@@ -276,8 +277,22 @@ async fn untracked_files(
     hasher: &mut Sha256,
     added: &mut Vec<AddedLine>,
 ) -> Result<Vec<ChangedFile>, GitError> {
+    // With closer's own exclude list: build output closer never commits
+    // (`tests/node_modules/`, say) is no artifact of the agent's work.
+    let exclude = exclude_file(worktree).await?;
+    let excludes = format!("core.excludesFile={}", exclude.display());
     let listed = worktree
-        .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
+        .git(
+            git,
+            &[
+                "-c",
+                &excludes,
+                "ls-files",
+                "--others",
+                "--exclude-standard",
+                "-z",
+            ],
+        )
         .await?;
     let paths: Vec<&str> = listed.split('\0').filter(|p| !p.is_empty()).collect();
     if paths.len() > MAX_UNTRACKED_FILES || listed.len() >= GIT_OUTPUT_CAP {

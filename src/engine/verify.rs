@@ -106,7 +106,8 @@ pub enum VerifyError {
 }
 
 /// Runs the checks of one iteration at head: artifacts, the setup, the
-/// goals that apply and the task type's built-in rule.
+/// goals that apply (those that run a command only when the setup passed)
+/// and the task type's built-in rule.
 pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> {
     let collected = artifacts::collect(ctx.git, ctx.worktree).await?;
     let artifacts = collected.artifacts;
@@ -119,12 +120,18 @@ pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> 
         added_lines: &collected.added_lines,
         settings: ctx.settings,
     };
-    let mut goals: Vec<GoalResult> = goals::setup(goal_ctx, &ctx.repo.setup)
-        .await
-        .into_iter()
-        .collect();
-    let applicable = goals::applicable(ctx.repo, ctx.task, ctx.acceptance);
-    goals.extend(goals::evaluate_all(goal_ctx, &applicable).await);
+    let setup = goals::setup(goal_ctx, &ctx.repo.setup).await;
+    let set_up = setup.as_ref().is_none_or(|s| s.passed);
+    let mut goals: Vec<GoalResult> = setup.into_iter().collect();
+    // Without what the setup installs, a command's failure says nothing
+    // about the change: such goals are not run, and the setup's own
+    // failure is the evidence.
+    for (level, spec) in goals::applicable(ctx.repo, ctx.task, ctx.acceptance) {
+        goals.push(match set_up || !goals::runs_a_command(&spec.kind) {
+            true => goals::evaluate(goal_ctx, level, spec).await,
+            false => goals::not_run(level, spec, "not run: the setup failed"),
+        });
+    }
     let kinds = FileKinds::new(&ctx.repo.test_files)?;
     goals.extend(task_rules::builtin(ctx.repo, ctx.task, &kinds, &artifacts));
     Ok(Evaluated {

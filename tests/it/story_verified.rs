@@ -6,6 +6,9 @@
 //! issue was closed under a status with a failed required check
 //! (`Story::assert_one_truth`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use closer::model::{RunState, Stage};
 use serde_json::{Value, json};
 
@@ -486,23 +489,39 @@ os.makedirs("vendor", exist_ok=True)
 os.symlink(os.path.join(cache, name), os.path.join("vendor", name))
 "#;
 
-/// A package registry on 127.0.0.1: `/mathlib.py` and nothing else.
-async fn registry() -> String {
+/// A package registry on 127.0.0.1 serving `/mathlib.py`, which answers
+/// 503 to the requests whose number (from 1) is in `down`; its URL and the
+/// count of requests so far.
+async fn registry(down: &'static [usize]) -> (String, Arc<AtomicUsize>) {
     use axum::routing::get;
-    let app = axum::Router::new().route("/mathlib.py", get(|| async { MATHLIB_PY }));
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let serve = move || {
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            match down.contains(&n) {
+                true => Err(axum::http::StatusCode::SERVICE_UNAVAILABLE),
+                false => Ok(MATHLIB_PY),
+            }
+        }
+    };
+    let app = axum::Router::new().route("/mathlib.py", get(serve));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    url
+    (url, count)
 }
 
 /// Decision 146: what the goals need and the commit does not carry comes
-/// from the repository's `setup`, run with the network in the clean
-/// checkout (and on the base commit for the baseline and the
-/// reproduction), sharing its home with the goals that follow.
+/// from the repository's `setup`, run with the network in each check's
+/// clean checkout: the baseline's, the iteration's and the reproduction's
+/// (on the base commit with the head's tests), each sharing its home with
+/// the goals that follow. The registry is down for the first
+/// reproduction's setup and its second try: that iteration has no
+/// reproduction and says why, and the next one has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_repositorys_setup_installs_what_the_goals_need_in_their_clean_checkout() {
-    let registry = registry().await;
+async fn the_repositorys_setup_installs_what_the_goals_need_in_each_clean_checkout() {
+    let (registry, requests) = registry(&[3, 4]).await;
     let config = format!(
         "setup:\n  commands: [\"python3 fetch.py {registry} mathlib.py\"]\n\
          dod:\n  - {{ type: tests_pass, command: \"PYTHONPATH=vendor python3 -m unittest -v\" }}\n"
@@ -515,9 +534,12 @@ async fn the_repositorys_setup_installs_what_the_goals_need_in_their_clean_check
         (".gitignore", "__pycache__/\nvendor/\n"),
     ];
     let mut s = Story::start_with_files("setup-deps", Some(&config), &files).await;
-    s.llm.push([done()]);
-    let fix = "sed -i 's/plus(a, -b)/plus(a, b)/' calc.py\necho '{\"summary\": \"Fixed add.\"}'\n";
+    s.llm.push([done(), done()]);
+    let fix = "sed -i 's/plus(a, -b)/plus(a, b)/' calc.py\n\
+               sed -i 's/add(-1, 1), 0)/add(-1, 1), 0)\\n        self.assertEqual(add(2, 2), 4)/' test_calc.py\n\
+               echo '{\"summary\": \"Fixed add, with a test.\"}'\n";
     s.agent_step(1, fix);
+    s.agent_step(2, CLAIMS_DONE);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
@@ -525,6 +547,18 @@ async fn the_repositorys_setup_installs_what_the_goals_need_in_their_clean_check
 
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "{}", s.journal().await);
+    let first = status_edits(&s, n)
+        .into_iter()
+        .find(|b| b.contains("Iteration:** 1 of"))
+        .expect("the status after iteration 1");
+    assert!(
+        first.contains("the setup failed there") && first.contains("exited with 1"),
+        "{first}"
+    );
+    // The baseline, then per iteration the check and the reproduction
+    // (the first reproduction's setup twice).
+    assert_eq!(requests.load(Ordering::SeqCst), 6);
     let status = s.status_comment(n).body;
     assert!(
         status.contains("| Reproduction | ✅ passed | required |")

@@ -229,7 +229,12 @@ impl Fixture {
     ) -> Result<Baseline, BaselineError> {
         let clean = self
             .sandbox
-            .baseline_worktree(worktree, run)
+            .checkout(
+                worktree,
+                run,
+                &worktree.base_commit,
+                closer::agent::sandbox::purpose::Purpose::Baseline,
+            )
             .await
             .expect("baseline worktree");
         let result = baseline::take(self.sandbox.git(), &clean, None, config, &self.settings).await;
@@ -350,8 +355,9 @@ async fn a_fix_that_makes_failing_tests_pass_passes_every_goal() {
 }
 
 /// The setup (decision 146) is a required check of its own: failing at
-/// head it blocks and says which command failed; failing on the base
-/// commit it leaves no baseline to judge against.
+/// head (twice: it is run once more) it blocks, says which command failed
+/// and the commands after it are not run; failing on the base commit it
+/// leaves no baseline to judge against.
 #[tokio::test]
 async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_baseline() {
     let fx = Fixture::new(false);
@@ -383,9 +389,58 @@ async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_base
     assert_eq!(setup.goal_type, "setup");
     assert!(!setup.passed && setup.required, "{setup:?}");
     assert!(setup.evidence.contains("exited with 3"), "{setup:?}");
-    assert!(v.goals[1].passed, "the tests pass: {:?}", v.goals[1]);
+    let tests = &v.goals[1];
+    assert!(
+        tests.not_runnable && tests.evidence == "not run: the setup failed",
+        "without its setup a command says nothing about the change: {tests:?}"
+    );
     assert_ne!(v.decision.decision, VerdictKind::Complete);
     assert!(!v.complete());
+}
+
+/// What closer never commits is no artifact: a test file under build
+/// output closer excludes (`tests/node_modules/`) that the repository's
+/// own `.gitignore` does not name counts for no goal and is not copied
+/// into the reproduction (decision 146).
+#[tokio::test]
+async fn files_closer_never_commits_are_no_artifacts() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-excluded").await;
+    let mut config = repo_config();
+    config.dod.push(goal(GoalKind::TestAdded {
+        pattern: "tests/**".into(),
+    }));
+    let baseline = fx
+        .baseline(&wt, "run-excluded", &config)
+        .await
+        .expect("a baseline");
+    let plant = format!(
+        "mkdir -p tests/node_modules/dep && echo 'def test_x(): pass' > tests/node_modules/dep/test_x.py && {FIX_ADD}"
+    );
+    let agent = fx.agent("plant.sh", &plant);
+    fx.run(&agent, &wt, 1).await;
+    // The control: the file is there beside the commit, and git alone
+    // (the repository's ignore rules) would list it.
+    let listed = git(&wt.path, &["ls-files", "--others", "--exclude-standard"]);
+    assert!(
+        listed.contains("tests/node_modules/dep/test_x.py"),
+        "{listed}"
+    );
+
+    let mut state = ConvergenceState::default();
+    let v = fx
+        .verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    let paths: Vec<&str> = v.artifacts.all_files().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["calc.py"]);
+    let added = v
+        .goals
+        .iter()
+        .find(|g| g.goal_type == "test_added")
+        .unwrap();
+    assert!(!added.passed, "{added:?}");
+    let kinds = closer::engine::file_kinds::FileKinds::new(&[]).unwrap();
+    assert!(closer::engine::reproduction::changed_tests(&kinds, &v.artifacts).is_empty());
 }
 
 #[tokio::test]

@@ -33,7 +33,8 @@ fn fix_and_plant(after: &str) -> String {
     )
 }
 
-/// A feature run of one iteration whose goal runs `after`; the run's end.
+/// A feature run of one iteration whose goal runs `after` (`@SHARED@` in
+/// it: the story's shared directory, which goals may write); the run's end.
 /// `unconfined`: under `[sandbox] mode = "none"`, where a goal can write
 /// the git metadata (in a sandbox it cannot commit at all).
 async fn run_with_goal_side_effect(
@@ -48,7 +49,8 @@ async fn run_with_goal_side_effect(
         s.spawn_workers();
     }
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    s.agent_step(1, &fix_and_plant(after));
+    let shared = s.shared_dir().display().to_string();
+    s.agent_step(1, &fix_and_plant(&after.replace("@SHARED@", &shared)));
     let n = s
         .open_issue("add should add", "", &["closer", "type:feature"])
         .await;
@@ -110,10 +112,26 @@ async fn a_tracked_file_a_goal_changes_in_the_runs_worktree_is_never_pushed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sandboxed_goal_cannot_reach_the_runs_worktree_and_the_verified_commit_is_pushed() {
-    // The same goal as above, in the sandbox: the run's worktree is hidden.
-    let touch = format!("{}; {TOUCH}", in_the_runs_worktree(TOUCH));
+    // The same goal as above, in the sandbox: it finds the run's worktree
+    // named in the git metadata, and cannot enter it (hidden).
+    let seen = "echo \"$wt\" > @SHARED@/seen";
+    let entered = "touch @SHARED@/entered";
+    let touch = format!(
+        "{}; {seen}; {TOUCH}",
+        in_the_runs_worktree(&format!("{entered}; {TOUCH}"))
+    );
     let (s, state, _) = run_with_goal_side_effect("push-confined", &touch, false).await;
     assert_eq!(state, RunState::Done, "{}", s.journal().await);
+    let seen = std::fs::read_to_string(s.shared_dir().join("seen")).expect("the goal ran");
+    let worktrees = s.data_dir().join("sandbox/worktrees").display().to_string();
+    assert!(
+        seen.trim().starts_with(&worktrees) && !seen.trim().ends_with("-checks"),
+        "the goal did not find the run's worktree: {seen}"
+    );
+    assert!(
+        !s.shared_dir().join("entered").exists(),
+        "the goal entered {seen}"
+    );
     let pushed = s.origin.branch_head("closer/issue-1").expect("pushed");
     let calc = git(&s.origin.bare, &["show", &format!("{pushed}:calc.sh")]);
     assert!(!calc.contains("touched"), "{calc}");

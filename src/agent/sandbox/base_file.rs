@@ -1,9 +1,11 @@
-//! A file as the run's base commit has it, copied out of the mirror into a
-//! directory closer owns, outside the worktree: how the `custom` completion
-//! handler is read, so an agent that rewrites the script in its worktree
-//! changes nothing about who decides. It reads the mirror's objects only
-//! (never the worktree, never its `.git`), and refuses a path that leaves
-//! the repository, a symlink and anything that is not a file.
+//! A file as one commit has it, copied out of the mirror into a directory
+//! closer owns: how the `custom` completion handler is read (from the base
+//! commit, outside the worktree, so an agent that rewrites the script in
+//! its worktree changes nothing about who decides), and how the head's
+//! test files reach the reproduction's checkout (as committed, not as
+//! anything left in a worktree says). It reads the mirror's objects only
+//! (never a worktree, never its `.git`), and refuses a path that leaves the
+//! repository, a symlink and anything that is not a file.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -18,6 +20,19 @@ impl Sandbox {
         path: &str,
         dest: &Path,
     ) -> Result<PathBuf, SandboxError> {
+        self.copy_from_commit(worktree, &worktree.base_commit, path, dest)
+            .await
+    }
+
+    /// Copies `path` as it is in `commit` (an object of the worktree's
+    /// mirror) to `dest/<path>`, as [`Sandbox::copy_from_base`] does.
+    pub async fn copy_from_commit(
+        &self,
+        worktree: &Worktree,
+        commit: &str,
+        path: &str,
+        dest: &Path,
+    ) -> Result<PathBuf, SandboxError> {
         let refused = |why: &str| SandboxError::BaseFile(format!("`{path}` {why}"));
         let plain = !path.is_empty()
             && Path::new(path)
@@ -26,20 +41,19 @@ impl Sandbox {
         if !plain {
             return Err(refused("is not a relative path inside the repository"));
         }
-        let base = &worktree.base_commit;
         let listing = self
             .git()
-            .run(&worktree.mirror, &["ls-tree", base, "--", path])
+            .run(&worktree.mirror, &["ls-tree", commit, "--", path])
             .await?;
         // `<mode> <type> <object>\t<path>`
         let entry = listing.lines().next().unwrap_or_default();
         let mut fields = entry.split_whitespace();
         let (mode, kind, object) = (fields.next(), fields.next(), fields.next());
         let (Some(mode), Some("blob"), Some(object)) = (mode, kind, object) else {
-            return Err(refused("is not a file in the base commit"));
+            return Err(refused(&format!("is not a file in commit {commit}")));
         };
         if mode == "120000" {
-            return Err(refused("is a symbolic link in the base commit"));
+            return Err(refused(&format!("is a symbolic link in commit {commit}")));
         }
         let content = self
             .git()

@@ -120,8 +120,9 @@ fn subject(summary: &str) -> Option<String> {
 }
 
 /// closer's exclude list, written next to the worktree's administrative
-/// directory (closer's, not the agent's).
-pub(super) async fn exclude_file(worktree: &Worktree) -> Result<std::path::PathBuf, GitError> {
+/// directory (closer's, not the agent's): what is never committed is no
+/// artifact either.
+pub async fn exclude_file(worktree: &Worktree) -> Result<std::path::PathBuf, GitError> {
     let path = worktree.mirror.join("closer-exclude");
     let content = BUILD_OUTPUT.join("\n") + "\n";
     if tokio::fs::read_to_string(&path).await.ok().as_deref() != Some(content.as_str()) {

@@ -49,7 +49,8 @@ impl RepoSource {
     }
 }
 
-/// A run's worktree: where the agent works and goals run.
+/// A run's worktree, where the agent works, or a clean checkout of one of
+/// its commits, where the checks run (`branch` empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worktree {
     pub path: PathBuf,
@@ -202,17 +203,6 @@ impl Sandbox {
         Ok(worktree)
     }
 
-    /// A clean detached worktree of the run's base commit, for the baseline.
-    /// Remove it with [`Sandbox::remove`] once the baseline is taken.
-    pub async fn baseline_worktree(
-        &self,
-        run: &Worktree,
-        run_id: &str,
-    ) -> Result<Worktree, SandboxError> {
-        self.checkout(run, run_id, &run.base_commit, Purpose::Baseline)
-            .await
-    }
-
     /// A clean detached worktree of `commit` beside the run's, named after
     /// its `purpose`, for checks that must see only what the commit holds: not
     /// the ignored files, build output or anything else the agent left in
@@ -235,6 +225,9 @@ impl Sandbox {
         // longer registered when it is added again.
         prune::remove_tree(&path).await?;
         self.git.run(&run.mirror, &["worktree", "prune"]).await?;
+        // What an agent left in the mirror's config or attributes would
+        // shape the checkout (sandbox `mode = "none"` lets it write there).
+        self.reset_config(&run.mirror).await?;
         let path_str = path.display().to_string();
         self.git
             .run(
@@ -359,7 +352,8 @@ impl Sandbox {
     }
 
     /// Writes the mirror's config as closer wants it, dropping whatever an
-    /// agent (which can write to the shared repository) put there.
+    /// agent (which can write to the shared repository) put there, and its
+    /// `info/attributes`.
     async fn reset_config(&self, mirror: &Path) -> Result<(), SandboxError> {
         let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
         let config = format!(
@@ -371,7 +365,12 @@ impl Sandbox {
         let temp = mirror.join("config.closer-tmp");
         tokio::fs::write(&temp, config).await?;
         tokio::fs::rename(&temp, mirror.join("config")).await?;
-        Ok(())
+        // Attributes there apply to every worktree's checkout (`eol`,
+        // `ident`, an encoding): none is closer's.
+        match tokio::fs::remove_file(mirror.join("info/attributes")).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
     }
 
     /// One run per issue is active at a time, so a worktree of an earlier

@@ -1,5 +1,5 @@
 //! Command goals (`lint_passes`, `build_succeeds`, `tests_pass`,
-//! `custom_script`): `sh -c <command>` in the worktree with the scrubbed
+//! `custom_script`): `sh -c <command>` in the checkout with the scrubbed
 //! environment, a deadline and an output cap, exit 0 passes. A failure is
 //! fingerprinted so it can be compared with the baseline.
 

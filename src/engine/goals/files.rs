@@ -67,7 +67,7 @@ pub(super) fn files_changed(
     )
 }
 
-/// `path` exists in the worktree (a path leaving the worktree never does).
+/// `path` exists in the checkout (a path leaving it never does).
 pub(super) async fn file_exists(
     ctx: GoalContext<'_>,
     level: GoalLevel,

@@ -79,8 +79,9 @@ impl GoalSettings {
 /// What a goal can look at.
 #[derive(Debug, Clone, Copy)]
 pub struct GoalContext<'a> {
+    /// Where the goals run: a clean checkout of the commit under test.
     pub worktree: &'a Path,
-    /// The worktree's git metadata, visible read-only to goal commands.
+    /// Its git metadata, visible read-only to goal commands.
     pub mirror: Option<&'a Path>,
     /// The home the setup and the goals of one check share; `None`: a
     /// fresh one per command.
@@ -266,7 +267,35 @@ pub async fn evaluate(ctx: GoalContext<'_>, level: GoalLevel, spec: &GoalSpec) -
     result
 }
 
-/// Evaluates every goal, one after another (they share the worktree).
+/// A goal that runs a command (a check's, or a server's): what a failed
+/// setup leaves without its dependencies.
+pub fn runs_a_command(kind: &GoalKind) -> bool {
+    match kind {
+        GoalKind::EndpointResponds { .. } | GoalKind::ResponseContains { .. } => true,
+        other => is_command_goal(other),
+    }
+}
+
+/// The result of a goal that was not run because the setup before it
+/// failed: not runnable, so it blocks, with `why` as its evidence.
+pub fn not_run(level: GoalLevel, spec: &GoalSpec, why: &str) -> GoalResult {
+    let target = match &spec.kind {
+        GoalKind::LintPasses { command }
+        | GoalKind::BuildSucceeds { command }
+        | GoalKind::TestsPass { command }
+        | GoalKind::CustomScript { command } => command.as_str(),
+        GoalKind::EndpointResponds { url, .. } | GoalKind::ResponseContains { url, .. } => {
+            url.as_str()
+        }
+        _ => "",
+    };
+    let mut result = GoalResult::new(level, spec, target);
+    result.not_runnable = true;
+    result.evidence = why.to_owned();
+    result
+}
+
+/// Evaluates every goal, one after another (they share the checkout).
 pub async fn evaluate_all(
     ctx: GoalContext<'_>,
     goals: &[(GoalLevel, &GoalSpec)],

@@ -1,9 +1,11 @@
 //! The repository's `setup`: the commands that install what the goals need
 //! (`npm ci`, `cargo fetch`) in the clean checkout the goals then run on.
 //! They run in order, each under the setup's sandbox (the network by
-//! default, unlike the goals) with the check's shared home; the first that
-//! fails ends the setup. The result is a required check of its own, so a
-//! setup that fails blocks completion and says why where reviewers read.
+//! default, unlike the goals) with the check's shared home. A command that
+//! exits non-zero is run once more after a pause (a registry's passing
+//! hiccup is not the change's fault); the first that fails again ends the
+//! setup. The result is a required check of its own, so a setup that fails
+//! blocks completion and says why where reviewers read.
 
 use std::time::Duration;
 
@@ -15,6 +17,9 @@ use crate::config::repo::SetupConfig;
 
 /// The goal type a setup's result is shown under.
 pub const SETUP: &str = "setup";
+
+/// The pause before a failed command's second run.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// Runs `setup` in `ctx.worktree`; `None` when the repository has none.
 /// The result is `not_runnable` when a command could not be run at all
@@ -30,6 +35,10 @@ pub async fn setup(ctx: GoalContext<'_>, setup: &SetupConfig) -> Option<GoalResu
     let mut outcome = Ok(());
     for command in &setup.commands {
         outcome = run_one(ctx, command, timeout).await;
+        if outcome.as_ref().is_err_and(|f| !f.not_runnable) {
+            tokio::time::sleep(RETRY_AFTER).await;
+            outcome = run_one(ctx, command, timeout).await;
+        }
         if outcome.is_err() {
             break;
         }

@@ -44,11 +44,16 @@ impl Engine {
             .await
             .map_err(other)?;
         let home = self.workspace.check_home(run_id, purpose);
-        remove_tree(&home).await.map_err(other)?;
-        tokio::fs::create_dir_all(home.join("tmp"))
-            .await
-            .map_err(other)?;
-        Ok(Checkout { worktree, home })
+        let checkout = Checkout { worktree, home };
+        let made = async {
+            remove_tree(&checkout.home).await?;
+            tokio::fs::create_dir_all(checkout.home.join("tmp")).await
+        };
+        if let Err(e) = made.await {
+            self.release(checkout, run_id).await;
+            return Err(other(e));
+        }
+        Ok(checkout)
     }
 
     /// Removes a checkout and its home; a failure is logged (the next

@@ -5,13 +5,11 @@
 //! already is that run. What counts as a reproduction is
 //! `engine::reproduction`'s to say.
 
-use std::path::Path;
-
 use super::context::RunContext;
 use super::iterate::Iteration;
 use super::{Engine, EngineError, other};
-use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::purpose::Purpose;
+use crate::agent::sandbox::{SandboxError, Worktree};
 use crate::config::repo::{GoalSpec, ReproductionMode};
 use crate::engine::artifacts;
 use crate::engine::baseline::Baseline;
@@ -44,10 +42,13 @@ impl Engine {
         }
         let kinds = FileKinds::new(&ctx.config.test_files).map_err(other)?;
         let head = &iteration.worktree;
-        let changed = reproduction::changed_tests(&kinds, &found.artifacts, &head.path);
+        let changed = reproduction::changed_tests(&kinds, &found.artifacts);
         let at_base = match changed.is_empty() {
             true => baseline.goals.clone(),
-            false => match self.tests_on_base(ctx, head, &changed, &tests).await? {
+            false => match self
+                .tests_on_base(ctx, head, found, &changed, &tests)
+                .await?
+            {
                 Ok(results) => results,
                 Err(setup) => {
                     let note = format!(
@@ -69,13 +70,15 @@ impl Engine {
         )))
     }
 
-    /// Runs `tests` on a clean checkout of the base commit with the head's
-    /// `changed` test files copied in, after the setup; `Err` with the
-    /// setup's evidence when the setup failed there.
+    /// Runs `tests` on a clean checkout of the base commit with the head
+    /// commit's `changed` test files copied in (as `found` read it), after
+    /// the setup; `Err` with the setup's evidence when the setup failed
+    /// there.
     async fn tests_on_base(
         &self,
         ctx: &RunContext,
         head: &Worktree,
+        found: &Evaluated,
         changed: &[String],
         tests: &[&GoalSpec],
     ) -> Result<Result<Vec<GoalResult>, String>, EngineError> {
@@ -85,7 +88,8 @@ impl Engine {
             .await?;
         let results = async {
             for path in changed {
-                copy_into(&head.path, &base.worktree.path, path).await?;
+                self.copy_test(head, &found.artifacts.head, path, &base.worktree)
+                    .await?;
             }
             let git = self.workspace.sandbox().git();
             let collected = artifacts::collect(git, &base.worktree)
@@ -112,24 +116,34 @@ impl Engine {
     }
 }
 
-/// Copies one repository-relative file from `from` to `to`; a path that
-/// leaves the worktree, is not a regular file or passes through a symbolic
-/// link on either side is refused (`reproduction::regular_file_beneath`).
-async fn copy_into(from: &Path, to: &Path, path: &str) -> Result<(), EngineError> {
-    if !reproduction::regular_file_beneath(from, path) {
-        return Err(other(format!(
-            "refusing to copy {path}: not a regular file inside the worktree"
-        )));
+impl Engine {
+    /// Copies one test file as `commit` has it into the base checkout. A
+    /// path the commit has no file at (deleted, a symbolic link) is
+    /// skipped; one whose way in the checkout passes a symbolic link is
+    /// refused.
+    async fn copy_test(
+        &self,
+        head: &Worktree,
+        commit: &str,
+        path: &str,
+        base: &Worktree,
+    ) -> Result<(), EngineError> {
+        if !reproduction::no_link_beneath(&base.path, path) {
+            return Err(other(format!(
+                "refusing to copy {path}: the base checkout has a symbolic link on its way"
+            )));
+        }
+        let sandbox = self.workspace.sandbox();
+        match sandbox
+            .copy_from_commit(head, commit, path, &base.path)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(SandboxError::BaseFile(why)) => {
+                tracing::debug!(path, why, "test file not copied to the reproduction");
+                Ok(())
+            }
+            Err(e) => Err(other(e)),
+        }
     }
-    if !reproduction::no_link_beneath(to, path) {
-        return Err(other(format!(
-            "refusing to copy {path}: the base worktree has a symbolic link on its way"
-        )));
-    }
-    let (source, target) = (from.join(path), to.join(path));
-    if let Some(parent) = target.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(other)?;
-    }
-    tokio::fs::copy(&source, &target).await.map_err(other)?;
-    Ok(())
 }
