@@ -8,8 +8,6 @@
 //! tests on a worktree of the base commit is the engine's (it owns the
 //! sandbox).
 
-use std::path::{Component, Path};
-
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::Artifacts;
@@ -92,25 +90,6 @@ pub fn changed_tests(kinds: &FileKinds, artifacts: &Artifacts) -> Vec<String> {
         .collect()
 }
 
-/// Whether writing `root/relative` follows no symbolic link: none of its
-/// components that exist is one (the base worktree is the repository's
-/// checkout, which may hold links anywhere).
-pub fn no_link_beneath(root: &Path, relative: &str) -> bool {
-    let mut at = root.to_path_buf();
-    for part in Path::new(relative).components() {
-        let Component::Normal(name) = part else {
-            return false;
-        };
-        at.push(name);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.file_type().is_symlink() => return false,
-            Ok(_) => {}
-            Err(_) => return true,
-        }
-    }
-    true
-}
-
 /// The verdict from the test goals run on the base code with the head's
 /// tests (`at_base`) and the same goals at head: the named tests that fail
 /// at base and that the same goal names as passed at head (a test that
@@ -162,25 +141,6 @@ fn note(fail_to_pass: &[String], at_head: &[GoalResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_link_anywhere_on_the_way_to_the_copy_is_refused_and_plain_paths_are_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("wt");
-        std::fs::create_dir_all(root.join("tests")).unwrap();
-        std::fs::write(root.join("tests/t.py"), "x").unwrap();
-        let outside = dir.path().join("outside");
-        std::fs::create_dir_all(&outside).unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
-        std::os::unix::fs::symlink(outside.join("environ"), root.join("tests/l.py")).unwrap();
-
-        assert!(no_link_beneath(&root, "tests/t.py"));
-        assert!(no_link_beneath(&root, "new/dir/t.py"), "nothing there yet");
-        assert!(!no_link_beneath(&root, "linked/new.py"));
-        assert!(!no_link_beneath(&root, "tests/l.py"));
-        assert!(!no_link_beneath(&root, "/etc/passwd"));
-        assert!(!no_link_beneath(&root, "../outside/new.py"));
-    }
 
     use crate::engine::fingerprint::parse_failures;
 

@@ -129,7 +129,7 @@ pub async fn evaluate(ctx: VerifyContext<'_>) -> Result<Evaluated, VerifyError> 
     for (level, spec) in goals::applicable(ctx.repo, ctx.task, ctx.acceptance) {
         goals.push(match set_up || !goals::runs_a_command(&spec.kind) {
             true => goals::evaluate(goal_ctx, level, spec).await,
-            false => goals::not_run(level, spec, "not run: the setup failed"),
+            false => goals::not_run(level, spec),
         });
     }
     let kinds = FileKinds::new(&ctx.repo.test_files)?;
@@ -235,7 +235,10 @@ fn blocking(
             &format!("missing {}", kind.as_str()),
         ));
     }
-    for goal in goals.iter().filter(|g| g.blocks()) {
+    // A goal not run after a failed setup says nothing of its own: the
+    // setup's failure is the reason and the fingerprint.
+    let not_run = |g: &GoalResult| g.not_runnable && g.evidence == goals::NOT_RUN_AFTER_SETUP;
+    for goal in goals.iter().filter(|g| g.blocks() && !not_run(g)) {
         reasons.push(format!("{} failed: {}", goal.name(), goal.evidence));
         if goal.failures.is_empty() {
             // A check closer makes itself has no target: its evidence names it.

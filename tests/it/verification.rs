@@ -374,7 +374,7 @@ async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_base
         "{refused}"
     );
 
-    config.setup.commands = vec!["test ! -e setup.lock || exit 3".into()];
+    config.setup.commands = vec!["echo try >> setup.tries; test ! -e setup.lock || exit 3".into()];
     let baseline = fx
         .baseline(&wt, "run-setup", &config)
         .await
@@ -389,6 +389,8 @@ async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_base
     assert_eq!(setup.goal_type, "setup");
     assert!(!setup.passed && setup.required, "{setup:?}");
     assert!(setup.evidence.contains("exited with 3"), "{setup:?}");
+    let tries = std::fs::read_to_string(wt.path.join("setup.tries")).unwrap();
+    assert_eq!(tries.lines().count(), 2, "run once more after failing");
     let tests = &v.goals[1];
     assert!(
         tests.not_runnable && tests.evidence == "not run: the setup failed",
@@ -441,6 +443,54 @@ async fn files_closer_never_commits_are_no_artifacts() {
     assert!(!added.passed, "{added:?}");
     let kinds = closer::engine::file_kinds::FileKinds::new(&[]).unwrap();
     assert!(closer::engine::reproduction::changed_tests(&kinds, &v.artifacts).is_empty());
+}
+
+/// The reproduction's copies of the head's test files (decision 146): byte
+/// for byte (a fixture that is not UTF-8 included), a name git would read as
+/// pathspec magic taken literally, and only a file that is exactly the
+/// commit's blob.
+#[tokio::test]
+async fn a_committed_file_is_copied_byte_for_byte_and_only_as_the_commit_holds_it() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-copy").await;
+    let script = r"printf '\377\376\000\200 not utf-8' > tests_data.bin && echo 'x = 1' > ':(glob)test_magic.py' && echo 'y = 2' > test_later.py && echo files";
+    let agent = fx.agent("files.sh", script);
+    fx.run(&agent, &wt, 1).await;
+    let head = fx.sandbox.head(&wt).await.unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(wt.path.join("tests_data.bin")).unwrap();
+    // The control: read as text, as git's output is, the fixture changes.
+    assert_ne!(String::from_utf8_lossy(&bytes).as_bytes(), &bytes[..]);
+    for path in ["tests_data.bin", ":(glob)test_magic.py"] {
+        let blob = fx.sandbox.committed_blob(&wt, &head, path).await.unwrap();
+        let blob = blob.unwrap_or_else(|| panic!("{path} is in the commit"));
+        let copied = fx
+            .sandbox
+            .copy_committed(&wt, path, &blob, dest.path())
+            .await;
+        assert!(copied.unwrap(), "{path}");
+        assert_eq!(
+            std::fs::read(dest.path().join(path)).unwrap(),
+            std::fs::read(wt.path.join(path)).unwrap(),
+            "{path}"
+        );
+    }
+    let later = fx.sandbox.committed_blob(&wt, &head, "test_later.py").await;
+    let later = later.unwrap().expect("test_later.py is in the commit");
+    std::fs::write(wt.path.join("test_later.py"), "y = 3\n").unwrap();
+    let copied = fx
+        .sandbox
+        .copy_committed(&wt, "test_later.py", &later, dest.path())
+        .await;
+    assert!(
+        !copied.unwrap(),
+        "a file changed after the commit is not the commit's"
+    );
+    assert!(!dest.path().join("test_later.py").exists());
+    for absent in ["missing.py", "../calc.py", "tests_data.bin/x"] {
+        let blob = fx.sandbox.committed_blob(&wt, &head, absent).await.unwrap();
+        assert_eq!(blob, None, "{absent}");
+    }
 }
 
 #[tokio::test]

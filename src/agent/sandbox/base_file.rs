@@ -1,11 +1,11 @@
-//! A file as one commit has it, copied out of the mirror into a directory
-//! closer owns: how the `custom` completion handler is read (from the base
-//! commit, outside the worktree, so an agent that rewrites the script in
-//! its worktree changes nothing about who decides), and how the head's
-//! test files reach the reproduction's checkout (as committed, not as
-//! anything left in a worktree says). It reads the mirror's objects only
-//! (never a worktree, never its `.git`), and refuses a path that leaves the
-//! repository, a symlink and anything that is not a file.
+//! A file as one commit has it, copied into a directory closer owns: how
+//! the `custom` completion handler is read (from the base commit's objects,
+//! outside the worktree, so an agent that rewrites the script in its
+//! worktree changes nothing about who decides), and how the head's test
+//! files reach the reproduction's checkout (byte for byte, and only when
+//! the file is exactly the commit's blob). Paths are literal (no pathspec
+//! magic); a path that leaves the repository, a symbolic link and anything
+//! that is not a file are refused.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -43,7 +43,10 @@ impl Sandbox {
         }
         let listing = self
             .git()
-            .run(&worktree.mirror, &["ls-tree", commit, "--", path])
+            .run(
+                &worktree.mirror,
+                &["--literal-pathspecs", "ls-tree", commit, "--", path],
+            )
             .await?;
         // `<mode> <type> <object>\t<path>`
         let entry = listing.lines().next().unwrap_or_default();
@@ -68,5 +71,161 @@ impl Sandbox {
         let permissions = std::os::unix::fs::PermissionsExt::from_mode(bits);
         tokio::fs::set_permissions(&copy, permissions).await?;
         Ok(copy)
+    }
+}
+
+impl Sandbox {
+    /// The object id of the regular file `path` is in `commit`; `None`
+    /// when the commit has none there (deleted, a symbolic link, a
+    /// directory, a submodule) or the path is not a plain relative one.
+    pub async fn committed_blob(
+        &self,
+        worktree: &Worktree,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<String>, SandboxError> {
+        if !plain(path) {
+            return Ok(None);
+        }
+        let listing = self
+            .git()
+            .run(
+                &worktree.mirror,
+                &["--literal-pathspecs", "ls-tree", commit, "--", path],
+            )
+            .await?;
+        let entry = listing.lines().next().unwrap_or_default();
+        let mut fields = entry.split_whitespace();
+        Ok(match (fields.next(), fields.next(), fields.next()) {
+            (Some("100644" | "100755"), Some("blob"), Some(object)) => Some(object.to_owned()),
+            _ => None,
+        })
+    }
+
+    /// Copies `path` from `worktree` to `dest/<path>` byte for byte, when
+    /// the file there is exactly `blob` (as `git hash-object` reads it, no
+    /// filter applied) and neither side has a symbolic link on its way.
+    /// Whether it was copied.
+    pub async fn copy_committed(
+        &self,
+        worktree: &Worktree,
+        path: &str,
+        blob: &str,
+        dest: &Path,
+    ) -> Result<bool, SandboxError> {
+        let source = worktree.path.join(path);
+        if !plain(path)
+            || !regular_file_beneath(&worktree.path, path)
+            || !no_link_beneath(dest, path)
+        {
+            return Ok(false);
+        }
+        let source_str = source.display().to_string();
+        let hashed = self
+            .git()
+            .run(
+                &worktree.mirror,
+                &["hash-object", "--no-filters", "--", &source_str],
+            )
+            .await?;
+        if hashed.trim() != blob {
+            return Ok(false);
+        }
+        let target = dest.join(path);
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::copy(&source, &target).await?;
+        Ok(true)
+    }
+}
+
+/// A relative path of plain components.
+fn plain(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// Whether `root/relative` is a regular file reached through directories
+/// only: no component on the way is a symbolic link.
+pub fn regular_file_beneath(root: &Path, relative: &str) -> bool {
+    let mut at = root.to_path_buf();
+    let mut parts = Path::new(relative).components().peekable();
+    while let Some(part) = parts.next() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        at.push(name);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return false;
+        };
+        let wanted = match parts.peek() {
+            Some(_) => meta.file_type().is_dir(),
+            None => meta.file_type().is_file(),
+        };
+        if !wanted {
+            return false;
+        }
+    }
+    at != root
+}
+
+/// Whether writing `root/relative` follows no symbolic link: none of its
+/// components that exist is one (a checkout may hold links anywhere).
+pub fn no_link_beneath(root: &Path, relative: &str) -> bool {
+    let mut at = root.to_path_buf();
+    for part in Path::new(relative).components() {
+        let Component::Normal(name) = part else {
+            return false;
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => return false,
+            Ok(_) => {}
+            Err(_) => return true,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_anywhere_on_the_way_is_refused_and_plain_paths_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("wt");
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("tests/t.py"), "x").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("environ"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
+        std::os::unix::fs::symlink(outside.join("environ"), root.join("tests/l.py")).unwrap();
+
+        // The control: the same kind of path without a link is a file.
+        assert!(regular_file_beneath(&root, "tests/t.py"));
+        assert!(
+            std::fs::metadata(root.join("linked/environ"))
+                .unwrap()
+                .is_file()
+        );
+        assert!(
+            !regular_file_beneath(&root, "linked/environ"),
+            "a linked directory"
+        );
+        assert!(!regular_file_beneath(&root, "tests/l.py"), "a linked file");
+        assert!(!regular_file_beneath(&root, "tests"), "a directory");
+        assert!(!regular_file_beneath(&root, "../outside/environ"));
+        assert!(!regular_file_beneath(&root, "tests/missing.py"));
+
+        assert!(no_link_beneath(&root, "tests/t.py"));
+        assert!(no_link_beneath(&root, "new/dir/t.py"), "nothing there yet");
+        assert!(!no_link_beneath(&root, "linked/new.py"));
+        assert!(!no_link_beneath(&root, "tests/l.py"));
+        assert!(!no_link_beneath(&root, "/etc/passwd"));
     }
 }

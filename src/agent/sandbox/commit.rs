@@ -126,7 +126,16 @@ pub async fn exclude_file(worktree: &Worktree) -> Result<std::path::PathBuf, Git
     let path = worktree.mirror.join("closer-exclude");
     let content = BUILD_OUTPUT.join("\n") + "\n";
     if tokio::fs::read_to_string(&path).await.ok().as_deref() != Some(content.as_str()) {
-        tokio::fs::write(&path, content)
+        // Written aside and renamed: a git command of another run reading
+        // it meanwhile (without the mirror's lock) never sees half of it.
+        let temp = worktree
+            .mirror
+            .join(format!("closer-exclude.{}", std::process::id()));
+        let written = async {
+            tokio::fs::write(&temp, content).await?;
+            tokio::fs::rename(&temp, &path).await
+        };
+        written
             .await
             .map_err(|e| GitError::Spawn(format!("writing {}: {e}", path.display())))?;
     }

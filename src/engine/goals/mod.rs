@@ -12,7 +12,7 @@ mod sandbox;
 mod setup;
 
 pub use http::json_path_get;
-pub use setup::setup;
+pub use setup::{SETUP, setup};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -276,9 +276,13 @@ pub fn runs_a_command(kind: &GoalKind) -> bool {
     }
 }
 
+/// The evidence of a goal not run because the setup before it failed.
+pub const NOT_RUN_AFTER_SETUP: &str = "not run: the setup failed";
+
 /// The result of a goal that was not run because the setup before it
-/// failed: not runnable, so it blocks, with `why` as its evidence.
-pub fn not_run(level: GoalLevel, spec: &GoalSpec, why: &str) -> GoalResult {
+/// failed: not runnable, with [`NOT_RUN_AFTER_SETUP`] as its evidence. The
+/// setup's own failure is what blocks (see `verify::blocking`).
+pub fn not_run(level: GoalLevel, spec: &GoalSpec) -> GoalResult {
     let target = match &spec.kind {
         GoalKind::LintPasses { command }
         | GoalKind::BuildSucceeds { command }
@@ -291,20 +295,8 @@ pub fn not_run(level: GoalLevel, spec: &GoalSpec, why: &str) -> GoalResult {
     };
     let mut result = GoalResult::new(level, spec, target);
     result.not_runnable = true;
-    result.evidence = why.to_owned();
+    result.evidence = NOT_RUN_AFTER_SETUP.to_owned();
     result
-}
-
-/// Evaluates every goal, one after another (they share the checkout).
-pub async fn evaluate_all(
-    ctx: GoalContext<'_>,
-    goals: &[(GoalLevel, &GoalSpec)],
-) -> Vec<GoalResult> {
-    let mut results = Vec::with_capacity(goals.len());
-    for (level, spec) in goals {
-        results.push(evaluate(ctx, *level, spec).await);
-    }
-    results
 }
 
 /// At most `n` items joined, with a `(+k more)` tail.

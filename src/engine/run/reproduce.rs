@@ -1,22 +1,29 @@
 //! The reproduction of a bug, run by the engine because it needs the
-//! sandbox: the head's changed test files are laid over a clean checkout of
-//! the base commit, the repository's setup runs there, then the
-//! `tests_pass` goals; when the change touched no test file, the baseline
-//! already is that run. What counts as a reproduction is
+//! sandbox: the test files the head commit changed are laid over a clean
+//! checkout of the base commit (byte for byte, and only as the commit holds
+//! them), the repository's setup runs there, then the `tests_pass` goals;
+//! when the change touched no test file the commit still holds, the
+//! baseline already is that run. What counts as a reproduction is
 //! `engine::reproduction`'s to say.
 
 use super::context::RunContext;
 use super::iterate::Iteration;
 use super::{Engine, EngineError, other};
+use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::purpose::Purpose;
-use crate::agent::sandbox::{SandboxError, Worktree};
 use crate::config::repo::{GoalSpec, ReproductionMode};
 use crate::engine::artifacts;
 use crate::engine::baseline::Baseline;
 use crate::engine::file_kinds::FileKinds;
-use crate::engine::goals::{self, GoalLevel, GoalResult};
+use crate::engine::goals::{self, GoalLevel, GoalResult, SETUP};
 use crate::engine::reproduction::{self, Reproduction};
 use crate::engine::verify::Evaluated;
+
+/// A test file the head commit holds: its path and blob.
+struct CommittedTest {
+    path: String,
+    blob: String,
+}
 
 impl Engine {
     /// The reproduction, when the run needs one.
@@ -31,35 +38,37 @@ impl Engine {
             return Ok(None);
         };
         let required = mode == ReproductionMode::Required;
-        let tests = reproduction::test_goals(&ctx.config);
-        if tests.is_empty() {
-            let note = "no `tests_pass` goal to run the tests with".to_owned();
-            return Ok(Some(Reproduction {
+        let none = |note: String| {
+            Ok(Some(Reproduction {
                 required,
                 fail_to_pass: Vec::new(),
                 note,
-            }));
+            }))
+        };
+        let tests = reproduction::test_goals(&ctx.config);
+        if tests.is_empty() {
+            return none("no `tests_pass` goal to run the tests with".to_owned());
         }
-        let kinds = FileKinds::new(&ctx.config.test_files).map_err(other)?;
-        let head = &iteration.worktree;
-        let changed = reproduction::changed_tests(&kinds, &found.artifacts);
-        let at_base = match changed.is_empty() {
+        if found
+            .goals
+            .iter()
+            .any(|g| g.goal_type == SETUP && !g.passed)
+        {
+            return none("not looked for: the setup failed at head".to_owned());
+        }
+        let committed = self.committed_tests(ctx, iteration, found).await?;
+        let at_base = match committed.is_empty() {
             true => baseline.goals.clone(),
             false => match self
-                .tests_on_base(ctx, head, found, &changed, &tests)
+                .tests_on_base(ctx, &iteration.worktree, &committed, &tests)
                 .await?
             {
                 Ok(results) => results,
                 Err(setup) => {
-                    let note = format!(
+                    return none(format!(
                         "the tests could not be run on the base commit's code: the setup failed \
                          there ({setup})"
-                    );
-                    return Ok(Some(Reproduction {
-                        required,
-                        fail_to_pass: Vec::new(),
-                        note,
-                    }));
+                    ));
                 }
             },
         };
@@ -70,16 +79,40 @@ impl Engine {
         )))
     }
 
-    /// Runs `tests` on a clean checkout of the base commit with the head
-    /// commit's `changed` test files copied in (as `found` read it), after
-    /// the setup; `Err` with the setup's evidence when the setup failed
-    /// there.
+    /// The test files the change committed that the head commit still
+    /// holds as regular files (a deleted test, or one that became a link,
+    /// is not carried over).
+    async fn committed_tests(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+        found: &Evaluated,
+    ) -> Result<Vec<CommittedTest>, EngineError> {
+        let kinds = FileKinds::new(&ctx.config.test_files).map_err(other)?;
+        let sandbox = self.workspace.sandbox();
+        let head = &found.artifacts.head;
+        let mut committed = Vec::new();
+        for path in reproduction::changed_tests(&kinds, &found.artifacts) {
+            let blob = sandbox
+                .committed_blob(&iteration.worktree, head, &path)
+                .await
+                .map_err(other)?;
+            if let Some(blob) = blob {
+                committed.push(CommittedTest { path, blob });
+            }
+        }
+        Ok(committed)
+    }
+
+    /// Runs `tests` on a clean checkout of the base commit with the
+    /// `committed` test files copied in from the run's worktree (each only
+    /// when it is exactly the commit's blob), after the setup; `Err` with
+    /// the setup's evidence when the setup failed there.
     async fn tests_on_base(
         &self,
         ctx: &RunContext,
         head: &Worktree,
-        found: &Evaluated,
-        changed: &[String],
+        committed: &[CommittedTest],
         tests: &[&GoalSpec],
     ) -> Result<Result<Vec<GoalResult>, String>, EngineError> {
         let run_id = ctx.run.id.as_str();
@@ -87,12 +120,18 @@ impl Engine {
             .checkout(head, run_id, &head.base_commit, Purpose::Reproduction)
             .await?;
         let results = async {
-            for path in changed {
-                self.copy_test(head, &found.artifacts.head, path, &base.worktree)
-                    .await?;
+            let sandbox = self.workspace.sandbox();
+            for test in committed {
+                let copied = sandbox
+                    .copy_committed(head, &test.path, &test.blob, &base.worktree.path)
+                    .await
+                    .map_err(other)?;
+                if !copied {
+                    tracing::warn!(run = %run_id, path = %test.path,
+                        "test file not copied to the reproduction: not the commit's, or a link on its way");
+                }
             }
-            let git = self.workspace.sandbox().git();
-            let collected = artifacts::collect(git, &base.worktree)
+            let collected = artifacts::collect(sandbox.git(), &base.worktree)
                 .await
                 .map_err(other)?;
             let goal_ctx = base.goal_context(
@@ -113,37 +152,5 @@ impl Engine {
         .await;
         self.release(base, run_id).await;
         results
-    }
-}
-
-impl Engine {
-    /// Copies one test file as `commit` has it into the base checkout. A
-    /// path the commit has no file at (deleted, a symbolic link) is
-    /// skipped; one whose way in the checkout passes a symbolic link is
-    /// refused.
-    async fn copy_test(
-        &self,
-        head: &Worktree,
-        commit: &str,
-        path: &str,
-        base: &Worktree,
-    ) -> Result<(), EngineError> {
-        if !reproduction::no_link_beneath(&base.path, path) {
-            return Err(other(format!(
-                "refusing to copy {path}: the base checkout has a symbolic link on its way"
-            )));
-        }
-        let sandbox = self.workspace.sandbox();
-        match sandbox
-            .copy_from_commit(head, commit, path, &base.path)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(SandboxError::BaseFile(why)) => {
-                tracing::debug!(path, why, "test file not copied to the reproduction");
-                Ok(())
-            }
-            Err(e) => Err(other(e)),
-        }
     }
 }
