@@ -55,7 +55,8 @@ pub struct GoalSettings {
     pub base_env: BaseEnv,
     /// The sandbox goal commands run in.
     pub confinement: Confinement,
-    /// Where each goal command's fresh home is made.
+    /// Where a goal command's own home is made when its check gives it
+    /// none (`GoalContext::home`).
     pub scratch: PathBuf,
     /// When the goal sets no `timeout_secs`.
     pub default_timeout: Duration,
