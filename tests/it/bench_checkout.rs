@@ -8,11 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::purpose::Purpose;
-use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
 
-use crate::support::git::Origin;
+use crate::support::git::{Origin, sandbox};
 
 const CHECKS: usize = 5;
 
@@ -49,19 +47,11 @@ async fn bench_checkout_per_check() {
             .collect();
         let origin = Origin::with_files(&refs);
         let data = tempfile::tempdir().unwrap();
-        let sandbox = Sandbox::new(SandboxOptions {
-            root: data.path().join("sandbox"),
-            base_env: BaseEnv::from_process(),
-            git_timeout: Duration::from_secs(600),
-            committer_name: "closer".into(),
-            committer_email: "closer@localhost".into(),
-        });
-        let source = RepoSource {
-            url: origin.url.clone(),
-            token: None,
-            default_branch: Some("main".into()),
-        };
-        let run = sandbox.prepare(&source, 1, "rbench", None).await.unwrap();
+        let sandbox = sandbox(data.path());
+        let run = sandbox
+            .prepare(&origin.source(), 1, "rbench", None)
+            .await
+            .unwrap();
         let head = sandbox.head(&run).await.unwrap();
         let (mut made, mut removed, mut copied) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..CHECKS {

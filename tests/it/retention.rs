@@ -4,12 +4,10 @@
 //! ages are read against it too); the same tests run on PostgreSQL.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use reqwest::StatusCode;
 
 use closer::agent::process::BaseEnv;
-use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
 use closer::config::retention::RetentionConfig;
 use closer::engine::run::Workspace;
 use closer::model::{
@@ -24,8 +22,8 @@ use closer::store::{Store, dry_run, runs};
 
 use crate::support::app::TestApp;
 use crate::support::db::{TestDb, manual_clock};
-use crate::support::fixture_for_installation;
-use crate::support::git::Origin;
+use crate::support::git::{Origin, sandbox};
+use crate::support::{fixture_for_installation, set_mode};
 
 const DAY: i64 = 86_400_000;
 
@@ -232,25 +230,6 @@ async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_ope
     );
 }
 
-/// A sandbox on `data_dir`, laid out as the engine's workspace lays it out.
-fn sandbox(data_dir: &Path) -> Sandbox {
-    Sandbox::new(SandboxOptions {
-        root: data_dir.join("sandbox"),
-        base_env: BaseEnv::from_process(),
-        git_timeout: Duration::from_secs(60),
-        committer_name: "closer".into(),
-        committer_email: "closer@localhost".into(),
-    })
-}
-
-fn source(origin: &Origin) -> RepoSource {
-    RepoSource {
-        url: origin.url.clone(),
-        token: None,
-        default_branch: Some("main".into()),
-    }
-}
-
 /// The run's prompt-file directory, HOME and a check's home a crash left,
 /// as the engine makes them.
 fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 3] {
@@ -279,11 +258,11 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
     );
     let sandbox = sandbox(data.path());
     let open = sandbox
-        .prepare(&source(&open_origin), 1, "r-open", None)
+        .prepare(&open_origin.source(), 1, "r-open", None)
         .await
         .unwrap();
     let ended = sandbox
-        .prepare(&source(&ended_origin), 2, "r-ended", None)
+        .prepare(&ended_origin.source(), 2, "r-ended", None)
         .await
         .unwrap();
     a_run(&store, "r-open", 1, RunState::Running, now).await;
@@ -344,7 +323,7 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
 
     // The open run goes on in its worktree: the mirror still knows it.
     let again = sandbox
-        .prepare(&source(&open_origin), 1, "r-open", None)
+        .prepare(&open_origin.source(), 1, "r-open", None)
         .await
         .unwrap();
     assert_eq!(again.path, open.path);
@@ -356,11 +335,6 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
             .count()
             == 1
     );
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// The intake's own delivery job is what keeps a waiting delivery: a

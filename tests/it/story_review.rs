@@ -7,8 +7,6 @@
 //! the issue to the App or asking it in a comment starts a run; a pull
 //! request closed unmerged opens the issue again with one comment.
 
-use std::time::Duration;
-
 use closer::github::types::IssueNumber;
 use closer::model::RunState;
 use serde_json::Value;
@@ -963,26 +961,15 @@ async fn with_close_on_merged_a_closed_pull_request_leaves_the_issue_open_with_t
 /// worktree would have dropped the person's commit.
 #[tokio::test]
 async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
-    use closer::agent::process::BaseEnv;
+    use closer::agent::sandbox::SandboxError;
     use closer::agent::sandbox::branch::BranchSync;
-    use closer::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions};
 
-    use crate::support::git::{Origin, git};
+    use crate::support::git::{Origin, git, sandbox};
 
     let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
     let root = tempfile::tempdir().unwrap();
-    let sandbox = Sandbox::new(SandboxOptions {
-        root: root.path().join("sandbox"),
-        base_env: BaseEnv::from_process(),
-        git_timeout: Duration::from_secs(60),
-        committer_name: "closer".into(),
-        committer_email: "closer@localhost".into(),
-    });
-    let source = RepoSource {
-        url: origin.url.clone(),
-        token: None,
-        default_branch: Some("main".into()),
-    };
+    let sandbox = sandbox(root.path());
+    let source = origin.source();
     let wt = sandbox
         .prepare(&source, 4, "run-lease", None)
         .await

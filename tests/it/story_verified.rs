@@ -316,7 +316,7 @@ async fn one_persistent_failure_among_changing_others_escalates_then_fails_namin
 }
 
 /// How a lying agent's story ends: never closed.
-async fn never_closed(mut s: Story, steps: &[&str]) {
+async fn never_closed(mut s: Story, steps: &[&str]) -> (Story, closer::model::IssueNumber) {
     for _ in 0..4 {
         s.llm.push([done()]);
     }
@@ -331,6 +331,7 @@ async fn never_closed(mut s: Story, steps: &[&str]) {
     assert_ne!(run.state, RunState::Done, "{}", s.journal().await);
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
     assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    (s, n)
 }
 
 const LIMIT_2: &str = "dod:\n  - { type: tests_pass, command: \"sh run_tests.sh\" }\ncompletion:\n  max_iterations: 2\n";
@@ -430,21 +431,8 @@ echo '{"summary": "Fixed add."}'
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lying_agent_that_leaves_bytecode_of_a_reverted_fix_is_never_closed() {
     let config = format!("{PY_CONFIG}completion:\n  max_iterations: 2\n");
-    let mut s = python_story("liar-bytecode", &config, TEST_CALC_PY).await;
-    for _ in 0..4 {
-        s.llm.push([done()]);
-    }
-    s.agent_step(1, PLANT_BYTECODE);
-    s.agent_step(2, CLAIMS_DONE);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.expect("a run");
-    assert_ne!(run.state, RunState::Done, "{}", s.journal().await);
-    assert_eq!(s.github.issue(&s.repo, n).state, "open");
-    assert!(s.github.pulls(&s.repo).is_empty(), "no pull request");
+    let s = python_story("liar-bytecode", &config, TEST_CALC_PY).await;
+    let (s, n) = never_closed(s, &[PLANT_BYTECODE, CLAIMS_DONE]).await;
     let after_first = status_edits(&s, n)
         .into_iter()
         .find(|b| b.contains("Iteration:** 1 of"))
@@ -458,6 +446,7 @@ async fn a_lying_agent_that_leaves_bytecode_of_a_reverted_fix_is_never_closed() 
     // The control: where the agent left them, the planted bytecode makes
     // the tests pass for a `calc.py` that still subtracts. Checked there,
     // as closer did before, the run would have closed with the bug pushed.
+    let run = s.run(n).await.expect("a run");
     let data = closer::engine::run::RunData::from_json(&run.data).unwrap();
     let worktree = data.worktree.expect("the run's worktree").path;
     let source = std::fs::read_to_string(worktree.join("calc.py")).unwrap();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use closer::agent::adapter::{AgentRequest, AgentResult, AgentStatus, resolve_pass_env, run_agent};
 use closer::agent::confine::Confinement;
 use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::purpose::Purpose;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use closer::config::agents::{AdapterKind, AgentConfig};
 use closer::config::repo::{BaselineConfig, GoalKind, GoalSpec, RepoConfig, Tolerate};
@@ -26,6 +27,7 @@ use tempfile::TempDir;
 use crate::support::db::TestDb;
 use crate::support::git::{Origin, files_containing, git};
 use crate::support::process::{alive, process_with_argument, unique_sleep};
+use crate::support::set_mode;
 
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 
@@ -229,12 +231,7 @@ impl Fixture {
     ) -> Result<Baseline, BaselineError> {
         let clean = self
             .sandbox
-            .checkout(
-                worktree,
-                run,
-                &worktree.base_commit,
-                closer::agent::sandbox::purpose::Purpose::Baseline,
-            )
+            .checkout(worktree, run, &worktree.base_commit, Purpose::Baseline)
             .await
             .expect("baseline worktree");
         let result = baseline::take(self.sandbox.git(), &clean, None, config, &self.settings).await;
@@ -1463,12 +1460,7 @@ async fn a_checkout_holds_only_the_commit_and_is_removed_whatever_the_checks_lef
     let head = fx.sandbox.head(&wt).await.unwrap();
     let checkout = fx
         .sandbox
-        .checkout(
-            &wt,
-            "run-checkout",
-            &head,
-            closer::agent::sandbox::purpose::Purpose::Checks,
-        )
+        .checkout(&wt, "run-checkout", &head, Purpose::Checks)
         .await
         .expect("a checkout");
     assert!(!checkout.path.join("__pycache__").exists());
@@ -1499,12 +1491,7 @@ async fn a_checkout_holds_only_the_commit_and_is_removed_whatever_the_checks_lef
     locked(&checkout.path);
     let again = fx
         .sandbox
-        .checkout(
-            &wt,
-            "run-checkout",
-            &head,
-            closer::agent::sandbox::purpose::Purpose::Checks,
-        )
+        .checkout(&wt, "run-checkout", &head, Purpose::Checks)
         .await
         .expect("a crashed check's checkout is replaced");
     locked(&again.path);
@@ -1517,11 +1504,6 @@ async fn a_checkout_holds_only_the_commit_and_is_removed_whatever_the_checks_lef
         wt.path.join("__pycache__/calc.pyc").exists(),
         "the run's worktree is untouched"
     );
-}
-
-fn set_mode(path: &std::path::Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 #[tokio::test]

@@ -11,6 +11,12 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{Sandbox, SandboxError, Worktree};
 
+/// One entry of a commit's tree: `ls-tree`'s mode and object.
+struct TreeEntry {
+    mode: String,
+    object: String,
+}
+
 impl Sandbox {
     /// Copies `path` as it is in the worktree's base commit to `dest/<path>`,
     /// executable when the base commit has it executable; answers the copy.
@@ -20,61 +26,34 @@ impl Sandbox {
         path: &str,
         dest: &Path,
     ) -> Result<PathBuf, SandboxError> {
-        self.copy_from_commit(worktree, &worktree.base_commit, path, dest)
-            .await
-    }
-
-    /// Copies `path` as it is in `commit` (an object of the worktree's
-    /// mirror) to `dest/<path>`, as [`Sandbox::copy_from_base`] does.
-    pub async fn copy_from_commit(
-        &self,
-        worktree: &Worktree,
-        commit: &str,
-        path: &str,
-        dest: &Path,
-    ) -> Result<PathBuf, SandboxError> {
         let refused = |why: &str| SandboxError::BaseFile(format!("`{path}` {why}"));
-        let plain = !path.is_empty()
-            && Path::new(path)
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)));
-        if !plain {
+        if !plain(path) {
             return Err(refused("is not a relative path inside the repository"));
         }
-        let listing = self
-            .git()
-            .run(
-                &worktree.mirror,
-                &["--literal-pathspecs", "ls-tree", commit, "--", path],
-            )
-            .await?;
-        // `<mode> <type> <object>\t<path>`
-        let entry = listing.lines().next().unwrap_or_default();
-        let mut fields = entry.split_whitespace();
-        let (mode, kind, object) = (fields.next(), fields.next(), fields.next());
-        let (Some(mode), Some("blob"), Some(object)) = (mode, kind, object) else {
-            return Err(refused(&format!("is not a file in commit {commit}")));
+        let Some(entry) = self
+            .tree_entry(worktree, &worktree.base_commit, path)
+            .await?
+        else {
+            return Err(refused("is not a file in the base commit"));
         };
-        if mode == "120000" {
-            return Err(refused(&format!("is a symbolic link in commit {commit}")));
+        if entry.mode == "120000" {
+            return Err(refused("is a symbolic link in the base commit"));
         }
         let content = self
             .git()
-            .run(&worktree.mirror, &["cat-file", "blob", object])
+            .run(&worktree.mirror, &["cat-file", "blob", &entry.object])
             .await?;
         let copy = dest.join(path);
         if let Some(parent) = copy.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
         tokio::fs::write(&copy, content).await?;
-        let bits = if mode == "100755" { 0o700 } else { 0o600 };
+        let bits = if entry.mode == "100755" { 0o700 } else { 0o600 };
         let permissions = std::os::unix::fs::PermissionsExt::from_mode(bits);
         tokio::fs::set_permissions(&copy, permissions).await?;
         Ok(copy)
     }
-}
 
-impl Sandbox {
     /// The object id of the regular file `path` is in `commit`; `None`
     /// when the commit has none there (deleted, a symbolic link, a
     /// directory, a submodule) or the path is not a plain relative one.
@@ -87,6 +66,19 @@ impl Sandbox {
         if !plain(path) {
             return Ok(None);
         }
+        let entry = self.tree_entry(worktree, commit, path).await?;
+        Ok(entry
+            .filter(|e| matches!(e.mode.as_str(), "100644" | "100755"))
+            .map(|e| e.object))
+    }
+
+    /// The blob (a file or a link) at the literal `path` in `commit`.
+    async fn tree_entry(
+        &self,
+        worktree: &Worktree,
+        commit: &str,
+        path: &str,
+    ) -> Result<Option<TreeEntry>, SandboxError> {
         let listing = self
             .git()
             .run(
@@ -94,10 +86,14 @@ impl Sandbox {
                 &["--literal-pathspecs", "ls-tree", commit, "--", path],
             )
             .await?;
+        // `<mode> <type> <object>\t<path>`
         let entry = listing.lines().next().unwrap_or_default();
         let mut fields = entry.split_whitespace();
         Ok(match (fields.next(), fields.next(), fields.next()) {
-            (Some("100644" | "100755"), Some("blob"), Some(object)) => Some(object.to_owned()),
+            (Some(mode), Some("blob"), Some(object)) => Some(TreeEntry {
+                mode: mode.to_owned(),
+                object: object.to_owned(),
+            }),
             _ => None,
         })
     }

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use closer::agent::process::BaseEnv;
+use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
 use tempfile::TempDir;
 
 /// Runs git synchronously in `dir`; panics with its stderr on failure.
@@ -173,4 +175,26 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+impl Origin {
+    /// Where a run's repository comes from: this origin, no token, `main`.
+    pub fn source(&self) -> RepoSource {
+        RepoSource {
+            url: self.url.clone(),
+            token: None,
+            default_branch: Some("main".into()),
+        }
+    }
+}
+
+/// A sandbox on `data_dir`, laid out as the engine's workspace lays it out.
+pub fn sandbox(data_dir: &Path) -> Sandbox {
+    Sandbox::new(SandboxOptions {
+        root: data_dir.join("sandbox"),
+        base_env: BaseEnv::from_process(),
+        git_timeout: std::time::Duration::from_secs(120),
+        committer_name: "closer".into(),
+        committer_email: "closer@localhost".into(),
+    })
 }

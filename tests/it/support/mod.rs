@@ -103,3 +103,9 @@ pub async fn wait_for_file(file: &std::path::Path) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Sets `path`'s permission bits (a directory made unwritable, say).
+pub fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
