@@ -6,6 +6,7 @@
 pub mod adapter;
 pub mod adapters;
 pub mod confine;
+pub mod fork_lock;
 pub mod home;
 pub mod outcome;
 pub mod process;

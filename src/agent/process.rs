@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::confine::{Backend, Jail, landlock::Ruleset, limits, view};
+use super::fork_lock;
 use super::reaper::{self, Lifeline};
 
 pub use super::search_path::{BaseEnv, absolute_dirs, resolve_program};
@@ -335,7 +336,7 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
+    let mut child = fork_lock::spawning(|| cmd.spawn()).map_err(|source| ProcessError::Spawn {
         program: program.clone(),
         source,
     })?;

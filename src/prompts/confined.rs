@@ -127,7 +127,8 @@ impl Renderer {
     /// Runs the child with `job` on its input; its status and at most one
     /// byte more than [`MAX_PROMPT_BYTES`] of its output.
     async fn run(&self, job: Vec<u8>) -> std::io::Result<(std::process::ExitStatus, Vec<u8>)> {
-        let mut child = tokio::process::Command::new(&self.program)
+        let mut command = tokio::process::Command::new(&self.program);
+        command
             .arg("render-prompt")
             .env_clear()
             // mimalloc reserves address space in 1 GiB arenas by default,
@@ -138,8 +139,8 @@ impl Renderer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        let mut child = crate::agent::fork_lock::spawning(|| command.spawn())?;
         let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the renderer's pipes are missing"));
         };

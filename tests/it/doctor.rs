@@ -35,10 +35,7 @@ async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
     llm.push([Reply::Answer(json!({"ok": true}))]);
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.sh");
-    std::fs::write(&agent, "#!/bin/sh\necho '{}'\n").unwrap();
-    let mut perms = std::fs::metadata(&agent).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&agent, perms).unwrap();
+    crate::support::write_executable(&agent, "#!/bin/sh\necho '{}'\n");
     std::fs::write(
         dir.path().join("closer.toml"),
         format!(

@@ -156,8 +156,7 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     // its program is installed in, and nothing else of the operator's.
     let agent = tools.path().join("bin/agent.sh");
     std::fs::create_dir_all(agent.parent().unwrap()).unwrap();
-    std::fs::write(&agent, agent_script()).unwrap();
-    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    crate::support::write_executable(&agent, &agent_script());
     std::fs::write(
         fresh.path().join("closer.toml"),
         format!(

@@ -2,7 +2,6 @@
 //! the `custom` handler as a real subprocess: well-behaved, crashing, hanging
 //! and lying.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -292,8 +291,7 @@ async fn prompts_carry_the_issue_criteria_last_three_summaries_pending_actions_a
 
 fn script(dir: &Path, name: &str, body: &str) {
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_executable(&path, &format!("#!/bin/sh\n{body}\n"));
 }
 
 fn custom(

@@ -273,16 +273,14 @@ async fn overrides_render_at_most_as_many_at_once_as_the_renderer_allows() {
     let running = dir.path().join("running");
     std::fs::create_dir(&running).unwrap();
     let script = dir.path().join("count.sh");
-    std::fs::write(
+    crate::support::write_executable(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\n/bin/cat >/dev/null\n/usr/bin/touch {r}/$$\n/bin/sleep 0.4\n\
              /bin/ls {r} | /usr/bin/wc -l\n/bin/rm {r}/$$\n",
             r = running.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
 
     // The control: a renderer allowing three at once sees them overlap.
     let wide = render_at_once(&Renderer::with_concurrency(&script, 3), 3).await;

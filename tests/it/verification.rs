@@ -3,7 +3,6 @@
 //! real subprocesses, and scripted agents (shell scripts making commits).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -149,8 +148,7 @@ impl Fixture {
         let dir = self.root.path().join("bin");
         std::fs::create_dir_all(&dir).expect("bin");
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("script");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        crate::support::write_executable(&path, &format!("#!/bin/sh\n{body}\n"));
         path
     }
 

@@ -28,7 +28,8 @@ pub fn probe() -> Result<Backend, String> {
     let Some(program) = find_on_path("bwrap") else {
         return Err("bubblewrap (bwrap) is not installed".to_owned());
     };
-    let tried = std::process::Command::new(&program)
+    let mut command = std::process::Command::new(&program);
+    command
         .args([
             "--unshare-user",
             "--unshare-pid",
@@ -41,9 +42,8 @@ pub fn probe() -> Result<Backend, String> {
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match tried {
+        .stderr(Stdio::piped());
+    match crate::agent::fork_lock::spawning(|| command.output()) {
         Ok(out) if out.status.success() => Ok(Backend::Bwrap { program }),
         Ok(out) => Err(format!(
             "bwrap cannot create namespaces here: {}",

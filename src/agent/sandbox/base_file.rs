@@ -10,6 +10,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::{Sandbox, SandboxError, Worktree};
+use crate::agent::fork_lock;
 
 /// One entry of a commit's tree: `ls-tree`'s mode and object.
 struct TreeEntry {
@@ -47,10 +48,8 @@ impl Sandbox {
         if let Some(parent) = copy.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
-        tokio::fs::write(&copy, content).await?;
         let bits = if entry.mode == "100755" { 0o700 } else { 0o600 };
-        let permissions = std::os::unix::fs::PermissionsExt::from_mode(bits);
-        tokio::fs::set_permissions(&copy, permissions).await?;
+        fork_lock::write_file(copy.clone(), content.into_bytes(), bits).await?;
         Ok(copy)
     }
 
@@ -131,7 +130,7 @@ impl Sandbox {
         if let Some(parent) = target.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
-        tokio::fs::copy(&source, &target).await?;
+        fork_lock::copy_file(&source, &target).await?;
         Ok(true)
     }
 }

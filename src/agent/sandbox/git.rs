@@ -41,10 +41,9 @@ pub fn check_version() -> Result<String, String> {
     if !git.is_absolute() {
         return Err(format!("git is not in any directory of PATH ({path})"));
     }
-    let out = std::process::Command::new(&git)
-        .arg("--version")
-        .env("LC_ALL", "C")
-        .output()
+    let mut command = std::process::Command::new(&git);
+    command.arg("--version").env("LC_ALL", "C");
+    let out = crate::agent::fork_lock::spawning(|| command.output())
         .map_err(|e| format!("git ({}) cannot be run: {e}", git.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let version =

@@ -59,7 +59,8 @@ async fn fetch(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| format!("could not start: {e}"))?;
+    let mut child = crate::agent::fork_lock::spawning(|| cmd.spawn())
+        .map_err(|e| format!("could not start: {e}"))?;
     let mut group = GroupGuard::new(child.id(), lifeline);
     let target = Target {
         host: &host,

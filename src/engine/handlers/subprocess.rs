@@ -67,7 +67,8 @@ pub async fn run_process(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| spawn(e.to_string()))?;
+    let mut child =
+        crate::agent::fork_lock::spawning(|| command.spawn()).map_err(|e| spawn(e.to_string()))?;
     let pid = child.id();
     let _group = GroupGuard::new(pid, lifeline);
     let io = |e: std::io::Error| ProcessError::Io {

@@ -104,6 +104,25 @@ pub async fn wait_for_file(file: &std::path::Path) {
     }
 }
 
+/// Writes an executable file at `path`, written by a process of its own.
+///
+/// A file this process held open for writing cannot be executed while any
+/// child forked meanwhile (by another test's thread) still holds that
+/// descriptor between its `fork` and `exec`: `execve` fails with "Text file
+/// busy". `install` opens, writes and closes the file in its own process,
+/// which no other thread of ours can fork.
+pub fn write_executable(path: &std::path::Path, contents: &str) {
+    let source = tempfile::NamedTempFile::new().expect("a temporary file");
+    std::fs::write(source.path(), contents).expect("write the source");
+    let status = std::process::Command::new("install")
+        .args(["-m", "0755"])
+        .arg(source.path())
+        .arg(path)
+        .status()
+        .expect("run install");
+    assert!(status.success(), "install {}: {status}", path.display());
+}
+
 /// Sets `path`'s permission bits (a directory made unwritable, say).
 pub fn set_mode(path: &std::path::Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;

@@ -78,11 +78,9 @@ pub fn require(bare: &Path, ruleset: Ruleset) {
 
 /// Installs the rules in the bare repository the fake serves.
 pub fn install(bare: &Path) {
-    use std::os::unix::fs::PermissionsExt;
     let hook = bare.join("hooks").join("pre-receive");
     std::fs::create_dir_all(hook.parent().expect("hooks dir")).expect("hooks dir");
-    std::fs::write(&hook, PRE_RECEIVE).expect("pre-receive hook");
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod hook");
+    crate::support::write_executable(&hook, PRE_RECEIVE);
 }
 
 /// `receive-pack`'s answer with each ref the hook declined given `reason`
