@@ -203,6 +203,14 @@ impl Sandbox {
         Ok(worktree)
     }
 
+    /// Where [`Sandbox::checkout`] puts the checkout for `purpose`.
+    pub fn checkout_path(&self, run_id: &str, purpose: Purpose) -> PathBuf {
+        self.options
+            .root
+            .join("worktrees")
+            .join(purpose.dir_name(&safe_name(run_id)))
+    }
+
     /// A clean detached worktree of `commit` beside the run's, named after
     /// its `purpose`, for checks that must see only what the commit holds: not
     /// the ignored files, build output or anything else the agent left in
@@ -215,11 +223,7 @@ impl Sandbox {
         commit: &str,
         purpose: Purpose,
     ) -> Result<Worktree, SandboxError> {
-        let path = self
-            .options
-            .root
-            .join("worktrees")
-            .join(purpose.dir_name(&safe_name(run_id)));
+        let path = self.checkout_path(run_id, purpose);
         let _lock = lock::lock(&run.mirror.with_extension("lock")).await?;
         // Removed before the prune, so one a crash left at `path` is no
         // longer registered when it is added again.

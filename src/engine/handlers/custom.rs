@@ -1,9 +1,10 @@
 //! `custom`: the repository's own executable decides. The script is the one
 //! in the run's base commit, copied by closer outside the worktree
 //! (`HandlerEnv::scripts`), so an agent that rewrites it in its worktree
-//! changes nothing. It runs in the worktree with the same scrubbed
-//! environment as agents and a timeout, gets the iteration summary as JSON
-//! on stdin and must print `{"complete": bool, "description": string}` on
+//! changes nothing. It runs in the checks' clean checkout of the head
+//! (`HandlerEnv::worktree`), never the agent's worktree, with the same
+//! scrubbed environment as agents and a timeout, gets the iteration summary
+//! as JSON on stdin and must print `{"complete": bool, "description": string}` on
 //! stdout. Anything else — a crash, a hang, output that is not that JSON —
 //! is an ERROR verdict with the reason, never "complete". The path is
 //! checked to stay inside the scripts directory.

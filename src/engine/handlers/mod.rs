@@ -215,7 +215,8 @@ fn goals_block(goals: &[GoalOutcome]) -> Option<String> {
 /// What the `custom` handler needs from the run.
 #[derive(Debug, Clone)]
 pub struct HandlerEnv {
-    /// The handler's working directory.
+    /// The handler's working directory: the checks' clean checkout of the
+    /// iteration's head, never the worktree the agent writes (decision 148).
     pub worktree: PathBuf,
     /// Where the `custom` handler's path is resolved: a copy of the base
     /// commit's files made by closer, outside the worktree — never the

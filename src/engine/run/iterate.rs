@@ -115,8 +115,7 @@ impl Engine {
             return self.cannot_run(ctx, &iteration, &result, message).await;
         }
         self.commit_for_agent(&iteration, &mut result).await;
-        let verification = self.verify(ctx, &iteration).await?;
-        let record = self.judge(ctx, &iteration, &result, &verification).await?;
+        let (verification, record) = self.check_and_judge(ctx, &iteration, &result).await?;
         self.record(ctx, &iteration, &result, &record)?;
         let llm_error = record
             .judgment
@@ -161,8 +160,14 @@ impl Engine {
             .workspace
             .handler_scripts(&ctx.run.id, &worktree, handler_path)
             .await?;
+        // The handler judges the commit, as the goals do: it runs in the
+        // checks' clean checkout, which stands while the iteration is judged.
+        let checks = self
+            .workspace
+            .sandbox()
+            .checkout_path(ctx.run.id.as_str(), Purpose::Checks);
         let handler_env = HandlerEnv {
-            worktree: worktree.path.clone(),
+            worktree: checks.clone(),
             scripts,
             env: self.agents.base_env().vars().into_iter().collect(),
             timeout: Duration::from_secs(agent.timeout_secs),
@@ -170,7 +175,7 @@ impl Engine {
                 Kind::Handler,
                 View {
                     read_write: Vec::new(),
-                    read_only: vec![worktree.path.clone(), worktree.mirror.clone()],
+                    read_only: vec![checks, worktree.mirror.clone()],
                 },
             )),
         };
@@ -318,15 +323,37 @@ impl Engine {
         Ok(true)
     }
 
-    /// The goals at head, the reproduction (for a bug), the baseline, the
-    /// scope and the convergence controller; the evidence is stored.
+    /// The checks on a clean checkout of the head, and the judgment while
+    /// that checkout stands: the `custom` handler runs in it, as the goals
+    /// do, and sees only the commit.
+    async fn check_and_judge(
+        &self,
+        ctx: &mut RunContext,
+        iteration: &Iteration,
+        result: &AgentResult,
+    ) -> Result<(IterationVerification, IterationRecord), EngineError> {
+        let checkout = self.checkout_head(ctx, iteration).await?;
+        let judged = async {
+            let verification = self.verify(ctx, iteration, &checkout).await?;
+            let record = self.judge(ctx, iteration, result, &verification).await?;
+            Ok((verification, record))
+        }
+        .await;
+        self.release(checkout, ctx.run.id.as_str()).await;
+        judged
+    }
+
+    /// The goals at head (in `checkout`), the reproduction (for a bug), the
+    /// baseline, the scope and the convergence controller; the evidence is
+    /// stored.
     async fn verify(
         &self,
         ctx: &mut RunContext,
         iteration: &Iteration,
+        checkout: &Checkout,
     ) -> Result<IterationVerification, EngineError> {
         let mut state = ctx.data.convergence.clone();
-        let verification = self.check_head(ctx, iteration, &mut state).await?;
+        let verification = self.check_in(ctx, iteration, checkout, &mut state).await?;
         ctx.data.convergence = state;
         let store = self.runs.store();
         let run_id = ctx.run.id.as_str();
@@ -354,15 +381,23 @@ impl Engine {
         iteration: &Iteration,
         state: &mut ConvergenceState,
     ) -> Result<IterationVerification, EngineError> {
+        let checkout = self.checkout_head(ctx, iteration).await?;
+        let checked = self.check_in(ctx, iteration, &checkout, state).await;
+        self.release(checkout, ctx.run.id.as_str()).await;
+        checked
+    }
+
+    /// A clean checkout of the iteration's head for its checks.
+    async fn checkout_head(
+        &self,
+        ctx: &RunContext,
+        iteration: &Iteration,
+    ) -> Result<Checkout, EngineError> {
         let sandbox = self.workspace.sandbox();
         let head = sandbox.head(&iteration.worktree).await.map_err(other)?;
         let run_id = ctx.run.id.as_str();
-        let checkout = self
-            .checkout(&iteration.worktree, run_id, &head, Purpose::Checks)
-            .await?;
-        let checked = self.check_in(ctx, iteration, &checkout, state).await;
-        self.release(checkout, run_id).await;
-        checked
+        self.checkout(&iteration.worktree, run_id, &head, Purpose::Checks)
+            .await
     }
 
     /// [`Engine::check_head`] in `checkout`.
