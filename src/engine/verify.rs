@@ -237,8 +237,10 @@ fn blocking(
     }
     // A goal not run after a failed setup says nothing of its own: the
     // setup's failure is the reason and the fingerprint.
-    let not_run = |g: &GoalResult| g.not_runnable && g.evidence == goals::NOT_RUN_AFTER_SETUP;
-    for goal in goals.iter().filter(|g| g.blocks() && !not_run(g)) {
+    for goal in goals
+        .iter()
+        .filter(|g| g.blocks() && !g.not_run_after_setup())
+    {
         reasons.push(format!("{} failed: {}", goal.name(), goal.evidence));
         if goal.failures.is_empty() {
             // A check closer makes itself has no target: its evidence names it.

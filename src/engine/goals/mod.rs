@@ -123,6 +123,12 @@ pub struct GoalResult {
 }
 
 impl GoalResult {
+    /// Whether this goal was not run because the setup before it failed
+    /// (see [`not_run`]): it says nothing of its own, and shows as not run.
+    pub fn not_run_after_setup(&self) -> bool {
+        self.not_runnable && self.evidence == NOT_RUN_AFTER_SETUP
+    }
+
     /// The result of a check closer makes itself (a built-in task-type rule,
     /// the reproduction): no command, no failures of its own.
     pub fn check(

@@ -162,6 +162,7 @@ pub fn verification_view(v: &IterationVerification) -> VerificationView {
 
 fn goal_row(g: &GoalResult) -> GoalRow {
     let status = match (g.passed, g.tolerated) {
+        _ if g.not_run_after_setup() => GoalStatus::NotRun,
         (true, _) => GoalStatus::Passed,
         (false, true) => GoalStatus::Tolerated,
         (false, false) => GoalStatus::Failed,
@@ -171,5 +172,33 @@ fn goal_row(g: &GoalResult) -> GoalRow {
         status,
         required: g.required,
         evidence: g.evidence.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::repo::{GoalKind, GoalSpec};
+    use crate::engine::goals::{self, GoalLevel};
+
+    #[test]
+    fn a_goal_not_run_after_a_failed_setup_shows_as_not_run_and_a_failed_one_as_failed() {
+        let spec = GoalSpec {
+            kind: GoalKind::TestsPass {
+                command: "cargo test".into(),
+            },
+            required: true,
+            timeout_secs: None,
+        };
+        let not_run = goal_row(&goals::not_run(GoalLevel::Dod, &spec));
+        assert_eq!(not_run.status, GoalStatus::NotRun);
+        assert_eq!(not_run.status.label(), "⏸️ not run");
+        assert_eq!(not_run.evidence, goals::NOT_RUN_AFTER_SETUP);
+
+        // The control: a command that could not run for another reason
+        // (missing, timed out) is a failure.
+        let mut missing = goals::not_run(GoalLevel::Dod, &spec);
+        missing.evidence = "command not runnable (exit 127)".into();
+        assert_eq!(goal_row(&missing).status, GoalStatus::Failed);
     }
 }
