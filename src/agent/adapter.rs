@@ -56,6 +56,11 @@ pub struct AgentRequest {
     pub resume: Option<String>,
     /// Receives what the agent is doing while it works (live progress).
     pub progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+    /// Stops the agent when it turns `true` (its run was stopped): the tool
+    /// is killed with its process group, and what it printed so far (its
+    /// usage) is still read. The result's failure is then
+    /// [`AgentFailure::Stopped`].
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// What the agent is doing, read from its event stream while it works.
@@ -354,7 +359,7 @@ pub async fn run_agent(
         fd3: None,
     };
     let program = spec.argv.first().cloned().unwrap_or_default();
-    let (watch, observer) = observe(adapter, request.progress.clone());
+    let (watch, observer) = observe(adapter, request.progress.clone(), request.stop.clone());
     let output = process::run_watched(&spec, watch).await;
     let seen = observer.await.unwrap_or_default();
     let output = match output {
@@ -438,6 +443,7 @@ fn result(
 fn observe(
     adapter: &'static dyn AgentAdapter,
     progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+    mut stopped: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> (process::Watch, tokio::task::JoinHandle<Observed>) {
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -446,6 +452,10 @@ fn observe(
         let mut linger_until = None;
         let mut unreachable = 0;
         loop {
+            if stopped.as_ref().is_some_and(|s| *s.borrow()) {
+                seen.stop_for(AgentFailure::Stopped, &stop_tx);
+                stopped = None;
+            }
             let line = match linger_until {
                 Some(until) => match tokio::time::timeout_at(until, lines.recv()).await {
                     Ok(line) => line,
@@ -455,7 +465,10 @@ fn observe(
                         continue;
                     }
                 },
-                None => lines.recv().await,
+                None => tokio::select! {
+                    line = lines.recv() => line,
+                    () = run_stopped(stopped.as_mut()) => continue,
+                },
             };
             let Some(line) = line else { break };
             match adapter.observe(&line) {
@@ -486,6 +499,17 @@ fn observe(
         stop: Some(stop),
     };
     (watch, observer)
+}
+
+/// Resolves once `stopped` turns `true`; never without one (or once its
+/// sender is gone).
+async fn run_stopped(stopped: Option<&mut tokio::sync::watch::Receiver<bool>>) {
+    if let Some(stopped) = stopped
+        && stopped.wait_for(|s| *s).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// Why the run failed, by name: the deadline, what the tool itself said
@@ -729,7 +753,7 @@ mod tests {
             r#"{"type":"item.started","item":{"type":"command_execution","command":"ls"}}"#;
         let codex: &'static dyn AgentAdapter = &adapters::codex::Codex;
 
-        let (watch, observer) = observe(codex, None);
+        let (watch, observer) = observe(codex, None, None);
         let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
         for line in [
             waiting, waiting, working, waiting, waiting, waiting, waiting,

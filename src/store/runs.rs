@@ -429,19 +429,36 @@ pub async fn finish_iteration(
     write_finish(pool, run_id, &finish).await
 }
 
+/// What a stopped iteration's agent spent before it was stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub tokens: u64,
+    pub cost_usd: f64,
+}
+
 /// Ends an iteration its run's stop interrupted: the agent's result is
-/// kept, and there is no judgment (nothing was judged). The replies its
-/// prompt carried are given back for the next prompt, in the same
-/// transaction.
+/// kept, and there is no judgment (nothing was judged). What the agent
+/// spent is added to the run's totals (the run row is not otherwise
+/// written here: the stop owns its state). The replies its prompt carried
+/// are given back for the next prompt. All in one transaction.
 pub async fn stop_iteration(
     pool: &AnyPool,
     run_id: &RunId,
     number: u32,
     agent: &str,
+    spent: Spent,
     now: Millis,
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     release_messages(&mut *tx, run_id, number).await?;
+    sqlx::query(
+        "UPDATE runs SET tokens_used = tokens_used + $1, cost_usd = cost_usd + $2 WHERE id = $3",
+    )
+    .bind(db_int(spent.tokens))
+    .bind(spent.cost_usd)
+    .bind(run_id.as_str())
+    .execute(&mut *tx)
+    .await?;
     sqlx::query(
         "UPDATE iterations SET agent = $1, judgment = NULL, decision = $2, finished_at = $3 \
          WHERE run_id = $4 AND number = $5",

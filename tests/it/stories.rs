@@ -611,9 +611,14 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
     // The agent runs in its own PID namespace: its `$!` means nothing out
     // here, so its child is found by a command line nobody else has.
     let marker = crate::support::process::unique_sleep();
+    // What it spent so far is on its stdout when it is stopped.
     s.agent_step(
         1,
-        &format!("sleep {marker} &\ntouch '{}'\nwait\n", started.display()),
+        &format!(
+            "echo '{{\"usage\": {{\"input_tokens\": 1200, \"output_tokens\": 34}}, \"total_cost_usd\": 0.25}}'\n\
+             sleep {marker} &\ntouch '{}'\nwait\n",
+            started.display()
+        ),
     );
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -652,6 +657,8 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
     assert_eq!(iterations.len(), 1);
     assert_eq!(iterations[0].decision, Some(IterationEnd::Stopped));
     assert!(s.llm.requests().is_empty(), "nothing judged");
+    assert_eq!(run.tokens_used, 1234, "the stopped agent's tokens count");
+    assert!((run.cost_usd - 0.25).abs() < 1e-9, "{}", run.cost_usd);
     assert!(s.github.pulls(&s.repo).is_empty());
     let status = s.status_comment(n);
     assert!(status.body.contains("stopped"), "{}", status.body);

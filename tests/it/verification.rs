@@ -214,6 +214,7 @@ impl Fixture {
             mirror: Some(worktree.mirror.clone()),
             resume: None,
             progress: None,
+            stop: None,
         };
         let passed = resolve_pass_env(config, |name| std::env::var(name).ok());
         run_agent(config, &self.base_env, &passed, &request, confinement)

@@ -87,9 +87,13 @@ impl AgentRunner {
     ) -> AgentResult {
         let result = self.run_once(name, config, request).await;
         // A resumed run that failed without a single model call could not
-        // continue its session (the tool's state is gone, say).
+        // continue its session (the tool's state is gone, say). One that was
+        // stopped was stopped.
         let resume_failed = request.resume.is_some()
-            && result.failure.as_ref().is_some_and(|f| !f.fatal())
+            && result
+                .failure
+                .as_ref()
+                .is_some_and(|f| !f.fatal() && *f != AgentFailure::Stopped)
             && result.usage.tokens.total() == 0;
         if !resume_failed {
             return result;

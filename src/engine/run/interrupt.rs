@@ -3,8 +3,9 @@
 //! A stop (`/closer stop`, the issue closed by hand, reconciliation) is a
 //! write to the run's row, possibly by another replica. The iteration step
 //! reads the row every [`STOP_POLL`] while its agent runs; once the run is no
-//! longer `running`, the agent's future is dropped, which kills its process
-//! group, and the iteration is recorded as stopped. Without this watch a
+//! longer `running`, the agent is told to stop (`AgentRequest::stop`), which
+//! kills its process group and reads what it printed so far (what it spent
+//! counts in the run's totals), and the iteration is recorded as stopped. Without this watch a
 //! stopped run's agent worked on until its iteration ended (up to its
 //! timeout).
 

@@ -48,6 +48,9 @@ use crate::model::{IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
 use crate::store::runs;
 
+/// How long a stopped agent's result is waited for once its group is killed.
+const STOPPED_AGENT_GRACE: Duration = Duration::from_secs(10);
+
 /// What one iteration works with, set up before its agent starts.
 pub(super) struct Iteration {
     /// Its number (1, 2, …).
@@ -230,7 +233,7 @@ impl Engine {
     }
 
     /// Runs the agent; a stop of the run meanwhile kills it (and its process
-    /// group) at once.
+    /// group) at once, and what it printed so far (its usage) is still read.
     async fn work(
         &self,
         ctx: &RunContext,
@@ -238,6 +241,7 @@ impl Engine {
         (name, agent): (&str, &AgentConfig),
         prompt: String,
     ) -> AgentResult {
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
         let request = AgentRequest {
             run_id: ctx.run.id.to_string(),
             iteration: iteration.n,
@@ -249,10 +253,21 @@ impl Engine {
             mirror: Some(iteration.worktree.mirror.clone()),
             resume: ctx.data.agent_session.clone().filter(|_| agent.resume),
             progress: None,
+            stop: Some(stop),
         };
+        let run = self.run_agent_watched(ctx, (name, agent), request);
+        tokio::pin!(run);
         tokio::select! {
-            result = self.run_agent_watched(ctx, (name, agent), request) => result,
-            () = self.stopped_meanwhile(&ctx.run.id) => AgentResult::failed(AgentFailure::Stopped),
+            result = &mut run => result,
+            () = self.stopped_meanwhile(&ctx.run.id) => {
+                let _ = stop_tx.send(true);
+                // Killed with its group, its output is read at once; should
+                // anything still hold the run up, it is dropped (which kills
+                // the group as well) and its usage is lost.
+                tokio::time::timeout(STOPPED_AGENT_GRACE, run)
+                    .await
+                    .unwrap_or_else(|_| AgentResult::failed(AgentFailure::Stopped))
+            }
         }
     }
 
@@ -319,7 +334,11 @@ impl Engine {
         let agent_json = serde_json::to_string(result).map_err(other)?;
         let now = self.runs.store().now_ms();
         let pool = self.runs.store().pool();
-        runs::stop_iteration(pool, &ctx.run.id, iteration.n, &agent_json, now).await?;
+        let spent = runs::Spent {
+            tokens: result.usage.tokens.total(),
+            cost_usd: result.usage.cost_usd.unwrap_or(0.0),
+        };
+        runs::stop_iteration(pool, &ctx.run.id, iteration.n, &agent_json, spent, now).await?;
         Ok(true)
     }
 
