@@ -452,23 +452,18 @@ fn observe(
         let mut linger_until = None;
         let mut unreachable = 0;
         loop {
-            if stopped.as_ref().is_some_and(|s| *s.borrow()) {
-                seen.stop_for(AgentFailure::Stopped, &stop_tx);
-                stopped = None;
-            }
-            let line = match linger_until {
-                Some(until) => match tokio::time::timeout_at(until, lines.recv()).await {
-                    Ok(line) => line,
-                    Err(_) => {
-                        let _ = stop_tx.send(true);
-                        linger_until = None;
-                        continue;
-                    }
-                },
-                None => tokio::select! {
-                    line = lines.recv() => line,
-                    () = run_stopped(stopped.as_mut()) => continue,
-                },
+            let line = tokio::select! {
+                line = lines.recv() => line,
+                () = lingered(linger_until) => {
+                    let _ = stop_tx.send(true);
+                    linger_until = None;
+                    continue;
+                }
+                () = run_stopped(stopped.as_mut()) => {
+                    seen.stop_for(AgentFailure::Stopped, &stop_tx);
+                    stopped = None;
+                    continue;
+                }
             };
             let Some(line) = line else { break };
             match adapter.observe(&line) {
@@ -499,6 +494,14 @@ fn observe(
         stop: Some(stop),
     };
     (watch, observer)
+}
+
+/// Resolves at `until` (the end of a finished tool's grace); never without.
+async fn lingered(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves once `stopped` turns `true`; never without one (or once its
@@ -771,5 +774,31 @@ mod tests {
             seen.stopped_for,
             Some(AgentFailure::ModelUnavailable { detail }) if detail.starts_with("Reconnecting... waiting for network")
         ));
+    }
+
+    /// A stop of the run stops the tool, also while it lingers after its
+    /// final report, and the tool's result says it was stopped.
+    #[tokio::test]
+    async fn a_run_stopped_stops_the_tool_even_while_it_lingers() {
+        let finished = r#"{"type":"result","subtype":"success","result":"Done."}"#;
+        let claude: &'static dyn AgentAdapter = &adapters::claude_code::ClaudeCode;
+        assert_eq!(claude.observe(finished), Some(Observation::Finished));
+        let (run_stop, stopped) = tokio::sync::watch::channel(false);
+        let (watch, observer) = observe(claude, None, Some(stopped));
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        lines.send(finished.into()).unwrap();
+        tokio::task::yield_now().await;
+        assert!(!*stop.borrow_and_update(), "the tool may linger a while");
+
+        run_stop.send(true).unwrap();
+        // Well before the lingering tool's grace ends.
+        tokio::time::timeout(FINISH_GRACE / 10, stop.changed())
+            .await
+            .expect("the tool is stopped at once")
+            .unwrap();
+        assert!(*stop.borrow());
+        drop(lines);
+        let seen = observer.await.unwrap();
+        assert_eq!(seen.stopped_for, Some(AgentFailure::Stopped));
     }
 }

@@ -9,7 +9,8 @@
 //! processes, so a spawn holds this lock shared until its child has
 //! `exec`ed (std's `spawn` returns only then), and such a write holds it
 //! exclusively from open to close. It is the remedy of Go's
-//! `syscall.ForkLock`. Writes are short; a spawn waits at most for one.
+//! `syscall.ForkLock`. A spawn waits for the writes under way (small files:
+//! a script, a test file).
 
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};
@@ -28,6 +29,17 @@ pub fn spawning<T>(spawn: impl FnOnce() -> T) -> T {
 pub fn writing<T>(write: impl FnOnce() -> T) -> T {
     let _exclusive = LOCK.write().unwrap_or_else(PoisonError::into_inner);
     write()
+}
+
+/// `command.output()`, holding the lock only until the child has `exec`ed:
+/// stdin from `/dev/null`, stdout and stderr collected.
+pub fn output(command: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    spawning(|| command.spawn())?.wait_with_output()
 }
 
 /// Writes `contents` to `path` with the permission bits `mode`, apart from

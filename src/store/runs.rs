@@ -186,13 +186,19 @@ pub async fn in_states(pool: &AnyPool, states: &[RunState]) -> Result<Vec<Run>, 
 }
 
 /// The update of every mutable column; `$guard` narrows which rows it may touch.
+///
+/// The run's totals (`tokens_used`, `cost_usd`) only grow: a save from a
+/// run read before [`stop_iteration`] added a stopped agent's spending (the
+/// stop's own status save, a restart) keeps the larger total.
 macro_rules! update_run_sql {
     ($guard:literal) => {
         concat!(
             "UPDATE runs SET state = $1, phase = $2, completion_type = $3, task_type = $4, ",
             "stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, ",
             "clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, ",
-            "tokens_used = $14, cost_usd = $15, outcome = $16, data = $17, updated_at = $18, ",
+            "tokens_used = CASE WHEN tokens_used > $14 THEN tokens_used ELSE $14 END, ",
+            "cost_usd = CASE WHEN cost_usd > $15 THEN cost_usd ELSE $15 END, ",
+            "outcome = $16, data = $17, updated_at = $18, ",
             "installation_id = $19, generation = $20 WHERE id = $21",
             $guard
         )

@@ -140,10 +140,10 @@ async fn the_llm_down_pauses_the_run_without_spending_iterations_and_it_resumes(
     )
     .await;
     let worked = s.path("worked");
-    s.agent_step(
-        1,
-        &format!("echo once >> '{}'\n{}", worked.display(), fix_add()),
-    );
+    // The agent's report carries what it spent (and nothing else).
+    let report = r#"echo '{"summary": "Fixed add.", "usage": {"input_tokens": 1000000}}'"#;
+    let fix = fix_add().replace(r#"echo '{"summary": "Fixed add to add."}'"#, report);
+    s.agent_step(1, &format!("echo once >> '{}'\n{fix}", worked.display()));
     let down = || Reply::status(503, "The server is overloaded");
     s.llm.push([down(), down(), down(), classify("bug")]);
     s.llm.push([down(), down(), down(), down()]);
@@ -159,6 +159,12 @@ async fn the_llm_down_pauses_the_run_without_spending_iterations_and_it_resumes(
     );
     let agent_runs = std::fs::read_to_string(&worked).unwrap();
     assert_eq!(agent_runs.lines().count(), 1, "the agent worked once");
+    // Judged twice, its work counts once (the LLM's own few tokens besides).
+    assert!(
+        (1_000_000..1_100_000).contains(&run.tokens_used),
+        "{}",
+        run.tokens_used
+    );
     assert_eq!(
         s.llm.requests().len(),
         9,

@@ -152,6 +152,14 @@ async fn a_custom_handler_judges_the_commit_not_what_the_agent_left_beside_it() 
     );
     assert_eq!(run.iteration, 2, "the iteration limit, not a completion");
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    // The handler ran, in the checkout, and found no build there.
+    let iterations = closer::store::runs::iterations(s.store.pool(), &run.id)
+        .await
+        .unwrap();
+    for iteration in &iterations {
+        let judgment = iteration.judgment.as_deref().unwrap_or_default();
+        assert!(judgment.contains("not built"), "{judgment}");
+    }
 
     // The control: in the agent's worktree, the same handler says "complete".
     let data = closer::engine::run::RunData::from_json(&run.data).unwrap();

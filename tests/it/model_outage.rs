@@ -33,7 +33,8 @@ fn outage(run: &Run) -> Option<ModelOutage> {
 }
 
 /// Iteration 1's agent: while `up` does not exist its provider answers
-/// 503 (counted in `attempts`); then it fixes the bug.
+/// 503 (counted in `attempts`); then it fixes the bug, reporting a million
+/// tokens spent.
 fn provider_down_until_up(s: &Story) -> (std::path::PathBuf, std::path::PathBuf) {
     let (up, attempts) = (s.path("up"), s.path("attempts"));
     s.agent_step(
@@ -41,7 +42,10 @@ fn provider_down_until_up(s: &Story) -> (std::path::PathBuf, std::path::PathBuf)
         &format!(
             "if [ ! -f '{up}' ]; then\n  echo attempt >> '{attempts}'\n  echo 'calling the model' >&2\n  \
              echo 'Error: 503 Service Unavailable (upstream overloaded)' >&2\n  exit 1\nfi\n{}",
-            fix_add(),
+            fix_add().replace(
+                r#"{"summary": "Fixed add to add."}"#,
+                r#"{"summary": "Fixed add.", "usage": {"input_tokens": 1000000}}"#
+            ),
             up = up.display(),
             attempts = attempts.display(),
         ),
@@ -77,6 +81,9 @@ async fn the_agents_provider_down_pauses_the_run_without_counting_and_it_resumes
     let (mut s, clock) = on_a_manual_clock("model-down").await;
     let start = clock.now_ms();
     let (up, attempts) = provider_down_until_up(&s);
+    // closer's own LLM is down when the agent's work is first judged.
+    let down = || Reply::status(503, "The server is overloaded");
+    s.llm.push([down(), down(), down(), down()]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -123,12 +130,21 @@ async fn the_agents_provider_down_pauses_the_run_without_counting_and_it_resumes
         "the same status: not edited for each attempt"
     );
 
-    // The provider answers again: the iteration runs once more, counted once.
+    // The provider answers again: the iteration runs once more, counted
+    // once, and its work is judged twice (closer's LLM down the first
+    // time) and its spending counted once.
     std::fs::write(&up, "").unwrap();
     s.pass_time(start + 2 * HOUR).await;
+    s.pass_time(start + 3 * HOUR).await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     assert_eq!(run.iteration, 1, "one iteration for the work");
+    assert_eq!(s.llm.requests().len(), 5, "judged twice");
+    assert!(
+        (1_000_000..1_100_000).contains(&run.tokens_used),
+        "{}",
+        run.tokens_used
+    );
     assert_eq!(outage(&run), None);
     let iterations = runs::iterations(s.store.pool(), &run.id).await.unwrap();
     assert_eq!(iterations.len(), 1);

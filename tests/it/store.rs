@@ -262,6 +262,48 @@ async fn stopping_a_run_keeps_what_a_step_just_wrote() {
     );
 }
 
+/// A stopped agent's spending, added to the run by `stop_iteration`, is
+/// kept when the stop's own status save (from a copy read before it) writes
+/// the run: the totals only grow.
+#[tokio::test]
+async fn a_save_from_an_older_copy_keeps_what_a_stopped_agent_spent() {
+    let db = TestDb::new("stop-spent").await;
+    let store = db.store().await;
+    let mut run = a_run("run-1");
+    run.tokens_used = 100;
+    run.cost_usd = 0.5;
+    let (stopped, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
+    // The stop's copy, read before the worker records the stopped iteration.
+    let mut stop = stopped.clone();
+    stop.state = RunState::Stopped;
+    sqlx::query(
+        "INSERT INTO iterations (run_id, number, prompt, started_at) VALUES ('run-1', 1, '', 0)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let spent = runs::Spent {
+        tokens: 1234,
+        cost_usd: 0.25,
+    };
+    runs::stop_iteration(store.pool(), &stopped.id, 1, "{}", spent, 5)
+        .await
+        .unwrap();
+    assert!(
+        runs::save_unless_stopped(store.pool(), &stop)
+            .await
+            .unwrap()
+    );
+
+    let after = runs::get(store.pool(), &stopped.id).await.unwrap().unwrap();
+    assert_eq!(after.state, RunState::Stopped);
+    assert_eq!(
+        after.tokens_used, 1334,
+        "what the stopped agent spent is kept"
+    );
+    assert!((after.cost_usd - 0.75).abs() < 1e-9, "{}", after.cost_usd);
+}
+
 /// A run as a step would write it: running, iteration 1.
 fn a_run(id: &str) -> Run {
     Run {

@@ -398,8 +398,9 @@ async fn a_failing_setup_blocks_completion_and_on_the_base_commit_leaves_no_base
 
 /// What closer never commits is no artifact: a test file under build
 /// output closer excludes (`tests/node_modules/`) that the repository's
-/// own `.gitignore` does not name counts for no goal and is not copied
-/// into the reproduction (decision 146).
+/// own `.gitignore` does not name counts for no goal, and is not among the
+/// artifacts, where the reproduction takes its test files from (decision
+/// 146).
 #[tokio::test]
 async fn files_closer_never_commits_are_no_artifacts() {
     let fx = Fixture::new(false);

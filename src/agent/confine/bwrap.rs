@@ -10,7 +10,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use super::view::shows_nothing_hidden;
 use super::{Backend, Jail, Network};
@@ -39,11 +38,8 @@ pub fn probe() -> Result<Backend, String> {
             "/",
         ])
         .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    match crate::agent::fork_lock::spawning(|| command.output()) {
+        .env_clear();
+    match crate::agent::fork_lock::output(&mut command) {
         Ok(out) if out.status.success() => Ok(Backend::Bwrap { program }),
         Ok(out) => Err(format!(
             "bwrap cannot create namespaces here: {}",

@@ -43,7 +43,7 @@ pub fn check_version() -> Result<String, String> {
     }
     let mut command = std::process::Command::new(&git);
     command.arg("--version").env("LC_ALL", "C");
-    let out = crate::agent::fork_lock::spawning(|| command.output())
+    let out = crate::agent::fork_lock::output(&mut command)
         .map_err(|e| format!("git ({}) cannot be run: {e}", git.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let version =

@@ -89,7 +89,9 @@ impl AgentRunner {
         // A resumed run that failed without a single model call could not
         // continue its session (the tool's state is gone, say). One that was
         // stopped was stopped.
+        let stopped = request.stop.as_ref().is_some_and(|s| *s.borrow());
         let resume_failed = request.resume.is_some()
+            && !stopped
             && result
                 .failure
                 .as_ref()

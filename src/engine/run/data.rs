@@ -58,6 +58,10 @@ pub struct RunData {
     /// The session's running token total as the tool last reported it
     /// (tools that report totals rather than per run).
     pub agent_session_tokens: crate::agent::outcome::Tokens,
+    /// The iteration whose agent's spending is in the run's totals: saved
+    /// with them, so an iteration judged again (after the LLM was down, a
+    /// crash) does not count its kept work twice.
+    pub usage_counted: Option<u32>,
     /// The run's branch on the remote as closer last saw it (`None`: not
     /// there): what the next push's lease expects.
     pub branch_head: Option<String>,

@@ -104,9 +104,16 @@ impl Engine {
                 result
             }
         };
-        account_session(ctx, &mut result);
-        self.budget.add_agent(&mut ctx.run, &result.usage);
-        if self.stopped_since_start(ctx, &iteration, &result).await? {
+        let counted_before = ctx.data.usage_counted == Some(iteration.n);
+        if !counted_before {
+            account_session(ctx, &mut result);
+            self.budget.add_agent(&mut ctx.run, &result.usage);
+            ctx.data.usage_counted = Some(iteration.n);
+        }
+        if self
+            .stopped_since_start(ctx, &iteration, &result, counted_before)
+            .await?
+        {
             return Ok(());
         }
         if let Some(AgentFailure::ModelUnavailable { detail }) = &result.failure {
@@ -318,12 +325,14 @@ impl Engine {
     }
 
     /// Records the iteration as stopped when the run was stopped while the
-    /// agent worked; `true` then.
+    /// agent worked, with what it spent unless the stored totals hold it
+    /// (`counted`); `true` then.
     async fn stopped_since_start(
         &self,
         ctx: &RunContext,
         iteration: &Iteration,
         result: &AgentResult,
+        counted: bool,
     ) -> Result<bool, EngineError> {
         let Some(fresh) = self.runs.load(&ctx.run.id).await? else {
             return Ok(true);
@@ -334,9 +343,12 @@ impl Engine {
         let agent_json = serde_json::to_string(result).map_err(other)?;
         let now = self.runs.store().now_ms();
         let pool = self.runs.store().pool();
-        let spent = runs::Spent {
-            tokens: result.usage.tokens.total(),
-            cost_usd: result.usage.cost_usd.unwrap_or(0.0),
+        let spent = match counted {
+            true => runs::Spent::default(),
+            false => runs::Spent {
+                tokens: result.usage.tokens.total(),
+                cost_usd: result.usage.cost_usd.unwrap_or(0.0),
+            },
         };
         runs::stop_iteration(pool, &ctx.run.id, iteration.n, &agent_json, spent, now).await?;
         Ok(true)

@@ -85,6 +85,9 @@ impl Engine {
             return self.cannot_run(ctx, iteration, result, message).await;
         }
         ctx.run.iteration = iteration.n.saturating_sub(1);
+        // The iteration's work is discarded: what the next attempt spends
+        // is counted afresh (what this one spent stays counted).
+        ctx.data.usage_counted = None;
         self.runs.save(ctx).await?;
         let pool = self.runs.store().pool();
         runs::discard_iteration(pool, &ctx.run.id, iteration.n).await?;

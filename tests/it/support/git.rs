@@ -10,15 +10,16 @@ use tempfile::TempDir;
 
 /// Runs git synchronously in `dir`; panics with its stderr on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let mut command = Command::new("git");
+    command
         .args(args)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "test")
         .env("GIT_AUTHOR_EMAIL", "test@example.com")
         .env("GIT_COMMITTER_NAME", "test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("git runs");
+        .env("GIT_COMMITTER_EMAIL", "test@example.com");
+    // Apart from closer's copies of files it runs next (`fork_lock`).
+    let out = closer::agent::fork_lock::output(&mut command).expect("git runs");
     assert!(
         out.status.success(),
         "git {args:?} failed: {}",
@@ -139,16 +140,16 @@ impl Origin {
 
     /// The sha a branch of the origin points at, if it exists.
     pub fn branch_head(&self, branch: &str) -> Option<String> {
-        let out = Command::new("git")
+        let mut command = Command::new("git");
+        command
             .args([
                 "rev-parse",
                 "--verify",
                 "--quiet",
                 &format!("refs/heads/{branch}"),
             ])
-            .current_dir(&self.bare)
-            .output()
-            .expect("git runs");
+            .current_dir(&self.bare);
+        let out = closer::agent::fork_lock::output(&mut command).expect("git runs");
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())

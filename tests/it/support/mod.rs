@@ -114,13 +114,16 @@ pub async fn wait_for_file(file: &std::path::Path) {
 pub fn write_executable(path: &std::path::Path, contents: &str) {
     let source = tempfile::NamedTempFile::new().expect("a temporary file");
     std::fs::write(source.path(), contents).expect("write the source");
-    let status = std::process::Command::new("install")
-        .args(["-m", "0755"])
-        .arg(source.path())
-        .arg(path)
-        .status()
-        .expect("run install");
-    assert!(status.success(), "install {}: {status}", path.display());
+    let mut install = std::process::Command::new("install");
+    install.args(["-m", "0755"]).arg(source.path()).arg(path);
+    // Apart from closer's own copies of files it runs next (`fork_lock`).
+    let out = closer::agent::fork_lock::output(&mut install).expect("run install");
+    assert!(
+        out.status.success(),
+        "install {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Sets `path`'s permission bits (a directory made unwritable, say).

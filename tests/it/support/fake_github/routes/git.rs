@@ -117,7 +117,7 @@ async fn backend(
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    let Ok(mut child) = cmd.spawn() else {
+    let Ok(mut child) = closer::agent::fork_lock::spawning(|| cmd.spawn()) else {
         return Vec::new();
     };
     if let Some(mut stdin) = child.stdin.take() {
