@@ -9,8 +9,9 @@
 //! processes, so a spawn holds this lock shared until its child has
 //! `exec`ed (std's `spawn` returns only then), and such a write holds it
 //! exclusively from open to close. It is the remedy of Go's
-//! `syscall.ForkLock`. A spawn waits for the writes under way (small files:
-//! a script, a test file).
+//! `syscall.ForkLock`. A spawn waits for the writes under way: only files
+//! that can be executed are written under it (the handler's script, an
+//! executable test file), not every copy.
 
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};

@@ -130,7 +130,21 @@ impl Sandbox {
         if let Some(parent) = target.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
-        fork_lock::copy_file(&source, &target).await?;
+        // Only a file that can be executed needs to be written apart from
+        // forks; a large fixture must not hold every spawn up meanwhile.
+        let executable = {
+            use std::os::unix::fs::PermissionsExt as _;
+            tokio::fs::symlink_metadata(&source)
+                .await?
+                .permissions()
+                .mode()
+                & 0o111
+                != 0
+        };
+        match executable {
+            true => fork_lock::copy_file(&source, &target).await?,
+            false => tokio::fs::copy(&source, &target).await?,
+        };
         Ok(true)
     }
 }
