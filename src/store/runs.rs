@@ -215,10 +215,39 @@ pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
 /// Like [`save`], but only while the stored run is the generation `run`
 /// was loaded as (not restarted meanwhile) and not `stopped` (a person
 /// closed the issue or said `/closer stop` meanwhile); writing `stopped`
-/// goes through whatever the stored state. `false` when nothing was
-/// written.
+/// goes through whatever the stored state. `false` when the run was not
+/// written; what it spent is kept even then (see [`keep_totals`]).
 pub async fn save_unless_stopped(pool: &AnyPool, run: &Run) -> Result<bool, StoreError> {
-    Ok(update(pool, run, unless_stopped_sql(run)).await? == 1)
+    let mut tx = pool.begin().await?;
+    let saved = update(&mut *tx, run, unless_stopped_sql(run)).await? == 1;
+    if !saved {
+        keep_totals(&mut *tx, run).await?;
+    }
+    tx.commit().await?;
+    Ok(saved)
+}
+
+/// Writes `run`'s totals where they are larger than the stored ones, in
+/// the same life of the run (`generation`): a step whose save was refused
+/// because the run was stopped meanwhile (while it verified or judged)
+/// still spent what it spent.
+async fn keep_totals<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    run: &Run,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE runs SET \
+         tokens_used = CASE WHEN tokens_used > $1 THEN tokens_used ELSE $1 END, \
+         cost_usd = CASE WHEN cost_usd > $2 THEN cost_usd ELSE $2 END \
+         WHERE id = $3 AND generation = $4",
+    )
+    .bind(db_int(run.tokens_used))
+    .bind(run.cost_usd)
+    .bind(run.id.as_str())
+    .bind(i64::from(run.generation))
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 fn unless_stopped_sql(run: &Run) -> &'static str {
@@ -254,6 +283,9 @@ pub async fn save_judged(
     let mut tx = pool.begin().await?;
     write_finish(&mut *tx, &run.id, finish).await?;
     let saved = update(&mut *tx, run, unless_stopped_sql(run)).await? == 1;
+    if !saved {
+        keep_totals(&mut *tx, run).await?;
+    }
     tx.commit().await?;
     Ok(saved)
 }

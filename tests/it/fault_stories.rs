@@ -18,6 +18,7 @@ use closer::store::{Backend, runs};
 use sqlx::Row;
 
 use crate::stories::{add_failing_test, classify, fix_add};
+use crate::support::OutputApart as _;
 use crate::support::db::manual_clock;
 use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
@@ -278,7 +279,7 @@ impl SmallDisk {
         let out = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
             .arg(dir.path())
-            .output()
+            .output_apart()
             .map_err(|e| e.to_string())?;
         match out.status.success() {
             true => Ok(SmallDisk { dir }),

@@ -11,6 +11,7 @@
 
 use std::process::{Command, Stdio};
 
+use crate::support::OutputApart as _;
 use crate::support::fake_llm::Reply;
 use crate::support::git::git;
 use crate::support::story::{CONFIG, RUN_TESTS, Story, TEST_EXISTING};
@@ -94,7 +95,7 @@ async fn an_agent_that_rewrites_the_custom_handler_does_not_complete_the_run() {
     // The control: the handler the agent planted does say "complete".
     let planted = Command::new(s.path("planted.sh"))
         .stdin(Stdio::null())
-        .output()
+        .output_apart()
         .expect("the planted handler runs");
     let said = String::from_utf8_lossy(&planted.stdout);
     assert!(said.contains("\"complete\": true"), "{said}");
@@ -170,7 +171,7 @@ async fn a_custom_handler_judges_the_commit_not_what_the_agent_left_beside_it() 
     let said = Command::new(&handler)
         .current_dir(&worktree)
         .stdin(Stdio::null())
-        .output()
+        .output_apart()
         .expect("the handler runs");
     let said = String::from_utf8_lossy(&said.stdout);
     assert!(said.contains("\"complete\": true"), "{said}");

@@ -304,6 +304,46 @@ async fn a_save_from_an_older_copy_keeps_what_a_stopped_agent_spent() {
     assert!((after.cost_usd - 0.75).abs() < 1e-9, "{}", after.cost_usd);
 }
 
+/// A step that verified and judged while the run was stopped has its save
+/// refused, but what it spent (the agent, the completion check) is kept.
+#[tokio::test]
+async fn a_refused_save_keeps_what_the_step_spent() {
+    let db = TestDb::new("refused-spent").await;
+    let store = db.store().await;
+    let mut run = a_run("run-1");
+    run.tokens_used = 100;
+    let (loaded, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
+    let show = NewJob {
+        kind: JobKind::Run,
+        key: "run:run-1".to_owned(),
+        payload: r#"{"run_id":"run-1","step":"show_stop"}"#.to_owned(),
+        max_attempts: 3,
+        run_at: 0,
+    };
+    let stopped = Outcome::Stopped("/closer stop".into());
+    assert!(
+        runs::mark_stopped(store.pool(), &loaded.id, &stopped, &show, 9)
+            .await
+            .unwrap()
+    );
+    let mut step = loaded.clone();
+    step.tokens_used = 5_100;
+    step.cost_usd = 1.5;
+    step.iteration = 2;
+    assert!(
+        !runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap(),
+        "the step's save is refused"
+    );
+
+    let after = runs::get(store.pool(), &loaded.id).await.unwrap().unwrap();
+    assert_eq!(after.state, RunState::Stopped);
+    assert_eq!(after.iteration, loaded.iteration, "nothing else is written");
+    assert_eq!(after.tokens_used, 5_100, "what the step spent is kept");
+    assert!((after.cost_usd - 1.5).abs() < 1e-9, "{}", after.cost_usd);
+}
+
 /// A run as a step would write it: running, iteration 1.
 fn a_run(id: &str) -> Run {
     Run {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use closer::model::{RunState, Stage};
 use serde_json::{Value, json};
 
+use crate::support::OutputApart as _;
 use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, Story};
 
@@ -454,7 +455,7 @@ async fn a_lying_agent_that_leaves_bytecode_of_a_reverted_fix_is_never_closed() 
     let there = std::process::Command::new("python3")
         .args(["-m", "unittest", "-v"])
         .current_dir(&worktree)
-        .output()
+        .output_apart()
         .expect("python3");
     assert!(
         there.status.success(),

@@ -23,6 +23,7 @@ use closer::model::TaskType;
 use secrecy::SecretString;
 use tempfile::TempDir;
 
+use crate::support::OutputApart as _;
 use crate::support::db::TestDb;
 use crate::support::git::{Origin, files_containing, git};
 use crate::support::process::{alive, process_with_argument, unique_sleep};
@@ -52,7 +53,7 @@ fn python_dir() -> String {
             "-c",
             "import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))",
         ])
-        .output()
+        .output_apart()
         .expect("python3 is needed by these tests");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
@@ -1025,7 +1026,7 @@ async fn git_hooks_the_agent_plants_never_run_when_closer_reads_the_worktree() {
             "--",
         ])
         .current_dir(&wt.path)
-        .output()
+        .output_apart()
         .expect("git runs");
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -1095,7 +1096,7 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
     let planted = std::process::Command::new("sh")
         .args(["-c", &setup])
         .current_dir(&control)
-        .output()
+        .output_apart()
         .unwrap();
     assert!(planted.status.success(), "{planted:?}");
     let out = std::process::Command::new("git")
@@ -1111,7 +1112,7 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
             "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
         )
         .current_dir(&control)
-        .output()
+        .output_apart()
         .expect("git runs");
     assert!(out.status.success(), "{out:?}");
     assert!(fired.exists(), "the probe would not have fired");

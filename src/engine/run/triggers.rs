@@ -475,17 +475,7 @@ impl Engine {
         if !restart || !run.state.is_final() {
             return Ok(format!("run {} already {}", run.id, run.state));
         }
-        let old = RunData::of(&run)?;
-        let restarted = RunData {
-            convergence: old.convergence.restarted(run.iteration),
-            phase_label: old.phase_label,
-            failed_label: old.failed_label,
-            awaiting_label: old.awaiting_label,
-            // The branch as last seen on GitHub: a retry continues from it
-            // (people's commits included) and pushes with a lease on it.
-            branch_head: old.branch_head,
-            ..data
-        };
+        let restarted = restarted_data(RunData::of(&run)?, data, run.iteration);
         // A pull request that ended (merged, or closed unmerged) stays so:
         // a restart opens a new one for its work (an open one stays the
         // run's), whatever ended the run.
@@ -614,4 +604,51 @@ fn is_app(app: &AppInfo, login: &str) -> bool {
 pub(super) fn digest(text: &str) -> String {
     use sha2::Digest;
     hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])
+}
+
+/// A restarted run's data: the issue's `fresh` data, with what the run's
+/// earlier life (`old`, at `iteration`) carries over.
+fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
+    RunData {
+        convergence: old.convergence.restarted(iteration),
+        phase_label: old.phase_label,
+        failed_label: old.failed_label,
+        awaiting_label: old.awaiting_label,
+        // The branch as last seen on GitHub: a retry continues from it
+        // (people's commits included) and pushes with a lease on it.
+        branch_head: old.branch_head,
+        // Work an earlier life kept for judging, and counted, is judged by
+        // this one without being counted again.
+        usage_counted: old.usage_counted,
+        ..fresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restart_carries_the_branch_the_labels_and_what_was_counted_and_takes_the_rest_fresh() {
+        let old = RunData {
+            branch_head: Some("abc".into()),
+            usage_counted: Some(3),
+            agent_session: Some("old-session".into()),
+            issue_title: "old title".into(),
+            ..RunData::default()
+        };
+        let fresh = RunData {
+            issue_title: "new title".into(),
+            ..RunData::default()
+        };
+        let data = restarted_data(old, fresh, 3);
+        assert_eq!(data.branch_head.as_deref(), Some("abc"));
+        assert_eq!(
+            data.usage_counted,
+            Some(3),
+            "kept work is not counted twice"
+        );
+        assert_eq!(data.agent_session, None, "a fresh session");
+        assert_eq!(data.issue_title, "new title");
+    }
 }

@@ -5,6 +5,8 @@
 //! binary that runs only its probe, and the probe returns at once anywhere
 //! else.
 
+use super::OutputApart as _;
+
 /// Names, in the child's environment, the one probe it runs.
 const PROBE: &str = "CLOSER_TEST_PROBE";
 
@@ -16,7 +18,7 @@ pub fn run(probe: &str, env: &[(&str, &str)]) {
         .args(["--exact", probe, "--nocapture", "--test-threads=1"])
         .env(PROBE, probe)
         .envs(env.iter().copied())
-        .output()
+        .output_apart()
         .expect("the probe runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

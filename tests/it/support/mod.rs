@@ -126,6 +126,19 @@ pub fn write_executable(path: &std::path::Path, contents: &str) {
     );
 }
 
+/// `Command::output`, forking apart from closer's writes of files it runs
+/// next (`closer::agent::fork_lock`): a test's fork cannot leave the
+/// handler closer just copied busy.
+pub trait OutputApart {
+    fn output_apart(&mut self) -> std::io::Result<std::process::Output>;
+}
+
+impl OutputApart for std::process::Command {
+    fn output_apart(&mut self) -> std::io::Result<std::process::Output> {
+        closer::agent::fork_lock::output(self)
+    }
+}
+
 /// Sets `path`'s permission bits (a directory made unwritable, say).
 pub fn set_mode(path: &std::path::Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
