@@ -2,6 +2,8 @@
 //! the work is verified done. See `docs/architecture.md` for the map.
 
 pub mod agent;
+#[cfg(test)]
+mod alone;
 pub mod body;
 pub mod cli;
 pub mod clock;

@@ -95,21 +95,10 @@ mod tests {
     fn a_file_written_apart_from_forks_runs_at_once_and_without_that_it_is_busy() {
         // Other tests of this process fork without the lock, so a child copy
         // of the binary, running nothing else, holds the probe.
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "agent::fork_lock::tests::busy_probe",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(PROBE_CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("BUSY_PROBE_DONE"),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::alone::run(
+            "agent::fork_lock::tests::busy_probe",
+            PROBE_CHILD,
+            "BUSY_PROBE_DONE",
         );
     }
 
@@ -119,7 +108,7 @@ mod tests {
     /// open for 10 ms, and run at once.
     #[test]
     fn busy_probe() {
-        if std::env::var_os(PROBE_CHILD).is_none() {
+        if !crate::alone::is_the_child(PROBE_CHILD) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,7 @@ pub mod adapters;
 pub mod confine;
 pub mod fork_lock;
 pub mod home;
+mod observe;
 pub mod outcome;
 pub mod process;
 pub mod reaper;

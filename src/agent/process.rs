@@ -683,21 +683,10 @@ mod tests {
     fn a_descriptor_that_already_is_3_still_reaches_the_program_as_3() {
         // Placing a descriptor at 3 would disturb whatever this shared test
         // process keeps there, so a child copy of the binary runs the probe.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "agent::process::tests::fd3_probe",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(FD3_CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("FD3_PROBE_DONE"),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::alone::run(
+            "agent::process::tests::fd3_probe",
+            FD3_CHILD,
+            "FD3_PROBE_DONE",
         );
     }
 
@@ -706,7 +695,7 @@ mod tests {
     /// was just freed.
     #[test]
     fn fd3_probe() {
-        if std::env::var_os(FD3_CHILD).is_none() {
+        if !crate::alone::is_the_child(FD3_CHILD) {
             return;
         }
         // SAFETY: F_GETFD only reads the descriptor's flags.

@@ -218,12 +218,10 @@ pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
 /// goes through whatever the stored state. `false` when the run was not
 /// written; what it spent is kept even then (see [`keep_totals`]).
 pub async fn save_unless_stopped(pool: &AnyPool, run: &Run) -> Result<bool, StoreError> {
-    let mut tx = pool.begin().await?;
-    let saved = update(&mut *tx, run, unless_stopped_sql(run)).await? == 1;
+    let saved = update(pool, run, unless_stopped_sql(run)).await? == 1;
     if !saved {
-        keep_totals(&mut *tx, run).await?;
+        keep_totals(pool, run).await?;
     }
-    tx.commit().await?;
     Ok(saved)
 }
 

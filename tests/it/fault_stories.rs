@@ -160,7 +160,8 @@ async fn the_llm_down_pauses_the_run_without_spending_iterations_and_it_resumes(
     );
     let agent_runs = std::fs::read_to_string(&worked).unwrap();
     assert_eq!(agent_runs.lines().count(), 1, "the agent worked once");
-    // Judged twice, its work counts once (the LLM's own few tokens besides).
+    // Its work counts, with the LLM's own few tokens besides. (Counting it
+    // twice needs a save between the two judgments: `model_outage` has one.)
     assert!(
         (1_000_000..1_100_000).contains(&run.tokens_used),
         "{}",

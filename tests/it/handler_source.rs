@@ -57,6 +57,19 @@ async fn story_deciding(name: &str, handler: &str) -> Story {
     s
 }
 
+/// The story's run, which must have failed at the iteration limit.
+async fn ran_out(s: &Story, n: closer::model::IssueNumber) -> closer::model::Run {
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(
+        run.state,
+        closer::model::RunState::Failed,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(run.iteration, 2, "the iteration limit, not a completion");
+    run
+}
+
 /// The agent's step: rewrites the handler to say "complete" (closer
 /// commits it) and keeps a copy of it next to the script.
 fn rewrite_the_handler() -> String {
@@ -77,14 +90,7 @@ async fn an_agent_that_rewrites_the_custom_handler_does_not_complete_the_run() {
         .await;
     s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(
-        run.state,
-        closer::model::RunState::Failed,
-        "{}",
-        s.journal().await
-    );
-    assert_eq!(run.iteration, 2, "the iteration limit, not a completion");
+    ran_out(&s, n).await;
     assert_eq!(
         s.origin.branch_head("closer/issue-1"),
         None,
@@ -144,14 +150,7 @@ async fn a_custom_handler_judges_the_commit_not_what_the_agent_left_beside_it() 
         .await;
     s.idle().await;
 
-    let run = s.run(n).await.expect("a run");
-    assert_eq!(
-        run.state,
-        closer::model::RunState::Failed,
-        "{}",
-        s.journal().await
-    );
-    assert_eq!(run.iteration, 2, "the iteration limit, not a completion");
+    let run = ran_out(&s, n).await;
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
     // The handler ran, in the checkout, and found no build there.
     let iterations = closer::store::runs::iterations(s.store.pool(), &run.id)

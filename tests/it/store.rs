@@ -207,13 +207,7 @@ async fn stopping_a_run_keeps_what_a_step_just_wrote() {
 
     let id = RunId::from_stored("run-1");
     let outcome = Outcome::Stopped("/closer stop".into());
-    let show = NewJob {
-        kind: JobKind::Run,
-        key: "run:run-1".to_owned(),
-        payload: r#"{"run_id":"run-1","step":"show_stop"}"#.to_owned(),
-        max_attempts: 3,
-        run_at: 30_009,
-    };
+    let show = show_stop_job(30_009);
     let queued = || async {
         sqlx::query("SELECT run_at FROM jobs WHERE job_key = 'run:run-1'")
             .fetch_all(store.pool())
@@ -313,13 +307,7 @@ async fn a_refused_save_keeps_what_the_step_spent() {
     let mut run = a_run("run-1");
     run.tokens_used = 100;
     let (loaded, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
-    let show = NewJob {
-        kind: JobKind::Run,
-        key: "run:run-1".to_owned(),
-        payload: r#"{"run_id":"run-1","step":"show_stop"}"#.to_owned(),
-        max_attempts: 3,
-        run_at: 0,
-    };
+    let show = show_stop_job(0);
     let stopped = Outcome::Stopped("/closer stop".into());
     assert!(
         runs::mark_stopped(store.pool(), &loaded.id, &stopped, &show, 9)
@@ -342,6 +330,17 @@ async fn a_refused_save_keeps_what_the_step_spent() {
     assert_eq!(after.iteration, loaded.iteration, "nothing else is written");
     assert_eq!(after.tokens_used, 5_100, "what the step spent is kept");
     assert!((after.cost_usd - 1.5).abs() < 1e-9, "{}", after.cost_usd);
+}
+
+/// The job that shows run-1's stop on GitHub, due at `run_at`.
+fn show_stop_job(run_at: i64) -> NewJob {
+    NewJob {
+        kind: JobKind::Run,
+        key: "run:run-1".to_owned(),
+        payload: r#"{"run_id":"run-1","step":"show_stop"}"#.to_owned(),
+        max_attempts: 3,
+        run_at,
+    }
 }
 
 /// A run as a step would write it: running, iteration 1.

@@ -1,0 +1,166 @@
+//! The observer of a working tool: it reads the tool's stdout lines as they
+//! come, passes progress on, and stops the tool for a fatal observation,
+//! for its model provider being unreachable [`UNREACHABLE_NOTICES`] times in
+//! a row, once it lingers [`FINISH_GRACE`] after its final report, or when
+//! its run is stopped (`AgentRequest::stop`).
+
+use super::adapter::{AgentAdapter, FINISH_GRACE, Observation, Progress, UNREACHABLE_NOTICES};
+use super::outcome::AgentFailure;
+use super::process;
+
+/// What the observer saw: the failure it stopped the tool for, and whether
+/// the tool finished.
+#[derive(Debug, Default)]
+pub(super) struct Observed {
+    pub stopped_for: Option<AgentFailure>,
+    pub finished: bool,
+}
+
+impl Observed {
+    /// Stops the tool for `failure`, unless it was stopped for another.
+    fn stop_for(&mut self, failure: AgentFailure, stop: &tokio::sync::watch::Sender<bool>) {
+        if self.stopped_for.is_none() {
+            self.stopped_for = Some(failure);
+            let _ = stop.send(true);
+        }
+    }
+}
+
+/// Reads the tool's stdout lines as they come: progress goes to `progress`,
+/// a fatal observation (or [`UNREACHABLE_NOTICES`] in a row) stops the tool
+/// and is the task's answer.
+pub(super) fn observe(
+    adapter: &'static dyn AgentAdapter,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+    mut stopped: Option<tokio::sync::watch::Receiver<bool>>,
+) -> (process::Watch, tokio::task::JoinHandle<Observed>) {
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let observer = tokio::spawn(async move {
+        let mut seen = Observed::default();
+        let mut linger_until = None;
+        let mut unreachable = 0;
+        loop {
+            let line = tokio::select! {
+                line = lines.recv() => line,
+                () = lingered(linger_until) => {
+                    let _ = stop_tx.send(true);
+                    linger_until = None;
+                    continue;
+                }
+                () = run_stopped(stopped.as_mut()) => {
+                    seen.stop_for(AgentFailure::Stopped, &stop_tx);
+                    stopped = None;
+                    continue;
+                }
+            };
+            let Some(line) = line else { break };
+            match adapter.observe(&line) {
+                Some(Observation::Progress(p)) => {
+                    unreachable = 0;
+                    if let Some(progress) = &progress {
+                        let _ = progress.send(p);
+                    }
+                }
+                Some(Observation::Unreachable(detail)) => {
+                    unreachable += 1;
+                    if unreachable >= UNREACHABLE_NOTICES {
+                        seen.stop_for(AgentFailure::ModelUnavailable { detail }, &stop_tx);
+                    }
+                }
+                Some(Observation::Fatal(f)) => seen.stop_for(f, &stop_tx),
+                Some(Observation::Finished) if !seen.finished => {
+                    seen.finished = true;
+                    linger_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
+                }
+                _ => {}
+            }
+        }
+        seen
+    });
+    let watch = process::Watch {
+        lines: Some(lines_tx),
+        stop: Some(stop),
+    };
+    (watch, observer)
+}
+
+/// Resolves at `until` (the end of a finished tool's grace); never without.
+async fn lingered(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once `stopped` turns `true`; never without one (or once its
+/// sender is gone).
+async fn run_stopped(stopped: Option<&mut tokio::sync::watch::Receiver<bool>>) {
+    if let Some(stopped) = stopped
+        && stopped.wait_for(|s| *s).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::adapters;
+
+    /// The observer stops a tool after five "cannot reach" notices in a
+    /// row; progress between them starts the count again.
+    #[tokio::test]
+    async fn a_tool_waiting_for_its_provider_is_stopped_after_five_notices() {
+        let waiting = r#"{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}"#;
+        let working =
+            r#"{"type":"item.started","item":{"type":"command_execution","command":"ls"}}"#;
+        let codex: &'static dyn AgentAdapter = &adapters::codex::Codex;
+
+        let (watch, observer) = observe(codex, None, None);
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        for line in [
+            waiting, waiting, working, waiting, waiting, waiting, waiting,
+        ] {
+            lines.send(line.into()).unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert!(!*stop.borrow_and_update(), "four in a row stop nothing");
+        lines.send(waiting.into()).unwrap();
+        stop.changed().await.unwrap();
+        assert!(*stop.borrow());
+        drop(lines);
+        let seen = observer.await.unwrap();
+        assert!(matches!(
+            seen.stopped_for,
+            Some(AgentFailure::ModelUnavailable { detail }) if detail.starts_with("Reconnecting... waiting for network")
+        ));
+    }
+
+    /// A stop of the run stops the tool, also while it lingers after its
+    /// final report, and the tool's result says it was stopped.
+    #[tokio::test]
+    async fn a_run_stopped_stops_the_tool_even_while_it_lingers() {
+        let finished = r#"{"type":"result","subtype":"success","result":"Done."}"#;
+        let claude: &'static dyn AgentAdapter = &adapters::claude_code::ClaudeCode;
+        assert_eq!(claude.observe(finished), Some(Observation::Finished));
+        let (run_stop, stopped) = tokio::sync::watch::channel(false);
+        let (watch, observer) = observe(claude, None, Some(stopped));
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        lines.send(finished.into()).unwrap();
+        tokio::task::yield_now().await;
+        assert!(!*stop.borrow_and_update(), "the tool may linger a while");
+
+        run_stop.send(true).unwrap();
+        // Well before the lingering tool's grace ends.
+        tokio::time::timeout(FINISH_GRACE / 10, stop.changed())
+            .await
+            .expect("the tool is stopped at once")
+            .unwrap();
+        assert!(*stop.borrow());
+        drop(lines);
+        let seen = observer.await.unwrap();
+        assert_eq!(seen.stopped_for, Some(AgentFailure::Stopped));
+    }
+}
