@@ -22,6 +22,7 @@ use tokio::process::Command;
 use closer::model::RepoName;
 
 use crate::support::agent_tools::{CALC_PY, FIXED_CALC_PY, PY_CONFIG, TEST_CALC_PY};
+use crate::support::client;
 use crate::support::fake_github::FakeGitHub;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::{FakeLlm, Reply};
@@ -29,7 +30,6 @@ use crate::support::fake_models::{FakeModel, Turn, Wire};
 use crate::support::git::Origin;
 use crate::support::process::free_port;
 use crate::support::story::{CALC, CONFIG, RUN_TESTS, TEST_EXISTING};
-use crate::support::{client, sign};
 
 const SECRET: &str = "fresh-dir secret";
 const INSTALLATION: i64 = 91;
@@ -275,18 +275,7 @@ async fn deliver_opened(
         "repository": {"full_name": REPO, "clone_url": clone_url, "default_branch": "main", "private": false},
     });
     let body = serde_json::to_vec(&payload).unwrap();
-    let status = client()
-        .post(format!("{url}/webhooks"))
-        .header("content-type", "application/json")
-        .header("x-github-event", "issues")
-        .header("x-github-delivery", crate::support::unique("fresh"))
-        .header("x-hub-signature-256", sign(SECRET, &body))
-        .body(body)
-        .send()
-        .await
-        .expect("delivered")
-        .status();
-    assert!(status.is_success(), "delivery answered {status}");
+    crate::support::deliver_signed(url, SECRET, "issues", body).await;
 }
 
 async fn wait_closed(

@@ -42,6 +42,7 @@ mod story_review;
 mod story_verified;
 mod token_scope;
 mod triage;
+mod upgrade;
 mod verification;
 mod verified_push;
 mod worktree_limits;

@@ -67,6 +67,17 @@ impl TestDb {
         StoreOptions::new(self.url.clone())
     }
 
+    /// The database as it is, not migrated: for reading what another
+    /// process (an earlier release, say) wrote.
+    pub async fn as_it_is(&self) -> sqlx::AnyPool {
+        sqlx::any::install_default_drivers();
+        sqlx::any::AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.url))
+    }
+
     /// Opens (and migrates) the database with the wall clock.
     pub async fn store(&self) -> Store {
         self.store_with_clock(closer::clock::system()).await

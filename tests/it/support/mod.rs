@@ -11,6 +11,7 @@ pub mod fake_llm;
 pub mod fake_models;
 pub mod gate;
 pub mod git;
+pub mod operated;
 pub mod process;
 pub mod story;
 pub mod story_pull;
@@ -50,6 +51,23 @@ pub fn unique(prefix: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed),
         fastrand::u32(..)
     )
+}
+
+/// Posts `body` as a signed delivery of `event` to closer at `url`, as
+/// GitHub does, and expects it accepted.
+pub async fn deliver_signed(url: &str, secret: &str, event: &str, body: Vec<u8>) {
+    let status = client()
+        .post(format!("{url}/webhooks"))
+        .header("content-type", "application/json")
+        .header("x-github-event", event)
+        .header("x-github-delivery", unique("delivery"))
+        .header("x-hub-signature-256", sign(secret, &body))
+        .body(body)
+        .send()
+        .await
+        .expect("delivered")
+        .status();
+    assert!(status.is_success(), "delivery answered {status}");
 }
 
 /// An HTTP client for talking to the servers under test.
