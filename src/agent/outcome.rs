@@ -356,16 +356,35 @@ pub fn count(value: Option<&serde_json::Value>) -> u64 {
     value.and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
-/// A cost from untrusted JSON: a finite non-negative number, else nothing.
+/// A cost from untrusted JSON: a finite non-negative number, else nothing;
+/// counted as at most [`MAX_REPORTED_COST_USD`], so that sums of them stay
+/// finite.
 pub fn dollars(value: Option<&serde_json::Value>) -> Option<f64> {
     value
         .and_then(serde_json::Value::as_f64)
         .filter(|c| c.is_finite() && *c >= 0.0)
+        .map(|c| c.min(MAX_REPORTED_COST_USD))
 }
+
+/// The most one cost an agent reports counts for: far above any budget,
+/// and far enough below `f64::MAX` that no run's total becomes infinite.
+pub const MAX_REPORTED_COST_USD: f64 = 1e12;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absurd_cost_counts_as_the_most_one_report_may_and_sums_stay_finite() {
+        let huge = serde_json::json!(1e308);
+        let counted = dollars(Some(&huge)).unwrap();
+        assert_eq!(counted, MAX_REPORTED_COST_USD);
+        assert!((counted + counted).is_finite());
+        // The control: the reported value itself would not stay finite.
+        assert!((1e308_f64 + 1e308).is_infinite());
+        assert_eq!(dollars(Some(&serde_json::json!(0.031))), Some(0.031));
+        assert_eq!(dollars(Some(&serde_json::json!(-1.0))), None);
+    }
 
     #[test]
     fn credentials_and_refusals_are_named_from_the_output() {

@@ -248,6 +248,12 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}{ELLIPSIS}", &text[..keep])
 }
 
+/// At most the first `max` bytes of `text`, ending on a character
+/// boundary, without an ellipsis (a commit's short hash, say).
+pub fn head(text: &str, max: usize) -> &str {
+    &text[..floor_boundary(text, max)]
+}
+
 /// Whether [`cut`] would shorten `text`.
 pub fn would_cut(text: &str, max: usize) -> bool {
     text.len() > max
@@ -256,6 +262,15 @@ pub fn would_cut(text: &str, max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_keeps_whole_characters() {
+        assert_eq!(head("0123456789abcdef", 12), "0123456789ab");
+        assert_eq!(head("abc", 12), "abc");
+        // "é" is two bytes: a cut at byte 2 would split it.
+        assert_eq!(head("aé", 2), "a");
+        assert_eq!(head("ééééééé", 12), "éééééé");
+    }
 
     #[test]
     fn redact_replaces_every_secret_longest_first() {

@@ -23,7 +23,7 @@ pub enum ThreadAnswer {
 pub fn thread_reply(answer: &ThreadAnswer) -> String {
     let out = match answer {
         ThreadAnswer::Changed { commit, what } => {
-            let short = markdown::code_span(&commit[..commit.len().min(12)], 40);
+            let short = markdown::code_span(markdown::head(commit, 12), 40);
             match what.trim() {
                 "" => format!("Changed in {short}; the verification passes."),
                 what => format!(

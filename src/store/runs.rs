@@ -487,12 +487,17 @@ pub async fn stop_iteration(
 ) -> Result<(), StoreError> {
     let mut tx = pool.begin().await?;
     release_messages(&mut *tx, run_id, number).await?;
+    // The sum stops at the column's largest value: an agent may report
+    // any count, and past it SQLite would store a float and PostgreSQL
+    // refuse the update.
     sqlx::query(
-        "UPDATE runs SET tokens_used = tokens_used + $1, cost_usd = cost_usd + $2 WHERE id = $3",
+        "UPDATE runs SET tokens_used = CASE WHEN tokens_used > $4 - $1 THEN $4 \
+         ELSE tokens_used + $1 END, cost_usd = cost_usd + $2 WHERE id = $3",
     )
     .bind(db_int(spent.tokens))
     .bind(spent.cost_usd)
     .bind(run_id.as_str())
+    .bind(i64::MAX)
     .execute(&mut *tx)
     .await?;
     sqlx::query(

@@ -298,6 +298,36 @@ async fn a_save_from_an_older_copy_keeps_what_a_stopped_agent_spent() {
     assert!((after.cost_usd - 0.75).abs() < 1e-9, "{}", after.cost_usd);
 }
 
+/// An agent may report any token count; a stopped iteration's adds up to
+/// the column's largest value, and the run stays readable (past it,
+/// SQLite stored a float the run could not be read back from, and
+/// PostgreSQL refused the update).
+#[tokio::test]
+async fn a_stopped_agent_reporting_absurd_spending_leaves_the_run_readable() {
+    let db = TestDb::new("stop-absurd").await;
+    let store = db.store().await;
+    let mut run = a_run("run-1");
+    run.tokens_used = 100;
+    let (stopped, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
+    for number in [1, 2] {
+        sqlx::query("INSERT INTO iterations (run_id, number, prompt, started_at) VALUES ('run-1', $1, '', 0)")
+            .bind(number)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let spent = runs::Spent {
+            tokens: u64::MAX,
+            cost_usd: closer::agent::outcome::MAX_REPORTED_COST_USD,
+        };
+        runs::stop_iteration(store.pool(), &stopped.id, number as u32, "{}", spent, 5)
+            .await
+            .unwrap();
+    }
+    let after = runs::get(store.pool(), &stopped.id).await.unwrap().unwrap();
+    assert_eq!(after.tokens_used, i64::MAX as u64);
+    assert!(after.cost_usd.is_finite(), "{}", after.cost_usd);
+}
+
 /// A step that verified and judged while the run was stopped has its save
 /// refused, but what it spent (the agent, the completion check) is kept.
 #[tokio::test]

@@ -590,7 +590,13 @@ fn changes_since(before: Option<&Artifacts>, now: &Artifacts) -> String {
         .commits
         .iter()
         .filter(|c| !known(&c.sha))
-        .map(|c| format!("- commit {}: {}", &c.sha[..c.sha.len().min(10)], c.message))
+        .map(|c| {
+            format!(
+                "- commit {}: {}",
+                crate::comment::markdown::head(&c.sha, 10),
+                c.message
+            )
+        })
         .collect();
     let was = |path: &str, added: u64, deleted: u64| {
         before.is_some_and(|b| {

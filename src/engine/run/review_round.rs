@@ -94,7 +94,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let sync = self.workspace.follow_branch(ctx, worktree).await?;
         let head = ctx.data.branch_head.clone().unwrap_or_default();
-        let short = &head[..head.len().min(12)];
+        let short = crate::comment::markdown::head(&head, 12);
         let note = match sync {
             BranchSync::Absent | BranchSync::UpToDate => return Ok(()),
             BranchSync::FastForwarded => format!(
