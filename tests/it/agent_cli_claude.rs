@@ -321,6 +321,7 @@ async fn a_daemon_the_agent_leaves_with_setsid_dies_at_the_deadline() {
 /// `ANTHROPIC_BASE_URL`/`ANTHROPIC_API_KEY` pointing at the scripted server.
 /// Pins the facts the adapter relies on (see /work/research/claude.md).
 mod cli {
+    use crate::support::SpawnApart;
     use std::path::Path;
     use std::process::{Output, Stdio};
     use std::sync::{Arc, Mutex};
@@ -419,7 +420,7 @@ mod cli {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
-                .spawn()
+                .spawn_apart()
                 .expect("claude starts")
         }
 

@@ -128,6 +128,7 @@ async fn a_refused_key_fails_the_codex_run_at_once_and_says_so() {
 /// the provider in `$CODEX_HOME/config.toml`. Pins the wire facts the
 /// adapter relies on (see /work/research/codex.md).
 mod cli {
+    use crate::support::SpawnApart;
     use std::path::Path;
     use std::process::Output;
     use std::sync::{Arc, Mutex};
@@ -222,7 +223,7 @@ mod cli {
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true);
-            let mut child = command.spawn().expect("codex starts");
+            let mut child = command.spawn_apart().expect("codex starts");
             let mut stdin = child.stdin.take().unwrap();
             tokio::io::AsyncWriteExt::write_all(&mut stdin, prompt.as_bytes())
                 .await

@@ -187,6 +187,7 @@ async fn live_progress_shows_what_a_slow_agent_is_doing_within_the_throttle() {
 /// `~/.config/opencode/opencode.json`. Pins the wire facts the adapter
 /// relies on (see /work/research/opencode.md).
 mod cli {
+    use crate::support::SpawnApart;
     use std::path::Path;
     use std::process::Output;
     use std::time::Duration;
@@ -300,7 +301,7 @@ mod cli {
             if let Some(permissions) = permissions {
                 command.env("OPENCODE_CONFIG_CONTENT", permissions);
             }
-            let mut child = command.spawn().expect("opencode starts");
+            let mut child = command.spawn_apart().expect("opencode starts");
             let mut stdin = child.stdin.take().unwrap();
             tokio::io::AsyncWriteExt::write_all(&mut stdin, prompt.as_bytes())
                 .await

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use closer::agent::sandbox::purpose::Purpose;
 
+use crate::support::OutputApart as _;
 use crate::support::git::{Origin, sandbox};
 
 const CHECKS: usize = 5;
@@ -61,7 +62,7 @@ async fn bench_checkout_per_check() {
                 .arg("-r")
                 .arg(run.path.join("src"))
                 .arg(&copy)
-                .status()
+                .status_apart()
                 .unwrap();
             assert!(status.success());
             copied.push(started.elapsed());

@@ -1,12 +1,13 @@
 //! The command line as a maintainer or operator uses it.
 
+use crate::support::SpawnApart;
 use crate::support::db::TestDb;
 use crate::support::process::{closer_command, free_port};
 
 async fn run(args: &[&str], database_url: &str) -> (Option<i32>, String) {
     let output = closer_command(database_url, &[])
         .args(args)
-        .output()
+        .output_apart()
         .await
         .expect("closer runs");
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -132,7 +133,7 @@ async fn replay_prints_the_writes_a_trigger_would_make_and_sends_none() {
         ],
     )
     .args(["replay", file.to_str().unwrap(), "--event", "issues"])
-    .output()
+    .output_apart()
     .await
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -192,7 +193,7 @@ async fn dry_run_from_the_environment_takes_1_and_0() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
-            .spawn()
+            .spawn_apart()
             .expect("closer starts")
     };
     let dir = tempfile::tempdir().unwrap();

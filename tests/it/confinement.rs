@@ -15,6 +15,8 @@ use std::time::Duration;
 use closer::agent::confine::{Confinement, Kind, Limits, Mode, SandboxConfig, View};
 use closer::agent::process::{self, ProcessOutput, ProcessSpec};
 
+use crate::support::OutputApart as _;
+
 struct Install {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -280,7 +282,7 @@ async fn a_sandboxed_process_has_a_session_of_its_own() {
     // The control: started as a plain child, the probe sees closer's session.
     let plain = std::process::Command::new("sh")
         .args(["-c", &script])
-        .status()
+        .status_apart()
         .unwrap();
     assert!(!plain.success(), "a plain child shares our session");
     let (control, confined) = backends(&i);
@@ -394,6 +396,7 @@ async fn a_missing_program_is_reported_as_missing_not_as_a_sandbox_failure() {
 }
 
 mod runs {
+    use crate::support::SpawnApart;
     use closer::agent::confine::{Backend, Confinement, SandboxConfig};
     use closer::model::RunState;
 
@@ -477,7 +480,7 @@ mod runs {
             .arg("--config")
             .arg(&config)
             .args(["serve", "--dry-run", "--bind", "127.0.0.1:0"])
-            .output()
+            .output_apart()
             .await
             .expect("closer runs");
         let text = String::from_utf8_lossy(&output.stderr);

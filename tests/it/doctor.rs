@@ -7,6 +7,7 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 use tokio::process::Command;
 
+use crate::support::SpawnApart;
 use crate::support::fake_github::FakeGitHub;
 use crate::support::fake_llm::{FakeLlm, Reply};
 
@@ -20,7 +21,7 @@ async fn closer(dir: &std::path::Path, env: &[(&str, String)], args: &[&str]) ->
         .args(["--config", "closer.toml"])
         .args(args)
         .stdin(Stdio::null())
-        .output()
+        .output_apart()
         .await
         .expect("closer runs");
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use sqlx::Row;
 
+use crate::support::SpawnApart;
 use crate::support::app::SECRET;
 use crate::support::db::TestDb;
 use crate::support::process::{CloserProcess, closer_command};
@@ -38,7 +39,7 @@ async fn refuses_to_start_without_a_webhook_secret() {
     command
         .env_remove("GITHUB_WEBHOOK_SECRET")
         .args(["serve", "--dry-run"]);
-    let output = command.output().await.unwrap();
+    let output = command.output_apart().await.unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -52,7 +53,7 @@ async fn refuses_to_start_without_app_credentials_unless_dry_run() {
     let db = TestDb::new("nocreds").await;
     let mut command = closer_command(&db.url, &[]);
     command.arg("serve");
-    let output = command.output().await.unwrap();
+    let output = command.output_apart().await.unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--dry-run"), "{stderr}");

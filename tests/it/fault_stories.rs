@@ -298,7 +298,7 @@ impl Drop for SmallDisk {
         let _ = std::process::Command::new("umount")
             .arg("-l")
             .arg(self.dir.path())
-            .status();
+            .status_apart();
     }
 }
 

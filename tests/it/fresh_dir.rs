@@ -21,6 +21,7 @@ use tokio::process::Command;
 
 use closer::model::RepoName;
 
+use crate::support::SpawnApart;
 use crate::support::agent_tools::{CALC_PY, FIXED_CALC_PY, PY_CONFIG, TEST_CALC_PY};
 use crate::support::client;
 use crate::support::fake_github::FakeGitHub;
@@ -78,7 +79,7 @@ fn start_closer(
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .kill_on_drop(true)
-        .spawn()
+        .spawn_apart()
         .expect("closer starts");
     (child, format!("http://{bind}"))
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::support::app::SECRET;
 use crate::support::process::free_port;
+use crate::support::{OutputApart, SpawnApart};
 
 const NOBODY: &str = "65534";
 
@@ -28,7 +29,7 @@ fn as_nobody(program: &str) -> tokio::process::Command {
 async fn read_environ_as_nobody(pid: u32) -> Option<String> {
     let output = as_nobody("cat")
         .arg(format!("/proc/{pid}/environ"))
-        .output()
+        .output_apart()
         .await
         .expect("setpriv runs");
     output
@@ -42,7 +43,7 @@ fn can_switch_users() -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     let setpriv = std::process::Command::new("setpriv")
         .arg("--version")
-        .output()
+        .output_apart()
         .is_ok_and(|o| o.status.success());
     root && setpriv
 }
@@ -70,7 +71,7 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
-        .spawn()
+        .spawn_apart()
         .unwrap();
     {
         use tokio::io::AsyncBufReadExt;
@@ -100,7 +101,7 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
-        .spawn()
+        .spawn_apart()
         .unwrap();
     let client = crate::support::client();
     let mut ready = false;

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::OutputApart as _;
 use super::story::Story;
 
 /// How long a story waits for its held step to start.
@@ -19,7 +20,9 @@ impl Gate {
     /// A gate in the story's shared directory (the agent can reach it).
     pub fn new(s: &Story) -> Gate {
         let (fifo, go) = (s.path("started.fifo"), s.path("go"));
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status_apart();
         assert!(made.expect("mkfifo").success());
         Gate { fifo, go }
     }

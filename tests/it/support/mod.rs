@@ -149,11 +149,49 @@ pub fn write_executable(path: &std::path::Path, contents: &str) {
 /// handler closer just copied busy.
 pub trait OutputApart {
     fn output_apart(&mut self) -> std::io::Result<std::process::Output>;
+
+    /// `status()`, the child started under the lock.
+    fn status_apart(&mut self) -> std::io::Result<std::process::ExitStatus>;
 }
 
 impl OutputApart for std::process::Command {
     fn output_apart(&mut self) -> std::io::Result<std::process::Output> {
         closer::agent::fork_lock::output(self)
+    }
+
+    fn status_apart(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        closer::agent::fork_lock::spawning(|| self.spawn())?.wait()
+    }
+}
+
+/// Starting a tokio `Command` apart from the writes of files closer runs
+/// next (`closer::agent::fork_lock`): the async counterpart of
+/// [`OutputApart`], for the tests' own processes (closer itself, `cat`,
+/// the agent CLIs), so that none of them holds a script's descriptor open
+/// while that script is run.
+pub trait SpawnApart {
+    fn spawn_apart(&mut self) -> std::io::Result<tokio::process::Child>;
+
+    /// `output()`: stdin from `/dev/null`, stdout and stderr collected.
+    fn output_apart(
+        &mut self,
+    ) -> impl std::future::Future<Output = std::io::Result<std::process::Output>> + Send;
+}
+
+impl SpawnApart for tokio::process::Command {
+    fn spawn_apart(&mut self) -> std::io::Result<tokio::process::Child> {
+        closer::agent::fork_lock::spawning(|| self.spawn())
+    }
+
+    fn output_apart(
+        &mut self,
+    ) -> impl std::future::Future<Output = std::io::Result<std::process::Output>> + Send {
+        use std::process::Stdio;
+        self.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = self.spawn_apart();
+        async move { child?.wait_with_output().await }
     }
 }
 

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use tokio::process::{Child, Command};
 
+use super::SpawnApart;
 use super::app::SECRET;
 use super::client;
 use super::db::TestDb;
@@ -115,7 +116,7 @@ impl Closer {
             .stdout(Stdio::null())
             .stderr(Stdio::from(log.expect("log file")))
             .kill_on_drop(true)
-            .spawn()
+            .spawn_apart()
             .expect("closer starts");
         self.child = Some(child);
         self.url = format!("http://{bind}");

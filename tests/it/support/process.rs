@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
+use super::SpawnApart;
 use super::app::SECRET;
 
 pub struct CloserProcess {
@@ -112,7 +113,7 @@ impl CloserProcess {
             command.arg("--config").arg(config);
         }
         command.arg("serve").arg("--dry-run").args(args);
-        let child = command.spawn().expect("closer starts");
+        let child = command.spawn_apart().expect("closer starts");
         let process = CloserProcess {
             child,
             url: format!("http://{bind}"),
@@ -160,11 +161,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let sleep = super::unique_sleep();
-        let mut child = std::process::Command::new("sleep")
-            .arg(&sleep)
-            .current_dir(dir.path())
-            .spawn()
-            .unwrap();
+        let mut sleeping = std::process::Command::new("sleep");
+        sleeping.arg(&sleep).current_dir(dir.path());
+        let mut child = closer::agent::fork_lock::spawning(|| sleeping.spawn()).unwrap();
         // The kernel lets spawn return before the new program's command
         // line is in place (the vfork parent wakes as the old memory goes):
         // look again for a moment.
