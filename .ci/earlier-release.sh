@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds closer as an earlier release, once, and prints the binary's path:
 # the upgrade story (tests/it/upgrade.rs) runs it before this build on the
-# same database. The release is a commit of this repository's history, the
-# last before migration 7 (a run's generation), so the story crosses a
-# migration and the run data, job payloads and worktrees that commit wrote.
+# same database. The release is a commit of this repository's history from
+# before migration 7 (a run's generation; its decisions go up to 119), so
+# the story crosses a migration and the run data, job payloads and
+# worktrees that commit wrote.
 # The binary is kept in $CLOSER_EARLIER_RELEASE_CACHE (default
 # ~/.cache/closer-earlier-release); its build directory is removed.
 #
@@ -27,13 +28,16 @@ if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
   echo "commit $commit is not in this clone" >&2
   exit 3
 fi
-work="$(mktemp -d)"
+mkdir -p "$cache/$commit"
+# The build (a few GB) beside the cache rather than in a small /tmp.
+work="$(mktemp -d "$cache/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 git archive "$commit" | tar -x -C "$work"
 # A build directory of its own: built into the shared one, the earlier
 # binary would take the place of this build's target/debug/closer.
 (cd "$work" && CARGO_TARGET_DIR="$work/target" cargo build --locked --bin closer >&2)
-mkdir -p "$cache/$commit"
-cp "$work/target/debug/closer" "$bin.partial"
-mv "$bin.partial" "$bin"
+partial="$(mktemp "$cache/$commit/closer.XXXXXX")"
+cp "$work/target/debug/closer" "$partial"
+chmod 755 "$partial"
+mv "$partial" "$bin"
 echo "$bin"

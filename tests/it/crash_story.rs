@@ -131,7 +131,7 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
 
     // The trigger: the status comment is made, its answer lost.
     closer
-        .deliver(&github, &repo, "issues", json!({"action": "opened"}))
+        .deliver(&github, &repo, n, "issues", json!({"action": "opened"}))
         .await;
     kill_during(&mut closer, &github, status).await;
     // `start`: the phase label.

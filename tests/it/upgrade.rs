@@ -11,7 +11,7 @@
 //! crosses the seam where rows an earlier closer wrote — its run's data,
 //! its job's payload, its worktree — meet this build's types.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use closer::model::RunState;
 use serde_json::json;
@@ -25,11 +25,28 @@ use crate::support::operated::{Closer, calc_repository};
 const INSTALLATION: i64 = 94;
 const REPO: &str = "octo/upgrade";
 
-/// The earlier release's binary, or a loud skip without one.
+/// The earlier release's binary; a loud skip without one, except in CI,
+/// where only `.ci/run`'s own `skip` (a clone without the release's
+/// commit) skips. A path that is not a file is a mistake, not a skip.
 fn earlier_release() -> Option<PathBuf> {
     match std::env::var_os("CLOSER_EARLIER_RELEASE") {
-        Some(path) if Path::new(&path).is_file() => Some(PathBuf::from(path)),
-        _ => {
+        Some(value) if value == "skip" => {
+            eprintln!("SKIPPED: no earlier release of closer in this clone (.ci/run said so)");
+            None
+        }
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "CLOSER_EARLIER_RELEASE={} is no file",
+                path.display()
+            );
+            Some(path)
+        }
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CLOSER_EARLIER_RELEASE is not set: .ci/run builds the earlier release")
+        }
+        None => {
             eprintln!(
                 "SKIPPED: the upgrade story needs an earlier release of closer: \
                  CLOSER_EARLIER_RELEASE=$(bash .ci/earlier-release.sh) (.ci/run does this)"
@@ -56,17 +73,6 @@ async fn schema_version(db: &TestDb) -> i64 {
         .await
         .unwrap()
         .get("v")
-}
-
-/// The highest migration this build ships.
-fn this_builds_version() -> i64 {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.split('_').next()?.parse().ok())
-        .max()
-        .expect("migrations")
 }
 
 async fn count(db: &TestDb, sql: &'static str) -> i64 {
@@ -114,7 +120,7 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
         github.label_issue(&repo, n, label);
     }
     closer
-        .deliver(&github, &repo, "issues", json!({"action": "opened"}))
+        .deliver(&github, &repo, n, "issues", json!({"action": "opened"}))
         .await;
     let awaiting = || {
         github
@@ -126,7 +132,7 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
     closer.stop().await;
     let earlier_version = schema_version(&db).await;
     assert!(
-        earlier_version < this_builds_version(),
+        earlier_version < closer::store::migrate::latest_version(),
         "the earlier release's schema ({earlier_version}) is this build's: \
          the story would cross no migration"
     );
@@ -145,7 +151,10 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
     // This build, on the same database and directory.
     closer.start();
     closer.ready().await;
-    assert_eq!(schema_version(&db).await, this_builds_version());
+    assert_eq!(
+        schema_version(&db).await,
+        closer::store::migrate::latest_version()
+    );
     closer.closed_once(&github, &repo, n, &db).await;
     closer.stop().await;
 }

@@ -172,13 +172,20 @@ impl Closer {
             .collect()
     }
 
-    /// Posts a signed delivery about issue 1 of `repo`, as GitHub would,
+    /// Posts a signed delivery about issue `n` of `repo`, as GitHub would,
     /// with the issue as the fake GitHub has it and `extra`'s fields.
-    pub async fn deliver(&self, github: &FakeGitHub, repo: &RepoName, event: &str, extra: Value) {
-        let issue = github.issue(repo, IssueNumber(1));
+    pub async fn deliver(
+        &self,
+        github: &FakeGitHub,
+        repo: &RepoName,
+        n: IssueNumber,
+        event: &str,
+        extra: Value,
+    ) {
+        let issue = github.issue(repo, n);
         let mut payload = json!({
             "issue": {
-                "number": 1, "title": issue.title, "body": issue.body,
+                "number": n.0, "title": issue.title, "body": issue.body,
                 "user": user(&issue.author.login),
                 "labels": issue.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
                 "state": issue.state,
@@ -204,7 +211,8 @@ impl Closer {
             "id": id, "body": reply, "user": user("maria"), "performed_via_github_app": null,
         });
         let created = json!({"action": "created", "comment": comment});
-        self.deliver(github, repo, "issue_comment", created).await;
+        self.deliver(github, repo, n, "issue_comment", created)
+            .await;
     }
 
     /// Waits up to 90 s until `seen` holds, or panics with closer's logs.
