@@ -8,10 +8,10 @@
 //! one pull request.
 //!
 //! Every other test starts from a database this build made; this one
-//! crosses the seam where rows an earlier closer wrote — its run's data,
-//! its job's payload, its worktree — meet this build's types.
+//! crosses the seam where what an earlier closer left — its schema, its
+//! run's data, its job's payload, its data directory — meets this build.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use closer::model::RunState;
 use serde_json::json;
@@ -56,12 +56,14 @@ fn earlier_release() -> Option<PathBuf> {
     }
 }
 
-/// Iteration 1 asks a question; iteration 2 fixes the bug.
-fn agent_script() -> String {
+/// Iteration 1 asks a question; iteration 2 fixes the bug. Each writes
+/// down the directory it works in.
+fn agent_script(signals: &Path) -> String {
     format!(
-        "#!/bin/sh\ncase \"$CLOSER_ITERATION\" in\n\
+        "#!/bin/sh\npwd >> '{}'\ncase \"$CLOSER_ITERATION\" in\n\
          1) echo '{{\"summary\": \"A decision first.\", \"questions\": [\"May add take negative numbers?\"]}}' ;;\n\
          *) {} ;;\nesac\n",
+        signals.join("worktrees").display(),
         fix_add(),
     )
 }
@@ -97,16 +99,20 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
     let tools = dir.path().join("agent");
     std::fs::create_dir(&tools).unwrap();
     let agent = tools.join("agent.sh");
-    std::fs::write(&agent, agent_script()).unwrap();
+    // Where it says where it worked: a directory of its own (docs/security.md).
+    let signals = dir.path().join("signals");
+    std::fs::create_dir(&signals).unwrap();
+    std::fs::write(&agent, agent_script(&signals)).unwrap();
     std::fs::write(
         dir.path().join("closer.toml"),
         format!(
             "workers = 2\ndata_dir = \"{}\"\nprogress_interval_secs = 0\n\
              [agents.default]\nadapter = \"command\"\ncommand = [\"sh\", \"{}\"]\ntimeout_secs = 60\n\
-             [sandbox]\nread_only = [\"{}\"]\n",
+             [sandbox]\nread_only = [\"{}\"]\nread_write = [\"{}\"]\n",
             dir.path().join("data").display(),
             agent.display(),
             tools.display(),
+            signals.display(),
         ),
     )
     .unwrap();
@@ -156,5 +162,12 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
         closer::store::migrate::latest_version()
     );
     closer.closed_once(&github, &repo, n, &db).await;
+    // The agent worked on where the earlier release had it work (the
+    // same worktree path: this cannot tell a kept worktree from one made
+    // again there, and either is right).
+    let worked = std::fs::read_to_string(signals.join("worktrees")).unwrap();
+    let worked: Vec<_> = worked.lines().collect();
+    assert_eq!(worked.len(), 2, "{worked:?}");
+    assert_eq!(worked[0], worked[1], "one worktree across the upgrade");
     closer.stop().await;
 }
