@@ -17,7 +17,7 @@ use crate::stories::fix_add;
 use crate::support::db::TestDb;
 use crate::support::fake_github::{FakeGitHub, Fault};
 use crate::support::fake_llm::{FakeLlm, Reply};
-use crate::support::operated::{Closer, calc_repository};
+use crate::support::operated::{Closer, calc_repository, signals_dir};
 
 const INSTALLATION: i64 = 93;
 const REPO: &str = "octo/crash";
@@ -88,11 +88,7 @@ async fn kill_9_during_every_step_of_a_run_and_it_completes_once() {
     let db = TestDb::new("crash").await;
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.sh");
-    // The files the agent signals with: a directory of their own, since
-    // under Landlock nothing new can be made directly in a visible directory
-    // that holds a hidden one (docs/security.md, "Known limits").
-    let signals = dir.path().join("signals");
-    std::fs::create_dir(&signals).unwrap();
+    let signals = signals_dir(dir.path());
     std::fs::write(&agent, agent_script(&signals)).unwrap();
     std::fs::write(
         dir.path().join("closer.toml"),

@@ -270,12 +270,9 @@ async fn a_save_from_an_older_copy_keeps_what_a_stopped_agent_spent() {
     // The stop's copy, read before the worker records the stopped iteration.
     let mut stop = stopped.clone();
     stop.state = RunState::Stopped;
-    sqlx::query(
-        "INSERT INTO iterations (run_id, number, prompt, started_at) VALUES ('run-1', 1, '', 0)",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
+    runs::start_iteration(store.pool(), &stopped.id, 1, "", 0)
+        .await
+        .unwrap();
     let spent = runs::Spent {
         tokens: 1234,
         cost_usd: 0.25,
@@ -310,16 +307,14 @@ async fn a_stopped_agent_reporting_absurd_spending_leaves_the_run_readable() {
     run.tokens_used = 100;
     let (stopped, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
     for number in [1, 2] {
-        sqlx::query("INSERT INTO iterations (run_id, number, prompt, started_at) VALUES ('run-1', $1, '', 0)")
-            .bind(number)
-            .execute(store.pool())
+        runs::start_iteration(store.pool(), &stopped.id, number, "", 0)
             .await
             .unwrap();
         let spent = runs::Spent {
             tokens: u64::MAX,
             cost_usd: closer::agent::outcome::MAX_REPORTED_COST_USD,
         };
-        runs::stop_iteration(store.pool(), &stopped.id, number as u32, "{}", spent, 5)
+        runs::stop_iteration(store.pool(), &stopped.id, number, "{}", spent, 5)
             .await
             .unwrap();
     }

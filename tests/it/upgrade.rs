@@ -20,7 +20,7 @@ use sqlx::Row;
 use crate::stories::fix_add;
 use crate::support::db::TestDb;
 use crate::support::fake_llm::{FakeLlm, Reply};
-use crate::support::operated::{Closer, calc_repository};
+use crate::support::operated::{Closer, calc_repository, signals_dir};
 
 const INSTALLATION: i64 = 94;
 const REPO: &str = "octo/upgrade";
@@ -99,9 +99,7 @@ async fn a_run_an_earlier_release_left_waiting_is_finished_after_the_upgrade() {
     let tools = dir.path().join("agent");
     std::fs::create_dir(&tools).unwrap();
     let agent = tools.join("agent.sh");
-    // Where it says where it worked: a directory of its own (docs/security.md).
-    let signals = dir.path().join("signals");
-    std::fs::create_dir(&signals).unwrap();
+    let signals = signals_dir(dir.path());
     std::fs::write(&agent, agent_script(&signals)).unwrap();
     std::fs::write(
         dir.path().join("closer.toml"),

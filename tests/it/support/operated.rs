@@ -308,6 +308,16 @@ impl Closer {
     }
 }
 
+/// A directory under `dir` for the files an agent signals with: one of
+/// their own, since under Landlock nothing new can be made directly in a
+/// visible directory that holds a hidden one (docs/security.md, "Known
+/// limits"). Give it to the sandbox as `read_write`.
+pub fn signals_dir(dir: &Path) -> PathBuf {
+    let signals = dir.join("signals");
+    std::fs::create_dir(&signals).unwrap();
+    signals
+}
+
 /// A user as webhook payloads carry one.
 pub fn user(login: &str) -> Value {
     let u = FakeUser::user(login);
