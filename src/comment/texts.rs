@@ -298,6 +298,18 @@ pub fn label_refusal_comment(login: &str, label: &str, minimum: Permission) -> S
     )
 }
 
+/// The answer to the trigger label taken off, while its run works, by a
+/// user who may not stop the run.
+pub fn label_removal_refusal_comment(login: &str, label: &str, minimum: Permission) -> String {
+    format!(
+        "@{}, sorry: only a user with at least `{}` permission on this repository can stop closer \
+         by removing the {} label, so the label was put back and the run goes on.",
+        user(login),
+        minimum.as_str(),
+        markdown::code_span(label, 60),
+    )
+}
+
 /// The answer to `/closer <unknown>`.
 pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
     let word = markdown::code_span(&format!("/closer {word}"), 60);

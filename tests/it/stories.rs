@@ -289,7 +289,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
 
 /// A story whose agent asks a question in iteration 1 and fixes `add` in
 /// iteration 2; the run is left awaiting the answer.
-async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
+pub(crate) async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
     let mut s = Story::start(name, Some(CONFIG)).await;
     s.agent_step(1, ASKS_A_QUESTION);
     s.agent_step(2, &fix_add());

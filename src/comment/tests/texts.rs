@@ -254,6 +254,15 @@ fn snapshot_label_refusal() {
 }
 
 #[test]
+fn snapshot_label_removal_refusal() {
+    insta::assert_snapshot!(label_removal_refusal_comment(
+        "trinity",
+        "closer",
+        Permission::Write
+    ));
+}
+
+#[test]
 fn snapshot_refusal() {
     insta::assert_snapshot!(refusal_comment("drive-by-user", Permission::Write));
 }

@@ -25,6 +25,7 @@ mod finish;
 mod github;
 mod interrupt;
 mod iterate;
+mod label_removed;
 mod labels;
 mod model_outage;
 mod progress;

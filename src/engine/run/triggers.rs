@@ -1,5 +1,5 @@
 //! Webhook events → engine actions: the trigger label (on `opened` and
-//! `labeled`), assigning the issue to the App's bot user (unassigning
+//! `labeled`; taken off, `label_removed.rs`), assigning the issue to the App's bot user (unassigning
 //! stops), comments (commands, requests and replies, `commands.rs`), a
 //! human closing the issue (stop), a merged pull request (`close_on:
 //! merged`), and the events on closer's own pull request (`review.rs`).
@@ -10,8 +10,8 @@
 //!
 //! Never reacts to a bot, to a comment `performed_via_github_app` by our App,
 //! or to our App's own user; a permission that cannot be read counts as
-//! denied. An assignment, an unassignment or a close that would start or
-//! stop a run is first read back from GitHub: a signed delivery replayed
+//! denied. An assignment, an unassignment, a close or a removed trigger
+//! label that would start or stop a run is first read back from GitHub: a signed delivery replayed
 //! under a new id says what happened once, not what is so now.
 
 use std::sync::Arc;
@@ -263,6 +263,7 @@ impl Engine {
                 }
                 self.trigger(&client, thread, config, false).await
             }
+            IssuesAction::Unlabeled => self.on_unlabeled(thread, label, sender).await,
             IssuesAction::Closed => self.on_closed(thread).await,
             IssuesAction::Deleted => self.on_deleted(thread).await,
             _ => Ok(format!("issues {action:?}: nothing to do")),

@@ -442,6 +442,18 @@ impl Story {
         self.deliver("issues", payload).await;
     }
 
+    /// `user` takes `label` off the issue; `issues.unlabeled` is delivered.
+    pub async fn unlabel_as(&mut self, number: IssueNumber, user: &str, label: &str) {
+        self.github.unlabel_issue(&self.repo, number, label);
+        let payload = json!({
+            "action": "unlabeled",
+            "issue": self.issue_json(number),
+            "label": {"name": label},
+            "sender": user_json(&FakeUser::user(user)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
     /// `user` closes the issue; `issues.closed` is delivered.
     pub async fn close_as(&mut self, number: IssueNumber, user: &str) {
         self.github.set_issue_state(&self.repo, number, "closed");

@@ -380,6 +380,13 @@ impl FakeGitHub {
         });
     }
 
+    /// Takes `label` off the issue, as a person would.
+    pub fn unlabel_issue(&self, repo: &RepoName, number: IssueNumber, label: &str) {
+        self.change_issue(repo, number, |issue| {
+            issue.labels.retain(|l| !l.eq_ignore_ascii_case(label));
+        });
+    }
+
     /// Comments as `user` (a person, or a bot when `user.is_bot`).
     pub fn comment_as(
         &self,
