@@ -186,7 +186,11 @@ struct RawPull {
 
 #[derive(Deserialize)]
 struct RawFrom {
-    from: String,
+    /// GitHub's schema says a string, but the bodies it describes are
+    /// nullable: a `null` reads as the empty text rather than costing the
+    /// delivery.
+    #[serde(default)]
+    from: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -353,7 +357,9 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
                 serde_json::from_value(raw_comment_value.ok_or_else(|| p.missing("comment"))?)
                     .map_err(|e| err(format!("comment: {e}")))?,
             ),
-            previous_body: changes.and_then(|c| c.body).map(|b| b.from),
+            previous_body: changes
+                .and_then(|c| c.body)
+                .map(|b| b.from.unwrap_or_default()),
             sender,
         },
         EventKind::PullRequest => Event::PullRequest {
@@ -560,6 +566,20 @@ mod tests {
         );
         assert!(!comment.author.is_bot);
         assert_eq!(issue.number, IssueNumber(1));
+    }
+
+    #[test]
+    fn an_edit_whose_earlier_body_was_null_reads_as_empty() {
+        let mut payload: serde_json::Value =
+            serde_json::from_slice(&fixture("issue_comment.edited.json")).unwrap();
+        payload["changes"]["body"]["from"] = serde_json::Value::Null;
+        let bytes = serde_json::to_vec(&payload).unwrap();
+        let Event::IssueComment { previous_body, .. } =
+            parse_event(EventKind::IssueComment, &bytes).unwrap()
+        else {
+            panic!("not a comment event");
+        };
+        assert_eq!(previous_body.as_deref(), Some(""));
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod security;
 mod store;
 mod stories;
 mod story_agents;
+mod story_issue_edit;
 mod story_label_removed;
 mod story_review;
 mod story_verified;

@@ -27,6 +27,10 @@ pub struct RunData {
     pub issue_labels: Vec<String>,
     /// Started by the trigger label (not a command): removing the label stops it.
     pub by_label: bool,
+    /// When GitHub last changed the issue as the title and body above show
+    /// it (`updated_at` of the event they were taken from): an edit older
+    /// than this is not taken (`issue_edit.rs`).
+    pub issue_updated_at: Option<String>,
     pub baseline: Option<Baseline>,
     pub convergence: ConvergenceState,
     pub worktree: Option<Worktree>,
@@ -68,6 +72,9 @@ pub struct RunData {
     /// What the next prompt must say about the branch (somebody pushed to
     /// it; the agent's earlier commits were rebased or must be redone).
     pub branch_note: Option<String>,
+    /// Who edited the issue since the last prompt (a permitted user,
+    /// `issue_edit.rs`): the next prompt shows the new text.
+    pub issue_edited_by: Option<String>,
     /// A review round is under way: iterations started by reviews or
     /// requests on the run's pull request, after it was verified.
     pub review_round: bool,

@@ -232,6 +232,7 @@ impl Engine {
             }
         }
         ctx.data.branch_note = None;
+        ctx.data.issue_edited_by = None;
         ctx.data.reverified = None;
         // No status edit here: the edit that ended the previous step
         // already says this iteration is being worked on.

@@ -24,6 +24,7 @@ mod failure;
 mod finish;
 mod github;
 mod interrupt;
+mod issue_edit;
 mod iterate;
 mod label_removed;
 mod labels;
@@ -52,6 +53,7 @@ use tokio::sync::Notify;
 
 pub use context::RunContext;
 pub use data::{IterationRecord, RunData};
+pub use issue_edit::IssueEdit;
 pub use model_outage::{MODEL_OUTAGE_PATIENCE, ModelOutage};
 pub use reconcile::Reconciled;
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
@@ -102,6 +104,10 @@ pub enum Step {
     /// label off, the stopped status), made again in case they failed
     /// when the run was stopped; queued with the stop itself.
     ShowStop,
+    /// A permitted user edited the issue: the run takes the new title and
+    /// body (the job's [`IssueEdit`]) for its next prompt and judgment. A
+    /// step of the run's own, so it never races the step at work.
+    TakeEdit,
 }
 
 /// Which state each step acts in: a step whose run is in another state does
@@ -137,6 +143,9 @@ impl Step {
 struct RunJob {
     run_id: RunId,
     step: Step,
+    /// The edit a [`Step::TakeEdit`] takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    edit: Option<IssueEdit>,
 }
 
 /// What the engine is built from.
@@ -387,9 +396,12 @@ impl Engine {
             Step::Iterate => self.iterate(&mut ctx).await,
             Step::Finish => self.finish(&mut ctx).await,
             Step::Resume => self.resume(&mut ctx).await,
-            Step::Review | Step::Reverify | Step::PullClosed | Step::Merged | Step::ShowStop => {
-                Ok(())
-            }
+            Step::Review
+            | Step::Reverify
+            | Step::PullClosed
+            | Step::Merged
+            | Step::ShowStop
+            | Step::TakeEdit => Ok(()),
         }
     }
 }
@@ -414,7 +426,11 @@ impl RunStepRunner {
     async fn handle_job(&self, job: &LeasedJob) -> Result<(), JobError> {
         let payload: RunJob = serde_json::from_str(&job.payload)
             .map_err(|e| JobError::Permanent(format!("bad run job payload: {e}")))?;
-        match self.0.step(&payload.run_id, payload.step).await {
+        let done = match (payload.step, &payload.edit) {
+            (Step::TakeEdit, Some(edit)) => self.0.take_edit(&payload.run_id, edit).await,
+            (step, _) => self.0.step(&payload.run_id, step).await,
+        };
+        match done {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),
             Err(e) => {
                 tracing::warn!(run = %payload.run_id, step = ?payload.step, error = %e, "run step failed");

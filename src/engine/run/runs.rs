@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 use super::context::RunContext;
 use super::data::IterationRecord;
-use super::{EngineError, RunJob, Step};
+use super::{EngineError, IssueEdit, RunJob, Step};
 use crate::clock::Millis;
 use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, run_job_key};
 use crate::store::Store;
@@ -108,15 +108,37 @@ impl Runs {
         Ok(())
     }
 
+    /// Queues the run's [`Step::TakeEdit`] of `edit`, behind the step at
+    /// work.
+    pub async fn enqueue_edit(&self, run_id: &RunId, edit: IssueEdit) -> Result<(), EngineError> {
+        let now = self.store.now_ms();
+        let job = self.job(
+            RunJob {
+                run_id: run_id.clone(),
+                step: Step::TakeEdit,
+                edit: Some(edit),
+            },
+            now,
+        )?;
+        jobs::enqueue(self.store.pool(), &job, now).await?;
+        self.ready.notify_one();
+        Ok(())
+    }
+
     fn step_job(&self, run_id: &RunId, step: Step, run_at: Millis) -> Result<NewJob, EngineError> {
-        let payload = serde_json::to_string(&RunJob {
+        let job = RunJob {
             run_id: run_id.clone(),
             step,
-        })
-        .map_err(super::other)?;
+            edit: None,
+        };
+        self.job(job, run_at)
+    }
+
+    fn job(&self, job: RunJob, run_at: Millis) -> Result<NewJob, EngineError> {
+        let payload = serde_json::to_string(&job).map_err(super::other)?;
         Ok(NewJob {
             kind: JobKind::Run,
-            key: run_job_key(run_id),
+            key: run_job_key(&job.run_id),
             payload,
             max_attempts: self.max_attempts,
             run_at,

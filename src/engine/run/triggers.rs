@@ -1,5 +1,6 @@
 //! Webhook events → engine actions: the trigger label (on `opened` and
-//! `labeled`; taken off, `label_removed.rs`), assigning the issue to the App's bot user (unassigning
+//! `labeled`; taken off, `label_removed.rs`), the issue edited
+//! (`issue_edit.rs`), assigning the issue to the App's bot user (unassigning
 //! stops), comments (commands, requests and replies, `commands.rs`), a
 //! human closing the issue (stop), a merged pull request (`close_on:
 //! merged`), and the events on closer's own pull request (`review.rs`).
@@ -264,6 +265,7 @@ impl Engine {
                 self.trigger(&client, thread, config, false).await
             }
             IssuesAction::Unlabeled => self.on_unlabeled(thread, label, sender).await,
+            IssuesAction::Edited => self.on_edited(thread, sender).await,
             IssuesAction::Closed => self.on_closed(thread).await,
             IssuesAction::Deleted => self.on_deleted(thread).await,
             _ => Ok(format!("issues {action:?}: nothing to do")),
@@ -591,6 +593,7 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
         issue_body: issue.body.clone(),
         issue_author: issue.author.login.clone(),
         issue_labels: issue.labels.clone(),
+        issue_updated_at: issue.updated_at.clone(),
         by_label,
         ..RunData::default()
     }

@@ -442,6 +442,26 @@ impl Story {
         self.deliver("issues", payload).await;
     }
 
+    /// `user` edits the issue's title and body; `issues.edited` is
+    /// delivered, with what changed as GitHub shows it.
+    pub async fn edit_issue_as(
+        &mut self,
+        number: IssueNumber,
+        user: &str,
+        title: &str,
+        body: &str,
+    ) {
+        let before = self.github.issue(&self.repo, number);
+        self.github.edit_issue(&self.repo, number, title, body);
+        let payload = json!({
+            "action": "edited",
+            "issue": self.issue_json(number),
+            "changes": {"title": {"from": before.title}, "body": {"from": before.body.unwrap_or_default()}},
+            "sender": user_json(&FakeUser::user(user)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
     /// `user` takes `label` off the issue; `issues.unlabeled` is delivered.
     pub async fn unlabel_as(&mut self, number: IssueNumber, user: &str, label: &str) {
         self.github.unlabel_issue(&self.repo, number, label);

@@ -380,6 +380,14 @@ impl FakeGitHub {
         });
     }
 
+    /// Changes the issue's title and body, as a person would.
+    pub fn edit_issue(&self, repo: &RepoName, number: IssueNumber, title: &str, body: &str) {
+        self.change_issue(repo, number, |issue| {
+            issue.title = title.to_owned();
+            issue.body = Some(body.to_owned());
+        });
+    }
+
     /// Takes `label` off the issue, as a person would.
     pub fn unlabel_issue(&self, repo: &RepoName, number: IssueNumber, label: &str) {
         self.change_issue(repo, number, |issue| {
