@@ -97,6 +97,14 @@ pub struct IssueRef {
     pub updated_at: Option<String>,
 }
 
+/// The fields an `issues.edited` changed, each with its text before the
+/// edit; `None`: not changed (or the payload does not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssueChanges {
+    pub title_from: Option<String>,
+    pub body_from: Option<String>,
+}
+
 /// A comment as the event shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommentRef {
@@ -208,6 +216,8 @@ pub enum Event {
         label: Option<String>,
         /// The user assigned or unassigned (`assigned` / `unassigned`).
         assignee: Option<Actor>,
+        /// What an `edited` changed, as its `changes` says.
+        changes: IssueChanges,
         sender: Actor,
     },
     IssueComment {

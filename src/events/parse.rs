@@ -196,7 +196,19 @@ struct RawFrom {
 #[derive(Deserialize, Default)]
 struct RawChanges {
     #[serde(default)]
+    title: Option<RawFrom>,
+    #[serde(default)]
     body: Option<RawFrom>,
+}
+
+impl RawChanges {
+    fn of_issue(changes: Option<&RawChanges>) -> IssueChanges {
+        let from = |f: Option<&RawFrom>| f.map(|f| f.from.clone().unwrap_or_default());
+        IssueChanges {
+            title_from: from(changes.and_then(|c| c.title.as_ref())),
+            body_from: from(changes.and_then(|c| c.body.as_ref())),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -346,6 +358,7 @@ fn thread_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, Par
             issue: the_issue(raw_issue)?,
             label: label.map(|l| l.name),
             assignee: assignee.map(Actor::from),
+            changes: RawChanges::of_issue(changes.as_ref()),
             sender,
         },
         EventKind::IssueComment => Event::IssueComment {
@@ -569,17 +582,27 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_whose_earlier_body_was_null_reads_as_empty() {
+    fn an_issue_edit_says_what_changed_and_a_null_earlier_body_reads_as_empty() {
         let mut payload: serde_json::Value =
-            serde_json::from_slice(&fixture("issue_comment.edited.json")).unwrap();
-        payload["changes"]["body"]["from"] = serde_json::Value::Null;
-        let bytes = serde_json::to_vec(&payload).unwrap();
-        let Event::IssueComment { previous_body, .. } =
-            parse_event(EventKind::IssueComment, &bytes).unwrap()
+            serde_json::from_slice(&fixture("issues.edited.json")).unwrap();
+        let Event::Issues { changes, .. } =
+            parse_event(EventKind::Issues, &serde_json::to_vec(&payload).unwrap()).unwrap()
         else {
-            panic!("not a comment event");
+            panic!("not an issues event");
         };
-        assert_eq!(previous_body.as_deref(), Some(""));
+        assert_eq!(
+            changes,
+            IssueChanges::default(),
+            "the fixture's `changes` is empty"
+        );
+        payload["changes"] = serde_json::json!({"title": {"from": "old"}, "body": {"from": null}});
+        let Event::Issues { changes, .. } =
+            parse_event(EventKind::Issues, &serde_json::to_vec(&payload).unwrap()).unwrap()
+        else {
+            panic!("not an issues event");
+        };
+        assert_eq!(changes.title_from.as_deref(), Some("old"));
+        assert_eq!(changes.body_from.as_deref(), Some(""));
     }
 
     #[test]

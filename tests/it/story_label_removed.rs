@@ -4,6 +4,7 @@
 //! replayed under a new delivery id changes nothing. Nothing here runs
 //! reconciliation, which used to be the only thing that noticed.
 
+use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
 use serde_json::json;
 
@@ -12,7 +13,7 @@ use crate::support::fake_github::state::FakeUser;
 use crate::support::story::{MAINTAINER, Story, user_json};
 
 /// The bot's comments addressed to `login`.
-fn addressed_to(s: &Story, n: closer::github::types::IssueNumber, login: &str) -> usize {
+fn addressed_to(s: &Story, n: IssueNumber, login: &str) -> usize {
     let at = format!("@{login}");
     s.bot_comments(n)
         .iter()

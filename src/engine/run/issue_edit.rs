@@ -1,36 +1,49 @@
 //! The issue edited while its run is open. A run works from the issue as it
 //! was when it started; an edit by a user with `commands.min_permission` (a
 //! maintainer refining what is asked, adding a `- [ ]` acceptance
-//! criterion) is taken by the run's own [`super::Step::TakeEdit`], so the next
-//! prompt shows it and the next judgment holds the run to it.
+//! criterion) is taken by the run's own [`super::Step::TakeEdit`], so the
+//! next prompt shows it and the next judgment holds the run to it. A run
+//! judged complete whose `finish` has not run yet goes back to work on the
+//! new text (with one more iteration when it was at its limit) rather than
+//! closing the issue on the old one.
 //!
-//! The edit travels in the job as the delivery shows it, not as GitHub
-//! shows it when the step runs: someone without the permission (the
-//! issue's author, whose text is not trusted) may have edited it since.
-//! Such an edit is not taken; they can comment instead (the author may
-//! answer closer's question). An edit older than the text the run has (a
-//! replay, or deliveries out of order) is not taken either: GitHub's
-//! `updated_at` moves with every change and a replay carries the old one.
-//! `updated_at` is written to the second, so two edits within one second
-//! that arrive out of order leave the older text.
+//! Only what the edit changed is taken, and only when the edit was made on
+//! the text the run has (`changes.<field>.from`): a maintainer's edit of the
+//! title, or a tick in a task list, does not carry in the body an author
+//! edited before it (an edit by someone without the permission is never
+//! taken; they can comment instead, and the author may answer closer's
+//! question). The edit travels in the job as the delivery shows it, not as
+//! GitHub shows it when the step runs, which may be a later edit by someone
+//! else. An edit older than the run's text (a replay, or deliveries out of
+//! order) changes nothing: GitHub's `updated_at` moves with every change and
+//! a replay carries the old one. It is written to the second, so two edits
+//! within one second that arrive out of order leave the older text.
 
 use serde::{Deserialize, Serialize};
 
 use super::triggers::Thread;
-use super::{Engine, EngineError, RunData};
-use crate::events::Actor;
-use crate::model::RunId;
+use super::{Engine, EngineError, RunData, Step};
+use crate::events::{Actor, IssueChanges};
+use crate::model::{RunId, RunState};
 use crate::store::runs;
 
-/// An issue's title and body as an edit left them.
+/// An edit of an issue's title or body: each changed field's text before
+/// and after (`None`: the edit did not change it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IssueEdit {
-    pub title: String,
-    pub body: String,
+    pub title: Option<FieldEdit>,
+    pub body: Option<FieldEdit>,
     /// The issue's `updated_at` in the edit's delivery.
     pub updated_at: String,
     /// Who edited it.
     pub editor: String,
+}
+
+/// One field's text before and after an edit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldEdit {
+    pub from: String,
+    pub to: String,
 }
 
 impl Engine {
@@ -38,6 +51,7 @@ impl Engine {
     pub(super) async fn on_edited(
         &self,
         thread: &Thread<'_>,
+        changes: &IssueChanges,
         sender: &Actor,
     ) -> Result<String, EngineError> {
         let (repo, issue) = (&thread.repo.name, thread.issue);
@@ -45,9 +59,18 @@ impl Engine {
         let Some(run) = run.filter(|run| !run.state.is_final()) else {
             return Ok("issue edited: no active run".to_owned());
         };
-        let data = RunData::of(&run)?;
-        if data.issue_title == issue.title && data.issue_body == issue.body {
-            return Ok("issue edited: the run has this title and body".to_owned());
+        let field = |from: &Option<String>, to: &str| {
+            from.as_ref().map(|from| FieldEdit {
+                from: from.clone(),
+                to: to.to_owned(),
+            })
+        };
+        let (title, body) = (
+            field(&changes.title_from, &issue.title),
+            field(&changes.body_from, &issue.body),
+        );
+        if title.is_none() && body.is_none() {
+            return Ok("issue edited: neither title nor body changed".to_owned());
         }
         let Some(at) = &issue.updated_at else {
             return Ok("issue edited: no updated_at; ignored".to_owned());
@@ -67,20 +90,21 @@ impl Engine {
             ));
         }
         let edit = IssueEdit {
-            title: issue.title.clone(),
-            body: issue.body.clone(),
+            title,
+            body,
             updated_at: at.clone(),
             editor: sender.login.clone(),
         };
         self.runs.enqueue_edit(&run.id, edit).await?;
         Ok(format!(
-            "issue edited by {}: the run takes the new text",
+            "issue edited by {}: queued for the run",
             sender.login
         ))
     }
 
-    /// [`super::Step::TakeEdit`]: the run's title and body become the edit's,
-    /// unless the run has ended or has a text from a later second already.
+    /// [`Step::TakeEdit`]: the run takes what the edit changed, unless the
+    /// run has ended or has a text from a later second; a run judged
+    /// complete and not finished yet goes back to work on it.
     pub(super) async fn take_edit(
         &self,
         run_id: &RunId,
@@ -92,20 +116,51 @@ impl Engine {
         if ctx.run.state.is_final() || !newer(edit, ctx.data.issue_updated_at.as_deref()) {
             return Ok(());
         }
-        ctx.data.issue_title = edit.title.clone();
-        ctx.data.issue_body = edit.body.clone();
-        ctx.data.issue_updated_at = Some(edit.updated_at.clone());
-        ctx.data.issue_edited_by = Some(edit.editor.clone());
+        if !apply(&mut ctx.data, edit) {
+            tracing::info!(run = %run_id, editor = %edit.editor,
+                "an edit made on a text the run does not have is not taken");
+            return Ok(());
+        }
         tracing::info!(run = %run_id, editor = %edit.editor, "the run takes the edited issue");
-        self.runs.save(&mut ctx).await
+        let finishing = ctx.run.state == RunState::Verifying && !ctx.data.awaiting_merge;
+        if !finishing {
+            return self.runs.save(&mut ctx).await;
+        }
+        // Judged complete on the old text: the queued `finish` finds the
+        // run at work and does nothing.
+        ctx.run.state = RunState::Running;
+        ctx.run.max_iterations = ctx.run.max_iterations.max(ctx.run.iteration + 1);
+        self.runs.save(&mut ctx).await?;
+        self.runs.enqueue(run_id, Step::Iterate).await?;
+        self.status.publish(&mut ctx).await
     }
+}
+
+/// Writes into the run each field the edit changed from the text the run
+/// has; whether anything was written.
+fn apply(data: &mut RunData, edit: &IssueEdit) -> bool {
+    let mut changed = false;
+    for (field, have) in [
+        (&edit.title, &mut data.issue_title),
+        (&edit.body, &mut data.issue_body),
+    ] {
+        if let Some(f) = field.as_ref().filter(|f| f.from == *have && f.to != *have) {
+            have.clone_from(&f.to);
+            changed = true;
+        }
+    }
+    if changed {
+        data.issue_updated_at = Some(edit.updated_at.clone());
+        data.issue_edited_by = Some(edit.editor.clone());
+    }
+    changed
 }
 
 /// Whether `edit` is not older than the text the run has (taken at
 /// `have`). GitHub writes `updated_at` as `YYYY-MM-DDTHH:MM:SSZ`, which
 /// sorts as text, and only to the second: an edit in the same second as the
-/// run's text is taken (a replay of the edit the run has changes nothing).
-/// A run without one (started before closer kept it) takes any edit.
+/// run's text is taken. A run without one (started before closer kept it)
+/// takes any edit.
 fn newer(edit: &IssueEdit, have: Option<&str>) -> bool {
     have.is_none_or(|have| edit.updated_at.as_str() >= have)
 }
@@ -117,8 +172,11 @@ mod tests {
 
     fn edit_at(at: &str) -> IssueEdit {
         IssueEdit {
-            title: "t".into(),
-            body: "b".into(),
+            title: None,
+            body: Some(FieldEdit {
+                from: "a".into(),
+                to: "b".into(),
+            }),
             updated_at: at.into(),
             editor: "maria".into(),
         }
@@ -137,6 +195,39 @@ mod tests {
             "out of order"
         );
         assert!(newer(&edit_at("2026-11-27T09:59:59Z"), None));
+    }
+
+    #[test]
+    fn only_what_changed_from_the_runs_own_text_is_taken() {
+        let mut data = RunData {
+            issue_title: "t".into(),
+            issue_body: "a".into(),
+            ..RunData::default()
+        };
+        // A body edited by someone else before: the maintainer's edit was
+        // made on "x", not on the run's "a".
+        let mut other = edit_at("2026-11-27T10:00:00Z");
+        other.body = Some(FieldEdit {
+            from: "x".into(),
+            to: "y".into(),
+        });
+        other.title = Some(FieldEdit {
+            from: "t".into(),
+            to: "T".into(),
+        });
+        assert!(apply(&mut data, &other));
+        assert_eq!(
+            (data.issue_title.as_str(), data.issue_body.as_str()),
+            ("T", "a")
+        );
+        assert_eq!(data.issue_edited_by.as_deref(), Some("maria"));
+
+        assert!(apply(&mut data, &edit_at("2026-11-27T10:00:01Z")));
+        assert_eq!(data.issue_body, "b");
+        assert!(
+            !apply(&mut data, &edit_at("2026-11-27T10:00:02Z")),
+            "a again: from a, have b"
+        );
     }
 
     #[test]

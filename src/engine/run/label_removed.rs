@@ -72,12 +72,14 @@ impl Engine {
         minimum: Permission,
     ) -> Result<String, EngineError> {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
-        client.add_labels(repo, number, &[trigger]).await?;
+        // The refusal first: once the label is back, a retry of this
+        // delivery finds it there and does nothing more.
         let text = comment::label_removal_refusal_comment(&sender.login, trigger, minimum);
         let key = format!("label-removal-refusal:{number}:{}", sender.login);
         self.status
             .post_once_marked(client, repo, number, &key, &text)
             .await?;
+        client.add_labels(repo, number, &[trigger]).await?;
         Ok(format!(
             "trigger label removed by {}: put back",
             sender.login

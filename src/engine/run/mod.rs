@@ -428,6 +428,10 @@ impl RunStepRunner {
             .map_err(|e| JobError::Permanent(format!("bad run job payload: {e}")))?;
         let done = match (payload.step, &payload.edit) {
             (Step::TakeEdit, Some(edit)) => self.0.take_edit(&payload.run_id, edit).await,
+            (Step::TakeEdit, None) => {
+                tracing::warn!(run = %payload.run_id, "a take_edit job without its edit; skipped");
+                Ok(())
+            }
             (step, _) => self.0.step(&payload.run_id, step).await,
         };
         match done {

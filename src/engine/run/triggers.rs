@@ -12,8 +12,9 @@
 //! Never reacts to a bot, to a comment `performed_via_github_app` by our App,
 //! or to our App's own user; a permission that cannot be read counts as
 //! denied. An assignment, an unassignment, a close or a removed trigger
-//! label that would start or stop a run is first read back from GitHub: a signed delivery replayed
-//! under a new id says what happened once, not what is so now.
+//! label that would start or stop a run is first read back from GitHub: a
+//! signed delivery replayed under a new id says what happened once, not
+//! what is so now.
 
 use std::sync::Arc;
 
@@ -110,6 +111,7 @@ impl Engine {
                 issue,
                 label,
                 assignee,
+                changes,
                 sender,
             } if !issue.is_pull_request => {
                 if self.github.is_us_or_bot(sender).await? {
@@ -125,6 +127,7 @@ impl Engine {
                         self.on_assignment(&thread, action, assignee.as_ref(), sender)
                             .await
                     }
+                    IssuesAction::Edited => self.on_edited(&thread, changes, sender).await,
                     _ => {
                         self.on_issue(&thread, action, label.as_deref(), sender)
                             .await
@@ -265,7 +268,6 @@ impl Engine {
                 self.trigger(&client, thread, config, false).await
             }
             IssuesAction::Unlabeled => self.on_unlabeled(thread, label, sender).await,
-            IssuesAction::Edited => self.on_edited(thread, sender).await,
             IssuesAction::Closed => self.on_closed(thread).await,
             IssuesAction::Deleted => self.on_deleted(thread).await,
             _ => Ok(format!("issues {action:?}: nothing to do")),

@@ -443,7 +443,7 @@ impl Story {
     }
 
     /// `user` edits the issue's title and body; `issues.edited` is
-    /// delivered, with what changed as GitHub shows it.
+    /// delivered, its `changes` naming what changed, as GitHub's do.
     pub async fn edit_issue_as(
         &mut self,
         number: IssueNumber,
@@ -452,11 +452,19 @@ impl Story {
         body: &str,
     ) {
         let before = self.github.issue(&self.repo, number);
+        let before_body = before.body.unwrap_or_default();
         self.github.edit_issue(&self.repo, number, title, body);
+        let mut changes = json!({});
+        if before.title != title {
+            changes["title"] = json!({"from": before.title});
+        }
+        if before_body != body {
+            changes["body"] = json!({"from": before_body});
+        }
         let payload = json!({
             "action": "edited",
             "issue": self.issue_json(number),
-            "changes": {"title": {"from": before.title}, "body": {"from": before.body.unwrap_or_default()}},
+            "changes": changes,
             "sender": user_json(&FakeUser::user(user)),
         });
         self.deliver("issues", payload).await;

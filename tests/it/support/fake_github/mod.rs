@@ -380,11 +380,22 @@ impl FakeGitHub {
         });
     }
 
-    /// Changes the issue's title and body, as a person would.
+    /// Changes the issue's title and body, as a person would: a person's
+    /// edits are seconds apart, and GitHub writes `updated_at` to the
+    /// second, so each edit moves it by a second at least.
     pub fn edit_issue(&self, repo: &RepoName, number: IssueNumber, title: &str, body: &str) {
+        let before = self.issue(repo, number).updated_at;
         self.change_issue(repo, number, |issue| {
             issue.title = title.to_owned();
             issue.body = Some(body.to_owned());
+        });
+        self.with(|st| {
+            let issue = st
+                .repo_mut(&repo.to_string())
+                .issues
+                .get_mut(&number.0)
+                .expect("issue");
+            issue.updated_at = issue.updated_at.max(before + 1000);
         });
     }
 
@@ -673,7 +684,7 @@ impl FakeGitHub {
                 .get_mut(&number.0)
                 .expect("issue");
             change(issue);
-            issue.updated_at = now;
+            issue.updated_at = now.max(issue.updated_at);
             issue.closed_at = (issue.state == "closed").then_some(issue.closed_at.unwrap_or(now));
         });
     }
