@@ -331,10 +331,9 @@ impl ConvergenceState {
     /// starts again in the normal stage with no repeats counted, so the
     /// next iteration is judged on its own evidence. The history stays for
     /// the diagnosis, and the restart is a stage change of its own.
-    pub fn restarted(mut self, iteration: u32) -> ConvergenceState {
+    pub fn restarted(mut self, iteration: u32, why: &str) -> ConvergenceState {
         if self.stage != Stage::Normal {
-            let reason = "restarted by a maintainer".to_owned();
-            self.change_stage(iteration, Stage::Normal, reason);
+            self.change_stage(iteration, Stage::Normal, why.to_owned());
         }
         self.repeats = 0;
         self.streaks.clear();
@@ -540,7 +539,7 @@ mod tests {
         let d = stopped.observe(obs(n + 1, &[], "fixed"), &config, id(99));
         assert_eq!(d.decision, VerdictKind::Failed);
 
-        let mut state = state.restarted(n);
+        let mut state = state.restarted(n, "restarted by a maintainer");
         assert_eq!(state.stage, Stage::Normal);
         assert_eq!(state.stage_changes.last().unwrap().from, Stage::Stopped);
         let d = state.observe(obs(n + 1, &["same"], "same-diff"), &config, id(100));

@@ -134,14 +134,12 @@ async fn a_maintainers_edits_do_not_carry_a_strangers_body_edit() {
     s.stop().await;
 }
 
-/// The maintainer adds a task-list line while the agent works on what will
-/// be judged complete, at the run's last iteration: the run does not
-/// finish on the old text. It works one more iteration on the new one and
-/// is held to it, and opens one pull request.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_edit_while_the_last_iteration_works_is_worked_before_the_run_finishes() {
-    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
-    let mut s = Story::start("issue-edit-last", Some(&config)).await;
+/// A run at its last iteration (`extra` config added) whose agent waits
+/// until the maintainer has added a task-list line, then fixes `add`; the
+/// first completion check says complete. Answers once the queue is idle.
+async fn edited_during_the_last_iteration(name: &str, extra: &str) -> (Story, IssueNumber) {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n{extra}");
+    let mut s = Story::start(name, Some(&config)).await;
     let (started, go) = (s.path("started"), s.path("go"));
     s.agent_step(
         1,
@@ -166,9 +164,21 @@ async fn an_edit_while_the_last_iteration_works_is_worked_before_the_run_finishe
     let maintainers = format!("`add 2 3` prints -1.\n\n- [ ] {CRITERION}\n");
     s.edit_issue_as(n, MAINTAINER, "add subtracts", &maintainers)
         .await;
+    // The edit is queued behind the iteration before the iteration ends.
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("queued for the run"), "{outcome}");
     std::fs::write(&go, "").unwrap();
     s.idle().await;
+    (s, n)
+}
 
+/// The maintainer adds a task-list line while the agent works on what will
+/// be judged complete, at the run's last iteration: the run does not
+/// finish on the old text. Its limit raised, it works another iteration on
+/// the new one and is held to it, and opens one pull request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edit_while_the_last_iteration_works_is_worked_before_the_run_finishes() {
+    let (s, n) = edited_during_the_last_iteration("issue-edit-last", "").await;
     let run = s.run(n).await.unwrap();
     assert_eq!(
         (run.state, run.iteration),
@@ -179,6 +189,25 @@ async fn an_edit_while_the_last_iteration_works_is_worked_before_the_run_finishe
     assert!(s.prompt(2).contains(CRITERION), "{}", s.prompt(2));
     let checks = check_requests(&s);
     assert!(checks.last().unwrap().contains(CRITERION));
+    assert_eq!(s.github.pulls(&s.repo).len(), 1);
+    s.stop().await;
+}
+
+/// The same with the run's token budget spent by its first check (each
+/// fake answer reports 120 tokens): another iteration would fail a
+/// verified run, so the run finishes on the iteration it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edit_does_not_send_a_run_with_its_budget_spent_back_to_work() {
+    let budget = "budget: { max_tokens: 100 }\n";
+    let (s, n) = edited_during_the_last_iteration("issue-edit-budget", budget).await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 1),
+        "{run:#?}\n{}",
+        s.journal().await
+    );
+    assert!(s.prompt(2).is_empty(), "no second iteration");
     assert_eq!(s.github.pulls(&s.repo).len(), 1);
     s.stop().await;
 }

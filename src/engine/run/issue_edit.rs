@@ -3,9 +3,10 @@
 //! maintainer refining what is asked, adding a `- [ ]` acceptance
 //! criterion) is taken by the run's own [`super::Step::TakeEdit`], so the
 //! next prompt shows it and the next judgment holds the run to it. A run
-//! judged complete whose `finish` has not run yet goes back to work on the
-//! new text (with one more iteration when it was at its limit) rather than
-//! closing the issue on the old one.
+//! judged complete whose `finish` has not run yet goes back to work on a
+//! new body (its iteration limit raised to allow at least one more
+//! iteration, its convergence started afresh) rather than closing the
+//! issue on the old one, unless its budget is spent.
 //!
 //! Only what the edit changed is taken, and only when the edit was made on
 //! the text the run has (`changes.<field>.from`): a maintainer's edit of the
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::triggers::Thread;
 use super::{Engine, EngineError, RunData, Step};
 use crate::events::{Actor, IssueChanges};
-use crate::model::{RunId, RunState};
+use crate::model::{RunId, RunState, Stage};
 use crate::store::runs;
 
 /// An edit of an issue's title or body: each changed field's text before
@@ -104,7 +105,7 @@ impl Engine {
 
     /// [`Step::TakeEdit`]: the run takes what the edit changed, unless the
     /// run has ended or has a text from a later second; a run judged
-    /// complete and not finished yet goes back to work on it.
+    /// complete and not finished yet goes back to work on a new body.
     pub(super) async fn take_edit(
         &self,
         run_id: &RunId,
@@ -116,44 +117,68 @@ impl Engine {
         if ctx.run.state.is_final() || !newer(edit, ctx.data.issue_updated_at.as_deref()) {
             return Ok(());
         }
-        if !apply(&mut ctx.data, edit) {
+        let taken = apply(&mut ctx.data, edit);
+        if !taken.title && !taken.body {
             tracing::info!(run = %run_id, editor = %edit.editor,
                 "an edit made on a text the run does not have is not taken");
             return Ok(());
         }
         tracing::info!(run = %run_id, editor = %edit.editor, "the run takes the edited issue");
-        let finishing = ctx.run.state == RunState::Verifying && !ctx.data.awaiting_merge;
-        if !finishing {
+        if !(taken.body && self.may_go_back_to_work(&ctx)) {
             return self.runs.save(&mut ctx).await;
         }
         // Judged complete on the old text: the queued `finish` finds the
-        // run at work and does nothing.
+        // run at work and does nothing. The maintainer changed the task,
+        // so the run starts its convergence afresh, as a retry does.
         ctx.run.state = RunState::Running;
         ctx.run.max_iterations = ctx.run.max_iterations.max(ctx.run.iteration + 1);
+        ctx.run.stage = Stage::Normal;
+        let convergence = std::mem::take(&mut ctx.data.convergence);
+        ctx.data.convergence = convergence.restarted(ctx.run.iteration, "the issue was edited");
         self.runs.save(&mut ctx).await?;
         self.runs.enqueue(run_id, Step::Iterate).await?;
-        self.status.publish(&mut ctx).await
+        // The next iteration's status edit says it too.
+        if let Err(e) = self.status.publish(&mut ctx).await {
+            tracing::warn!(run = %run_id, error = %e, "the status after an edit was not written");
+        }
+        Ok(())
+    }
+
+    /// Whether a run judged complete on the old text goes back to work:
+    /// its `finish` has not run yet, has posted no answer (a `read_info` or
+    /// `report` run's), and the budget allows another iteration (else the
+    /// edit would fail a verified run).
+    fn may_go_back_to_work(&self, ctx: &super::RunContext) -> bool {
+        ctx.run.state == RunState::Verifying
+            && !ctx.data.awaiting_merge
+            && !ctx.data.deliverable_posted
+            && self.budget.exhausted(ctx).is_none()
     }
 }
 
+/// The fields an edit gave the run.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Taken {
+    title: bool,
+    body: bool,
+}
+
 /// Writes into the run each field the edit changed from the text the run
-/// has; whether anything was written.
-fn apply(data: &mut RunData, edit: &IssueEdit) -> bool {
-    let mut changed = false;
-    for (field, have) in [
-        (&edit.title, &mut data.issue_title),
-        (&edit.body, &mut data.issue_body),
-    ] {
-        if let Some(f) = field.as_ref().filter(|f| f.from == *have && f.to != *have) {
-            have.clone_from(&f.to);
-            changed = true;
-        }
-    }
-    if changed {
+/// has; which it wrote.
+fn apply(data: &mut RunData, edit: &IssueEdit) -> Taken {
+    let take = |field: &Option<FieldEdit>, have: &mut String| {
+        let f = field.as_ref().filter(|f| f.from == *have && f.to != *have);
+        f.map(|f| have.clone_from(&f.to)).is_some()
+    };
+    let taken = Taken {
+        title: take(&edit.title, &mut data.issue_title),
+        body: take(&edit.body, &mut data.issue_body),
+    };
+    if taken.title || taken.body {
         data.issue_updated_at = Some(edit.updated_at.clone());
         data.issue_edited_by = Some(edit.editor.clone());
     }
-    changed
+    taken
 }
 
 /// Whether `edit` is not older than the text the run has (taken at
@@ -215,18 +240,31 @@ mod tests {
             from: "t".into(),
             to: "T".into(),
         });
-        assert!(apply(&mut data, &other));
+        assert_eq!(
+            apply(&mut data, &other),
+            Taken {
+                title: true,
+                body: false
+            }
+        );
         assert_eq!(
             (data.issue_title.as_str(), data.issue_body.as_str()),
             ("T", "a")
         );
         assert_eq!(data.issue_edited_by.as_deref(), Some("maria"));
 
-        assert!(apply(&mut data, &edit_at("2026-11-27T10:00:01Z")));
+        assert_eq!(
+            apply(&mut data, &edit_at("2026-11-27T10:00:01Z")),
+            Taken {
+                title: false,
+                body: true
+            }
+        );
         assert_eq!(data.issue_body, "b");
-        assert!(
-            !apply(&mut data, &edit_at("2026-11-27T10:00:02Z")),
-            "a again: from a, have b"
+        assert_eq!(
+            apply(&mut data, &edit_at("2026-11-27T10:00:02Z")),
+            Taken::default(),
+            "from a, have b"
         );
     }
 

@@ -616,7 +616,9 @@ pub(super) fn digest(text: &str) -> String {
 /// earlier life (`old`, at `iteration`) carries over.
 fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
     RunData {
-        convergence: old.convergence.restarted(iteration),
+        convergence: old
+            .convergence
+            .restarted(iteration, "restarted by a maintainer"),
         phase_label: old.phase_label,
         failed_label: old.failed_label,
         awaiting_label: old.awaiting_label,
