@@ -6,7 +6,8 @@
 //! judged complete whose `finish` has not run yet goes back to work on a
 //! new body (its iteration limit raised to allow at least one more
 //! iteration, its convergence started afresh) rather than closing the
-//! issue on the old one, unless its budget is spent.
+//! issue on the old one, unless its budget is spent or a half-failed
+//! `finish` had posted its answer.
 //!
 //! Only what the edit changed is taken, and only when the edit was made on
 //! the text the run has (`changes.<field>.from`): a maintainer's edit of the
