@@ -12,8 +12,8 @@ use crate::stories::awaiting_an_answer;
 use crate::stories::fix_add;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
-use crate::support::wait_for_file;
 
 const CRITERION: &str = "`add -1 1` prints 0";
 
@@ -47,7 +47,8 @@ async fn answered(s: &mut Story, n: IssueNumber) -> String {
     s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
         .await;
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     s.prompt(2)
 }
 
@@ -72,13 +73,7 @@ async fn a_maintainers_edit_reaches_the_next_prompt_and_the_check_holds_the_run_
     let outcome = s.last_delivery_outcome().await;
     assert!(outcome.contains("not authorised"), "{outcome}");
 
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
-
-    let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
-    let prompt = s.prompt(2);
+    let prompt = answered(&mut s, n).await;
     assert!(prompt.contains(CRITERION), "{prompt}");
     assert!(!prompt.contains("delete the tests"), "{prompt}");
     let checks = check_requests(&s);
@@ -140,16 +135,8 @@ async fn a_maintainers_edits_do_not_carry_a_strangers_body_edit() {
 async fn edited_during_the_last_iteration(name: &str, extra: &str) -> (Story, IssueNumber) {
     let config = format!("{CONFIG}completion:\n  max_iterations: 1\n{extra}");
     let mut s = Story::start(name, Some(&config)).await;
-    let (started, go) = (s.path("started"), s.path("go"));
-    s.agent_step(
-        1,
-        &format!(
-            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done\n{}",
-            started.display(),
-            go.display(),
-            fix_add()
-        ),
-    );
+    let gate = Gate::new(&s);
+    s.agent_step(1, &format!("{}\n{}", gate.hold(), fix_add()));
     s.agent_step(2, r#"echo '{"summary": "Checked negatives: covered."}'"#);
     s.llm
         .push([Reply::closer(true, 0.95, &[]), complete_with_task()]);
@@ -160,14 +147,14 @@ async fn edited_during_the_last_iteration(name: &str, extra: &str) -> (Story, Is
             &["closer", "type:bug"],
         )
         .await;
-    wait_for_file(&started).await;
+    gate.started().await;
     let maintainers = format!("`add 2 3` prints -1.\n\n- [ ] {CRITERION}\n");
     s.edit_issue_as(n, MAINTAINER, "add subtracts", &maintainers)
         .await;
     // The edit is queued behind the iteration before the iteration ends.
     let outcome = s.last_delivery_outcome().await;
     assert!(outcome.contains("queued for the run"), "{outcome}");
-    std::fs::write(&go, "").unwrap();
+    gate.open();
     s.idle().await;
     (s, n)
 }

@@ -11,12 +11,10 @@
 //! and by closer itself never get here (`triggers.rs`).
 
 use super::RunData;
-use super::triggers::Thread;
+use super::triggers::{LabelChange, Thread};
 use super::{Engine, EngineError};
-use crate::comment::{self, same_label};
+use crate::comment::same_label;
 use crate::events::Actor;
-use crate::github::InstallationClient;
-use crate::model::Permission;
 use crate::store::runs;
 
 impl Engine {
@@ -54,35 +52,16 @@ impl Engine {
             .min_permission();
         if !self.permitted(client, repo, &sender.login, minimum).await? {
             return self
-                .put_label_back(client, thread, sender, &trigger, minimum)
+                .undo_label_change(
+                    client,
+                    thread,
+                    sender,
+                    LabelChange::Removed(&trigger),
+                    minimum,
+                )
                 .await;
         }
         self.stop(&ctx.run, "the trigger label was removed").await?;
         Ok("trigger label removed: run stopped".to_owned())
-    }
-
-    /// The trigger label taken off by a user below `commands.min_permission`:
-    /// put back, with one short refusal per issue and user.
-    async fn put_label_back(
-        &self,
-        client: &InstallationClient,
-        thread: &Thread<'_>,
-        sender: &Actor,
-        trigger: &str,
-        minimum: Permission,
-    ) -> Result<String, EngineError> {
-        let (repo, number) = (&thread.repo.name, thread.issue.number);
-        // The refusal first: once the label is back, a retry of this
-        // delivery finds it there and does nothing more.
-        let text = comment::label_removal_refusal_comment(&sender.login, trigger, minimum);
-        let key = format!("label-removal-refusal:{number}:{}", sender.login);
-        self.status
-            .post_once_marked(client, repo, number, &key, &text)
-            .await?;
-        client.add_labels(repo, number, &[trigger]).await?;
-        Ok(format!(
-            "trigger label removed by {}: put back",
-            sender.login
-        ))
     }
 }

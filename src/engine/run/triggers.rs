@@ -57,6 +57,13 @@ impl ConfigRead {
     }
 }
 
+/// A change of the trigger label (its name) that a user may not make.
+#[derive(Clone, Copy)]
+pub(super) enum LabelChange<'a> {
+    Added(&'a str),
+    Removed(&'a str),
+}
+
 /// The issue side of an event.
 pub(super) struct Thread<'a> {
     pub installation: InstallationId,
@@ -262,7 +269,13 @@ impl Engine {
                     .await?
                 {
                     return self
-                        .refuse_label(&client, thread, sender, &trigger, minimum)
+                        .undo_label_change(
+                            &client,
+                            thread,
+                            sender,
+                            LabelChange::Added(&trigger),
+                            minimum,
+                        )
                         .await;
                 }
                 self.trigger(&client, thread, config, false).await
@@ -504,24 +517,44 @@ impl Engine {
         Ok(format!("run {} restarted", run.id))
     }
 
-    /// The trigger label put on by a user below `commands.min_permission`:
-    /// one short refusal (per issue and user) and the label taken off; no run.
-    async fn refuse_label(
+    /// A change of the trigger label by a user below
+    /// `commands.min_permission`, undone: put on, it is taken off (no run);
+    /// taken off, it is put back (the run goes on). One short refusal per
+    /// issue, user and kind of change, posted first, so a retry of a
+    /// delivery whose first try failed between the two still explains it.
+    pub(super) async fn undo_label_change(
         &self,
         client: &InstallationClient,
         thread: &Thread<'_>,
         sender: &Actor,
-        trigger: &str,
+        change: LabelChange<'_>,
         minimum: Permission,
     ) -> Result<String, EngineError> {
-        let (repo, number) = (&thread.repo.name, thread.issue.number);
-        let text = comment::label_refusal_comment(&sender.login, trigger, minimum);
-        let key = format!("label-refusal:{number}:{}", sender.login);
+        let (repo, number, who) = (&thread.repo.name, thread.issue.number, &sender.login);
+        let (kind, text) = match change {
+            LabelChange::Added(label) => (
+                "label-refusal",
+                comment::label_refusal_comment(who, label, minimum),
+            ),
+            LabelChange::Removed(label) => (
+                "label-removal-refusal",
+                comment::label_removal_refusal_comment(who, label, minimum),
+            ),
+        };
+        let key = format!("{kind}:{number}:{who}");
         self.status
             .post_once_marked(client, repo, number, &key, &text)
             .await?;
-        client.remove_label(repo, number, trigger).await?;
-        Ok(format!("trigger label by {}: refused", sender.login))
+        match change {
+            LabelChange::Added(label) => {
+                client.remove_label(repo, number, label).await?;
+                Ok(format!("trigger label by {who}: refused"))
+            }
+            LabelChange::Removed(label) => {
+                client.add_labels(repo, number, &[label]).await?;
+                Ok(format!("trigger label removed by {who}: put back"))
+            }
+        }
     }
 
     /// A new run of the thread's issue, queued.
