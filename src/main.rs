@@ -47,10 +47,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Command::Doctor = cli.command {
         return Ok(doctor(&cli).await);
     }
+    if let Command::CheckConfig { file } = &cli.command {
+        // Only the agents' names: a maintainer checks the file away from
+        // the server, without its key, database or agents' files.
+        let names = ServerConfig::agent_names(&cli.settings)?;
+        let agents: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (code, report) = closer::config::check_config_file(file, &agents);
+        println!("{report}");
+        return Ok(if code == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(code.clamp(1, 255) as u8)
+        });
+    }
     let config = ServerConfig::load(&cli.settings)?;
     match cli.command {
         // Answered above, before the configuration could fail to load.
-        Command::Doctor | Command::RenderPrompt => {}
+        Command::Doctor | Command::RenderPrompt | Command::CheckConfig { .. } => {}
         Command::Serve(args) => {
             let options = ServeOptions {
                 role: args.role,
@@ -70,16 +83,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Replay { payload, event } => {
             closer::replay::replay(&config, &payload, &event).await?;
-        }
-        Command::CheckConfig { file } => {
-            let agents: Vec<&str> = config.agents.keys().map(String::as_str).collect();
-            let (code, report) = closer::config::check_config_file(&file, &agents);
-            println!("{report}");
-            return Ok(if code == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(code.clamp(1, 255) as u8)
-            });
         }
     }
     Ok(ExitCode::SUCCESS)

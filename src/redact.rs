@@ -186,7 +186,10 @@ impl Redactor {
         for kind in &kinds {
             report(channel, kind);
         }
-        clean
+        match clean {
+            Cow::Owned(text) => Cow::Owned(no_mention_after_redaction(text)),
+            borrowed => borrowed,
+        }
     }
 
     /// Every string in a JSON document, redacted in place.
@@ -243,6 +246,19 @@ impl Redactor {
         clean.push_str(&out[at..]);
         (Cow::Owned(clean), kinds)
     }
+}
+
+/// `[redacted]@name` is a mention to GitHub (any character but an ASCII
+/// letter, digit or `_` before the `@` makes one), although the text's
+/// mentions were neutralised before: `ghp_…@name`, an e-mail address to
+/// that escaping, becomes one once the token is redacted. The `@` gets the
+/// same zero-width joiner the escaping gives it (`comment::markdown`).
+fn no_mention_after_redaction(text: String) -> String {
+    let made = format!("{REDACTED}@");
+    if !text.contains(&made) {
+        return text;
+    }
+    text.replace(&made, &format!("{made}\u{200D}"))
 }
 
 impl Redactor {
@@ -318,6 +334,28 @@ mod tests {
         // The control: a text without the value passes as it is, borrowed.
         let other = "the secret is hook-s3cret-valu, not quite";
         assert!(matches!(r.redact(Channel::GitHub, other), Cow::Borrowed(t) if t == other));
+    }
+
+    /// The agent writes a token-shaped word before `@victim`: an e-mail
+    /// address to the mention escaping, which leaves it alone, and a
+    /// mention once the token is redacted, unless the redactor breaks it.
+    #[test]
+    fn a_redacted_token_before_an_at_sign_makes_no_mention() {
+        let r = Redactor::new();
+        r.register(SecretSource::AgentEnv, &secret("held-value-1234"));
+        let token = format!("ghp_{}", "A".repeat(36));
+        let text = format!("see {token}@victim and held-value-1234@victim2");
+        let escaped = crate::comment::markdown::neutralize_mentions(&text);
+        assert_eq!(escaped, text, "the escaping sees two e-mail addresses");
+        let clean = r.redact(Channel::GitHub, &escaped);
+        assert_eq!(
+            clean,
+            "see [redacted]@\u{200D}victim and [redacted]@\u{200D}victim2"
+        );
+        // The control: without the joiner, GitHub would read both mentions.
+        assert!(no_mention_after_redaction(String::from("x")) == "x");
+        let plain = clean.replace('\u{200D}', "");
+        assert!(plain.contains("[redacted]@victim"), "{plain}");
     }
 
     #[test]

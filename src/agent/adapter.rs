@@ -18,22 +18,10 @@ use super::outcome::{
     AgentFailure, AgentUsage, fatal_cause, last_line, outage_cause, outside_events, tail_lines,
 };
 use super::process::{self, BaseEnv, ProcessError, ProcessOutput, ProcessSpec};
-use crate::config::agents::{AdapterKind, AgentConfig};
+use crate::config::agents::{AdapterKind, AgentConfig, refused_env_name};
 
 /// How many lines of output the log excerpt keeps.
 const LOG_EXCERPT_LINES: usize = 60;
-
-/// Environment names the agent never receives, even when the operator lists
-/// them in `pass_env`: the App key, the webhook secret, tokens,
-/// the LLM key and the database. `CLOSER_*` is reserved for closer's own.
-const FORBIDDEN_PASS_ENV: &[&str] = &[
-    "GITHUB_PRIVATE_KEY",
-    "GITHUB_PRIVATE_KEY_PATH",
-    "GITHUB_WEBHOOK_SECRET",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "DATABASE_URL",
-];
 
 /// One iteration's invocation of the agent.
 #[derive(Debug, Clone)]
@@ -244,14 +232,14 @@ pub fn resolve_pass_env(
 ) -> BTreeMap<String, String> {
     let mut passed = BTreeMap::new();
     for (name, value) in &config.env {
-        if FORBIDDEN_PASS_ENV.contains(&name.as_str()) || name.starts_with("CLOSER_") {
+        if refused_env_name(name) {
             tracing::warn!(name = %name, "env name refused: closer never sets it for an agent");
             continue;
         }
         passed.insert(name.clone(), value.clone());
     }
     for name in &config.pass_env {
-        if FORBIDDEN_PASS_ENV.contains(&name.as_str()) || name.starts_with("CLOSER_") {
+        if refused_env_name(name) {
             tracing::warn!(name = %name, "pass_env name refused: closer never passes it to an agent");
             continue;
         }

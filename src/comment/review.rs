@@ -1,6 +1,7 @@
 //! The texts of the review loop: closer's reply in a review thread it
-//! worked on (what changed, with the commit, or why nothing did), and the
-//! comment on the issue when closer's pull request was closed unmerged.
+//! worked on (what changed, with the commit, or why nothing did), the
+//! comment on the issue when closer's pull request was closed unmerged,
+//! and the hint on the pull request when its run has ended.
 //!
 //! The agent's words are untrusted: they are escaped and cut here.
 
@@ -55,9 +56,26 @@ pub fn pull_closed_comment(number: u64, reopened: bool) -> String {
     )
 }
 
+/// The answer on closer's pull request when a person reviews or asks there
+/// after its run ended without being done (`state`: `failed` or
+/// `stopped`): nothing works on the pull request until the run is started
+/// again, on the issue.
+pub fn ended_run_hint(issue: u64, state: &str) -> String {
+    format!(
+        "The run that opened this pull request has {state}, so nothing works on it now. \
+         Comment `/closer retry` on issue #{issue} to start it again: it continues from \
+         this branch and this pull request."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ended_run_hint_names_the_issue_and_the_command() {
+        insta::assert_snapshot!(ended_run_hint(7, "failed"));
+    }
 
     #[test]
     fn a_changed_thread_names_the_commit_and_quotes_the_agent_escaped() {

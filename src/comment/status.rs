@@ -63,22 +63,28 @@ pub fn status_comment(view: &StatusView) -> String {
     hard_fit(&body)
 }
 
-/// Cuts a body to the limit, keeping whole characters and ending with a note.
+/// Room a cut body leaves under the limit for the hidden marker a one-off
+/// comment gets after it (`post_once_marked`), and some to spare.
+pub const MARKER_ROOM: usize = 1_024;
+
+/// Cuts a body to the limit less [`MARKER_ROOM`], keeping whole characters
+/// and ending with a note. A body within the limit is left as it is.
 pub(crate) fn hard_fit(body: &str) -> String {
-    if body.len() <= MAX_COMMENT_LEN {
+    if body.len() <= MAX_COMMENT_LEN - MARKER_ROOM {
         return body.to_owned();
     }
+    let max = MAX_COMMENT_LEN - MARKER_ROOM;
     let note = format!("\n\n_{TRIMMED_NOTE}_\n");
-    let mut room = MAX_COMMENT_LEN - note.len();
+    let mut room = max - note.len();
     loop {
         let keep = markdown::floor_boundary(body, room);
         // An open code block would swallow the note: close it (the closing
         // fence needs room too, hence the loop).
         let head = markdown::close_fences(&body[..keep]);
-        if head.len() + note.len() <= MAX_COMMENT_LEN {
+        if head.len() + note.len() <= max {
             return format!("{head}{note}");
         }
-        room = room.saturating_sub(head.len() + note.len() - MAX_COMMENT_LEN);
+        room = room.saturating_sub(head.len() + note.len() - max);
     }
 }
 

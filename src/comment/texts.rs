@@ -418,8 +418,9 @@ pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
         let _ = write!(out, " · {link}");
     }
     out.push_str("</sub>\n");
-    if footer.closing {
-        out.push_str("\n<sub>This answer completes the issue, so it is being closed. Comment `/closer run` to ask again.</sub>\n");
+    match footer.closing {
+        true => out.push_str("\n<sub>This answer completes the issue, so it is being closed. Comment `/closer run` to ask again.</sub>\n"),
+        false => out.push_str("\n<sub>This repository closes issues only on a person's word (`close_on: merged`): close this one if the answer settles it, or comment `/closer run` to ask again.</sub>\n"),
     }
     hard_fit(&out)
 }

@@ -84,7 +84,8 @@ fn default_keep_home() -> u64 {
 impl AgentConfig {
     /// Everything wrong with this entry, for `check-config` and start: a
     /// command adapter without a command, a duration or size out of bounds,
-    /// an unusable `config_files` entry.
+    /// an unusable `config_files` entry, an `env` or `pass_env` name the
+    /// agent is never given.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.adapter == AdapterKind::Command && self.command.is_empty() {
@@ -108,6 +109,15 @@ impl AgentConfig {
             }
         }
         problems.extend(self.config_file_problems());
+        let names = self.env.keys().map(|n| ("env", n));
+        for (key, name) in names.chain(self.pass_env.iter().map(|n| ("pass_env", n))) {
+            if refused_env_name(name) {
+                problems.push(format!(
+                    "`{key}` names {name}, which closer never gives an agent (the App key, the \
+                     webhook secret, tokens, the database URL and `CLOSER_*` names are refused)"
+                ));
+            }
+        }
         problems
     }
 
@@ -187,6 +197,24 @@ fn default_output_cap() -> usize {
 /// The operator's agents by name.
 pub type Agents = BTreeMap<String, AgentConfig>;
 
+/// Environment names the agent never receives, even when the operator lists
+/// them in `pass_env` or `env`: the App key, the webhook secret, tokens and
+/// the database. `CLOSER_*` is reserved for closer's own (the LLM key among
+/// them).
+const REFUSED_ENV: &[&str] = &[
+    "GITHUB_PRIVATE_KEY",
+    "GITHUB_PRIVATE_KEY_PATH",
+    "GITHUB_WEBHOOK_SECRET",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "DATABASE_URL",
+];
+
+/// Whether closer refuses to give an agent the variable `name`.
+pub fn refused_env_name(name: &str) -> bool {
+    REFUSED_ENV.contains(&name) || name.starts_with("CLOSER_")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +228,35 @@ mod tests {
                 .insert((*target).to_owned(), PathBuf::from("Cargo.toml"));
         }
         config
+    }
+
+    /// A name closer never gives an agent is the operator's error at
+    /// start and in `check-config`, not a warning when a run starts and a
+    /// tool without its key.
+    #[test]
+    fn a_refused_env_name_is_a_problem_of_the_config() {
+        let config: AgentConfig = toml::from_str(
+            "adapter = \"command\"\ncommand = [\"true\"]\n\
+             pass_env = [\"CLOSER_LLM_API_KEY\", \"MY_AGENT_KEY\"]\n\
+             env = { GITHUB_TOKEN = \"x\", MY_SETTING = \"y\" }",
+        )
+        .unwrap();
+        let problems = config.problems();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("`env` names GITHUB_TOKEN"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("`pass_env` names CLOSER_LLM_API_KEY"),
+            "{problems:?}"
+        );
+        // The control: the agent's own names pass.
+        let fine: AgentConfig = toml::from_str(
+            "adapter = \"command\"\ncommand = [\"true\"]\npass_env = [\"MY_AGENT_KEY\"]",
+        )
+        .unwrap();
+        assert_eq!(fine.problems(), Vec::<String>::new());
     }
 
     #[test]

@@ -290,7 +290,9 @@ pub enum ReproductionMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetConfig {
-    /// Most LLM and agent tokens one run may spend.
+    /// Most LLM and agent tokens one run may spend; at least 1 (0 would
+    /// refuse every run; no limit is the key left out).
+    #[serde(deserialize_with = "crate::config::repo_parse::at_least_one")]
     pub max_tokens: Option<u64>,
     /// Most US dollars one run may spend; must be positive.
     #[serde(deserialize_with = "positive_f64")]

@@ -3,7 +3,8 @@
 //!
 //! Type and range errors come from deserializing (serde-saphyr knows where each
 //! value is); checks that need context or span several keys (the operator's
-//! agents, `custom` needing `handler`) run after, on a second light pass that
+//! agents, `custom` needing `handler`, `reproduction: required` needing a
+//! `tests_pass` goal) run after, on a second light pass that
 //! only records where those keys are. The rendered [`ConfigErrors`] is exactly
 //! what the bot posts and what `closer check-config` prints. This module must
 //! never panic on any input, and never echo more of the file than a key name.
@@ -15,7 +16,8 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer, de::Error as _};
 use serde_saphyr::Spanned;
 
-use crate::config::repo::{CompletionType, RepoConfig};
+use crate::config::repo::{CompletionType, GoalKind, RepoConfig, ReproductionMode};
+use crate::model::TaskType;
 
 /// One problem in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +139,7 @@ impl RepoConfig {
 struct Spots {
     agent: Option<Spanned<String>>,
     completion: Option<Spanned<CompletionSpots>>,
+    reproduction: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -216,7 +219,33 @@ fn semantic_errors(config: &RepoConfig, spots: &Spots, agents: &[&str]) -> Vec<C
             "completion type `manual` needs a non-empty `keyword`".to_owned(),
         ));
     }
+    errors.extend(reproduction_error(config, spots));
     errors
+}
+
+/// `reproduction: required` with no `tests_pass` goal to run the
+/// reproduction with: no bug could ever be verified.
+fn reproduction_error(config: &RepoConfig, spots: &Spots) -> Option<ConfigError> {
+    if config.reproduction != Some(ReproductionMode::Required) {
+        return None;
+    }
+    let bug = config.task_types.get(&TaskType::Bug);
+    let tests = config
+        .dod
+        .iter()
+        .chain(bug.into_iter().flat_map(|r| r.goals.iter()))
+        .any(|g| matches!(g.kind, GoalKind::TestsPass { .. }));
+    if tests {
+        return None;
+    }
+    let message = "`reproduction: required` needs a `tests_pass` goal (in `dod` or in \
+                   `task_types.bug.goals`) to run the reproduction with: without one no bug \
+                   can be verified"
+        .to_owned();
+    Some(match &spots.reproduction {
+        Some(s) => at(s, message),
+        None => nowhere(message),
+    })
 }
 
 fn handler_path_problem(path: &str) -> Option<String> {
@@ -335,6 +364,17 @@ pub(crate) fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D
     Ok(v)
 }
 
+/// An optional count of at least 1.
+pub(crate) fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = Option::<u64>::deserialize(d)?;
+    if v == Some(0) {
+        return Err(D::Error::custom(
+            "must be at least 1, got 0 (leave the key out for no limit)",
+        ));
+    }
+    Ok(v)
+}
+
 /// A number from 0 to 1.
 pub(crate) fn unit_interval<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
@@ -418,6 +458,38 @@ mod tests {
             let parsed = parse_repo_config(text, "f.yml", &["default"]);
             assert_eq!(parsed, Ok(RepoConfig::default()), "{text:?}");
         }
+    }
+
+    /// `reproduction: required` without a `tests_pass` goal fails every
+    /// bug run; the file says so where the key is. With a bug goal, or in
+    /// `report` mode, it is fine.
+    #[test]
+    fn a_required_reproduction_needs_a_tests_goal() {
+        let errors = parse_repo_config("reproduction: required\n", "f.yml", &["default"])
+            .expect_err("no tests to reproduce with");
+        let shown = errors.to_string();
+        assert!(shown.contains("f.yml:1:15:"), "{shown}");
+        assert!(shown.contains("needs a `tests_pass` goal"), "{shown}");
+        for fine in [
+            "reproduction: report\n",
+            "reproduction: required\ndod:\n  - { type: tests_pass, command: make test }\n",
+            "reproduction: required\ntask_types:\n  bug:\n    goals:\n      - { type: tests_pass, command: make test }\n",
+        ] {
+            let parsed = parse_repo_config(fine, "f.yml", &["default"]);
+            assert!(parsed.is_ok(), "{fine}: {parsed:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_budget_of_zero_is_refused_and_one_is_taken() {
+        let errors = parse_repo_config("budget:\n  max_tokens: 0\n", "f.yml", &["default"])
+            .expect_err("0 would refuse every run");
+        assert!(
+            errors.to_string().contains("must be at least 1"),
+            "{errors}"
+        );
+        let one = parse_repo_config("budget:\n  max_tokens: 1\n", "f.yml", &["default"]);
+        assert_eq!(one.map(|c| c.budget.max_tokens), Ok(Some(1)));
     }
 
     #[test]

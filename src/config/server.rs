@@ -237,6 +237,16 @@ impl ServerConfig {
         resolve(settings, file)
     }
 
+    /// The agents' names in the configuration file, and nothing else of
+    /// the server's configuration: what `closer check-config` needs, run
+    /// where the App key, the database or the agents' files may not be.
+    pub fn agent_names(settings: &Settings) -> Result<Vec<String>, ConfigError> {
+        Ok(match &settings.config {
+            Some(path) => read_file(path)?.agents.into_keys().collect(),
+            None => Vec::new(),
+        })
+    }
+
     /// The webhook secret, or the error `closer serve` stops with.
     pub fn require_webhook_secret(&self) -> Result<&SecretString, ConfigError> {
         self.github.webhook_secret.as_ref().ok_or_else(|| {
@@ -422,9 +432,18 @@ fn resolve_http(file: &FileHttp) -> Result<HttpLimits, ConfigError> {
     })
 }
 
-/// `[limits]`: a cost ceiling is a finite, non-negative number.
+/// `[limits]`: a ceiling is above zero (a ceiling of 0 would refuse every
+/// run at its first step; no ceiling is the key left out), a cost a
+/// finite number.
 fn resolve_limits(limits: Limits) -> Result<Limits, ConfigError> {
     price("[limits] max_cost_usd_per_run", limits.max_cost_usd_per_run)?;
+    if limits.max_cost_usd_per_run == Some(0.0) || limits.max_tokens_per_run == Some(0) {
+        return Err(ConfigError::Invalid(
+            "[limits] max_tokens_per_run and max_cost_usd_per_run must be above 0 \
+             (leave a key out for no ceiling): a ceiling of 0 refuses every run"
+                .to_owned(),
+        ));
+    }
     Ok(limits)
 }
 
@@ -730,6 +749,14 @@ mod tests {
             (
                 "[limits]\nmax_cost_usd_per_run = -1.0",
                 "max_cost_usd_per_run must be a non-negative",
+            ),
+            (
+                "[limits]\nmax_tokens_per_run = 0",
+                "must be above 0 (leave a key out for no ceiling)",
+            ),
+            (
+                "[limits]\nmax_cost_usd_per_run = 0",
+                "must be above 0 (leave a key out for no ceiling)",
             ),
             (
                 "[agents.a]\nadapter = \"claude-code\"\ntimeout_secs = 18446744073709551615",

@@ -173,12 +173,18 @@ pub fn scan_text(text: &str) -> Vec<SecretKind> {
     kinds
 }
 
-/// A private key block, header to footer (or to the end of the text when
-/// the footer is missing), for redaction: the header alone is what
-/// [`scan_text`] needs, but the body is the secret.
+/// A private key block, for redaction: the header alone is what
+/// [`scan_text`] needs, but the body is the secret. The block is the
+/// header, what a key's body can hold (base64, whitespace, PEM's
+/// `Proc-Type: 4,ENCRYPTED` lines, a `-` only inside a word such as
+/// `AES-128-CBC`) and its footer if one follows. It never runs on to the
+/// end of the text or to a footer further down: a header the agent writes
+/// in its summary must not take closer's own text after it with it (the
+/// verification table, the once-marker), nor join a footer printed by a
+/// test into one span over closer's markdown.
 static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----|\z)",
+        r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,. \t\r\n]|-[A-Za-z0-9])*(?:-----END (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----)?",
     )
 });
 
@@ -341,6 +347,44 @@ mod tests {
         let spans = find_in_text(&block);
         assert_eq!(&block[spans[0].1.clone()].lines().count(), &3);
         assert!(block[spans[0].1.end..].starts_with("\ntail"));
+    }
+
+    /// A header the agent writes (its summary, a commit subject) and a
+    /// footer a test it wrote prints, with closer's own markdown between:
+    /// only the header and what could be a key's body go, and the table,
+    /// the fence and the marker stay. Before, the span ran from the header
+    /// to the footer (or to the end of the text) and cut closer's text out.
+    #[test]
+    fn a_key_block_never_runs_over_closers_own_markdown() {
+        let header = format!("-----BEGIN {}PRIVATE KEY-----", "");
+        let footer = format!("-----END {}PRIVATE KEY-----", "");
+        let body = format!(
+            "- {header} fix\n\n### Verification\n\n| goal | result |\n|---|---|\n| tests | ❌ |\n\n\
+             ```text\n{footer}\n### Verification\n```\n<!-- closer:once=run-1:pull -->"
+        );
+        let spans = find_in_text(&body);
+        let kept: String = {
+            let mut at = 0;
+            let mut out = String::new();
+            for (_, r) in &spans {
+                out.push_str(&body[at..r.start]);
+                at = r.end;
+            }
+            out + &body[at..]
+        };
+        assert!(kept.contains("| tests | ❌ |"), "{kept}");
+        assert!(kept.contains("```text"), "{kept}");
+        assert!(kept.ends_with("<!-- closer:once=run-1:pull -->"), "{kept}");
+        assert!(!kept.contains(&header), "{kept}");
+        // A key with its encryption headers still goes whole.
+        let encrypted = format!(
+            "{}\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F2E\n\nMIIEow+/=\n{}",
+            header.replace("BEGIN ", "BEGIN RSA "),
+            footer.replace("END ", "END RSA ")
+        );
+        let text = format!("x\n{encrypted}\ny");
+        let spans = find_in_text(&text);
+        assert_eq!(&text[spans[0].1.clone()], encrypted);
     }
 
     #[test]

@@ -232,14 +232,16 @@ impl InstallationClient {
     }
 
     /// Sends a write, or in dry run records it and returns `None`. Its body
-    /// passes the outgoing filter first: this is the one door every
-    /// comment, issue and pull request text goes out through.
+    /// passes the outgoing filter first, then GitHub's length limit
+    /// (`body_limit.rs`): this is the one door every comment, issue and
+    /// pull request text goes out through.
     pub(crate) async fn write(
         &self,
         mut req: ApiRequest,
     ) -> Result<Option<ApiResponse>, GitHubError> {
         if let Some(body) = req.body.as_mut() {
             self.ctx.redactor.redact_json(Channel::GitHub, body);
+            super::body_limit::fit_body(body);
         }
         if !self.ctx.dry_run {
             return self.send(req).await.map(Some);

@@ -3,6 +3,7 @@
 //! transport); see `docs/github.md` for the retry policy and dry run.
 
 pub mod app;
+mod body_limit;
 pub mod client;
 pub mod closing;
 mod comments;

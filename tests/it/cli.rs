@@ -74,6 +74,37 @@ async fn check_config_checks_the_agent_against_the_operators_list() {
     );
 }
 
+/// A maintainer checks the file with the operator's `closer.toml` away
+/// from the server: the App key file it names is not there, and their
+/// shell's `DATABASE_URL` is another program's. Only the agents' names are
+/// read. Before, the server's whole configuration was loaded first, and
+/// either made check-config fail without checking the file.
+#[tokio::test]
+async fn check_config_needs_only_the_agents_of_the_operators_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = dir.path().join("closer.toml");
+    std::fs::write(
+        &server,
+        "[github]\nprivate_key_path = \"/nowhere/closer.pem\"\n\n\
+         [agents.claude]\nadapter = \"claude-code\"\n",
+    )
+    .unwrap();
+    let file = dir.path().join("closer.yml");
+    std::fs::write(&file, "agent: claude\n").unwrap();
+    let config = server.to_str().unwrap();
+    let args = ["--config", config, "check-config", file.to_str().unwrap()];
+    let (code, out) = run(&args, "mysql://somebody@elsewhere/db").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ok: agent claude"), "{out}");
+    // The control: the same settings do not load as the server's.
+    let (code, out) = run(
+        &["--config", config, "migrate"],
+        "mysql://somebody@elsewhere/db",
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+}
+
 #[tokio::test]
 async fn migrate_applies_the_schema_once() {
     let db = TestDb::new("cli_migrate").await;

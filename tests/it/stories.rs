@@ -948,6 +948,50 @@ async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_reques
     s.stop().await;
 }
 
+/// Story 10 under `close_on: merged`: the repository closes issues only on
+/// a person's word, and an answer has no pull request to give it on, so
+/// the run is done with the answer posted and the issue left open for a
+/// person to close. Before, the answer closed the issue as completed,
+/// whatever the repository asked (and the issue's text can steer the
+/// classification towards an answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_10_under_close_on_merged_an_answer_leaves_the_issue_open() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let mut s = Story::start("story10-open", Some(&config)).await;
+    s.agent_step(
+        1,
+        "echo 'The tests folder holds one script: existing.sh.'\n",
+    );
+    s.llm
+        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "list the files in tests/",
+            "What is in tests/?",
+            &["closer"],
+        )
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "open");
+    let answer = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("existing.sh") && !c.body.starts_with("<!--"))
+        .expect("the answer");
+    assert!(
+        answer
+            .body
+            .contains("close this one if the answer settles it"),
+        "{}",
+        answer.body
+    );
+    assert!(s.labels(n).contains(&"phase:complete".to_owned()));
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_11_close_on_merged_waits_for_the_merge() {
     let mut s = Story::start("story11", Some(&format!("{CONFIG}close_on: merged\n"))).await;

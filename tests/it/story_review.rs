@@ -19,7 +19,7 @@ use crate::support::story::{CONFIG, MAINTAINER, REPO, Story};
 use crate::support::wait_for_file;
 
 /// The fix of the bug stories, with its regression test.
-fn fix_add() -> String {
+pub(crate) fn fix_add() -> String {
     "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\n\
      cat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\n\
      echo '{\"message\": \"fix: add\", \"summary\": \"Fixed add to add.\"}'\n"
@@ -40,7 +40,7 @@ fn answer_review(n: u32) -> String {
 }
 
 /// A review iteration that changes `calc.sh` and reports plainly.
-fn small_change(n: u32) -> String {
+pub(crate) fn small_change(n: u32) -> String {
     format!(
         "printf '# iteration {n}\\n' >> calc.sh\n\
          echo '{{\"message\": \"review {n}\", \"summary\": \"Done as asked.\"}}'\n"
@@ -66,13 +66,13 @@ async fn review_round_held(s: &mut Story, pull: IssueNumber, state: &str, commen
     gate
 }
 
-fn done() -> Reply {
+pub(crate) fn done() -> Reply {
     Reply::closer(true, 0.95, &[])
 }
 
 /// A story whose issue #1 was fixed in one iteration, verified, its pull
 /// request opened and the issue closed.
-async fn verified_story(name: &str, config: &str) -> (Story, IssueNumber, IssueNumber) {
+pub(crate) async fn verified_story(name: &str, config: &str) -> (Story, IssueNumber, IssueNumber) {
     let mut s = Story::start(name, Some(config)).await;
     s.llm.push([done()]);
     s.agent_step(1, &fix_add());
@@ -91,7 +91,7 @@ async fn verified_story(name: &str, config: &str) -> (Story, IssueNumber, IssueN
 }
 
 /// closer's replies in the pull request's review threads.
-fn thread_replies(
+pub(crate) fn thread_replies(
     s: &Story,
     pull: IssueNumber,
 ) -> Vec<crate::support::fake_github::FakeReviewComment> {
@@ -1002,7 +1002,10 @@ async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
 
     let seen = sandbox.fetch_branch(&wt, &source).await.unwrap();
     assert_eq!(seen.as_deref(), Some(theirs.as_str()));
-    let sync = sandbox.continue_from(&wt, &theirs).await.unwrap();
+    let sync = sandbox
+        .continue_from(&wt, &theirs, Some(&ours))
+        .await
+        .unwrap();
     assert_eq!(sync, BranchSync::Rebased);
     sandbox
         .push(&wt, &source, seen.as_deref())

@@ -3,10 +3,14 @@
 //! unpushed commits rebased onto it, or — when they do not apply — dropped
 //! for the agent to redo), and the lease a push is made against.
 //!
-//! It must never discard a commit that is on the remote: closer pushes with
-//! `--force-with-lease` against the head it last saw (see
-//! [`super::Sandbox::push`]), and the worktree only ever moves forward to
-//! the remote's head or onto it.
+//! It must never discard a commit that is on the remote, nor bring back
+//! one a person took off it: closer pushes with `--force-with-lease`
+//! against the head it last saw (see [`super::Sandbox::push`]), and the
+//! worktree only ever moves to the remote's head or onto it. Only the
+//! commits after the head closer last saw are the run's own unpushed work;
+//! the ones before it are the branch's history as the remote had it, and
+//! when the remote no longer has them (a person reset or rewrote the
+//! branch) they are gone from the worktree too.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +34,14 @@ pub enum BranchSync {
     /// remote's: the worktree now holds the remote's head, its own commits
     /// are to be redone.
     Redone,
+    /// A person reset or rewrote the branch: commits closer had seen on it
+    /// are not on it any more. The worktree holds the remote's head, with
+    /// the run's unpushed commits (if any) rebased onto it.
+    Rewritten,
+    /// The branch closer had seen on the remote is gone (a person deleted
+    /// it, for a fresh start): the worktree is back at the run's base
+    /// commit, its earlier commits dropped.
+    Deleted,
 }
 
 impl BranchSync {
@@ -37,7 +49,10 @@ impl BranchSync {
     pub fn took_others(self) -> bool {
         matches!(
             self,
-            BranchSync::FastForwarded | BranchSync::Rebased | BranchSync::Redone
+            BranchSync::FastForwarded
+                | BranchSync::Rebased
+                | BranchSync::Redone
+                | BranchSync::Rewritten
         )
     }
 }
@@ -83,36 +98,98 @@ impl Sandbox {
 
     /// Brings the worktree (clean: closer committed the agent's work) onto
     /// `remote`, the branch's head on the remote, keeping both sides'
-    /// commits where they apply.
+    /// commits where they apply. `seen` is the head closer last saw on the
+    /// remote (`None`: it never saw the branch there): the worktree's
+    /// commits after it are the run's own, the ones before it the remote's.
     pub async fn continue_from(
         &self,
         worktree: &Worktree,
         remote: &str,
+        seen: Option<&str>,
     ) -> Result<BranchSync, SandboxError> {
         let head = self.head(worktree).await?;
-        if head == remote || self.is_ancestor(worktree, remote, &head).await? {
+        if head == remote {
+            return Ok(BranchSync::UpToDate);
+        }
+        let rewritten = match seen.filter(|s| *s != remote) {
+            Some(seen) => {
+                self.is_ancestor(worktree, seen, &head).await?
+                    && !self.is_ancestor(worktree, seen, remote).await?
+            }
+            None => false,
+        };
+        if rewritten {
+            return self
+                .rewritten(worktree, remote, seen.unwrap_or_default(), &head)
+                .await;
+        }
+        if self.is_ancestor(worktree, remote, &head).await? {
             return Ok(BranchSync::UpToDate);
         }
         if self.is_ancestor(worktree, &head, remote).await? {
-            worktree
-                .git(&self.git, &["reset", "--quiet", "--hard", remote])
-                .await?;
+            self.reset_to(worktree, remote).await?;
             return Ok(BranchSync::FastForwarded);
         }
-        let rebased = worktree
-            .git(
-                &self.git,
-                &["-c", "core.editor=true", "rebase", "--quiet", remote],
-            )
-            .await;
-        match rebased {
-            Ok(_) => Ok(BranchSync::Rebased),
+        match self.rebase_onto(worktree, remote, None).await? {
+            true => Ok(BranchSync::Rebased),
+            false => Ok(BranchSync::Redone),
+        }
+    }
+
+    /// The remote no longer has `seen`, the head closer last saw (a person
+    /// reset or rewrote the branch): the worktree takes the remote's head,
+    /// and only its own commits after `seen` are rebased onto it.
+    async fn rewritten(
+        &self,
+        worktree: &Worktree,
+        remote: &str,
+        seen: &str,
+        head: &str,
+    ) -> Result<BranchSync, SandboxError> {
+        if head == seen {
+            self.reset_to(worktree, remote).await?;
+            return Ok(BranchSync::Rewritten);
+        }
+        match self.rebase_onto(worktree, remote, Some(seen)).await? {
+            true => Ok(BranchSync::Rewritten),
+            false => Ok(BranchSync::Redone),
+        }
+    }
+
+    /// The worktree back at the run's base commit, every commit of the run
+    /// dropped: the branch it had pushed was deleted on the remote.
+    pub async fn start_afresh(&self, worktree: &Worktree) -> Result<BranchSync, SandboxError> {
+        self.reset_to(worktree, &worktree.base_commit).await?;
+        Ok(BranchSync::Deleted)
+    }
+
+    async fn reset_to(&self, worktree: &Worktree, commit: &str) -> Result<(), SandboxError> {
+        worktree
+            .git(&self.git, &["reset", "--quiet", "--hard", commit])
+            .await?;
+        Ok(())
+    }
+
+    /// Rebases the worktree's commits (those after `upstream`, or all not
+    /// on `onto`) onto `onto`; when they do not apply, the worktree holds
+    /// `onto` and the answer is `false`.
+    async fn rebase_onto(
+        &self,
+        worktree: &Worktree,
+        onto: &str,
+        upstream: Option<&str>,
+    ) -> Result<bool, SandboxError> {
+        let mut args = vec!["-c", "core.editor=true", "rebase", "--quiet"];
+        match upstream {
+            Some(upstream) => args.extend(["--onto", onto, upstream]),
+            None => args.push(onto),
+        }
+        match worktree.git(&self.git, &args).await {
+            Ok(_) => Ok(true),
             Err(GitError::Failed { .. }) => {
                 let _ = worktree.git(&self.git, &["rebase", "--abort"]).await;
-                worktree
-                    .git(&self.git, &["reset", "--quiet", "--hard", remote])
-                    .await?;
-                Ok(BranchSync::Redone)
+                self.reset_to(worktree, onto).await?;
+                Ok(false)
             }
             Err(e) => Err(e.into()),
         }

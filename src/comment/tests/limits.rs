@@ -246,3 +246,23 @@ fn other_texts_stay_within_the_limit() {
         assert_balanced_fences(text);
     }
 }
+
+/// A one-off comment gets its hidden marker after it is rendered
+/// (`post_once_marked`): a question cut to fit still fits with it. Before,
+/// five long questions made a body of exactly the limit, and the marker
+/// pushed it over (GitHub refuses it, and the question was never posted).
+#[test]
+fn a_cut_text_leaves_room_for_its_marker() {
+    let question = "x\n".repeat(4_000);
+    let body = question_comment("a", &vec![question; 5]);
+    let marker = "\n<!-- closer:once=r-0123456789abcdef0123456789abcdef:question-12 -->";
+    assert!(
+        body.contains(status::TRIMMED_NOTE),
+        "the control: it was cut"
+    );
+    assert!(
+        body.len() + marker.len() <= MAX_COMMENT_LEN,
+        "{}",
+        body.len()
+    );
+}

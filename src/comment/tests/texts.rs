@@ -308,6 +308,21 @@ fn snapshot_deliverable() {
     ));
 }
 
+/// Under `close_on: merged` an answer leaves the issue for a person to
+/// close, and says so.
+#[test]
+fn snapshot_deliverable_left_open() {
+    insta::assert_snapshot!(deliverable_comment(
+        "The limit is 100 requests a minute.",
+        &DeliverableFooter {
+            iterations: 2,
+            usage: usage(),
+            dashboard_url: None,
+            closing: false
+        }
+    ));
+}
+
 #[test]
 fn snapshot_pull_request() {
     let v = pr_view();

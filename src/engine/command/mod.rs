@@ -53,7 +53,7 @@ impl Command {
         match self {
             Command::Run => "start working on this issue",
             Command::Retry => {
-                "restart a failed or stopped run, keeping its history \
+                "restart a run that ended (failed, stopped or done), keeping its history \
                  (with a new baseline if the default branch moved)"
             }
             Command::Stop => "stop the current run",
@@ -170,7 +170,7 @@ mod tests {
         Write a command at the start of a line, as `/closer <command>` or `@<app> <command>`:
 
         - `/closer run`: start working on this issue
-        - `/closer retry`: restart a failed or stopped run, keeping its history (with a new baseline if the default branch moved)
+        - `/closer retry`: restart a run that ended (failed, stopped or done), keeping its history (with a new baseline if the default branch moved)
         - `/closer stop`: stop the current run
         - `/closer status`: show where the current run stands
 

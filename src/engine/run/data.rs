@@ -50,6 +50,10 @@ pub struct RunData {
     pub awaiting_merge: bool,
     /// The issue of a done run was closed (the last write of a done run).
     pub issue_closed: bool,
+    /// A done run that leaves its issue for a person to close: an answer
+    /// (`read_info`/`report`) under `close_on: merged`, which has no pull
+    /// request to wait for.
+    pub leave_open: bool,
     /// closer opened the issue again after closing it (its run failed
     /// afterwards: the pull request was closed, or a review round failed).
     pub reopened: bool,
@@ -81,6 +85,10 @@ pub struct RunData {
     /// The review threads (their first comments' ids) the prompts of this
     /// round carried, answered once the round is verified.
     pub pending_threads: Vec<u64>,
+    /// For each pending thread, the newest of its comments the prompts
+    /// carried: what closer's reply answers (`threads.rs`). Absent for a
+    /// thread pending from before it was recorded.
+    pub threads_seen: std::collections::BTreeMap<u64, u64>,
     /// The verification re-run after a person pushed to the branch; shown
     /// instead of the last iteration's until the next iteration.
     pub reverified: Option<IterationVerification>,

@@ -1,7 +1,10 @@
 //! The end of a verified run: push the branch, open (or update) the pull
 //! request that `Closes #n`, `phase:review`, then close the issue as
 //! completed with `phase:complete` — or, with `close_on: merged`, wait for
-//! the merge. A `read_info`/`report` run posts its answer instead and closes.
+//! the merge. A `read_info`/`report` run posts its answer instead and closes
+//! the issue; under `close_on: merged` it leaves the issue open for a person
+//! to close (the repository asked for a person's word before an issue
+//! closes, and an answer has no pull request to give it on).
 //!
 //! The pull request is found again by its head branch, so a repeated step
 //! never opens a second one. Nothing is pushed but the commit verification
@@ -41,6 +44,7 @@ impl Engine {
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let last = self.runs.last_record(&ctx.run.id).await?;
         if !task.changes_code() {
+            ctx.data.leave_open = ctx.config.close_on == CloseOn::Merged;
             self.post_deliverable(ctx, last.as_ref()).await?;
             return self.complete(ctx).await;
         }
@@ -151,7 +155,7 @@ impl Engine {
             iterations: ctx.run.iteration,
             usage: self.status.view(ctx).await?.usage,
             dashboard_url: None,
-            closing: true,
+            closing: !ctx.data.leave_open,
         };
         let body = comment::deliverable_comment(&answer, &footer);
         let key = format!("answer:{}", super::triggers::digest(&body));
@@ -172,7 +176,9 @@ impl Engine {
         ctx.data.awaiting_merge = false;
         self.runs.save(ctx).await?;
         self.status.publish(ctx).await?;
-        self.close_done(ctx).await?;
+        if !ctx.data.leave_open {
+            self.close_done(ctx).await?;
+        }
         // A code task's worktree is kept while its pull request may get
         // reviews: the next round continues in it.
         if ctx.run.pull_request.is_none()
@@ -198,18 +204,21 @@ impl Engine {
     /// The `merged` step: the run's pull request was merged while the run
     /// waited for it (`close_on: merged`), or while the run waited for an
     /// answer to its question (the maintainer took the work as it is: the
-    /// question is moot, and the run is done).
+    /// question is moot, and the run is done). GitHub is asked first: the
+    /// delivery that queued the step may be about another pull request from
+    /// the same branch (into another base, or an earlier one of the run's,
+    /// replayed), which completes nothing.
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        if ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge {
-            return self.complete(ctx).await;
-        }
-        if !super::review_round::asking_with_pull(&ctx.run)
-            || !matches!(self.own_pull_ended(ctx).await?, Some(PullEnd::Merged))
+        let waiting = ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge;
+        let asking = super::review_round::asking_with_pull(&ctx.run);
+        if !(waiting || asking) || !matches!(self.own_pull_ended(ctx).await?, Some(PullEnd::Merged))
         {
             return Ok(());
         }
-        ctx.data.review_round = false;
-        self.status.set_awaiting_label(ctx, false).await?;
+        if asking {
+            ctx.data.review_round = false;
+            self.status.set_awaiting_label(ctx, false).await?;
+        }
         self.complete(ctx).await
     }
 

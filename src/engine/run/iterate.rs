@@ -226,10 +226,12 @@ impl Engine {
         runs::start_iteration(pool, &ctx.run.id, n, &prompt.text, now).await?;
         runs::mark_messages_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
         ctx.run.iteration = n;
-        for root in prompt.threads {
+        for (root, newest) in prompt.threads {
             if !ctx.data.pending_threads.contains(&root) {
                 ctx.data.pending_threads.push(root);
             }
+            let seen = ctx.data.threads_seen.entry(root).or_default();
+            *seen = (*seen).max(newest);
         }
         ctx.data.branch_note = None;
         ctx.data.issue_edited_by = None;

@@ -370,7 +370,7 @@ impl Engine {
         if ctx.run.state == RunState::Failed && !ctx.data.diagnosis_posted {
             return self.report_failure(&mut ctx).await;
         }
-        if ctx.run.state == RunState::Done && !ctx.data.issue_closed {
+        if ctx.run.state == RunState::Done && !ctx.data.issue_closed && !ctx.data.leave_open {
             // The final status first (a no-op when it was written), then
             // the close that failed last time.
             self.status.publish(&mut ctx).await?;

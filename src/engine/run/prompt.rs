@@ -13,11 +13,12 @@ use crate::engine::handlers::{Continuation, IterationSummary};
 use crate::model::Stage;
 
 /// A prompt, the comment ids of the replies it carries and the review
-/// threads it asks the agent to address.
+/// threads it asks the agent to address (each thread's first and newest
+/// comment ids).
 pub(super) struct Prompt {
     pub text: String,
     pub carried: Vec<i64>,
-    pub threads: Vec<u64>,
+    pub threads: Vec<(u64, u64)>,
 }
 
 impl Engine {
@@ -79,7 +80,7 @@ impl Engine {
             text.push_str("\n\n");
             text.push_str(&threads_section(&threads));
         }
-        let threads = threads.iter().map(|t| t.root).collect();
+        let threads = threads.iter().map(|t| (t.root, t.newest)).collect();
         Ok(Prompt {
             text,
             carried,

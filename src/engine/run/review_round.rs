@@ -5,7 +5,9 @@
 //! branch followed before each iteration, so commits people push are kept.
 //!
 //! A run is at rest here when it is done, or verified and waiting for its
-//! merge; a step that finds it anywhere else does nothing (a round that is
+//! merge; a run that failed or was stopped gets one hint on its pull
+//! request (how to start it again) instead of a round; a step that finds it
+//! anywhere else does nothing (a round that is
 //! under way asks for the next one when it ends, see `finish.rs`). A run
 //! with a pull request waiting for the answer to its question is not at
 //! work either: the end of its pull request, closed here or merged
@@ -43,7 +45,7 @@ impl Engine {
     /// iterations; its phase label stays as it is.
     pub(super) async fn review_round(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let Some(pull) = self.open_pull_at_rest(ctx).await? else {
-            return Ok(());
+            return self.hint_if_ended(ctx).await;
         };
         let asked = self
             .runs
@@ -70,6 +72,29 @@ impl Engine {
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await
     }
 
+    /// A person reviewed or asked on the pull request of a run that failed
+    /// or was stopped: nothing will work on it, so one comment there (per
+    /// life of the run) says how to start the run again. The step is queued
+    /// only for people who may steer the run (`review.rs`).
+    async fn hint_if_ended(&self, ctx: &RunContext) -> Result<(), EngineError> {
+        let state = match ctx.run.state {
+            RunState::Failed => "failed",
+            RunState::Stopped => "been stopped",
+            _ => return Ok(()),
+        };
+        let Some(pull) = ctx.run.pull_request else {
+            return Ok(());
+        };
+        if ctx.client.get_pull(ctx.repo(), pull).await?.state != PullState::Open {
+            return Ok(());
+        }
+        let key = format!("{}:ended-{}", ctx.run.id, ctx.run.generation);
+        let body = crate::comment::ended_run_hint(ctx.issue().0, state);
+        self.status
+            .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
+            .await
+    }
+
     /// After the run ended at rest: another round when more was asked
     /// meanwhile (several reviews during one round make one more round).
     pub(super) async fn next_round_if_asked(&self, ctx: &RunContext) -> Result<(), EngineError> {
@@ -86,7 +111,8 @@ impl Engine {
     }
 
     /// Before an iteration: continue from the branch's head on GitHub, so
-    /// commits people pushed are kept; what happened is told to the agent.
+    /// commits people pushed are kept and commits they took off stay off;
+    /// what happened is told to the agent.
     pub(super) async fn follow_branch(
         &self,
         ctx: &mut RunContext,
@@ -105,6 +131,10 @@ impl Engine {
             ),
             BranchSync::Redone => format!(
                 "Somebody pushed to the branch (now at {short}) while you worked, and your earlier commits did not apply on theirs: they were dropped. Redo your change on top of theirs."
+            ),
+            BranchSync::Deleted => "Somebody deleted the branch on GitHub, for a fresh start: your earlier commits are gone, and you start again from the commit the run started from. Do the work anew; do not try to bring the old commits back.".to_owned(),
+            BranchSync::Rewritten => format!(
+                "Somebody reset or rewrote the branch (now at {short}): commits that were on it are gone, on purpose. Continue from the branch as it is now, and do not bring back what they took off unless you are asked to; your commits not yet pushed, if any, were rebased onto it."
             ),
         };
         tracing::info!(run = %ctx.run.id, ?sync, "the branch moved on GitHub");
@@ -140,9 +170,8 @@ impl Engine {
         };
         let mut iteration = self.set_up(ctx, llm, agent).await?;
         iteration.n = ctx.run.iteration;
-        self.workspace
-            .follow_branch(ctx, &iteration.worktree)
-            .await?;
+        // What happened to the branch is told to the next round's agent.
+        self.follow_branch(ctx, &iteration.worktree).await?;
         // The run's convergence history is about the agent's iterations:
         // this check is not one of them.
         let mut state = ctx.data.convergence.clone();

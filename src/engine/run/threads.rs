@@ -4,12 +4,17 @@
 //!
 //! GitHub keeps a thread's "resolved" flag in GraphQL only; closer reads
 //! threads over REST (`GET /pulls/{n}/comments`, grouped by
-//! `in_reply_to_id`) and counts a thread as open when its last comment is
-//! not closer's and a person with at least `commands.min_permission` wrote
-//! in it since closer's last reply. Answering a thread therefore closes it
-//! for closer; a person writing in it again opens it again. The prompt
-//! carries only closer's and such people's comments: anyone can reply in
-//! a thread, and a stranger's reply is not an instruction.
+//! `in_reply_to_id`) and counts a thread as open when a person with at
+//! least `commands.min_permission` wrote in it after what closer last
+//! answered. closer's reply names the newest comment its round's prompts
+//! carried (`thread-<root>-upto-<id>` in its marker), so a reply written
+//! while the round worked, older than closer's answer but never seen by
+//! the agent, keeps the thread open; a reply without that mark (from
+//! before it) answers everything older than itself. Answering a thread
+//! therefore closes it for closer, and a person writing in it again opens
+//! it again. The prompt carries only closer's and such people's comments:
+//! anyone can reply in a thread, and a stranger's reply is not an
+//! instruction.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -36,10 +41,34 @@ pub(super) struct ReviewThread {
     pub diff_hunk: String,
     /// `(author, body)`, oldest first.
     pub comments: Vec<(String, String)>,
+    /// The id of the newest comment in `comments`: what closer's reply
+    /// will say it answered.
+    pub newest: u64,
 }
 
 fn is_ours(app: &AppInfo, c: &ReviewComment) -> bool {
     c.performed_via_app_id == Some(app.id) || c.author.login == app.bot_login
+}
+
+/// The marker of closer's reply in thread `root` of run `run`, answering
+/// the comments up to `seen`.
+fn reply_marker(run: &str, root: u64, seen: u64) -> String {
+    format!("<!-- closer:once={run}:thread-{root}-upto-{seen} -->")
+}
+
+/// The newest comment closer's reply `c` in thread `root` answered: the one
+/// its marker names, or (a reply from before markers named one) every
+/// comment older than the reply itself.
+fn answered_up_to(root: u64, c: &ReviewComment) -> u64 {
+    let mark = format!(":thread-{root}-upto-");
+    c.body
+        .find(&mark)
+        .map(|at| &c.body[at + mark.len()..])
+        .and_then(|rest| {
+            let digits = rest.find(|ch: char| !ch.is_ascii_digit())?;
+            rest[..digits].parse().ok()
+        })
+        .unwrap_or(c.id)
 }
 
 /// Review comments grouped into threads by their first comment, oldest
@@ -73,15 +102,20 @@ impl Engine {
         let mut allowed: HashMap<String, bool> = HashMap::new();
         let mut open = Vec::new();
         for (root, thread) in group(comments) {
+            let answered = thread
+                .iter()
+                .filter(|c| is_ours(&app, c))
+                .map(|c| answered_up_to(root, c))
+                .max()
+                .unwrap_or(0);
             let mut kept = Vec::with_capacity(thread.len());
-            // Whether a permitted person wrote since closer's last reply.
+            // Whether a permitted person wrote after what closer answered.
             let mut by_person = false;
             for c in &thread {
                 if is_ours(&app, c) {
-                    by_person = false;
                     kept.push(c);
                 } else if self.permitted_author(ctx, &mut allowed, c).await? {
-                    by_person = true;
+                    by_person |= c.id > answered;
                     kept.push(c);
                 }
             }
@@ -114,7 +148,9 @@ impl Engine {
 
     /// Replies once in each thread the round's prompts carried: what
     /// changed, with the pushed commit, or why nothing did. A reply already
-    /// posted (its marker found) is not posted again.
+    /// posted (its marker found) is not posted again. Each reply names the
+    /// newest comment the prompts carried; a thread pending from before
+    /// that was recorded keeps the older marker, by the pushed head.
     pub(super) async fn answer_threads(
         &self,
         ctx: &mut RunContext,
@@ -131,7 +167,10 @@ impl Engine {
             .unwrap_or_default();
         let app = self.github.app_info().await?;
         while let Some(root) = ctx.data.pending_threads.first().copied() {
-            let marker = format!("<!-- closer:once={}:thread-{root}-{head} -->", ctx.run.id);
+            let marker = match ctx.data.threads_seen.get(&root) {
+                Some(seen) => reply_marker(ctx.run.id.as_str(), root, *seen),
+                None => format!("<!-- closer:once={}:thread-{root}-{head} -->", ctx.run.id),
+            };
             let posted = existing
                 .iter()
                 .any(|c| is_ours(&app, c) && c.body.contains(&marker));
@@ -163,6 +202,7 @@ impl Engine {
                 }
             }
             ctx.data.pending_threads.remove(0);
+            ctx.data.threads_seen.remove(&root);
             self.runs.save(ctx).await?;
         }
         Ok(())
@@ -182,6 +222,7 @@ fn thread_of(root: u64, first: &ReviewComment, kept: &[&ReviewComment]) -> Revie
             .iter()
             .map(|c| (c.author.login.clone(), c.body.clone()))
             .collect(),
+        newest: kept.iter().map(|c| c.id).max().unwrap_or(root),
     }
 }
 

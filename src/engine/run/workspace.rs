@@ -193,8 +193,8 @@ impl Workspace {
     }
 
     /// Continues the worktree from the branch's head on the remote (people
-    /// may have pushed to it) and remembers that head for the next push's
-    /// lease.
+    /// may have pushed to it, reset it or deleted it) and remembers that
+    /// head for the next push's lease.
     pub async fn follow_branch(
         &self,
         ctx: &mut RunContext,
@@ -206,12 +206,14 @@ impl Workspace {
             .fetch_branch(worktree, &source)
             .await
             .map_err(other)?;
-        ctx.data.branch_head = remote.clone();
+        let seen = std::mem::replace(&mut ctx.data.branch_head, remote.clone());
         match remote {
+            // Deleted after closer pushed it: the maintainer's fresh start.
+            None if seen.is_some() => self.sandbox.start_afresh(worktree).await.map_err(other),
             None => Ok(BranchSync::Absent),
             Some(sha) => self
                 .sandbox
-                .continue_from(worktree, &sha)
+                .continue_from(worktree, &sha, seen.as_deref())
                 .await
                 .map_err(other),
         }

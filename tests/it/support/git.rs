@@ -130,6 +130,23 @@ impl Origin {
         git(&work, &["rev-parse", "HEAD"]).trim().to_owned()
     }
 
+    /// Points `branch` at `sha`, as a person's forced push resetting it
+    /// would (`git push --force origin <sha>:<branch>`).
+    pub fn force_branch(&self, branch: &str, sha: &str) {
+        git(
+            &self.bare,
+            &["update-ref", &format!("refs/heads/{branch}"), sha],
+        );
+    }
+
+    /// Deletes `branch`, as a person deleting it on GitHub would.
+    pub fn delete_branch(&self, branch: &str) {
+        git(
+            &self.bare,
+            &["update-ref", "-d", &format!("refs/heads/{branch}")],
+        );
+    }
+
     /// The commits of `branch`, newest first, as `sha subject` lines.
     pub fn log(&self, branch: &str) -> Vec<String> {
         git(&self.bare, &["log", "--format=%H %s", branch])

@@ -165,11 +165,25 @@ impl Story {
     ) -> String {
         let head = self.github.pulls(&self.repo)[0].head.clone();
         let sha = self.origin.push_to_branch(&head, author, path, content);
+        self.deliver_synchronize(pull, author).await;
+        sha
+    }
+
+    /// `author` resets the pull request's branch to `sha` with a forced
+    /// push; `pull_request.synchronize` is delivered.
+    pub async fn reset_pull_as(&mut self, pull: IssueNumber, author: &str, sha: &str) {
+        let head = self.github.pulls(&self.repo)[0].head.clone();
+        self.origin.force_branch(&head, sha);
+        self.deliver_synchronize(pull, author).await;
+    }
+
+    /// `pull_request.synchronize` for the pull request's branch as it is,
+    /// sent by `author`.
+    async fn deliver_synchronize(&mut self, pull: IssueNumber, author: &str) {
         let mut payload = fixture("pull_request.synchronize.json");
         payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
         payload["sender"] = user_json(&FakeUser::user(author));
         self.deliver("pull_request", payload).await;
-        sha
     }
 
     /// A maintainer closes the pull request without merging it;

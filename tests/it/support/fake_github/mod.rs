@@ -523,6 +523,38 @@ impl FakeGitHub {
         closed
     }
 
+    /// `author` opens a pull request from `head` into `base` (both branches
+    /// of the repository); answers its number.
+    pub fn open_pull_as(
+        &self,
+        repo: &RepoName,
+        author: FakeUser,
+        head: &str,
+        base: &str,
+        title: &str,
+    ) -> IssueNumber {
+        self.with(|st| {
+            let (id, now) = (st.take_id(), st.now());
+            let r = st.repo_mut(&repo.to_string());
+            let number = r.take_number();
+            let pull = FakePull {
+                id,
+                number,
+                title: title.to_owned(),
+                body: None,
+                head: head.to_owned(),
+                base: base.to_owned(),
+                state: "open".to_owned(),
+                merged: false,
+                author,
+                created_at: now,
+                updated_at: now,
+            };
+            r.pulls.insert(number, pull);
+            IssueNumber(number)
+        })
+    }
+
     /// Closes a pull request without merging it, as a maintainer would.
     pub fn close_pull(&self, repo: &RepoName, number: IssueNumber) {
         self.with(|st| {

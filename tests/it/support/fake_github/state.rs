@@ -228,6 +228,12 @@ impl Repo {
         self.next_number
     }
 
+    /// Whether `number` is an issue or a pull request: either has a
+    /// conversation of issue comments.
+    pub fn has_conversation(&self, number: u64) -> bool {
+        self.issues.contains_key(&number) || self.pulls.contains_key(&number)
+    }
+
     /// An issue's GraphQL node id, unique across repositories.
     pub fn issue_node_id(&self, number: u64) -> String {
         format!("I_{}_{number}", self.id)

@@ -1,5 +1,7 @@
 //! Issue comments: list with pagination, create (as the App's bot, with
-//! `performed_via_github_app`), edit, and reactions to a comment.
+//! `performed_via_github_app`), edit, and reactions to a comment. As on
+//! GitHub, a pull request is an issue here: its conversation takes
+//! comments by its number.
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -28,7 +30,7 @@ pub async fn list(
     let st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "read"))?;
     let repo = st.repo(&full);
-    if !repo.issues.contains_key(&number) {
+    if !repo.has_conversation(number) {
         return Err(auth::not_found());
     }
     let per_page = page.per_page.unwrap_or(30).clamp(1, 100);
@@ -54,7 +56,7 @@ pub async fn create(
     let text = required_str(&request, "IssueComment", "body")?.to_owned();
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
-    if !st.repo(&full).issues.contains_key(&number) {
+    if !st.repo(&full).has_conversation(number) {
         return Err(auth::not_found());
     }
     let id = st.take_id();

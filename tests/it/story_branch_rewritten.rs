@@ -1,0 +1,102 @@
+//! A person takes commits off closer's branch: resets it to an earlier
+//! commit, or deletes it for a fresh start. The branch on GitHub wins
+//! (decision 53) both ways: what they pushed is kept, and what they took
+//! off stays off.
+
+use closer::model::RunState;
+
+use crate::story_review::{done, fix_add, small_change, verified_story};
+use crate::support::fake_github::state::FakeUser;
+use crate::support::story::{CONFIG, MAINTAINER};
+
+/// The subjects of a branch's commits, newest first.
+fn subjects(log: &[String]) -> Vec<String> {
+    log.iter()
+        .map(|l| l.split_once(' ').map_or("", |(_, s)| s).to_owned())
+        .collect()
+}
+
+/// The maintainer resets closer's branch to the verified fix, dropping a
+/// review round's commit; the next round continues from the fix, is told
+/// why, and pushes without the dropped commit. Before, the dropped commit
+/// was taken for one of closer's own not yet pushed (the branch's head was
+/// an ancestor of the worktree's): the next push brought it back, and the
+/// verification after the reset checked a commit GitHub no longer had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_a_maintainer_took_off_the_branch_stays_off() {
+    let (mut s, n, pull) = verified_story("branch-reset", CONFIG).await;
+    let fix = s.origin.branch_head("closer/issue-1").unwrap();
+    s.agent_step(2, &small_change(2));
+    s.llm.push([done()]);
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Add a note.")],
+    )
+    .await;
+    s.idle().await;
+    let log = subjects(&s.origin.log("closer/issue-1"));
+    assert_eq!(log[0], "review 2", "{log:#?}");
+
+    s.reset_pull_as(pull, MAINTAINER, &fix).await;
+    s.idle().await;
+    s.agent_step(3, &small_change(3));
+    s.llm.push([done()]);
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Another note, please.")],
+    )
+    .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 3),
+        "{}",
+        s.journal().await
+    );
+    let log = s.origin.log("closer/issue-1");
+    assert!(log[1].starts_with(&fix), "on top of the fix: {log:#?}");
+    let log = subjects(&log);
+    assert_eq!(log[0], "review 3", "{log:#?}");
+    assert!(!log.contains(&"review 2".to_owned()), "{log:#?}");
+    let prompt = std::fs::read_to_string(s.path("prompt-3.txt")).unwrap();
+    assert!(prompt.contains("reset or rewrote the branch"), "{prompt}");
+    s.stop().await;
+}
+
+/// The maintainer deletes closer's branch (GitHub closes its pull request;
+/// the run fails) and asks for a retry: the run starts again from the
+/// commit it started from, is told why, and its new pull request holds
+/// only the new work. Before, the retry kept the worktree's old commits
+/// and pushed them again as the new branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_the_branch_and_retrying_starts_afresh() {
+    let (mut s, n, pull) = verified_story("branch-deleted", CONFIG).await;
+    s.origin.delete_branch("closer/issue-1");
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+
+    let again = fix_add().replace("fix: add", "fix: add, afresh");
+    s.agent_step(2, &again);
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let log = subjects(&s.origin.log("closer/issue-1"));
+    assert_eq!(log, ["fix: add, afresh", "initial"], "only the new work");
+    let prompt = std::fs::read_to_string(s.path("prompt-2.txt")).unwrap();
+    assert!(prompt.contains("deleted the branch"), "{prompt}");
+    assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
+    s.stop().await;
+}
