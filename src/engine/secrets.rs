@@ -175,17 +175,22 @@ pub fn scan_text(text: &str) -> Vec<SecretKind> {
 
 /// A private key block, for redaction: the header alone is what
 /// [`scan_text`] needs, but the body is the secret. The block is the
-/// header, what a key's body can hold (base64, whitespace, PEM's
-/// `Proc-Type: 4,ENCRYPTED` lines, a `-` only inside a word such as
-/// `AES-128-CBC`) and its footer if one follows. It never runs on to the
-/// end of the text or to a footer further down: a header the agent writes
-/// in its summary must not take closer's own text after it with it (the
-/// verification table, the once-marker), nor join a footer printed by a
-/// test into one span over closer's markdown.
+/// header, then lines of what a key's body can hold — base64, or an armor
+/// header such as PEM's `Proc-Type: 4,ENCRYPTED` or PGP's `Comment: …` —
+/// each line break real or escaped (`\n` in JSON) and followed by any
+/// indentation or `>` quote marks (a key closer quotes), then the footer if
+/// it comes next. It never runs on to the end of the text or to a footer
+/// further down: a header the agent writes in its summary must not take
+/// closer's own text after it with it (the verification table, the
+/// once-marker), nor join a footer printed by a test into one span over
+/// closer's markdown.
 static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"-----BEGIN (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=:,. \t\r\n]|-[A-Za-z0-9])*(?:-----END (?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----)?",
-    )
+    const KIND: &str = r"(?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?";
+    const BREAK: &str = r"(?:[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*|[ \t]+)";
+    const LINE: &str = r"(?:[A-Za-z][A-Za-z0-9-]*: [^\r\n\\]*|[A-Za-z0-9+/=]+)";
+    re(&format!(
+        "-----BEGIN {KIND}-----(?:{BREAK}{LINE}?)*(?:-----END {KIND}-----)?"
+    ))
 });
 
 /// Where in `text` each credential the scanner knows is, by byte range:
@@ -385,6 +390,22 @@ mod tests {
         let text = format!("x\n{encrypted}\ny");
         let spans = find_in_text(&text);
         assert_eq!(&text[spans[0].1.clone()], encrypted);
+        // Quoted (as closer quotes the agent's words), escaped in JSON, and
+        // PGP's armor with a comment line: whole too.
+        let pgp_header = header.replace("PRIVATE KEY", "PGP PRIVATE KEY BLOCK");
+        let pgp_footer = footer.replace("PRIVATE KEY", "PGP PRIVATE KEY BLOCK");
+        for key in [
+            format!("{header}\n> MIIEow+/=\n> abc\n> {footer}"),
+            format!("{header}\\nMIIEow\\nabc=\\n{footer}"),
+            format!(
+                "{pgp_header}\nVersion: GnuPG v2\nComment: GPGTools - https://gpgtools.org\n\n\
+                 lQOYBF+abc\n=abcd\n{pgp_footer}"
+            ),
+        ] {
+            let text = format!("> x\n> {key}\n> y");
+            let spans = find_in_text(&text);
+            assert_eq!(&text[spans[0].1.clone()], key, "{text}");
+        }
     }
 
     #[test]

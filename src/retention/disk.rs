@@ -5,13 +5,14 @@ use std::path::Path;
 
 use super::Retention;
 use crate::agent::sandbox::prune::remove_tree;
-use crate::store::runs;
+use crate::store::{jobs, runs};
 
 impl Retention {
     /// Removes the worktrees, prompt files and HOMEs of runs that ended
     /// before the cutoff (or, with no run row, whose directory is that
-    /// old). The run's state is read again right before its directory
-    /// goes: a run retried meanwhile keeps it.
+    /// old). The run's state and jobs are read again right before its
+    /// directory goes: a run retried meanwhile, or with a step queued or at
+    /// work, keeps it.
     pub(super) async fn prune_run_dirs(&self) -> u64 {
         let cutoff = self.cutoff(self.config.run_files);
         let mut removed = 0;
@@ -29,12 +30,25 @@ impl Retention {
         removed
     }
 
-    /// Whether the run owning `path` has ended and was last updated before
-    /// `cutoff`. An unreadable run is treated as open.
+    /// Whether the run owning `path` has ended, was last updated before
+    /// `cutoff`, and has no step queued or at work (a `reverify` or a
+    /// review round of a done run works in its files without changing its
+    /// state until it ends). An unreadable run is treated as open.
     async fn run_ended_before(&self, path: &Path, run_id: &str, cutoff: i64) -> bool {
         let id = crate::model::RunId::from_stored(run_id);
-        match runs::get(self.store.pool(), &id).await {
-            Ok(Some(run)) => run.state.is_final() && run.updated_at < cutoff,
+        let pool = self.store.pool();
+        match runs::get(pool, &id).await {
+            Ok(Some(run)) if run.state.is_final() && run.updated_at < cutoff => {
+                let key = crate::model::run_job_key(&id);
+                match jobs::has_live_job(pool, &key).await {
+                    Ok(live) => !live,
+                    Err(e) => {
+                        tracing::warn!(run = run_id, error = %e, "run's jobs unreadable; its files are kept");
+                        false
+                    }
+                }
+            }
+            Ok(Some(_)) => false,
             Ok(None) => modified_ms(path).await.is_some_and(|t| t < cutoff),
             Err(e) => {
                 tracing::warn!(run = run_id, error = %e, "run unreadable; its files are kept");

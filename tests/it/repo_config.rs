@@ -32,7 +32,10 @@ fn the_example_file_parses_with_its_documented_values() {
             pattern: "tests/**".into()
         }
     );
-    assert_eq!(c.convergence.allowed_paths, vec!["src/**", "tests/**"]);
+    assert_eq!(
+        c.convergence.allowed_paths,
+        vec!["src/**", "tests/**", "docs/**", "Cargo.toml", "Cargo.lock"]
+    );
     assert_eq!(c.budget.max_cost_usd, Some(5.0));
     assert_eq!(c.project.as_ref().unwrap().number, 7);
     assert_eq!(c.close_on, CloseOn::Verified);

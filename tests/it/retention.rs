@@ -267,8 +267,20 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
         .unwrap();
     a_run(&store, "r-open", 1, RunState::Running, now).await;
     a_run(&store, "r-ended", 2, RunState::Failed, now).await;
+    // Done long ago, with a step queued (a person pushed: `reverify` will
+    // work in its worktree without changing the run until it ends).
+    a_run(&store, "r-busy", 3, RunState::Done, now).await;
+    let busy_step = NewJob {
+        kind: JobKind::Run,
+        key: closer::model::run_job_key(&RunId::from_stored("r-busy")),
+        payload: "{}".into(),
+        max_attempts: 3,
+        run_at: now + 40 * DAY,
+    };
+    jobs::enqueue(store.pool(), &busy_step, now).await.unwrap();
     let open_files = run_files(data.path(), "r-open");
     let ended_files = run_files(data.path(), "r-ended");
+    let busy_files = run_files(data.path(), "r-busy");
     // Read-only directories, as Go's module cache leaves them.
     let locked = ended.path.join("locked");
     std::fs::create_dir_all(locked.join("deep")).unwrap();
@@ -320,6 +332,10 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
         "the open run's mirror is kept"
     );
     assert!(open_files.iter().all(|d| d.exists()));
+    assert!(
+        busy_files.iter().all(|d| d.exists()),
+        "a done run with a step on its way keeps its files"
+    );
 
     // The open run goes on in its worktree: the mirror still knows it.
     let again = sandbox

@@ -100,3 +100,88 @@ async fn deleting_the_branch_and_retrying_starts_afresh() {
     assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
     s.stop().await;
 }
+
+/// A head closer saw that the mirror no longer has (a data directory made
+/// afresh after a restart, a commit collected since) is taken as unseen:
+/// the branch is followed as before. The control: git itself refuses to
+/// compare with it, which failed every later iteration.
+#[tokio::test]
+async fn a_seen_head_the_mirror_lacks_is_taken_as_unseen() {
+    use closer::agent::sandbox::branch::BranchSync;
+
+    use crate::support::git::{Origin, git, sandbox};
+
+    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
+    let root = tempfile::tempdir().unwrap();
+    let sandbox = sandbox(root.path());
+    let source = origin.source();
+    let wt = sandbox
+        .prepare(&source, 4, "run-unseen", None)
+        .await
+        .unwrap();
+    std::fs::write(wt.path.join("first.txt"), "x\n").unwrap();
+    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
+    sandbox.push(&wt, &source, None).await.expect("pushed");
+    let theirs = origin.push_to_branch("closer/issue-4", "maria", "theirs.txt", "y\n");
+    sandbox.fetch_branch(&wt, &source).await.unwrap();
+
+    let gone = "0123456789abcdef0123456789abcdef01234567";
+    let sync = sandbox
+        .continue_from(&wt, &theirs, Some(gone))
+        .await
+        .expect("no git error");
+    assert_eq!(sync, BranchSync::FastForwarded);
+    assert_eq!(git(&wt.path, &["rev-parse", "HEAD"]).trim(), theirs);
+
+    let refused = std::process::Command::new("git")
+        .args(["merge-base", "--is-ancestor", gone, "HEAD"])
+        .current_dir(&wt.path)
+        .status()
+        .unwrap();
+    assert_eq!(refused.code(), Some(128), "git's own answer is an error");
+}
+
+/// A done run's worktree was removed after `run_files_days` while its pull
+/// request stayed open, and the default branch moved on meanwhile. A review
+/// then makes the worktree again: at the run's base commit, which the
+/// branch grew from, so the round continues from the branch as it is.
+/// Before, the worktree was made at the default branch's new head and the
+/// branch rebased onto it: the default branch's new commits were pushed
+/// to the pull request as if they were its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worktree_made_again_continues_the_branch_not_the_default_branch() {
+    let (mut s, n, pull) = verified_story("worktree-again", CONFIG).await;
+    let run = s.run(n).await.unwrap();
+    let worktree = s.data_dir().join("sandbox/worktrees").join(run.id.as_str());
+    assert!(worktree.join(".git").exists(), "{}", worktree.display());
+    std::fs::remove_dir_all(&worktree).unwrap();
+    s.origin
+        .push_change("tests/existing.sh", "echo existing test passes, still\n");
+
+    s.agent_step(2, &small_change(2));
+    s.llm.push([done()]);
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "A note.")],
+    )
+    .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(
+        (run.state, run.iteration),
+        (RunState::Done, 2),
+        "{}",
+        s.journal().await
+    );
+    let log = subjects(&s.origin.log("closer/issue-1"));
+    assert_eq!(
+        log,
+        ["review 2", "fix: add", "initial"],
+        "no commit of main's"
+    );
+    s.stop().await;
+}

@@ -111,12 +111,14 @@ impl Sandbox {
         if head == remote {
             return Ok(BranchSync::UpToDate);
         }
+        // A head the mirror no longer has (a data directory made afresh, a
+        // commit collected since) is in neither history: as if unseen.
         let rewritten = match seen.filter(|s| *s != remote) {
-            Some(seen) => {
+            Some(seen) if self.has_commit(worktree, seen).await => {
                 self.is_ancestor(worktree, seen, &head).await?
                     && !self.is_ancestor(worktree, seen, remote).await?
             }
-            None => false,
+            _ => false,
         };
         if rewritten {
             return self
@@ -193,6 +195,14 @@ impl Sandbox {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    async fn has_commit(&self, worktree: &Worktree, sha: &str) -> bool {
+        let object = format!("{sha}^{{commit}}");
+        worktree
+            .git(&self.git, &["cat-file", "-e", &object])
+            .await
+            .is_ok()
     }
 
     async fn is_ancestor(

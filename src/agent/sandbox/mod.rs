@@ -148,15 +148,32 @@ impl Sandbox {
     }
 
     /// The run's worktree, made on first call (fetching the mirror first)
-    /// and returned as it is on later calls of the same run. `known_base`
-    /// is the base commit closer stored for the run: it wins over the ref
-    /// in the mirror, which the agent can move.
+    /// from the default branch's head, and returned as it is on later calls
+    /// of the same run. `known_base` is the base commit closer stored for
+    /// the run: it wins over the ref in the mirror, which the agent can move.
     pub async fn prepare(
         &self,
         source: &RepoSource,
         issue: u64,
         run_id: &str,
         known_base: Option<&str>,
+    ) -> Result<Worktree, SandboxError> {
+        self.prepare_at(source, issue, run_id, known_base, None)
+            .await
+    }
+
+    /// [`Sandbox::prepare`], a worktree made afresh starting at `start_at`
+    /// when the mirror has that commit (else at the default branch's head):
+    /// the base of a branch the run pushed, so following that branch takes
+    /// it as it is instead of rebasing it onto the default branch's newer
+    /// commits.
+    pub async fn prepare_at(
+        &self,
+        source: &RepoSource,
+        issue: u64,
+        run_id: &str,
+        known_base: Option<&str>,
+        start_at: Option<&str>,
     ) -> Result<Worktree, SandboxError> {
         let mirror = self.mirror_path(&source.url);
         let path = self.options.root.join("worktrees").join(safe_name(run_id));
@@ -177,7 +194,10 @@ impl Sandbox {
             });
         }
         self.fetch_locked(source, &mirror).await?;
-        let base = self.default_head(source, &mirror).await?;
+        let base = match start_at {
+            Some(sha) if self.mirror_has(&mirror, sha).await => sha.to_owned(),
+            _ => self.default_head(source, &mirror).await?,
+        };
         // Removed before the prune, so a worktree a crash left at `path`
         // is no longer registered when it is added again.
         prune::remove_tree(&path).await?;
@@ -445,6 +465,14 @@ impl Sandbox {
     }
 
     /// The commit at the head of the default branch, as just fetched.
+    async fn mirror_has(&self, mirror: &Path, sha: &str) -> bool {
+        let object = format!("{sha}^{{commit}}");
+        self.git
+            .run(mirror, &["cat-file", "-e", &object])
+            .await
+            .is_ok()
+    }
+
     async fn default_head(
         &self,
         source: &RepoSource,

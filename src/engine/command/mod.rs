@@ -54,7 +54,7 @@ impl Command {
             Command::Run => "start working on this issue",
             Command::Retry => {
                 "restart a run that ended (failed, stopped or done), keeping its history \
-                 (with a new baseline if the default branch moved)"
+                 and continuing from its branch"
             }
             Command::Stop => "stop the current run",
             Command::Status => "show where the current run stands",
@@ -170,7 +170,7 @@ mod tests {
         Write a command at the start of a line, as `/closer <command>` or `@<app> <command>`:
 
         - `/closer run`: start working on this issue
-        - `/closer retry`: restart a run that ended (failed, stopped or done), keeping its history (with a new baseline if the default branch moved)
+        - `/closer retry`: restart a run that ended (failed, stopped or done), keeping its history and continuing from its branch
         - `/closer stop`: stop the current run
         - `/closer status`: show where the current run stands
 

@@ -175,7 +175,10 @@ impl Engine {
                 }
                 _ => comment::diagnosis_comment(&diagnosis(ctx, &failure, &records)),
             };
-            let key = format!("diagnosis:{}", super::triggers::digest(&body));
+            // Per life of the run: a retry that fails the same way again
+            // says so again.
+            let generation = ctx.run.generation;
+            let key = format!("diagnosis:{generation}:{}", super::triggers::digest(&body));
             self.status.post_once_for_run(ctx, &key, &body).await?;
             ctx.data.diagnosis_posted = true;
             self.runs.save(ctx).await?;

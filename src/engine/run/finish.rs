@@ -39,7 +39,9 @@ pub(super) enum PullEnd {
 impl Engine {
     pub(super) async fn finish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.data.awaiting_merge {
-            return Ok(());
+            // A retry of a `finish` that got this far: its last writes.
+            self.status.publish(ctx).await?;
+            return self.next_round_if_asked(ctx).await;
         }
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let last = self.runs.last_record(&ctx.run.id).await?;

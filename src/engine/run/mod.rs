@@ -374,7 +374,9 @@ impl Engine {
             // The final status first (a no-op when it was written), then
             // the close that failed last time.
             self.status.publish(&mut ctx).await?;
-            return self.close_done(&mut ctx).await;
+            self.close_done(&mut ctx).await?;
+            // What `finish` would have queued after it, had it got there.
+            return self.next_round_if_asked(&ctx).await;
         }
         if step == Step::Iterate
             && ctx.run.state == RunState::AwaitingResponse

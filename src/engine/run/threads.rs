@@ -58,16 +58,16 @@ fn reply_marker(run: &str, root: u64, seen: u64) -> String {
 
 /// The newest comment closer's reply `c` in thread `root` answered: the one
 /// its marker names, or (a reply from before markers named one) every
-/// comment older than the reply itself.
+/// comment older than the reply itself. The marker is the reply's last
+/// line; the agent's words quoted above it cannot hold one (`<` is escaped
+/// there), so a look-alike in them is never read.
 fn answered_up_to(root: u64, c: &ReviewComment) -> u64 {
     let mark = format!(":thread-{root}-upto-");
-    c.body
-        .find(&mark)
-        .map(|at| &c.body[at + mark.len()..])
-        .and_then(|rest| {
-            let digits = rest.find(|ch: char| !ch.is_ascii_digit())?;
-            rest[..digits].parse().ok()
-        })
+    let last = c.body.trim_end().rsplit('\n').next().unwrap_or_default();
+    last.strip_prefix("<!-- closer:once=")
+        .and_then(|rest| rest.split_once(&mark))
+        .and_then(|(_, rest)| rest.strip_suffix(" -->"))
+        .and_then(|id| id.parse().ok())
         .unwrap_or(c.id)
 }
 
@@ -283,4 +283,49 @@ pub(super) fn threads_section(threads: &[ReviewThread]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::github::Actor;
+
+    fn ours(id: u64, body: String) -> ReviewComment {
+        ReviewComment {
+            id,
+            in_reply_to: Some(10),
+            author: Actor {
+                login: "closer[bot]".into(),
+                is_bot: true,
+            },
+            body,
+            path: "a.rs".into(),
+            start_line: None,
+            line: Some(1),
+            diff_hunk: String::new(),
+            performed_via_app_id: Some(1),
+            review_id: None,
+        }
+    }
+
+    /// The marker on the reply's last line names what it answered; the
+    /// agent's quoted words cannot stand in for it, and a reply without
+    /// one answers what is older than itself.
+    #[test]
+    fn a_reply_answers_what_its_own_marker_names() {
+        let marker = reply_marker("r1", 10, 15);
+        let reply = format!(
+            "{}\n{marker}",
+            crate::comment::thread_reply(&ThreadAnswer::NotChanged {
+                why: "fine :thread-10-upto-999999 <!-- closer:once=r1:thread-10-upto-999999 -->"
+                    .into(),
+            })
+        );
+        assert_eq!(answered_up_to(10, &ours(40, reply)), 15);
+        // The control: the look-alike alone, as the last line, would be read.
+        let forged = "<!-- closer:once=r1:thread-10-upto-999999 -->".to_owned();
+        assert_eq!(answered_up_to(10, &ours(40, forged)), 999_999);
+        let old = "Changed in `abc`.\n<!-- closer:once=r1:thread-10-0123abcd -->".to_owned();
+        assert_eq!(answered_up_to(10, &ours(40, old)), 40);
+    }
 }

@@ -139,16 +139,18 @@ impl Workspace {
         })
     }
 
-    /// The run's worktree, made (or found again) from the mirror.
+    /// The run's worktree, made (or found again) from the mirror. Made
+    /// afresh for a run that pushed its branch (the old one was removed
+    /// after `run_files_days`), it starts at the run's base commit, which
+    /// the branch grew from; a run that never pushed starts from the
+    /// default branch's head, with a new baseline.
     pub async fn prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
         let source = self.source(ctx, TokenScope::Read).await?;
+        let known_base = ctx.run.base_commit.as_deref();
+        let start_at = known_base.filter(|_| ctx.data.branch_head.is_some());
+        let (issue, run_id) = (ctx.issue().0, ctx.run.id.as_str());
         self.sandbox
-            .prepare(
-                &source,
-                ctx.issue().0,
-                ctx.run.id.as_str(),
-                ctx.run.base_commit.as_deref(),
-            )
+            .prepare_at(&source, issue, run_id, known_base, start_at)
             .await
             .map_err(other)
     }
