@@ -257,6 +257,11 @@ pub struct BaselineConfig {
     /// ids (`test_calc.py::test_legacy`, `tests/legacy_*`).
     #[serde(deserialize_with = "valid_globs")]
     pub known_failures: Vec<String>,
+    /// Tests that passed at the base commit and a change may stop running
+    /// (the issue asks for their removal), as ids or globs over ids; any
+    /// other such test blocks completion.
+    #[serde(deserialize_with = "valid_globs")]
+    pub removed_tests: Vec<String>,
 }
 
 /// `baseline.tolerate:`.

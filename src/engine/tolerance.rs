@@ -35,24 +35,9 @@ pub struct Tolerance {
 
 impl Tolerance {
     pub fn new(config: &BaselineConfig) -> Result<Tolerance, PatternError> {
-        let mut known = GlobSetBuilder::new();
-        for pattern in &config.known_failures {
-            let glob = GlobBuilder::new(pattern)
-                .literal_separator(false)
-                .build()
-                .map_err(|e| PatternError {
-                    pattern: pattern.clone(),
-                    reason: e.kind().to_string(),
-                })?;
-            known.add(glob);
-        }
-        let known = known.build().map_err(|e| PatternError {
-            pattern: config.known_failures.join(", "),
-            reason: e.to_string(),
-        })?;
         Ok(Tolerance {
             mode: config.tolerate,
-            known,
+            known: globs(&config.known_failures)?,
         })
     }
 
@@ -92,6 +77,25 @@ impl Tolerance {
     }
 }
 
+/// Globs over test ids (`/` is not special: ids are not paths).
+fn globs(patterns: &[String]) -> Result<GlobSet, PatternError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| PatternError {
+                pattern: pattern.clone(),
+                reason: e.kind().to_string(),
+            })?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| PatternError {
+        pattern: patterns.join(", "),
+        reason: e.to_string(),
+    })
+}
+
 /// The named tests that failed at base and pass now: the same goal ran at
 /// head and names the test among its passes.
 pub fn fixed_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Failure> {
@@ -110,6 +114,37 @@ pub fn vanished_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Fail
             && !now.passed_tests.iter().any(|p| p == id)
             && !now.failures.iter().any(|c| c.test.as_deref() == Some(id))
     })
+}
+
+/// The named tests that passed at base and neither pass nor fail now in
+/// the same required goal, which passed (or failed only as tolerated):
+/// deleted, skipped, or no longer collected (a runner switched off, a
+/// test marked to be skipped). A goal that fails now blocks already and is
+/// not read here. `(goal name, test id)`, in the base goal's order.
+pub fn dropped_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<(String, String)> {
+    let mut dropped = Vec::new();
+    for base in &baseline.goals {
+        let Some(now) = head.iter().find(|g| {
+            g.goal_type == base.goal_type
+                && g.target == base.target
+                && !g.not_runnable
+                && g.required
+                && (g.passed || g.tolerated)
+        }) else {
+            continue;
+        };
+        let still_runs = |id: &String| {
+            now.passed_tests.contains(id)
+                || now.failures.iter().any(|f| f.test.as_deref() == Some(id))
+        };
+        dropped.extend(
+            base.passed_tests
+                .iter()
+                .filter(|id| !still_runs(id))
+                .map(|id| (now.name(), id.clone())),
+        );
+    }
+    dropped
 }
 
 /// The named failures of each baseline goal that `keep` selects against
@@ -135,6 +170,21 @@ fn since_base_where(
         );
     }
     found
+}
+
+/// Which of the tests that passed at base a change may stop running
+/// (`baseline.removed_tests`).
+#[derive(Debug, Clone)]
+pub struct Removable(GlobSet);
+
+impl Removable {
+    pub fn new(config: &BaselineConfig) -> Result<Removable, PatternError> {
+        globs(&config.removed_tests).map(Removable)
+    }
+
+    pub fn allows(&self, test: &str) -> bool {
+        self.0.is_match(test)
+    }
 }
 
 impl Tolerance {
@@ -169,6 +219,7 @@ mod tests {
         BaselineConfig {
             tolerate,
             known_failures: known.iter().map(|s| s.to_string()).collect(),
+            removed_tests: Vec::new(),
         }
     }
 
@@ -227,5 +278,61 @@ mod tests {
         let mut optional = gone;
         optional[0].required = false;
         assert!(vanished_since_base(&baseline, &optional).is_empty());
+    }
+
+    /// A test that passed at base and is no longer run while its goal
+    /// passes (deleted, skipped, a runner switched off) is dropped; one
+    /// still passing or failing is not, and a goal that fails now is not
+    /// read (it blocks already).
+    #[test]
+    fn a_test_that_passed_at_base_and_no_longer_runs_is_dropped() {
+        let out = "ok 1 - tests/add.sh\nok 2 - tests/sub.sh\n";
+        let mut base_goal = goal("sh run_tests.sh", out);
+        base_goal.passed = true;
+        let baseline = Baseline {
+            base_commit: "b".into(),
+            failures: Vec::new(),
+            goals: vec![base_goal],
+        };
+        let at_head = |output: &str, passed: bool| {
+            let mut g = goal("sh run_tests.sh", output);
+            g.passed = passed;
+            [g]
+        };
+        let ids = |head: &[GoalResult]| {
+            dropped_since_base(&baseline, head)
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(&at_head("ok 1 - tests/add.sh\n", true)),
+            ["tests/sub.sh"]
+        );
+        assert_eq!(
+            ids(&at_head(
+                "ok 1 - tests/add.sh\nok 2 - tests/sub.sh # SKIP\n",
+                true
+            )),
+            ["tests/sub.sh"]
+        );
+        assert_eq!(ids(&at_head("", true)), ["tests/add.sh", "tests/sub.sh"]);
+        // The controls: all still run (one now failing), or the goal fails.
+        assert!(ids(&at_head(out, true)).is_empty());
+        assert!(
+            ids(&at_head(
+                "ok 1 - tests/add.sh\nnot ok 2 - tests/sub.sh\n",
+                true
+            ))
+            .is_empty()
+        );
+        assert!(ids(&at_head("", false)).is_empty());
+        // The repository may allow a removal.
+        let allowed = BaselineConfig {
+            removed_tests: vec!["tests/sub*".into()],
+            ..BaselineConfig::default()
+        };
+        let removable = Removable::new(&allowed).unwrap();
+        assert!(removable.allows("tests/sub.sh") && !removable.allows("tests/add.sh"));
     }
 }

@@ -24,7 +24,10 @@ use super::goals::{self, GoalContext, GoalResult, GoalSettings};
 use super::reproduction::Reproduction;
 use super::scope::{self, ScopeVerdict};
 use super::task_rules;
-use super::tolerance::{Sorted, Tolerance, failure_id, fixed_since_base, vanished_since_base};
+use super::tolerance::{
+    Removable, Sorted, Tolerance, dropped_since_base, failure_id, fixed_since_base,
+    vanished_since_base,
+};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
 use crate::config::repo::{GoalSpec, RepoConfig};
@@ -184,6 +187,18 @@ pub fn conclude(
         reasons.push(vanished_reason(&vanished));
         blocking.extend(vanished.iter().cloned());
     }
+    let removable = Removable::new(&ctx.repo.baseline)?;
+    let dropped: Vec<(String, String)> = dropped_since_base(ctx.baseline, &goals)
+        .into_iter()
+        .filter(|(_, id)| !removable.allows(id))
+        .collect();
+    if !dropped.is_empty() {
+        reasons.push(dropped_reason(&dropped));
+        let closer = |(goal, id): &(String, String)| {
+            Failure::closer("no longer run", &format!("{goal}: {id}"))
+        };
+        blocking.extend(dropped.iter().map(closer));
+    }
     let evidence = goals
         .iter()
         .filter(|g| !g.passed)
@@ -273,6 +288,27 @@ fn vanished_reason(failures: &[Failure]) -> String {
     format!(
         "no longer run: {} (failed on the base commit and is neither failing nor passing now: \
          deleted or skipped, or the test output names no passing tests)",
+        ids.join(", ")
+    )
+}
+
+/// Tests shown in the reason before "and N more".
+const DROPPED_SHOWN: usize = 20;
+
+/// Why tests that passed at base and no longer run block, and how a
+/// maintainer allows it when the issue asks for their removal.
+fn dropped_reason(dropped: &[(String, String)]) -> String {
+    let mut ids: Vec<&str> = dropped.iter().map(|(_, id)| id.as_str()).collect();
+    let more = ids.len().saturating_sub(DROPPED_SHOWN);
+    ids.truncate(DROPPED_SHOWN);
+    let more = match more {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "no longer run: {}{more} (passed on the base commit and neither pass nor fail now: \
+         deleted, skipped, or no longer collected; if the issue asks for their removal, list \
+         them under `baseline.removed_tests` in .github/closer.yml)",
         ids.join(", ")
     )
 }

@@ -360,6 +360,41 @@ async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
     never_closed(s, &[&skip, CLAIMS_DONE]).await;
 }
 
+/// The agent fixes the bug, with its reproducing test, and deletes a test
+/// that passed on the base commit: the runner exits 0, yet the run is never
+/// closed, and the status says which test no longer runs. Before, only
+/// tests that failed at base were followed; one that passed could stop
+/// running unnoticed (decision 161).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lying_agent_that_deletes_a_passing_test_is_never_closed() {
+    let s = Story::start("liar-drops", Some(LIMIT_2)).await;
+    let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
+    let (s, n) = never_closed(s, &[&drop, CLAIMS_DONE]).await;
+    let status = s.status_comment(n).body;
+    assert!(
+        status.contains("no longer run: tests/existing.sh"),
+        "{status}"
+    );
+}
+
+/// The control, and the repository's way out: with the test listed under
+/// `baseline.removed_tests` (the issue asked for its removal), the same
+/// change is verified and closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_test_the_repository_lets_go_does_not_block() {
+    let config = format!("{LIMIT_2}baseline:\n  removed_tests: [\"tests/existing*\"]\n");
+    let mut s = Story::start("drops-allowed", Some(&config)).await;
+    s.llm.push([done()]);
+    let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
+    s.agent_step(1, &drop);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lying_agent_that_edits_outside_the_allowed_paths_is_never_closed() {
     let config = format!("{LIMIT_2}convergence:\n  allowed_paths: [\"calc.sh\", \"tests/**\"]\n");

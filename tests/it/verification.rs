@@ -575,7 +575,7 @@ async fn a_test_already_failing_at_baseline_blocks_unless_the_repository_tolerat
     let tolerant = RepoConfig {
         baseline: BaselineConfig {
             tolerate: Tolerate::Preexisting,
-            known_failures: Vec::new(),
+            ..BaselineConfig::default()
         },
         ..repo_config()
     };
