@@ -1,7 +1,9 @@
 //! The scope guard: changed files outside `allowed_paths`, and —
 //! from stage 2 on — a change larger than the diff budget, are named reasons
 //! for INCOMPLETE, each with a fingerprint so a repeating violation counts
-//! as stagnation. closer's own files are never a violation.
+//! as stagnation. Every file the change holds counts: closer leaves none of
+//! its own in a worktree, so no path is exempt (an exempt one was a place
+//! the agent could put anything, outside the scope and the budget).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,9 +12,6 @@ use super::convergence::Stage;
 use super::fingerprint::Failure;
 use super::paths::{PathPatterns, PatternError};
 use crate::config::repo::ConvergenceConfig;
-
-/// Files closer itself may leave in a worktree.
-pub const CLOSER_OWN_PATHS: &[&str] = &[".closer/**"];
 
 /// The scope guard's verdict for one iteration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +66,6 @@ pub fn check(
     artifacts: &Artifacts,
     stage: Stage,
 ) -> Result<ScopeVerdict, PatternError> {
-    let own = PathPatterns::new(CLOSER_OWN_PATHS)?;
     let out_of_scope = if config.allowed_paths.is_empty() {
         Vec::new()
     } else {
@@ -75,15 +73,11 @@ pub fn check(
         artifacts
             .all_files()
             .map(|f| f.path.as_str())
-            .filter(|p| !own.matches(p) && !allowed.matches(p))
+            .filter(|p| !allowed.matches(p))
             .map(str::to_owned)
             .collect()
     };
-    let changed_lines = artifacts
-        .all_files()
-        .filter(|f| !own.matches(&f.path))
-        .map(|f| f.added + f.deleted)
-        .sum();
+    let changed_lines = artifacts.all_files().map(|f| f.added + f.deleted).sum();
     let diff_budget = (stage >= Stage::MinimalFix).then_some(config.diff_budget);
     let over_budget = diff_budget.is_some_and(|b| changed_lines > u64::from(b));
     Ok(ScopeVerdict {
@@ -113,7 +107,7 @@ mod tests {
             }],
             untracked: vec![ChangedFile {
                 path: ".closer/notes.md".into(),
-                added: 1000,
+                added: 5,
                 deleted: 0,
                 new: true,
             }],
@@ -127,14 +121,14 @@ mod tests {
             diff_budget: 10,
             ..ConvergenceConfig::default()
         };
-        let big = change(11);
+        let big = change(6);
         // Stage 1: no budget.
         let v = check(&config, &big, Stage::Normal).unwrap();
         assert!(!v.violation() && v.diff_budget.is_none());
         // Stage 2: over the budget, a named reason and a failure of its own.
         let v = check(&config, &big, Stage::MinimalFix).unwrap();
         assert!(v.over_budget && v.violation(), "{v:?}");
-        assert_eq!(v.changed_lines, 11, "closer's own files do not count");
+        assert_eq!(v.changed_lines, 11, "every file counts, `.closer/` too");
         assert!(
             v.reasons().iter().any(|r| r.contains("10")),
             "{:?}",
@@ -142,7 +136,7 @@ mod tests {
         );
         assert_eq!(v.failures().len(), 1);
         // At the budget: fine.
-        let v = check(&config, &change(10), Stage::MinimalFix).unwrap();
+        let v = check(&config, &change(5), Stage::MinimalFix).unwrap();
         assert!(!v.violation(), "{v:?}");
     }
 }
