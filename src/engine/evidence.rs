@@ -131,6 +131,8 @@ pub async fn goal_results(
                 evidence: r.evidence,
                 failures: Vec::new(),
                 passed_tests: Vec::new(),
+                started_tests: Vec::new(),
+                output_cut: false,
             })
         })
         .collect()

@@ -308,7 +308,7 @@ fn dropped_reason(dropped: &[(String, String)]) -> String {
     format!(
         "no longer run: {}{more} (passed on the base commit and neither pass nor fail now: \
          deleted, skipped, or no longer collected; if the issue asks for their removal, list \
-         them under `baseline.removed_tests` in .github/closer.yml)",
+         them under `baseline.removed_tests` in .github/closer.yml, then `/closer retry`)",
         ids.join(", ")
     )
 }

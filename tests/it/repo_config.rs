@@ -178,7 +178,7 @@ const MALFORMED: &[(&str, &str)] = &[
     ),
     (
         "baseline:\n  ignore: all\n",
-        ".github/closer.yml:2:3: unknown field `ignore`, expected one of tolerate, known_failures",
+        ".github/closer.yml:2:3: unknown field `ignore`, expected one of tolerate, known_failures, removed_tests",
     ),
     (
         "dod:\n  - { type: tests_pass, command: \"make test\", timeout_secs: 10000000000000000000 }\n",

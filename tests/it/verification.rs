@@ -1709,6 +1709,8 @@ mod persistence {
             evidence: evidence.into(),
             failures: Vec::new(),
             passed_tests: Vec::new(),
+            started_tests: Vec::new(),
+            output_cut: false,
             not_runnable: false,
             tolerated: false,
         }

@@ -163,10 +163,10 @@ impl Sandbox {
     }
 
     /// [`Sandbox::prepare`], a worktree made afresh starting at `start_at`
-    /// when the mirror has that commit (else at the default branch's head):
-    /// the base of a branch the run pushed, so following that branch takes
-    /// it as it is instead of rebasing it onto the default branch's newer
-    /// commits.
+    /// when the mirror has that commit and the run's branch is on the remote
+    /// (else at the default branch's head): the base of a branch the run
+    /// pushed, so following that branch takes it as it is instead of
+    /// rebasing it onto the default branch's newer commits.
     pub async fn prepare_at(
         &self,
         source: &RepoSource,
@@ -194,8 +194,16 @@ impl Sandbox {
             });
         }
         self.fetch_locked(source, &mirror).await?;
+        // Only while the branch is there to continue: one merged and
+        // deleted since starts afresh from the default branch's head.
+        let branch_there = format!("refs/remotes/origin/{branch}");
         let base = match start_at {
-            Some(sha) if self.mirror_has(&mirror, sha).await => sha.to_owned(),
+            Some(sha)
+                if self.mirror_has(&mirror, &format!("{sha}^{{commit}}")).await
+                    && self.mirror_has(&mirror, &branch_there).await =>
+            {
+                sha.to_owned()
+            }
             _ => self.default_head(source, &mirror).await?,
         };
         // Removed before the prune, so a worktree a crash left at `path`
@@ -464,15 +472,15 @@ impl Sandbox {
         Ok(())
     }
 
-    /// The commit at the head of the default branch, as just fetched.
-    async fn mirror_has(&self, mirror: &Path, sha: &str) -> bool {
-        let object = format!("{sha}^{{commit}}");
+    /// Whether the mirror holds `object` (`<sha>^{commit}`, a ref).
+    async fn mirror_has(&self, mirror: &Path, object: &str) -> bool {
         self.git
-            .run(mirror, &["cat-file", "-e", &object])
+            .run(mirror, &["rev-parse", "--verify", "--quiet", object])
             .await
             .is_ok()
     }
 
+    /// The commit at the head of the default branch, as just fetched.
     async fn default_head(
         &self,
         source: &RepoSource,

@@ -16,7 +16,7 @@ mod passed;
 mod pytest;
 mod tap;
 
-pub use passed::passed_tests;
+pub use passed::{passed_tests, started_tests};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

@@ -6,6 +6,11 @@
 //!
 //! Names are given in the form the failure parsers give them, so the two
 //! can be compared.
+//!
+//! The tests a run shows starting (not skipped), whatever their result, are
+//! read too: a test's result line that its own output split in two (a log
+//! line between unittest's `name (id) ... ` and its `ok`, a docstring, a
+//! captured print under `pytest -s`) still shows that the test ran.
 
 use std::sync::LazyLock;
 
@@ -19,6 +24,58 @@ static PYTEST_VERBOSE: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+::\S+) PASSE
 static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| re(r"^PASSED (\S+)"));
 static CARGO: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\. ok$"));
 static GO: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- PASS: (\S+)"));
+
+static UNITTEST_START: LazyLock<Regex> = LazyLock::new(|| re(r"^(\w+) \(([\w.]+)\)(.*)$"));
+static PYTEST_START: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+::\S+)(.*)$"));
+static CARGO_START: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\.(.*)$"));
+static GO_RUN: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*=== RUN\s+(\S+)"));
+static GO_SKIP: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- SKIP: (\S+)"));
+
+/// The names of the tests `output` shows starting and not skipped (see the
+/// module notes), in the passed tests' form.
+pub fn started_tests(output: &str) -> Vec<String> {
+    let text = strip_ansi(output);
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let go_skipped: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| {
+            GO_SKIP
+                .captures(l)
+                .map(|c| c.get(1).map_or("", |m| m.as_str()))
+        })
+        .collect();
+    let mut names: Vec<String> = lines
+        .iter()
+        .filter_map(|line| started_name(line))
+        .chain(lines.iter().filter_map(|l| {
+            let name = GO_RUN.captures(l)?.get(1)?.as_str();
+            (!go_skipped.contains(&name)).then(|| name.to_owned())
+        }))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn started_name(line: &str) -> Option<String> {
+    let skipped = |rest: &str| {
+        let rest = rest.to_ascii_lowercase();
+        ["skip", "ignored", "xfail", "deselected", "expected failure"]
+            .iter()
+            .any(|w| rest.contains(w))
+    };
+    if let Some(c) = UNITTEST_START.captures(line) {
+        let (method, id, rest) = (&c[1], &c[2], &c[3]);
+        return (!skipped(rest)).then(|| match id.ends_with(method) {
+            true => id.to_owned(),
+            false => format!("{id}.{method}"),
+        });
+    }
+    [&*PYTEST_START, &*CARGO_START].iter().find_map(|r| {
+        let c = r.captures(line)?;
+        (!skipped(&c[2])).then(|| c[1].to_owned())
+    })
+}
 
 /// The names of the tests `output` reports as passed (skipped and TODO
 /// tests are not passed).
@@ -77,5 +134,29 @@ mod tests {
         let go = "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\n--- FAIL: TestSub (0.00s)\n";
         assert_eq!(passed_tests(go), ["TestAdd"]);
         assert!(passed_tests("....\nOK\n").is_empty());
+    }
+
+    /// A result line split by the test's own output still shows the test
+    /// ran; a skipped one does not.
+    #[test]
+    fn a_test_shown_starting_ran_whatever_split_its_result_line() {
+        let unittest = "test_add (test_calc.CalcTest.test_add) ... log line\nok\n\
+                        test_doc (test_calc.CalcTest.test_doc)\nAdds. ... ok\n\
+                        test_skip (test_calc.CalcTest.test_skip) ... skipped 'flaky'\n";
+        assert_eq!(
+            started_tests(unittest),
+            ["test_calc.CalcTest.test_add", "test_calc.CalcTest.test_doc"]
+        );
+        assert!(
+            passed_tests(unittest).is_empty(),
+            "the control: no whole result line"
+        );
+        let pytest = "test_calc.py::test_add printed\nPASSED\ntest_calc.py::test_old SKIPPED (x)\n";
+        assert_eq!(started_tests(pytest), ["test_calc.py::test_add"]);
+        let cargo = "test calc::add ... printed\nok\ntest calc::slow ... ignored\n";
+        assert_eq!(started_tests(cargo), ["calc::add"]);
+        let go =
+            "=== RUN   TestAdd\nlog\n--- PASS: TestAdd\n=== RUN   TestOld\n--- SKIP: TestOld\n";
+        assert_eq!(started_tests(go), ["TestAdd"]);
     }
 }

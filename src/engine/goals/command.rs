@@ -10,7 +10,7 @@ use super::{GoalContext, GoalLevel, GoalResult, list};
 use crate::agent::confine::Kind;
 use crate::agent::process::{self, ProcessSpec};
 use crate::config::repo::GoalSpec;
-use crate::engine::fingerprint::{parse_failures, passed_tests};
+use crate::engine::fingerprint::{parse_failures, passed_tests, started_tests};
 
 pub(super) async fn run(
     ctx: GoalContext<'_>,
@@ -39,7 +39,10 @@ pub(super) async fn run(
             return result;
         }
     };
-    result.passed_tests = passed_tests(&output.combined());
+    let combined = output.combined();
+    result.passed_tests = passed_tests(&combined);
+    result.started_tests = started_tests(&combined);
+    result.output_cut = output.stdout.truncated() || output.stderr.truncated();
     if output.success() {
         result.passed = true;
         result.evidence = "exit 0".into();

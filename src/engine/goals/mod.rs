@@ -112,6 +112,14 @@ pub struct GoalResult {
     /// or skipped one.
     #[serde(default)]
     pub passed_tests: Vec<String>,
+    /// The tests a command goal's output shows starting or running, not
+    /// skipped, whatever their result (`fingerprint::started_tests`): a
+    /// test whose result line was split by its own output still ran.
+    #[serde(default)]
+    pub started_tests: Vec<String>,
+    /// The command's output went past the cap: what it names is partial.
+    #[serde(default)]
+    pub output_cut: bool,
     /// The goal could not be evaluated at all (command missing, timed out,
     /// bad pattern): a baseline with such a goal is refused.
     pub not_runnable: bool,
@@ -148,6 +156,8 @@ impl GoalResult {
             evidence,
             failures: Vec::new(),
             passed_tests: Vec::new(),
+            started_tests: Vec::new(),
+            output_cut: false,
             not_runnable: false,
             tolerated: false,
         }
@@ -164,6 +174,8 @@ impl GoalResult {
             evidence: String::new(),
             failures: Vec::new(),
             passed_tests: Vec::new(),
+            started_tests: Vec::new(),
+            output_cut: false,
             not_runnable: false,
             tolerated: false,
         }
