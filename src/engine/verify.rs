@@ -187,18 +187,7 @@ pub fn conclude(
         reasons.push(vanished_reason(&vanished));
         blocking.extend(vanished.iter().cloned());
     }
-    let removable = Removable::new(&ctx.repo.baseline)?;
-    let dropped: Vec<(String, String)> = dropped_since_base(ctx.baseline, &goals)
-        .into_iter()
-        .filter(|(_, id)| !removable.allows(id))
-        .collect();
-    if !dropped.is_empty() {
-        reasons.push(dropped_reason(&dropped));
-        let closer = |(goal, id): &(String, String)| {
-            Failure::closer("no longer run", &format!("{goal}: {id}"))
-        };
-        blocking.extend(dropped.iter().map(closer));
-    }
+    no_longer_run(&ctx, &goals, &mut reasons, &mut blocking)?;
     let evidence = goals
         .iter()
         .filter(|g| !g.passed)
@@ -290,6 +279,29 @@ fn vanished_reason(failures: &[Failure]) -> String {
          deleted or skipped, or the test output names no passing tests)",
         ids.join(", ")
     )
+}
+
+/// Tests that passed at base and no longer run, except those the
+/// repository lets go (`baseline.removed_tests`), as blocking reasons.
+fn no_longer_run(
+    ctx: &VerifyContext<'_>,
+    goals: &[GoalResult],
+    reasons: &mut Vec<String>,
+    blocking: &mut Vec<Failure>,
+) -> Result<(), VerifyError> {
+    let removable = Removable::new(&ctx.repo.baseline)?;
+    let dropped: Vec<(String, String)> = dropped_since_base(ctx.baseline, goals)
+        .into_iter()
+        .filter(|(_, id)| !removable.allows(id))
+        .collect();
+    if !dropped.is_empty() {
+        reasons.push(dropped_reason(&dropped));
+        let closer = |(goal, id): &(String, String)| {
+            Failure::closer("no longer run", &format!("{goal}: {id}"))
+        };
+        blocking.extend(dropped.iter().map(closer));
+    }
+    Ok(())
 }
 
 /// Tests shown in the reason before "and N more".
