@@ -39,8 +39,8 @@ pub enum BranchSync {
     /// the run's unpushed commits (if any) rebased onto it.
     Rewritten,
     /// The branch closer had seen on the remote is gone (a person deleted
-    /// it, for a fresh start): the worktree is back at the run's base
-    /// commit, its earlier commits dropped.
+    /// it, for a fresh start): the worktree is back at the commit it was
+    /// made from (its `base_commit`), its earlier commits dropped.
     Deleted,
 }
 
@@ -158,8 +158,8 @@ impl Sandbox {
         }
     }
 
-    /// The worktree back at the run's base commit, every commit of the run
-    /// dropped: the branch it had pushed was deleted on the remote.
+    /// The worktree back at the commit it was made from, every commit of
+    /// the run dropped: the branch it had pushed was deleted on the remote.
     pub async fn start_afresh(&self, worktree: &Worktree) -> Result<BranchSync, SandboxError> {
         self.reset_to(worktree, &worktree.base_commit).await?;
         Ok(BranchSync::Deleted)
