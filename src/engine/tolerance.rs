@@ -214,6 +214,17 @@ impl Removable {
 }
 
 impl Tolerance {
+    /// Whether a failed command goal is tolerated: every failure closer
+    /// read in its output is a tolerated one from the base commit. Output
+    /// past the cap is never tolerated: what came after the cut could hold
+    /// a new failure (or the agent's code could print its way past it).
+    pub fn excuses_goal(&self, baseline: &Baseline, goal: &GoalResult) -> bool {
+        !goal.passed
+            && !goal.failures.is_empty()
+            && !goal.output_cut
+            && self.sort(baseline, &goal.failures).tolerated.len() == goal.failures.len()
+    }
+
     /// `failures` split into those this tolerance excuses and the rest.
     pub fn split(&self, failures: Vec<Failure>) -> (Vec<Failure>, Vec<Failure>) {
         failures.into_iter().partition(|f| self.tolerates(f))
@@ -269,6 +280,11 @@ mod tests {
 
         let all = Tolerance::new(&config(Tolerate::Preexisting, &[])).unwrap();
         assert_eq!(all.sort(&baseline, &now).tolerated.len(), 1);
+        let mut only_legacy = goal("sh run_tests.sh", "not ok 2 - tests/legacy.sh\n");
+        assert!(all.excuses_goal(&baseline, &only_legacy));
+        // Output past the cap: what came after the cut is unknown.
+        only_legacy.output_cut = true;
+        assert!(!all.excuses_goal(&baseline, &only_legacy));
 
         let listed = Tolerance::new(&config(Tolerate::Listed, &["tests/legacy*"])).unwrap();
         assert_eq!(listed.sort(&baseline, &now).tolerated.len(), 1);

@@ -161,12 +161,8 @@ pub fn conclude(
         mut goals,
     } = found;
     let tolerance = Tolerance::new(&ctx.repo.baseline)?;
-    for goal in goals
-        .iter_mut()
-        .filter(|g| !g.passed && !g.failures.is_empty())
-    {
-        goal.tolerated =
-            tolerance.sort(ctx.baseline, &goal.failures).tolerated.len() == goal.failures.len();
+    for goal in goals.iter_mut() {
+        goal.tolerated = tolerance.excuses_goal(ctx.baseline, goal);
     }
     goals.extend(reproduction.as_ref().map(Reproduction::as_goal));
     let mut sorted = tolerance.sort(
