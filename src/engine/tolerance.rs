@@ -7,7 +7,7 @@
 //!
 //! This module only sorts failures; it never hides one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -120,15 +120,56 @@ pub fn vanished_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<Fail
 
 /// A parametrised test's id without its parameters (`test_add[2-3-5]`,
 /// Go's `TestParse/want_3`): a fix that corrects an expected value renames
-/// the case, not the test. Other ids are their own stem.
+/// the case, not the test. Other ids are their own stem (a path such as
+/// `Tests/test_x.py::test_a` or `TestSuite/foo.t` is not a Go subtest).
 fn stem(id: &str) -> &str {
     if let Some((test, _)) = id.split_once('[') {
         return test;
     }
     match id.split_once('/') {
-        Some((test, _)) if test.starts_with("Test") && !test.contains('.') => test,
+        Some((test, _)) if is_go_test(test) && !id.contains("::") && !id.contains('.') => test,
         _ => id,
     }
+}
+
+/// The required goals, passing now, whose output named tests at base
+/// within the cap and goes past it now: nothing can be told missing from
+/// such output, and the agent's code can print its way there, so they
+/// block as unreadable (their names).
+pub fn cut_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<String> {
+    baseline
+        .goals
+        .iter()
+        .filter(|base| !base.output_cut && !base.passed_tests.is_empty())
+        .filter_map(|base| {
+            head.iter().find(|g| {
+                g.goal_type == base.goal_type
+                    && g.target == base.target
+                    && g.required
+                    && g.output_cut
+                    && (g.passed || g.tolerated)
+            })
+        })
+        .map(GoalResult::name)
+        .collect()
+}
+
+/// How many of `ids` there are per stem.
+fn by_stem<'a>(ids: impl Iterator<Item = &'a str>) -> HashMap<&'a str, usize> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for id in ids {
+        *count.entry(stem(id)).or_default() += 1;
+    }
+    count
+}
+
+/// Go's rule for a test function's name: `Test`, then nothing or a
+/// character that is not a lower-case letter.
+fn is_go_test(name: &str) -> bool {
+    name.strip_prefix("Test").is_some_and(|rest| {
+        rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !rest.starts_with(|c: char| c.is_ascii_lowercase())
+    })
 }
 
 /// The named tests that passed at base and neither pass, fail nor show
@@ -162,11 +203,18 @@ pub fn dropped_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<(Stri
             .map(String::as_str)
             .chain(now.failures.iter().filter_map(|f| f.test.as_deref()))
             .collect();
-        let stems: HashSet<&str> = ran.iter().map(|id| stem(id)).collect();
+        // A case counts as renamed only while its test runs as many cases
+        // as passed at base: skipping all but one is a drop.
+        let at_base = by_stem(base.passed_tests.iter().map(String::as_str));
+        let now_ran = by_stem(ran.iter().copied());
+        let renamed = |id: &str| {
+            let s = stem(id);
+            s != id && now_ran.get(s).copied().unwrap_or(0) >= at_base.get(s).copied().unwrap_or(0)
+        };
         dropped.extend(
             base.passed_tests
                 .iter()
-                .filter(|id| !ran.contains(id.as_str()) && !stems.contains(stem(id)))
+                .filter(|id| !ran.contains(id.as_str()) && !renamed(id))
                 .map(|id| (now.name(), id.clone())),
         );
     }
@@ -369,14 +417,44 @@ mod tests {
             .is_empty()
         );
         assert!(ids(&at_head("", false)).is_empty());
-        // Nothing is told missing from output past the cap.
+        // Nothing is told missing from output past the cap; the goal is
+        // named as unreadable instead.
         let mut cut = at_head("", true);
         cut[0].output_cut = true;
         assert!(ids(&cut).is_empty());
+        assert_eq!(
+            cut_since_base(&baseline, &cut),
+            ["tests_pass: sh run_tests.sh"]
+        );
+        assert!(cut_since_base(&baseline, &at_head("", true)).is_empty());
         // A test shown running (its result line split) still runs.
         let mut split = at_head("ok 1 - tests/add.sh\n", true);
         split[0].started_tests = vec!["tests/sub.sh".into()];
         assert!(ids(&split).is_empty());
+        // A parametrised case renamed by the fix still runs; all cases but
+        // one skipped do not; a path is not a Go subtest.
+        let param = |out: &str| {
+            let mut g = goal("pytest -v", out);
+            g.passed = true;
+            g
+        };
+        let base3 = Baseline {
+            base_commit: "b".into(),
+            failures: Vec::new(),
+            goals: vec![param(
+                "t.py::test_add[1] PASSED\nt.py::test_add[2] PASSED\n",
+            )],
+        };
+        let renamed = [param(
+            "t.py::test_add[1] PASSED\nt.py::test_add[3] PASSED\n",
+        )];
+        assert!(dropped_since_base(&base3, &renamed).is_empty());
+        let fewer = [param("t.py::test_add[1] PASSED\n")];
+        assert_eq!(dropped_since_base(&base3, &fewer).len(), 1);
+        assert_eq!(stem("TestParse/want_3"), "TestParse");
+        assert_eq!(stem("Tests/test_x.py::test_a"), "Tests/test_x.py::test_a");
+        assert_eq!(stem("TestSuite/foo.t"), "TestSuite/foo.t");
+        assert_eq!(stem("Testing/x"), "Testing/x");
         // The repository may allow a removal.
         let allowed = BaselineConfig {
             removed_tests: vec!["tests/sub*".into()],

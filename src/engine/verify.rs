@@ -25,7 +25,7 @@ use super::reproduction::Reproduction;
 use super::scope::{self, ScopeVerdict};
 use super::task_rules;
 use super::tolerance::{
-    Removable, Sorted, Tolerance, dropped_since_base, failure_id, fixed_since_base,
+    Removable, Sorted, Tolerance, cut_since_base, dropped_since_base, failure_id, fixed_since_base,
     vanished_since_base,
 };
 use crate::agent::sandbox::Worktree;
@@ -278,7 +278,9 @@ fn vanished_reason(failures: &[Failure]) -> String {
 }
 
 /// Tests that passed at base and no longer run, except those the
-/// repository lets go (`baseline.removed_tests`), as blocking reasons.
+/// repository lets go (`baseline.removed_tests`), and goals whose output
+/// now goes past the cap (nothing can be told from it), as blocking
+/// reasons.
 fn no_longer_run(
     ctx: &VerifyContext<'_>,
     goals: &[GoalResult],
@@ -296,6 +298,14 @@ fn no_longer_run(
             Failure::closer("no longer run", &format!("{goal}: {id}"))
         };
         blocking.extend(dropped.iter().map(closer));
+    }
+    for goal in cut_since_base(ctx.baseline, goals) {
+        reasons.push(format!(
+            "{goal}: its output went past the cap, so closer cannot tell whether the tests that \
+             passed on the base commit still run; make it print less (it named them within the \
+             cap on the base commit)"
+        ));
+        blocking.push(Failure::closer("output past the cap", &goal));
     }
     Ok(())
 }

@@ -22,7 +22,8 @@ const MAX_WORD_CHARS: usize = 32;
 pub enum Command {
     /// Start a run on the issue.
     Run,
-    /// Restart a failed or stopped run, keeping its history.
+    /// Restart a run that ended (failed, stopped or done), keeping its
+    /// history.
     Retry,
     /// Stop the running run.
     Stop,

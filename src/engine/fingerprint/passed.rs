@@ -32,7 +32,11 @@ static GO_RUN: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*=== RUN\s+(\S+)"));
 static GO_SKIP: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- SKIP: (\S+)"));
 
 /// The names of the tests `output` shows starting and not skipped (see the
-/// module notes), in the passed tests' form.
+/// module notes), in the passed tests' form. A start line that carries no
+/// result (`test_doc (m.C.test_doc)` before a docstring, a node id before
+/// its captured output) takes the first result that follows it before the
+/// next start line; with none (pytest's warnings summary lists bare node
+/// ids) the test is not counted.
 pub fn started_tests(output: &str) -> Vec<String> {
     let text = strip_ansi(output);
     let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
@@ -44,37 +48,77 @@ pub fn started_tests(output: &str) -> Vec<String> {
                 .map(|c| c.get(1).map_or("", |m| m.as_str()))
         })
         .collect();
-    let mut names: Vec<String> = lines
-        .iter()
-        .filter_map(|line| started_name(line))
-        .chain(lines.iter().filter_map(|l| {
-            let name = GO_RUN.captures(l)?.get(1)?.as_str();
-            (!go_skipped.contains(&name)).then(|| name.to_owned())
-        }))
-        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((name, rest)) = start_of(line) else {
+            continue;
+        };
+        let result = outcome(&rest).or_else(|| {
+            lines[i + 1..]
+                .iter()
+                .take_while(|l| start_of(l).is_none())
+                .find_map(|l| outcome(l))
+        });
+        if result == Some(Outcome::Ran) {
+            names.push(name);
+        }
+    }
+    names.extend(lines.iter().filter_map(|l| {
+        let name = GO_RUN.captures(l)?.get(1)?.as_str();
+        (!go_skipped.contains(&name)).then(|| name.to_owned())
+    }));
     names.sort();
     names.dedup();
     names
 }
 
-fn started_name(line: &str) -> Option<String> {
-    let skipped = |rest: &str| {
-        let rest = rest.to_ascii_lowercase();
-        ["skip", "ignored", "xfail", "deselected", "expected failure"]
-            .iter()
-            .any(|w| rest.contains(w))
-    };
+/// What a result says of its test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ran,
+    Skipped,
+}
+
+/// The result a line (or a start line's rest) gives, if it gives one.
+fn outcome(text: &str) -> Option<Outcome> {
+    let lower = text.to_ascii_lowercase();
+    let skipped = ["skip", "ignored", "xfail", "deselected", "expected failure"];
+    if skipped.iter().any(|w| lower.contains(w)) {
+        return Some(Outcome::Skipped);
+    }
+    let trimmed = text.trim();
+    let ran = [
+        "PASSED",
+        "FAILED",
+        "FAIL",
+        "ERROR",
+        "XPASS",
+        "ok",
+        "unexpected success",
+    ];
+    ran.iter()
+        .any(|w| {
+            trimmed == *w
+                || trimmed.ends_with(&format!(" {w}"))
+                || trimmed.starts_with(&format!("{w} "))
+        })
+        .then_some(Outcome::Ran)
+}
+
+/// A test's start line: its name, in the passed tests' form, and the rest
+/// of the line.
+fn start_of(line: &str) -> Option<(String, String)> {
     if let Some(c) = UNITTEST_START.captures(line) {
-        let (method, id, rest) = (&c[1], &c[2], &c[3]);
-        return (!skipped(rest)).then(|| match id.ends_with(method) {
+        let (method, id) = (&c[1], &c[2]);
+        let name = match id.ends_with(method) {
             true => id.to_owned(),
             false => format!("{id}.{method}"),
-        });
+        };
+        return Some((name, c[3].to_owned()));
     }
-    [&*PYTEST_START, &*CARGO_START].iter().find_map(|r| {
-        let c = r.captures(line)?;
-        (!skipped(&c[2])).then(|| c[1].to_owned())
-    })
+    [&*PYTEST_START, &*CARGO_START]
+        .iter()
+        .find_map(|r| r.captures(line).map(|c| (c[1].to_owned(), c[2].to_owned())))
 }
 
 /// The names of the tests `output` reports as passed (skipped and TODO
@@ -158,5 +202,13 @@ mod tests {
         let go =
             "=== RUN   TestAdd\nlog\n--- PASS: TestAdd\n=== RUN   TestOld\n--- SKIP: TestOld\n";
         assert_eq!(started_tests(go), ["TestAdd"]);
+        // A docstring before a skip, a warning summary's bare node id, and
+        // a skip after a print under `pytest -s`: not started.
+        let docstring = "test_doc (m.C.test_doc)\nAdds. ... skipped 'flaky'\n";
+        assert!(started_tests(docstring).is_empty());
+        let warned = "=== warnings summary ===\nt.py::test_old\n  t.py:3: UserWarning: x\n";
+        assert!(started_tests(warned).is_empty());
+        let printed = "t.py::test_a \nhello\nSKIPPED (why)\nt.py::test_b \nhello\nPASSED\n";
+        assert_eq!(started_tests(printed), ["t.py::test_b"]);
     }
 }

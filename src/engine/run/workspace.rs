@@ -140,9 +140,9 @@ impl Workspace {
     }
 
     /// The run's worktree, made (or found again) from the mirror. Made
-    /// afresh for a run that pushed its branch (the old one was removed
-    /// after `run_files_days`), it starts at the run's base commit, which
-    /// the branch grew from; a run that never pushed starts from the
+    /// afresh for a run that pushed its branch, still on the remote (the
+    /// old worktree was removed after `run_files_days`), it starts at the
+    /// run's base commit, which the branch grew from; otherwise from the
     /// default branch's head, with a new baseline.
     pub async fn prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
         let source = self.source(ctx, TokenScope::Read).await?;
