@@ -177,7 +177,8 @@ fn is_go_test(name: &str) -> bool {
 /// tolerated): deleted, skipped, or no longer collected (a runner switched
 /// off, a test marked to be skipped). A goal that fails now blocks already
 /// and is not read here, nor one whose output went past the cap at base or
-/// now; a parametrised case counts as running while its test does.
+/// now (see [`cut_since_base`]); a parametrised case counts as running
+/// while its test runs as many cases as passed at base.
 /// `(goal name, test id)`, in the base goal's order.
 pub fn dropped_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<(String, String)> {
     let mut dropped = Vec::new();

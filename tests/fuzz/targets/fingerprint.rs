@@ -2,8 +2,8 @@
 //! vitest, TAP and the generic fallback): real runner outputs from the
 //! fixtures edited, spliced into one another and coloured, TAP-shaped text,
 //! and raw bytes; through `parse_failures` (each parser is tried in turn, so
-//! every one of them sees every input that looks like its runner) and
-//! `passed_tests`.
+//! every one of them sees every input that looks like its runner),
+//! `passed_tests` and `started_tests`.
 //!
 //! Properties: a failed command always yields at least one failure, each
 //! with a 16-hex-digit fingerprint; colour codes change nothing; the set
@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use closer::engine::fingerprint::{parse_failures, passed_tests, set_hash};
+use closer::engine::fingerprint::{parse_failures, passed_tests, set_hash, started_tests};
 use fastrand::Rng;
 
 use crate::driver::Target;
@@ -102,6 +102,7 @@ fn one(rng: &mut Rng) {
     let backward = set_hash(failures.iter().rev().map(|f| f.fingerprint.as_str()));
     assert_eq!(forward, backward);
     let _ = passed_tests(&output);
+    let _ = started_tests(&output);
 }
 
 fn output(rng: &mut Rng) -> String {
