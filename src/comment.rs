@@ -25,7 +25,9 @@ pub use markdown::redact;
 pub use pull_request::{
     CommitRow, FileRow, PullRequestView, pull_request_body, pull_request_title,
 };
-pub use review::{ThreadAnswer, ended_run_hint, pull_closed_comment, thread_reply};
+pub use review::{
+    ThreadAnswer, budget_spent_hint, ended_run_hint, pull_closed_comment, thread_reply,
+};
 pub use status::{MAX_COMMENT_LEN, parse_run_marker, run_marker, status_comment};
 pub use texts::{
     BudgetExceeded, DeliverableFooter, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,

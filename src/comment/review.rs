@@ -68,9 +68,24 @@ pub fn ended_run_hint(issue: u64, state: &str) -> String {
     )
 }
 
+/// The comment on a pull request whose run spent its budget (`spent`: which
+/// budget, how much of it) when a review asks for more.
+pub fn budget_spent_hint(spent: &str) -> String {
+    format!(
+        "The run that opened this pull request has spent its {spent}, so it does not \
+         work on this review. A maintainer can raise `budget` in `.github/closer.yml` (up to \
+         the operator's ceiling) and review again; what was asked is kept for that round."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_spent_hint_says_how_to_go_on() {
+        insta::assert_snapshot!(budget_spent_hint("token budget (240 of 200)"));
+    }
 
     #[test]
     fn the_ended_run_hint_names_the_issue_and_the_command() {

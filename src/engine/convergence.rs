@@ -276,7 +276,7 @@ impl ConvergenceState {
             }
             Stage::MinimalFix
                 if self.repeats_in_stage >= in_stage_threshold
-                    || self.longest_streak_in_stage() >= in_stage_threshold =>
+                    || self.longest_repeat_in_stage() >= in_stage_threshold =>
             {
                 let reason = format!(
                     "{why} still repeats in minimal-fix mode ({} consecutive iterations)",
@@ -312,8 +312,19 @@ impl ConvergenceState {
             .map_or((0, None), |(fp, n)| (*n, Some(fp.clone())))
     }
 
-    fn longest_streak_in_stage(&self) -> u32 {
-        self.streaks_in_stage.values().copied().max().unwrap_or(0)
+    /// How many iterations since the stage began one failure has been
+    /// there *again*: a failure carried into the stage repeats with each
+    /// sighting, one new in the stage from its second on (a failure the
+    /// stage itself brought, say its diff budget, is not yet repeating).
+    fn longest_repeat_in_stage(&self) -> u32 {
+        self.streaks_in_stage
+            .iter()
+            .map(|(fp, in_stage)| {
+                let overall = self.streaks.get(fp).copied().unwrap_or(0);
+                (*in_stage).min(overall.saturating_sub(1))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     fn minimal_fix(&self, fingerprints: &[String], config: &ConvergenceConfig) -> MinimalFix {
@@ -432,6 +443,30 @@ mod tests {
         );
         assert_eq!(state.summaries.len(), MAX_SUMMARIES);
         assert_eq!(state.streaks.len(), 100_000, "streaks follow every failure");
+    }
+
+    /// A failure new in stage 2 (here the other one was fixed) has not
+    /// repeated yet: the stage goes on. Seen again, it has. Before, any
+    /// failure in stage 2's first iteration stopped the run, the diff
+    /// budget's own included.
+    #[test]
+    fn a_failure_new_in_stage_two_is_not_yet_a_repeat() {
+        let config = ConvergenceConfig::default();
+        let mut state = ConvergenceState::default();
+        state.observe(obs(1, &["a"], "d1"), &config, id(1));
+        let d2 = state.observe(obs(2, &["a"], "d2"), &config, id(2));
+        assert_eq!(d2.stage, Stage::MinimalFix);
+        let d3 = state.observe(obs(3, &["b"], "d3"), &config, id(3));
+        assert_eq!(
+            (d3.decision, d3.stage),
+            (VerdictKind::Incomplete, Stage::MinimalFix)
+        );
+        let d4 = state.observe(obs(4, &["b", "c"], "d4"), &config, id(4));
+        assert_eq!(
+            (d4.decision, d4.stage),
+            (VerdictKind::Failed, Stage::Stopped),
+            "b repeats"
+        );
     }
 
     #[test]

@@ -179,17 +179,19 @@ pub fn scan_text(text: &str) -> Vec<SecretKind> {
 /// header such as PEM's `Proc-Type: 4,ENCRYPTED` or PGP's `Comment: …` —
 /// each line break real or escaped (`\n` in JSON) and followed by any
 /// indentation or `>` quote marks (a key closer quotes), then the footer if
-/// it comes next. It never runs on to the end of the text or to a footer
-/// further down: a header the agent writes in its summary must not take
-/// closer's own text after it with it (the verification table, the
-/// once-marker), nor join a footer printed by a test into one span over
-/// closer's markdown.
+/// it comes next. Line breaks are taken only before a line or the footer:
+/// the breaks after the last of them stay, so a fence or a marker on the
+/// next line stays on a line of its own. It never runs on to the end of
+/// the text or to a footer further down: a header the agent writes in its
+/// summary must not take closer's own text after it with it (the
+/// verification table, the once-marker), nor join a footer printed by a
+/// test into one span over closer's markdown.
 static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
     const KIND: &str = r"(?:(?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?";
     const BREAK: &str = r"(?:[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*|[ \t]+)";
     const LINE: &str = r"(?:[A-Za-z][A-Za-z0-9-]*: [^\r\n\\]*|[A-Za-z0-9+/=]+)";
     re(&format!(
-        "-----BEGIN {KIND}-----(?:{BREAK}{LINE}?)*(?:-----END {KIND}-----)?"
+        "-----BEGIN {KIND}-----(?:{BREAK}+{LINE})*(?:{BREAK}+-----END {KIND}-----)?"
     ))
 });
 
@@ -381,6 +383,16 @@ mod tests {
         assert!(kept.contains("```text"), "{kept}");
         assert!(kept.ends_with("<!-- closer:once=run-1:pull -->"), "{kept}");
         assert!(!kept.contains(&header), "{kept}");
+        // The line breaks after a header alone stay: a fence closing after
+        // it still closes, and a marker stays on its own last line.
+        for after in [
+            "\n```\ntail",
+            "\n\n<!-- closer:once=r1:thread-10-upto-99 -->",
+        ] {
+            let text = format!("```\n> said {header}{after}");
+            let spans = find_in_text(&text);
+            assert_eq!(&text[spans[0].1.clone()], header, "{text:?}");
+        }
         // A key with its encryption headers still goes whole.
         let encrypted = format!(
             "{}\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F2E\n\nMIIEow+/=\n{}",

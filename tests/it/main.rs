@@ -43,6 +43,7 @@ mod story_issue_edit;
 mod story_label_removed;
 mod story_review;
 mod story_review_ended;
+mod story_review_rest;
 mod story_review_threads;
 mod story_verified;
 mod token_scope;

@@ -16,8 +16,9 @@ use closer::store::runs;
 
 use crate::stories::fix_add;
 use crate::support::db::manual_clock;
+use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, REPO, Story, Timing};
+use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, Timing};
 
 const MINUTE: i64 = 60_000;
 const HOUR: i64 = 60 * MINUTE;
@@ -36,9 +37,14 @@ fn outage(run: &Run) -> Option<ModelOutage> {
 /// 503 (counted in `attempts`); then it fixes the bug, reporting a million
 /// tokens spent.
 fn provider_down_until_up(s: &Story) -> (std::path::PathBuf, std::path::PathBuf) {
+    provider_down_in(s, 1)
+}
+
+/// [`provider_down_until_up`] for iteration `n`.
+fn provider_down_in(s: &Story, n: u32) -> (std::path::PathBuf, std::path::PathBuf) {
     let (up, attempts) = (s.path("up"), s.path("attempts"));
     s.agent_step(
-        1,
+        n,
         &format!(
             "if [ ! -f '{up}' ]; then\n  echo attempt >> '{attempts}'\n  echo 'calling the model' >&2\n  \
              echo 'Error: 503 Service Unavailable (upstream overloaded)' >&2\n  exit 1\nfi\n{}",
@@ -155,6 +161,45 @@ async fn the_agents_provider_down_pauses_the_run_without_counting_and_it_resumes
     );
     assert!(s.status_comment(n).body.contains("closer: done"));
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+/// The issue is edited while the run waits for an answer, and the answer's
+/// iteration meets the outage: the attempt that does the work, after it,
+/// is still told of the edit. Before, the first attempt's prompt spent the
+/// note, and the iteration that counted never saw it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_note_for_the_agent_outlives_an_attempt_the_outage_took_back() {
+    let (mut s, clock) = on_a_manual_clock("model-down-note").await;
+    let start = clock.now_ms();
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "A question first.", "questions": ["Negatives too?"]}'"#,
+    );
+    let (up, attempts) = provider_down_in(&s, 2);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.pass_time(clock.now_ms()).await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
+    s.edit_issue_as(n, MAINTAINER, "add subtracts", "Negatives too, please.")
+        .await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes.").await;
+    s.pass_time(clock.now_ms()).await;
+    assert!(lines(&attempts) >= 1, "the outage met");
+    assert!(s.prompt(2).contains("The issue was edited"));
+
+    std::fs::write(&up, "").unwrap();
+    s.pass_time(start + 2 * HOUR).await;
+    s.pass_time(start + 3 * HOUR).await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let prompt = s.prompt(2);
+    assert!(
+        prompt.contains("The issue was edited") && prompt.contains("Negatives too, please."),
+        "{prompt}"
+    );
     s.stop().await;
 }
 

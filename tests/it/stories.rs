@@ -287,6 +287,44 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     s.stop().await;
 }
 
+/// The agent's test fails, it asks the author, and after the answer the
+/// test fails once more before the fix. The question is no attempt at the
+/// task: the failure's second sighting in a row of work (iteration 3)
+/// brings minimal-fix mode, and the fix completes the run. Before, the
+/// question iteration, which changed nothing, counted as a repeat: stage 2
+/// at the question, and the answer's iteration stopped the run as going
+/// round in circles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_between_two_failing_iterations_is_no_circle() {
+    let mut s = Story::start("question-no-circle", Some(CONFIG)).await;
+    let not_done = || Reply::closer(false, 0.5, &["Make the test pass"]);
+    s.agent_step(1, &add_failing_test());
+    s.agent_step(2, ASKS_A_QUESTION);
+    s.agent_step(
+        3,
+        "echo '# negatives too' >> calc.sh\necho '{\"summary\": \"Noted negatives.\"}'\n",
+    );
+    s.agent_step(4, &fix_add());
+    s.llm
+        .push([not_done(), not_done(), Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 2).await;
+
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 4).await;
+    assert!(
+        s.prompt(4).contains("400 changed lines"),
+        "minimal-fix mode from iteration 3 on:\n{}",
+        s.prompt(4)
+    );
+    s.stop().await;
+}
+
 /// A story whose agent asks a question in iteration 1 and fixes `add` in
 /// iteration 2; the run is left awaiting the answer.
 pub(crate) async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
@@ -300,6 +338,34 @@ pub(crate) async fn awaiting_an_answer(name: &str) -> (Story, IssueNumber) {
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
     (s, n)
+}
+
+/// The issue's author, who may not steer closer, answers its question
+/// addressed to the App: as a request ("@closer-test …") and with a word
+/// the App does not know but could take for a command. Both are answers:
+/// the run resumes with them and nobody is refused. Before, both needed
+/// the permission to steer: the author was refused and the run waited for
+/// ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_authors_answer_addressed_to_the_app_is_an_answer() {
+    for (name, answer) in [
+        ("answer-mention", "@closer-test yes, negatives too."),
+        ("answer-word", "@closer-test stp worrying, negatives too."),
+    ] {
+        let (mut s, n) = awaiting_an_answer(name).await;
+        s.github.set_permission(&s.repo, MAINTAINER, "read");
+        s.comment_as(n, FakeUser::user(MAINTAINER), answer).await;
+        s.idle().await;
+        s.expect_run(n, RunState::Done, 2).await;
+        assert!(s.prompt(2).contains("negatives too"), "{}", s.prompt(2));
+        let refused = s
+            .bot_comments(n)
+            .into_iter()
+            .filter(|c| c.body.contains("sorry"))
+            .count();
+        assert_eq!(refused, 0, "{answer}");
+        s.stop().await;
+    }
 }
 
 /// `/closer stop` then `/closer retry` while the run's step judges its
@@ -908,9 +974,10 @@ async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
     s.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_request() {
-    let mut s = Story::start("story10", Some(CONFIG)).await;
+/// Story 10's question, asked on a repository with `config` and answered
+/// by the agent; the story is idle after it.
+async fn story_10_asked(name: &str, config: &str) -> (Story, IssueNumber) {
+    let mut s = Story::start(name, Some(config)).await;
     s.agent_step(
         1,
         "echo 'The tests folder holds one script: existing.sh.'\n",
@@ -925,6 +992,12 @@ async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_reques
         )
         .await;
     s.idle().await;
+    (s, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_request() {
+    let (s, n) = story_10_asked("story10", CONFIG).await;
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}");
@@ -957,21 +1030,7 @@ async fn story_10_a_read_info_issue_is_answered_and_closed_without_a_pull_reques
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn story_10_under_close_on_merged_an_answer_leaves_the_issue_open() {
     let config = format!("{CONFIG}close_on: merged\n");
-    let mut s = Story::start("story10-open", Some(&config)).await;
-    s.agent_step(
-        1,
-        "echo 'The tests folder holds one script: existing.sh.'\n",
-    );
-    s.llm
-        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue(
-            "list the files in tests/",
-            "What is in tests/?",
-            &["closer"],
-        )
-        .await;
-    s.idle().await;
+    let (s, n) = story_10_asked("story10-open", &config).await;
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);

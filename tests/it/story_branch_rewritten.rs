@@ -28,15 +28,7 @@ async fn a_commit_a_maintainer_took_off_the_branch_stays_off() {
     let fix = s.origin.branch_head("closer/issue-1").unwrap();
     s.agent_step(2, &small_change(2));
     s.llm.push([done()]);
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "Add a note.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "Add a note.").await;
     let log = subjects(&s.origin.log("closer/issue-1"));
     assert_eq!(log[0], "review 2", "{log:#?}");
 
@@ -44,23 +36,10 @@ async fn a_commit_a_maintainer_took_off_the_branch_stays_off() {
     s.idle().await;
     s.agent_step(3, &small_change(3));
     s.llm.push([done()]);
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "Another note, please.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "Another note, please.")
+        .await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 3),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 3).await;
     let log = s.origin.log("closer/issue-1");
     assert!(log[1].starts_with(&fix), "on top of the fix: {log:#?}");
     let log = subjects(&log);
@@ -109,19 +88,15 @@ async fn deleting_the_branch_and_retrying_starts_afresh() {
 async fn a_seen_head_the_mirror_lacks_is_taken_as_unseen() {
     use closer::agent::sandbox::branch::BranchSync;
 
-    use crate::support::git::{Origin, git, sandbox};
+    use crate::support::git::{Pushed, git, pushed_worktree};
 
-    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
-    let root = tempfile::tempdir().unwrap();
-    let sandbox = sandbox(root.path());
-    let source = origin.source();
-    let wt = sandbox
-        .prepare(&source, 4, "run-unseen", None)
-        .await
-        .unwrap();
-    std::fs::write(wt.path.join("first.txt"), "x\n").unwrap();
-    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
-    sandbox.push(&wt, &source, None).await.expect("pushed");
+    let Pushed {
+        origin,
+        sandbox,
+        source,
+        wt,
+        data_dir: _data_dir,
+    } = pushed_worktree("run-unseen").await;
     let theirs = origin.push_to_branch("closer/issue-4", "maria", "theirs.txt", "y\n");
     sandbox.fetch_branch(&wt, &source).await.unwrap();
 
@@ -160,23 +135,9 @@ async fn a_worktree_made_again_continues_the_branch_not_the_default_branch() {
 
     s.agent_step(2, &small_change(2));
     s.llm.push([done()]);
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "A note.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "A note.").await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 2),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 2).await;
     let log = subjects(&s.origin.log("closer/issue-1"));
     assert_eq!(
         log,

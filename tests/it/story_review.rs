@@ -304,15 +304,7 @@ async fn a_review_by_a_read_only_user_or_a_bot_changes_nothing() {
     // The control: the same review by the maintainer is taken up.
     s.llm.push([done()]);
     s.agent_step(2, &small_change(2));
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "Yes, this.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "Yes, this.").await;
     assert_eq!(s.run(n).await.unwrap().iteration, 2);
     assert!(
         !s.prompt(2).contains("No.") && !s.prompt(2).contains("Lint this."),
@@ -400,22 +392,9 @@ async fn a_maintainers_commit_is_verified_again_and_kept_in_the_next_push() {
         2,
         "touch NEGATIVE_OK\necho '{\"message\": \"neg ok\", \"summary\": \"Made tests/neg.sh pass.\"}'\n",
     );
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("tests/neg.sh", 2, "Make this pass.")],
-    )
-    .await;
-    s.idle().await;
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 2),
-        "{}",
-        s.journal().await
-    );
+    s.request_change(pull, "tests/neg.sh", 2, "Make this pass.")
+        .await;
+    s.expect_run(n, RunState::Done, 2).await;
     let log = s.origin.log("closer/issue-1");
     assert!(
         log.iter().any(|l| l.starts_with(&theirs)),
@@ -465,13 +444,7 @@ async fn reviews_arriving_while_an_iteration_runs_make_one_further_iteration() {
     std::fs::write(&release, "").unwrap();
     s.idle().await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 3),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 3).await;
     assert!(s.prompt(2).contains("First review."));
     let third = s.prompt(3);
     assert!(
@@ -519,13 +492,7 @@ async fn a_push_while_the_agent_works_is_taken_in_and_the_iteration_redone_on_to
     std::fs::write(&release, "").unwrap();
     s.idle().await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 3),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 3).await;
     let third = s.prompt(3);
     assert!(third.contains("Somebody pushed to the branch"), "{third}");
     assert!(third.contains("rebased onto theirs"), "{third}");
@@ -546,15 +513,7 @@ async fn a_review_round_that_cannot_be_verified_reopens_the_issue_and_pushes_not
         2,
         "echo 'exit 1' > tests/add.sh\necho '{\"message\": \"break it\", \"summary\": \"Done.\"}'\n",
     );
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "Change it.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "Change it.").await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
     assert_eq!(
@@ -964,24 +923,16 @@ async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
     use closer::agent::sandbox::SandboxError;
     use closer::agent::sandbox::branch::BranchSync;
 
-    use crate::support::git::{Origin, git, sandbox};
+    use crate::support::git::{Pushed, git, pushed_worktree};
 
-    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
-    let root = tempfile::tempdir().unwrap();
-    let sandbox = sandbox(root.path());
-    let source = origin.source();
-    let wt = sandbox
-        .prepare(&source, 4, "run-lease", None)
-        .await
-        .unwrap();
+    let Pushed {
+        origin,
+        sandbox,
+        source,
+        wt,
+        data_dir: _data_dir,
+    } = pushed_worktree("run-lease").await;
     let change = |file: &str| std::fs::write(wt.path.join(file), "x\n").unwrap();
-
-    change("first.txt");
-    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
-    sandbox
-        .push(&wt, &source, None)
-        .await
-        .expect("the first push");
     let ours = origin.branch_head("closer/issue-4").unwrap();
     let theirs = origin.push_to_branch("closer/issue-4", "maria", "theirs.txt", "y\n");
 

@@ -51,15 +51,7 @@ async fn a_review_on_a_failed_runs_pull_request_gets_one_hint() {
         2,
         "echo 'exit 1' > tests/add.sh\necho '{\"message\": \"break it\", \"summary\": \"Done.\"}'\n",
     );
-    s.review_as(
-        pull,
-        MAINTAINER,
-        "CHANGES_REQUESTED",
-        "",
-        &[("calc.sh", 1, "Change it.")],
-    )
-    .await;
-    s.idle().await;
+    s.request_change(pull, "calc.sh", 1, "Change it.").await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
     assert!(
         s.bot_comments(pull).is_empty(),

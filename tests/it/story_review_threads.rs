@@ -72,13 +72,7 @@ async fn a_reply_to_closers_answer_gets_one_round_and_one_answer() {
         .await;
     s.idle().await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 3),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 3).await;
     assert!(!s.path("prompt-4.txt").exists(), "no round after it");
     let replies = thread_replies(&s, pull);
     assert_eq!(replies.len(), 2, "{replies:#?}");
@@ -106,13 +100,7 @@ async fn a_reply_written_while_the_round_works_gets_a_round_of_its_own() {
     gate.open();
     s.idle().await;
 
-    let run = s.run(n).await.unwrap();
-    assert_eq!(
-        (run.state, run.iteration),
-        (RunState::Done, 3),
-        "{}",
-        s.journal().await
-    );
+    s.expect_run(n, RunState::Done, 3).await;
     let prompt = std::fs::read_to_string(s.path("prompt-3.txt")).expect("round 3 ran");
     assert!(
         prompt.contains("Also mention negative numbers."),

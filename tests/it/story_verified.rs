@@ -316,9 +316,10 @@ async fn one_persistent_failure_among_changing_others_escalates_then_fails_namin
     );
 }
 
-/// How a lying agent's story ends: never closed.
-async fn never_closed(mut s: Story, steps: &[&str]) -> (Story, closer::model::IssueNumber) {
-    for _ in 0..4 {
+/// The agent takes `steps` at the bug "add subtracts", whose iterations the
+/// judge finds done `dones` times; the story is idle after it.
+async fn work_the_bug(s: &mut Story, dones: usize, steps: &[&str]) -> closer::model::IssueNumber {
+    for _ in 0..dones {
         s.llm.push([done()]);
     }
     for (i, step) in steps.iter().enumerate() {
@@ -328,6 +329,12 @@ async fn never_closed(mut s: Story, steps: &[&str]) -> (Story, closer::model::Is
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
     s.idle().await;
+    n
+}
+
+/// How a lying agent's story ends: never closed.
+async fn never_closed(mut s: Story, steps: &[&str]) -> (Story, closer::model::IssueNumber) {
+    let n = work_the_bug(&mut s, 4, steps).await;
     let run = s.run(n).await.expect("a run");
     assert_ne!(run.state, RunState::Done, "{}", s.journal().await);
     assert_eq!(s.github.issue(&s.repo, n).state, "open");
@@ -384,13 +391,8 @@ async fn a_lying_agent_that_deletes_a_passing_test_is_never_closed() {
 async fn a_test_the_repository_lets_go_does_not_block() {
     let config = format!("{LIMIT_2}baseline:\n  removed_tests: [\"tests/existing*\"]\n");
     let mut s = Story::start("drops-allowed", Some(&config)).await;
-    s.llm.push([done()]);
     let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
-    s.agent_step(1, &drop);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
+    let n = work_the_bug(&mut s, 1, &[&drop]).await;
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
 }
@@ -421,13 +423,8 @@ async fn a_lying_agent_that_only_asks_questions_is_never_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_verified_fix_ending_with_an_offer_is_closed_not_left_waiting() {
     let mut s = Story::start("verified-offer", Some(CONFIG)).await;
-    s.llm.push([done()]);
-    let fix = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n".to_owned();
-    s.agent_step(1, &fix);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
+    let fix = "cat > tests/add.sh <<'T'\nr=$(. ./calc.sh; add 2 3)\n[ \"$r\" = 5 ]\nT\ncat > calc.sh <<'T'\nadd() { echo $(( $1 + $2 )); }\nT\necho 'Fixed add and added a regression test. All tests pass.\n\nWould you like me to add more tests?'\n";
+    let n = work_the_bug(&mut s, 1, &[fix]).await;
     let run = s.run(n).await.expect("a run");
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
     assert!(!s.labels(n).contains(&"awaiting-response".to_owned()));

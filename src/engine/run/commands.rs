@@ -1,7 +1,9 @@
 //! Comments on an issue: `/closer` commands from authorised users (others
 //! get one short refusal), and replies — by an authorised user while a run
 //! is open, or by the issue's author to the run's question — stored for the
-//! next prompt (and resuming a run that awaits one).
+//! next prompt (and resuming a run that awaits one). The author's answer
+//! counts however it is worded: addressed to the App, or with a word the
+//! App does not know, it is still an answer, not a refused request.
 //!
 //! Replies to a command are keyed by the comment and a digest of its text,
 //! so a retried job does not answer twice and an edit's new commands get
@@ -56,6 +58,12 @@ impl Engine {
         }
         for who in steering {
             if !self.permitted(&client, repo, &who.login, minimum).await? {
+                // An unknown word after the App's name is the author's
+                // wording, not a command they could not give.
+                let worded = commands.iter().all(Result::is_err);
+                if created && worded && self.answers_question(&client, thread, comment).await? {
+                    return self.on_reply(&client, thread, comment).await;
+                }
                 self.refuse(&client, thread, comment, &who.login, minimum)
                     .await?;
                 return Ok(format!("command by {} refused", who.login));
@@ -187,8 +195,7 @@ impl Engine {
         }
         let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
         let login = &comment.author.login;
-        let is_author = *login != GHOST_LOGIN
-            && (*login == ctx.data.issue_author || *login == thread.issue.author.login);
+        let is_author = is_issue_author(&ctx, thread, login);
         // The author may answer the run's question; only authorised users
         // steer a run at work (their words reach the prompt as a
         // maintainer's reply, and start a review round once it is verified).
@@ -218,6 +225,25 @@ impl Engine {
         Ok(format!("reply by {login}: run resumed"))
     }
 
+    /// Whether the comment is the issue's author answering the run's
+    /// question: the one thing the author may do without the permission
+    /// to steer, however the answer is worded ("@closer-bot use v2" reads
+    /// as a request, "@closer-bot option 2" as a command).
+    async fn answers_question(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        comment: &CommentRef,
+    ) -> Result<bool, EngineError> {
+        let pool = self.runs.store().pool();
+        let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
+        let Some(run) = run.filter(|r| r.state == RunState::AwaitingResponse) else {
+            return Ok(false);
+        };
+        let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
+        Ok(is_issue_author(&ctx, thread, &comment.author.login))
+    }
+
     /// A request written to the App ("@closer-bot please also update the
     /// docs") by an authorised user: stored for the next prompt, and a run
     /// started for it (or a review round of a run at rest with its pull
@@ -234,6 +260,9 @@ impl Engine {
         let minimum = config.min_permission();
         let login = &comment.author.login;
         if !self.permitted(client, repo, login, minimum).await? {
+            if self.answers_question(client, thread, comment).await? {
+                return self.on_reply(client, thread, comment).await;
+            }
             self.refuse(client, thread, comment, login, minimum).await?;
             return Ok(format!("request by {login} refused"));
         }
@@ -257,11 +286,9 @@ impl Engine {
         let login = &comment.author.login;
         let pool = self.runs.store().pool();
         let mut run = runs::by_issue(pool, repo, number).await?;
-        let with_pull = |r: &crate::model::Run| r.pull_request.is_some();
         let step = match &run {
-            Some(r) if r.state == RunState::Done && with_pull(r) => Some(Step::Review),
+            Some(r) if self.at_rest_with_open_pull(client, r).await? => Some(Step::Review),
             Some(r) if r.state == RunState::AwaitingResponse => Some(Step::Resume),
-            Some(r) if r.state == RunState::Verifying && with_pull(r) => Some(Step::Review),
             Some(r) if !r.state.is_final() => None,
             _ => {
                 let started = self.trigger(client, thread, config, true).await?;
@@ -287,6 +314,23 @@ impl Engine {
             self.runs.enqueue(&run.id, step).await?;
         }
         Ok(format!("request by {login}: stored for run {}", run.id))
+    }
+
+    /// Whether the run is done or verified with its pull request still
+    /// open: a request is then the pull request's review round. A done
+    /// run whose pull request was merged is restarted by a request
+    /// instead, as by `/closer run`.
+    async fn at_rest_with_open_pull(
+        &self,
+        client: &InstallationClient,
+        run: &crate::model::Run,
+    ) -> Result<bool, EngineError> {
+        let at_rest = matches!(run.state, RunState::Done | RunState::Verifying);
+        let Some(pull) = run.pull_request.filter(|_| at_rest) else {
+            return Ok(false);
+        };
+        let pull = client.get_pull(&run.repository, pull).await?;
+        Ok(pull.state == crate::github::PullState::Open)
     }
 
     /// Tells `login` that closer takes commands only from users with
@@ -355,4 +399,10 @@ impl Engine {
 /// digest of its text (an edit is a new text).
 fn reply_key(comment: &CommentRef) -> String {
     format!("reply:{}:{}", comment.id, digest(&comment.body))
+}
+
+/// Whether `login` wrote the run's issue (the deleted-user ghost never
+/// did).
+fn is_issue_author(ctx: &RunContext, thread: &Thread<'_>, login: &str) -> bool {
+    login != GHOST_LOGIN && (login == ctx.data.issue_author || login == thread.issue.author.login)
 }

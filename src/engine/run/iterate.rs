@@ -44,7 +44,7 @@ use crate::engine::judge::{JudgeContext, JudgeInput, Judgment, judge};
 use crate::engine::tolerance::failure_id;
 use crate::engine::verify::{self, IterationVerification, VerifyContext};
 use crate::llm::LlmClient;
-use crate::model::{IterationEnd, Phase, RunState, TaskType};
+use crate::model::{Decision, IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
 use crate::store::runs;
 
@@ -233,8 +233,6 @@ impl Engine {
             let seen = ctx.data.threads_seen.entry(root).or_default();
             *seen = (*seen).max(newest);
         }
-        ctx.data.branch_note = None;
-        ctx.data.issue_edited_by = None;
         ctx.data.reverified = None;
         // No status edit here: the edit that ended the previous step
         // already says this iteration is being worked on.
@@ -368,8 +366,16 @@ impl Engine {
     ) -> Result<(IterationVerification, IterationRecord), EngineError> {
         let checkout = self.checkout_head(ctx, iteration).await?;
         let judged = async {
+            let before = ctx.data.convergence.clone();
             let verification = self.verify(ctx, iteration, &checkout).await?;
             let record = self.judge(ctx, iteration, result, &verification).await?;
+            if record.judgment.decision == Decision::AwaitingResponse {
+                // A question is no attempt at the task: an iteration that
+                // only asks changes nothing, and counted, it would look
+                // like going round in circles while the run waits.
+                ctx.run.stage = before.stage;
+                ctx.data.convergence = before;
+            }
             Ok((verification, record))
         }
         .await;
@@ -540,6 +546,11 @@ impl Engine {
         result: &AgentResult,
         record: &IterationRecord,
     ) -> Result<(), EngineError> {
+        // The notes the prompt carried are spent with the judged iteration,
+        // not when the prompt is written: an iteration taken back (the
+        // model was down) or run again after a crash carries them again.
+        ctx.data.branch_note = None;
+        ctx.data.issue_edited_by = None;
         ctx.judged = Some(runs::IterationFinish {
             number: iteration.n,
             agent: serde_json::to_string(result).map_err(other)?,

@@ -129,8 +129,12 @@ impl Engine {
         {
             return Ok(Some("the issue was closed"));
         }
+        // A review round works for the review, not the label: a label
+        // taken off after the run was done (which stopped nothing) does
+        // not stop it; one taken off during the round does, at once.
         let trigger = &ctx.config.trigger_label;
-        if ctx.data.by_label && !issue.labels.iter().any(|l| same_label(l, trigger)) {
+        let for_label = ctx.data.by_label && !ctx.data.review_round;
+        if for_label && !issue.labels.iter().any(|l| same_label(l, trigger)) {
             return Ok(Some("the trigger label was removed"));
         }
         Ok(None)

@@ -1,6 +1,7 @@
 //! Webhook events on closer's own pull request → the run's steps: a review
 //! (`changes_requested`, or `commented` with a summary), a review comment,
-//! a conversation comment that mentions the App or says `/closer run`, a
+//! a conversation comment that asks the App something (a mention that is
+//! no command) or says `/closer run`, a
 //! push by a person (`synchronize`), and the pull request closed without a
 //! merge.
 //!
@@ -14,7 +15,7 @@
 
 use super::triggers::Thread;
 use super::{Engine, EngineError, Step};
-use crate::engine::command::{Command, mentions_bot, parse_commands};
+use crate::engine::command::{Command, parse_commands, request};
 use crate::events::{
     Actor, CommentRef, PullRef, Repo, ReviewAction, ReviewCommentRef, ReviewRef, ReviewState,
 };
@@ -136,7 +137,7 @@ impl Engine {
     }
 
     /// A conversation comment on a pull request: on closer's own, `/closer
-    /// run` or a mention of the App starts a round, the comment in its
+    /// run` or a request to the App starts a round, the comment in its
     /// prompt. (The comment's payload has no head branch: the pull request
     /// is read, and must be the one the run recorded as its own.)
     pub(super) async fn on_pull_request_comment(
@@ -148,7 +149,10 @@ impl Engine {
         let run_command = parse_commands(&comment.body, &app.slug)
             .iter()
             .any(|c| matches!(c, Ok(Command::Run) | Ok(Command::Retry)));
-        if !run_command && !mentions_bot(&comment.body, &app.slug) {
+        // A mention that is a command (`@closer-bot stop`) is no request:
+        // commands other than `run` are the issue's, and a stop must not
+        // start a round.
+        if !run_command && request(&comment.body, &app.slug).is_none() {
             return Ok("pull request comment: not addressed to closer".to_owned());
         }
         let client = self.github.client(thread.installation).await?;

@@ -6,7 +6,8 @@
 //!
 //! A run is at rest here when it is done, or verified and waiting for its
 //! merge; a run that failed or was stopped gets one hint on its pull
-//! request (how to start it again) instead of a round; a step that finds it
+//! request (how to start it again) instead of a round, and so does one
+//! whose budget is spent (how to raise it); a step that finds it
 //! anywhere else does nothing (a round that is
 //! under way asks for the next one when it ends, see `finish.rs`). A run
 //! with a pull request waiting for the answer to its question is not at
@@ -19,7 +20,7 @@ use super::{Engine, EngineError, Step};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::github::PullState;
-use crate::model::{IssueNumber, Run, RunState};
+use crate::model::{IssueNumber, Outcome, Run, RunState};
 
 impl Engine {
     /// Whether the run is at rest with its pull request open on GitHub.
@@ -61,6 +62,9 @@ impl Engine {
             }
             return Ok(());
         }
+        if let Some(spent) = self.budget.exhausted(ctx) {
+            return self.hint_budget_spent(ctx, pull, &spent).await;
+        }
         tracing::info!(run = %ctx.run.id, threads = threads.len(), asked, "review round");
         ctx.data.review_round = true;
         ctx.data.awaiting_merge = false;
@@ -90,6 +94,33 @@ impl Engine {
         }
         let key = format!("{}:ended-{}", ctx.run.id, ctx.run.generation);
         let body = crate::comment::ended_run_hint(ctx.issue().0, state);
+        self.status
+            .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
+            .await
+    }
+
+    /// A review asks for more from a run that spent its budget: the round
+    /// would fail on it at once (and take back a verified run's closed
+    /// issue), so the run stays at rest and the pull request gets one
+    /// comment saying why (once per life of the run and iteration, so a
+    /// round a raised budget allows may end with a hint of its own). What
+    /// was asked stays unused for a round the budget allows.
+    async fn hint_budget_spent(
+        &self,
+        ctx: &RunContext,
+        pull: IssueNumber,
+        spent: &RunFailure,
+    ) -> Result<(), EngineError> {
+        let budget = match spent.outcome() {
+            Outcome::Failed(why) | Outcome::Stopped(why) => why,
+            Outcome::Completed => "its budget".to_owned(),
+        };
+        tracing::info!(run = %ctx.run.id, %budget, "review round refused: the budget is spent");
+        let key = format!(
+            "{}:budget-{}-{}",
+            ctx.run.id, ctx.run.generation, ctx.run.iteration
+        );
+        let body = crate::comment::budget_spent_hint(&budget);
         self.status
             .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
             .await

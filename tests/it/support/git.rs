@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use closer::agent::process::BaseEnv;
-use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions};
+use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
 use tempfile::TempDir;
 
 /// Runs git synchronously in `dir`; panics with its stderr on failure.
@@ -215,4 +215,38 @@ pub fn sandbox(data_dir: &Path) -> Sandbox {
         committer_name: "closer".into(),
         committer_email: "closer@localhost".into(),
     })
+}
+
+/// A sandbox on a data directory of its own, with issue 4's worktree
+/// (`run`) after one commit, `first`, pushed to the origin's
+/// `closer/issue-4`.
+pub struct Pushed {
+    pub origin: Origin,
+    pub sandbox: Sandbox,
+    pub source: RepoSource,
+    pub wt: Worktree,
+    /// Bind it (`data_dir: _data_dir`) to keep the directory.
+    pub data_dir: TempDir,
+}
+
+/// See [`Pushed`].
+pub async fn pushed_worktree(run: &str) -> Pushed {
+    let origin = Origin::with_files(&[("calc.sh", "add() { echo 0; }\n")]);
+    let data_dir = tempfile::tempdir().unwrap();
+    let sandbox = sandbox(data_dir.path());
+    let source = origin.source();
+    let wt = sandbox.prepare(&source, 4, run, None).await.unwrap();
+    std::fs::write(wt.path.join("first.txt"), "x\n").unwrap();
+    sandbox.commit_changes(&wt, "first", "first").await.unwrap();
+    sandbox
+        .push(&wt, &source, None)
+        .await
+        .expect("the first push");
+    Pushed {
+        origin,
+        sandbox,
+        source,
+        wt,
+        data_dir,
+    }
 }

@@ -19,7 +19,7 @@ use closer::github::RetrySettings;
 use closer::github::types::{IssueNumber, RepoName};
 use closer::github::{GitHubApp, GitHubSettings};
 use closer::llm::{LlmSettings, Provider, build_client};
-use closer::model::Run;
+use closer::model::{Run, RunState};
 use closer::server::{self, AppState};
 use closer::store::Store;
 use closer::store::runs;
@@ -877,6 +877,18 @@ impl Story {
         runs::by_issue(self.store.pool(), &self.repo, number)
             .await
             .unwrap()
+    }
+
+    /// The issue's run is in `state` after `iteration` iterations; the
+    /// journal is shown when it is not.
+    pub async fn expect_run(&self, number: IssueNumber, state: RunState, iteration: u32) {
+        let run = self.run(number).await.expect("the issue's run");
+        assert_eq!(
+            (run.state, run.iteration),
+            (state, iteration),
+            "{}",
+            self.journal().await
+        );
     }
 
     pub async fn run_count(&self) -> i64 {

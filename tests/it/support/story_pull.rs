@@ -64,6 +64,29 @@ impl Story {
             .await
     }
 
+    /// The maintainer requests one change, in a thread on `path` at
+    /// `line`, and the story runs until nothing is left to do. Answers the
+    /// thread's first comment.
+    pub async fn request_change(
+        &mut self,
+        pull: IssueNumber,
+        path: &str,
+        line: u64,
+        text: &str,
+    ) -> u64 {
+        let ids = self
+            .review_as(
+                pull,
+                super::story::MAINTAINER,
+                "CHANGES_REQUESTED",
+                "",
+                &[(path, line, text)],
+            )
+            .await;
+        self.idle().await;
+        ids[0]
+    }
+
     /// [`Story::review_as`] by any user (a bot, too).
     pub async fn review_by(
         &mut self,
