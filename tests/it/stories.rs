@@ -287,6 +287,47 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     s.stop().await;
 }
 
+/// A maintainer comments while iteration 1 works; the agent then asks the
+/// author. The comment, written before the question, is no answer to it:
+/// reconciliation leaves the run waiting, and the author's answer resumes
+/// it, the next prompt carrying both. Before, reconciliation took the
+/// unused comment for the answer and resumed the run without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_comment_written_before_the_question_does_not_answer_it() {
+    let mut s = Story::start("before-question", Some(CONFIG)).await;
+    let gate = Gate::new(&s);
+    s.agent_step(1, &format!("{}\n{ASKS_A_QUESTION}", gate.hold()));
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    gate.started().await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Keep the change small.")
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+
+    let engine = s.engine.clone().unwrap();
+    let reconciled = engine.reconcile().await.unwrap();
+    assert!(reconciled.requeued.is_empty(), "{reconciled:?}");
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 2).await;
+    let prompt = s.prompt(2);
+    assert!(
+        prompt.contains("Keep the change small.") && prompt.contains("Yes, negatives too."),
+        "{prompt}"
+    );
+    s.stop().await;
+}
+
 /// The agent's test fails, it asks the author, and after the answer the
 /// test fails once more before the fix. The question is no attempt at the
 /// task: the failure's second sighting in a row of work (iteration 3)

@@ -22,6 +22,7 @@ impl Engine {
         let n = ctx.run.iteration;
         self.status.set_awaiting_label(ctx, true).await?;
         if ctx.data.question_posted != Some(n) {
+            ctx.data.asked_over = self.runs.unused_replies(&ctx.run.id).await?;
             let body = crate::comment::question_comment(&ctx.data.issue_author, questions);
             self.status
                 .post_once_for_run(ctx, &format!("question:{n}"), &body)
@@ -45,12 +46,17 @@ impl Engine {
         self.ask(ctx, &record.judgment.questions).await
     }
 
-    /// The `resume` step: a reply is stored for the run; it loses the
+    /// The `resume` step: a reply is stored for the run (one written before
+    /// the question does not count); it loses the
     /// label, leaves `awaiting_response`, and the next iteration is queued
     /// (its prompt carries the reply). The label goes first: a retry of
     /// this step still finds the run awaiting, and takes it off then.
     pub(super) async fn resume(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        if !self.runs.reply_waiting(&ctx.run.id).await? {
+        if !self
+            .runs
+            .reply_waiting(&ctx.run.id, &ctx.data.asked_over)
+            .await?
+        {
             return Ok(());
         }
         self.status.set_awaiting_label(ctx, false).await?;

@@ -91,7 +91,11 @@ impl Engine {
             }
             // Waiting for a reply, and none is stored that a lost `resume`
             // step should have carried.
-            RunState::AwaitingResponse if !self.runs.reply_waiting(&run.id).await? => None,
+            RunState::AwaitingResponse
+                if !self.runs.reply_waiting(&run.id, &data.asked_over).await? =>
+            {
+                None
+            }
             state => Step::carrying(state),
         })
     }

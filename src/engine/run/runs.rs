@@ -244,13 +244,29 @@ impl Runs {
         Ok(runs::messages(self.store.pool(), run_id).await?)
     }
 
-    /// Whether a reply is stored that no prompt has carried yet.
-    pub async fn reply_waiting(&self, run_id: &RunId) -> Result<bool, EngineError> {
+    /// Whether a reply is stored that no prompt has carried yet, other than
+    /// those stored before the question (`asked_over`).
+    pub async fn reply_waiting(
+        &self,
+        run_id: &RunId,
+        asked_over: &[i64],
+    ) -> Result<bool, EngineError> {
         Ok(self
             .messages(run_id)
             .await?
             .iter()
-            .any(|m| m.used_in.is_none()))
+            .any(|m| m.used_in.is_none() && !asked_over.contains(&m.comment_id)))
+    }
+
+    /// The replies no prompt has carried yet, by comment id.
+    pub async fn unused_replies(&self, run_id: &RunId) -> Result<Vec<i64>, EngineError> {
+        Ok(self
+            .messages(run_id)
+            .await?
+            .into_iter()
+            .filter(|m| m.used_in.is_none())
+            .map(|m| m.comment_id)
+            .collect())
     }
 }
 
