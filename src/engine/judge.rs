@@ -115,7 +115,7 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     let work_decides = ctx.task_type.changes_code()
         && explicit.is_empty()
         && question.status == AnswerStatus::AwaitingResponse;
-    if !work_decides && settled_by_question(&mut judgment, explicit) {
+    if !work_decides && settled_by_question(&mut judgment, explicit, &text) {
         if let (Decision::Error, Some(why)) = (judgment.decision, &summary.agent_failure) {
             judgment.reasons = vec![why.clone()];
         }
@@ -152,14 +152,16 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
     judgment.check = Some(check);
     judgment.handler = Some(verdict);
     if work_decides && judgment.decision != Decision::Complete {
-        settled_by_question(&mut judgment, Vec::new());
+        settled_by_question(&mut judgment, Vec::new(), &text);
     }
     judgment
 }
 
 /// Decides the iteration from question detection alone where it can: a
-/// failed run, a question for the maintainer, no output. `true` when it did.
-fn settled_by_question(judgment: &mut Judgment, explicit: Vec<String>) -> bool {
+/// failed run, a question for the maintainer (asked in `questions`, or
+/// else in the passages of the agent's `text` that ask), no output. `true`
+/// when it did.
+fn settled_by_question(judgment: &mut Judgment, explicit: Vec<String>, text: &str) -> bool {
     let question = &judgment.question;
     match question.status {
         AnswerStatus::Error => {
@@ -173,7 +175,7 @@ fn settled_by_question(judgment: &mut Judgment, explicit: Vec<String>) -> bool {
                 question.score
             );
             judgment.questions = if explicit.is_empty() {
-                question.signals.iter().map(|s| s.excerpt.clone()).collect()
+                crate::engine::asked::asking_passages(text, &question.signals)
             } else {
                 explicit
             };

@@ -3,7 +3,7 @@
 //! `run/` drives a run through its steps with collaborators that each own
 //! one concern (the run in the store, GitHub as the App, the status comment
 //! and labels, the workspace, the agents, the checks, the budget); the other
-//! modules are the judgment (`judge`, `completion_check`, `question`,
+//! modules are the judgment (`judge`, `completion_check`, `question`, `asked`,
 //! `handlers/`, `classify`) and the evidence (`artifacts`, `goals/`,
 //! `baseline`, `tolerance`, `reproduction`, `task_rules`, `fingerprint/`,
 //! `scope`, `convergence`, `verify`, `evidence`), pure where they can be.
@@ -12,6 +12,7 @@
 //! `crate::agent`; it must never take an agent's words as evidence.
 
 pub mod artifacts;
+pub mod asked;
 pub mod baseline;
 pub mod classify;
 pub mod command;

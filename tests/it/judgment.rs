@@ -551,6 +551,26 @@ async fn explicit_questions_in_the_structured_output_pause_the_run() {
     assert_eq!(j.questions, vec!["Which database should I use?"]);
 }
 
+/// An agent that asks without listing `questions`: the question comment
+/// gets its whole paragraph, options included, not the rules' fragments
+/// ("do you prefer", a line cut at 120 characters).
+#[tokio::test]
+async fn a_question_not_listed_is_posted_in_the_agents_own_words() {
+    let fake = FakeLlm::start().await;
+    let ctx = judge_ctx(client(&fake, Provider::Openai), "x");
+    let asked = "I read the parser.\n\nWhich do you prefer for the cache layer, given that both \
+                 options change how eviction works under memory pressure: should I keep it, or \
+                 recompute each time?\n\n1. keep it\n2. recompute";
+    fake.push([Reply::closer(false, 0.9, &["choose the cache"])]);
+    let j = judge(&ctx, summary(asked, true)).await;
+    assert_eq!(j.decision, Decision::AwaitingResponse, "{j:?}");
+    assert_eq!(
+        j.questions,
+        [asked.split("\n\n").nth(1).unwrap(), "1. keep it\n2. recompute"],
+        "{j:?}"
+    );
+}
+
 #[tokio::test]
 async fn task_types_come_from_a_label_or_the_llm() {
     for provider in PROVIDERS {
