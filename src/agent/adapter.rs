@@ -76,6 +76,8 @@ pub enum Observation {
     Unreachable(String),
     /// The tool printed its final report: it is given [`FINISH_GRACE`] to
     /// exit, then stopped (a tool that lingers must not hold the run up).
+    /// Progress after it (OpenCode goes on after compacting its context)
+    /// calls the grace off until the tool reports again.
     Finished,
 }
 

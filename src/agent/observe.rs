@@ -2,7 +2,8 @@
 //! come, passes progress on, and stops the tool for a fatal observation,
 //! for its model provider being unreachable [`UNREACHABLE_NOTICES`] times in
 //! a row, once it lingers [`FINISH_GRACE`] after its final report, or when
-//! its run is stopped (`AgentRequest::stop`).
+//! its run is stopped (`AgentRequest::stop`). Progress after a final report
+//! calls the grace off: the tool was not done.
 
 use super::adapter::{AgentAdapter, FINISH_GRACE, Observation, Progress, UNREACHABLE_NOTICES};
 use super::outcome::AgentFailure;
@@ -32,7 +33,17 @@ impl Observed {
 pub(super) fn observe(
     adapter: &'static dyn AgentAdapter,
     progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
+    stopped: Option<tokio::sync::watch::Receiver<bool>>,
+) -> (process::Watch, tokio::task::JoinHandle<Observed>) {
+    observe_with(adapter, progress, stopped, FINISH_GRACE)
+}
+
+/// [`observe`], with a tool given `grace` to exit after its final report.
+fn observe_with(
+    adapter: &'static dyn AgentAdapter,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
     mut stopped: Option<tokio::sync::watch::Receiver<bool>>,
+    grace: std::time::Duration,
 ) -> (process::Watch, tokio::task::JoinHandle<Observed>) {
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -58,6 +69,11 @@ pub(super) fn observe(
             match adapter.observe(&line) {
                 Some(Observation::Progress(p)) => {
                     unreachable = 0;
+                    // It carries on after what looked like its final report
+                    // (OpenCode's automatic compaction ends a step with
+                    // `stop`, then continues): no grace until it ends again.
+                    seen.finished = false;
+                    linger_until = None;
                     if let Some(progress) = &progress {
                         let _ = progress.send(p);
                     }
@@ -71,7 +87,7 @@ pub(super) fn observe(
                 Some(Observation::Fatal(f)) => seen.stop_for(f, &stop_tx),
                 Some(Observation::Finished) if !seen.finished => {
                     seen.finished = true;
-                    linger_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
+                    linger_until = Some(tokio::time::Instant::now() + grace);
                 }
                 _ => {}
             }
@@ -162,5 +178,47 @@ mod tests {
         drop(lines);
         let seen = observer.await.unwrap();
         assert_eq!(seen.stopped_for, Some(AgentFailure::Stopped));
+    }
+
+    /// OpenCode's automatic compaction ends a step with `stop` and then
+    /// carries on (a new step, tool calls): the tool is not stopped at the
+    /// end of that grace, only once it has finished again and lingers.
+    #[tokio::test]
+    async fn a_tool_that_carries_on_after_its_final_report_is_not_stopped() {
+        let grace = std::time::Duration::from_millis(200);
+        let stop_step = r#"{"type":"step_finish","sessionID":"s","part":{"reason":"stop","tokens":{"input":1,"output":1}}}"#;
+        let opencode: &'static dyn AgentAdapter = &adapters::opencode::Opencode;
+
+        // The control: a tool that lingers after its report is stopped.
+        let (watch, observer) = observe_with(opencode, None, None, grace);
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        lines.send(stop_step.into()).unwrap();
+        tokio::time::timeout(grace * 10, stop.changed())
+            .await
+            .expect("stopped after its grace")
+            .unwrap();
+        drop(lines);
+        assert!(observer.await.unwrap().finished);
+
+        let (watch, observer) = observe_with(opencode, None, None, grace);
+        let (lines, mut stop) = (watch.lines.unwrap(), watch.stop.unwrap());
+        for line in [
+            stop_step,
+            r#"{"type":"step_start","sessionID":"s","part":{"type":"step-start"}}"#,
+            r#"{"type":"tool_use","sessionID":"s","part":{"tool":"bash","state":{"status":"completed","input":{"command":"cargo test"}}}}"#,
+        ] {
+            lines.send(line.into()).unwrap();
+        }
+        let waited = tokio::time::timeout(grace * 5, stop.changed()).await;
+        assert!(waited.is_err(), "stopped while it carried on");
+        lines.send(stop_step.into()).unwrap();
+        tokio::time::timeout(grace * 10, stop.changed())
+            .await
+            .expect("stopped once it lingers after its next report")
+            .unwrap();
+        drop(lines);
+        let seen = observer.await.unwrap();
+        assert!(seen.finished);
+        assert_eq!(seen.stopped_for, None);
     }
 }

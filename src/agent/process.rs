@@ -468,7 +468,11 @@ async fn capture(
         let keep = n.min(room);
         kept.extend_from_slice(&buf[..keep]);
         dropped += (n - keep) as u64;
-        if let Some(lines) = &lines {
+        // Past the cap nothing new is kept: rescanning the unfinished last
+        // line (up to the cap) on every read would find nothing new.
+        if keep > 0
+            && let Some(lines) = &lines
+        {
             sent = send_lines(&kept, sent, lines);
         }
     }

@@ -4,6 +4,9 @@
 //! `assistant`, `user`, …) and last a `result` object (`subtype`,
 //! `is_error`, `result`, `session_id`, `total_cost_usd`, `usage`,
 //! `modelUsage`, `permission_denials`); `result` is the final message.
+//! A stream cut before its `result` (the deadline, a stop, a crash, the
+//! output cap) is read from its events: the last assistant text, the
+//! session id, the assistant messages' usage once per message id.
 //! When the model API failed after the tool's retries (ten by default,
 //! about three minutes; `CLAUDE_CODE_MAX_RETRIES`), the result says so:
 //! `is_error`, `terminal_reason: "api_error"`, `api_error_status` (null
@@ -116,7 +119,10 @@ impl AgentAdapter for ClaudeCode {
             .rev()
             .find(|v| v.get("type").and_then(Value::as_str) == Some("result"))
         else {
-            return plain(stdout);
+            return match events.is_empty() {
+                true => plain(stdout),
+                false => unfinished(&events),
+            };
         };
         let text = |key: &str| result.get(key).and_then(Value::as_str).map(str::to_owned);
         let is_error = result.get("is_error").and_then(Value::as_bool) == Some(true)
@@ -149,6 +155,108 @@ impl AgentAdapter for ClaudeCode {
     }
 }
 
+/// A stream that ended before its `result` (the deadline, a stop, a crash,
+/// the output cap): the agent's last words, the session the events name,
+/// and what the model calls so far reported. Their usage is `message_start`'s
+/// (output counted as 1), so the output falls short; the cost is unknown.
+/// Why the run ended is not read here: the deadline, the stop or the exit
+/// status names it.
+fn unfinished(events: &[Value]) -> Interpretation {
+    let message = last_words(events);
+    let session_id = events
+        .iter()
+        .find_map(|e| e.get("session_id").and_then(Value::as_str))
+        .map(str::to_owned);
+    Interpretation {
+        structured: serde_json::json!({
+            "message": message,
+            "session_id": session_id,
+            "events": events.len(),
+        }),
+        message,
+        failure: None,
+        usage: assistant_usage(events),
+        session_id,
+    }
+}
+
+/// The main agent's `assistant` messages, not a subagent's (those carry
+/// the `Task` call's id in `parent_tool_use_id`).
+fn main_messages(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("assistant"))
+        .filter(|e| e.get("parent_tool_use_id").is_none_or(Value::is_null))
+        .filter_map(|e| e.get("message"))
+        .collect()
+}
+
+/// A message's text blocks.
+fn texts(message: &Value) -> Vec<&str> {
+    let content = message.get("content").and_then(Value::as_array);
+    content
+        .into_iter()
+        .flatten()
+        .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect()
+}
+
+/// The text blocks of the last assistant message that has any, in order:
+/// one message comes as one event per content block, all with its id.
+fn last_words(events: &[Value]) -> String {
+    let messages = main_messages(events);
+    let Some(last) = messages.iter().rposition(|m| !texts(m).is_empty()) else {
+        return String::new();
+    };
+    let blocks: Vec<&Value> = match message_id(messages[last]) {
+        Some(id) => messages
+            .into_iter()
+            .filter(|m| message_id(m) == Some(id))
+            .collect(),
+        None => vec![messages[last]],
+    };
+    blocks
+        .into_iter()
+        .flat_map(texts)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn message_id(message: &Value) -> Option<&str> {
+    message.get("id").and_then(Value::as_str)
+}
+
+/// The `message.usage` of every `assistant` event, subagents' included,
+/// once per message id: a message with a text and a tool call comes as
+/// two events that repeat the same usage (docs/agent-tools/claude.md §4).
+fn assistant_usage(events: &[Value]) -> AgentUsage {
+    let mut seen = std::collections::HashSet::new();
+    let mut usage = AgentUsage::default();
+    let messages = events
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|e| e.get("message"));
+    for message in messages {
+        if message_id(message).is_some_and(|id| !seen.insert(id)) {
+            continue;
+        }
+        let tokens = tokens(message.get("usage"));
+        usage.tokens.add(&tokens);
+        // Not the tool's own messages (`<synthetic>`, no usage).
+        if let Some(model) = message.get("model").and_then(Value::as_str)
+            && tokens.total() > 0
+        {
+            usage
+                .models
+                .entry(model.to_owned())
+                .or_default()
+                .add(&tokens);
+        }
+    }
+    usage
+}
+
 /// What a tool call is doing, in a few words.
 fn activity(tool: &str, input: &Value) -> String {
     let arg = |k: &str| input.get(k).and_then(Value::as_str);
@@ -166,14 +274,7 @@ fn activity(tool: &str, input: &Value) -> String {
 /// `model_usage_since_last_result` — `modelUsage` and `total_cost_usd` add
 /// up the whole session, earlier iterations included, when it was resumed.
 fn usage(result: &Value) -> AgentUsage {
-    let u = result.get("usage");
-    let field = |k: &str| count(u.and_then(|u| u.get(k)));
-    let tokens = Tokens {
-        input: field("input_tokens"),
-        output: field("output_tokens"),
-        cache_write: field("cache_creation_input_tokens"),
-        cache_read: field("cache_read_input_tokens"),
-    };
+    let tokens = tokens(result.get("usage"));
     let per_model = result
         .get("model_usage_since_last_result")
         .or_else(|| result.get("modelUsage"))
@@ -203,6 +304,17 @@ fn usage(result: &Value) -> AgentUsage {
         cost_usd: since_last.or_else(|| dollars(result.get("total_cost_usd"))),
         models,
         session_total: false,
+    }
+}
+
+/// The four counts of an API `usage` object.
+fn tokens(usage: Option<&Value>) -> Tokens {
+    let field = |k: &str| count(usage.and_then(|u| u.get(k)));
+    Tokens {
+        input: field("input_tokens"),
+        output: field("output_tokens"),
+        cache_write: field("cache_creation_input_tokens"),
+        cache_read: field("cache_read_input_tokens"),
     }
 }
 
@@ -333,6 +445,44 @@ mod tests {
         let i = ClaudeCode.interpret(out);
         assert_eq!(i.failure, None);
         assert!(i.message.contains("503"));
+    }
+
+    /// Output cut before its `result` (a timeout, a stop, a crash, the
+    /// output cap): the report is the last thing the agent said, not the
+    /// event stream; the session is the one the events name; each model
+    /// call's usage counts once although a message with a text and a tool
+    /// call comes as two `assistant` events with the same id.
+    #[test]
+    fn output_cut_before_the_result_keeps_the_last_words_the_session_and_the_usage() {
+        let out = r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"f219","model":"claude-opus-5-5"}
+{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"text","text":"The parser drops the last token."}],"stop_reason":null,"usage":{"input_tokens":1000,"cache_creation_input_tokens":3000,"cache_read_input_tokens":40000,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"f219"}
+{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"tool_use","id":"toolu_1","name":"Edit","input":{"file_path":"src/parser.rs","old_string":"a","new_string":"b"}}],"stop_reason":null,"usage":{"input_tokens":1000,"cache_creation_input_tokens":3000,"cache_read_input_tokens":40000,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"f219"}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"The file src/parser.rs has been updated successfully."}]},"session_id":"f219"}
+{"type":"assistant","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"cargo test"}}],"stop_reason":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":44000,"output_tokens":1}},"parent_tool_use_id":null,"session_id":"f219"}
+"#;
+        let i = ClaudeCode.interpret(out);
+        assert!(!i.message.starts_with('{'), "{}", i.message);
+        assert_eq!(i.message, "The parser drops the last token.");
+        assert_eq!(i.session_id.as_deref(), Some("f219"));
+        assert_eq!(i.usage.tokens.total(), 44_001 + 44_011);
+        assert_eq!(i.usage.models["claude-opus-5-5"].input, 1_010);
+        assert_eq!(i.usage.cost_usd, None);
+        assert_eq!(i.failure, None, "the exit or the deadline names it");
+    }
+
+    /// The last assistant message's text blocks make the report; what a
+    /// subagent (a `Task` call) said is not the agent's report.
+    #[test]
+    fn output_cut_before_the_result_reports_the_main_agents_last_message() {
+        let out = r#"{"type":"assistant","message":{"id":"msg_1","model":"m","content":[{"type":"text","text":"First look."}]},"session_id":"s"}
+{"type":"assistant","message":{"id":"msg_2","model":"m","content":[{"type":"text","text":"Fixed add()."}]},"session_id":"s"}
+{"type":"assistant","message":{"id":"msg_2","model":"m","content":[{"type":"text","text":"Tests pass."}]},"session_id":"s"}
+{"type":"assistant","message":{"id":"msg_3","model":"m","content":[{"type":"text","text":"subagent words"}]},"parent_tool_use_id":"toolu_9","session_id":"s"}
+"#;
+        assert_eq!(
+            ClaudeCode.interpret(out).message,
+            "Fixed add().\nTests pass."
+        );
     }
 
     #[test]

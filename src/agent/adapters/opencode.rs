@@ -1,8 +1,11 @@
 //! `opencode`: `opencode run --format json [--session <id>]`, prompt on
 //! stdin. The tool prints JSON Lines events `{type, timestamp, sessionID,
 //! part | error}` with types `step_start`, `text`, `tool_use`,
-//! `step_finish`, `error`; the text parts make the final message,
-//! `step_finish` parts carry tokens (cached input apart) and cost.
+//! `step_finish`, `error`; the text parts of the last step (after the last
+//! `step_start`) make the final message, `step_finish` parts carry tokens
+//! (cached input apart) and cost. A `step_finish` with reason `stop` is the
+//! end unless more events follow: an automatic compaction ends a step that
+//! way and then continues the session.
 //!
 //! When the model provider fails after the tool's retries (five, from 2 s
 //! doubling to 30 s, or as the answer's `retry-after-ms` / `retry-after`
@@ -89,6 +92,13 @@ impl AgentAdapter for Opencode {
             "step_finish" if part.get("reason").and_then(Value::as_str) == Some("stop") => {
                 Some(Observation::Finished)
             }
+            // A new step or its text: the session goes on, also after a
+            // step that ended with `stop` (an automatic compaction does
+            // that, then continues), which calls the tool's grace off.
+            "step_start" | "text" | "reasoning" => Some(Observation::Progress(Progress {
+                activity: None,
+                tokens: 0,
+            })),
             "step_finish" => Some(Observation::Progress(Progress {
                 activity: None,
                 tokens: usage(&[part]).tokens.total(),
@@ -106,12 +116,17 @@ impl AgentAdapter for Opencode {
         if events.is_empty() {
             return plain(stdout);
         }
-        let of_type = |t: &'static str| {
-            events
-                .iter()
-                .filter(move |v| v.get("type").and_then(Value::as_str) == Some(t))
-        };
-        let message = of_type("text")
+        let of_type = |t: &'static str| events.iter().filter(move |v| kind(v) == Some(t));
+        // The last step's text: what the model wrote beside a tool call in
+        // an earlier step, or before an automatic compaction continued the
+        // session, is not its answer.
+        let last_step = events
+            .iter()
+            .rposition(|v| kind(v) == Some("step_start"))
+            .unwrap_or(0);
+        let message = events[last_step..]
+            .iter()
+            .filter(|v| kind(v) == Some("text"))
             .filter_map(|v| v.pointer("/part/text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n");
@@ -155,6 +170,11 @@ impl AgentAdapter for Opencode {
             session_id: session,
         }
     }
+}
+
+/// An event's `type`.
+fn kind(event: &Value) -> Option<&str> {
+    event.get("type").and_then(Value::as_str)
 }
 
 /// An `error` event as a failure: an `APIError` with a 429 or 5xx status,
@@ -256,6 +276,25 @@ mod tests {
         assert_eq!(i.usage.tokens.total(), 671 + 8 + 21415);
         assert_eq!(i.usage.cost_usd, Some(0.002));
         assert!(i.failure.is_none());
+    }
+
+    /// What the model wrote beside a tool call in an earlier step, and the
+    /// answer before an automatic compaction continued the session, are
+    /// not the report: only the last step's text is.
+    #[test]
+    fn the_report_is_the_text_of_the_last_step() {
+        let out = r#"{"type":"step_start","sessionID":"s","part":{"type":"step-start"}}
+{"type":"text","sessionID":"s","part":{"type":"text","text":"Let me look at the parser."}}
+{"type":"tool_use","sessionID":"s","part":{"tool":"read","state":{"status":"completed","input":{"filePath":"src/parser.rs"}}}}
+{"type":"step_finish","sessionID":"s","part":{"reason":"tool-calls","tokens":{"input":10,"output":1}}}
+{"type":"step_start","sessionID":"s","part":{"type":"step-start"}}
+{"type":"text","sessionID":"s","part":{"type":"text","text":"Fixed the parser."}}
+{"type":"text","sessionID":"s","part":{"type":"text","text":"The tests pass."}}
+{"type":"step_finish","sessionID":"s","part":{"reason":"stop","tokens":{"input":20,"output":2}}}
+"#;
+        let i = Opencode.interpret(out);
+        assert_eq!(i.message, "Fixed the parser.\nThe tests pass.");
+        assert_eq!(i.usage.tokens.total(), 33, "every step's tokens count");
     }
 
     #[test]
