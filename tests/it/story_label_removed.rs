@@ -146,3 +146,41 @@ async fn a_removal_read_after_the_label_is_back_stops_nothing() {
     assert!(outcome.contains("back on GitHub now"), "{outcome}");
     s.stop().await;
 }
+
+/// A triage user's label is refused and taken off; then a maintainer's
+/// label starts the run, and the triage user's delivery comes again (a
+/// redelivery, or one whose first try was deferred). The label the run was
+/// started by stays, and the run goes on. Before, the late refusal took it
+/// off, and reconciliation then stopped the run as unlabelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_refusal_never_takes_off_the_label_a_maintainers_run_was_started_by() {
+    let mut s = Story::start("label-late-refusal", Some(crate::support::story::CONFIG)).await;
+    s.github.set_permission(&s.repo, "trinity", "triage");
+    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    s.idle().await;
+    s.label_as(n, "trinity", "closer").await;
+    let refused = s.sent() - 1;
+    s.idle().await;
+    assert!(!s.labels(n).contains(&"closer".to_owned()), "refused");
+
+    s.agent_step(
+        1,
+        r#"echo '{"summary": "A question first.", "questions": ["Negatives too?"]}'"#,
+    );
+    s.label_as(n, MAINTAINER, "closer").await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+
+    s.replay(refused).await;
+    s.idle().await;
+    assert!(
+        s.labels(n).contains(&"closer".to_owned()),
+        "{:?}",
+        s.labels(n)
+    );
+    let engine = s.engine.clone().unwrap();
+    let reconciled = engine.reconcile().await.unwrap();
+    assert!(reconciled.stopped.is_empty(), "{reconciled:?}");
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    s.stop().await;
+}

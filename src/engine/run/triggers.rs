@@ -518,7 +518,8 @@ impl Engine {
     }
 
     /// A change of the trigger label by a user below
-    /// `commands.min_permission`, undone: put on, it is taken off (no run);
+    /// `commands.min_permission`, undone: put on, it is taken off (no run;
+    /// not while a run the label started is under way, see below);
     /// taken off, it is put back (the run goes on). One short refusal per
     /// issue, user and kind of change, posted first, so a retry of a
     /// delivery whose first try failed between the two still explains it.
@@ -531,6 +532,16 @@ impl Engine {
         minimum: Permission,
     ) -> Result<String, EngineError> {
         let (repo, number, who) = (&thread.repo.name, thread.issue.number, &sender.login);
+        if let LabelChange::Added(_) = change
+            && self.open_run_by_label(thread).await?
+        {
+            // A refusal delivered late (its first try deferred, or a
+            // redelivery) after a maintainer's label started a run: the
+            // label is theirs now, and taking it off would stop their run.
+            return Ok(format!(
+                "trigger label by {who}: refused; a run it started is open"
+            ));
+        }
         let (kind, text) = match change {
             LabelChange::Added(label) => (
                 "label-refusal",
@@ -555,6 +566,17 @@ impl Engine {
                 Ok(format!("trigger label removed by {who}: put back"))
             }
         }
+    }
+
+    /// Whether the issue has a run under way that its trigger label
+    /// started.
+    async fn open_run_by_label(&self, thread: &Thread<'_>) -> Result<bool, EngineError> {
+        let pool = self.runs.store().pool();
+        let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
+        let Some(run) = run.filter(|r| !r.state.is_final()) else {
+            return Ok(false);
+        };
+        Ok(RunData::of(&run)?.by_label)
     }
 
     /// A new run of the thread's issue, queued.
