@@ -228,6 +228,7 @@ async fn tool(agent: &AgentConfig, home: &Path) -> Result<String, String> {
         stdin: None,
         timeout: VERSION_TIMEOUT,
         max_output_bytes: 64 * 1024,
+        keep_end: false,
         jail: None,
         fd3: None,
     };

@@ -328,6 +328,7 @@ pub async fn run_agent(
         stdin: Some(invocation.stdin),
         timeout: Duration::from_secs(config.timeout_secs),
         max_output_bytes: config.max_output_bytes,
+        keep_end: true,
         jail: Some(confinement.jail(Kind::Agent, view(request))),
         fd3: None,
     };

@@ -5,6 +5,7 @@
 
 pub mod adapter;
 pub mod adapters;
+mod capture;
 pub mod confine;
 pub mod fork_lock;
 pub mod home;

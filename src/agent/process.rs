@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use super::capture::capture;
 use super::confine::{Backend, Jail, landlock::Ruleset, limits, view};
 use super::fork_lock;
 use super::reaper::{self, Lifeline};
@@ -48,6 +49,9 @@ pub struct ProcessSpec {
     pub timeout: Duration,
     /// Cap on captured stdout and on captured stderr, each.
     pub max_output_bytes: usize,
+    /// Past the cap, keep stdout's end too (half the cap for its start,
+    /// half for its end): an agent's final report comes last.
+    pub keep_end: bool,
     /// The confinement it runs in; `None` only for closer's own programs
     /// (git on closer's mirror).
     pub jail: Option<Jail>,
@@ -70,6 +74,7 @@ impl ProcessSpec {
             stdin: None,
             timeout,
             max_output_bytes: 1024 * 1024,
+            keep_end: false,
             jail: None,
             fd3: None,
         }
@@ -79,7 +84,9 @@ impl ProcessSpec {
 /// One captured stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Captured {
-    /// The first `max_output_bytes` bytes, lossily decoded.
+    /// The first `max_output_bytes` bytes (with `keep_end`, the first and
+    /// the last half of them, the end from a whole line on), lossily
+    /// decoded.
     pub text: String,
     /// Bytes read and dropped past the cap (0 when nothing was dropped).
     pub dropped_bytes: u64,
@@ -355,11 +362,11 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
     let stdout = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(capture(s, cap, stopped.clone(), lines)));
+        .map(|s| tokio::spawn(capture(s, cap, spec.keep_end, stopped.clone(), lines)));
     let stderr = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(capture(s, cap, stopped.clone(), None)));
+        .map(|s| tokio::spawn(capture(s, cap, false, stopped.clone(), None)));
 
     let ended = tokio::select! {
         ended = tokio::time::timeout(spec.timeout, child.wait()) => Some(ended),
@@ -440,60 +447,6 @@ async fn collect(task: Option<tokio::task::JoinHandle<Captured>>) -> Captured {
         Some(task) => task.await.unwrap_or_default(),
         None => Captured::default(),
     }
-}
-
-/// Reads a stream to its end (or until told to stop), keeping the first
-/// `cap` bytes and counting the rest; each complete line kept is also sent
-/// to `lines`, when given.
-async fn capture(
-    mut stream: impl AsyncRead + Unpin,
-    cap: usize,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-    lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-) -> Captured {
-    let mut sent = 0;
-    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
-    let mut dropped: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let read = tokio::select! {
-            read = stream.read(&mut buf) => read,
-            _ = stop.wait_for(|stop| *stop) => break,
-        };
-        let n = match read {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let room = cap.saturating_sub(kept.len());
-        let keep = n.min(room);
-        kept.extend_from_slice(&buf[..keep]);
-        dropped += (n - keep) as u64;
-        // Past the cap nothing new is kept: rescanning the unfinished last
-        // line (up to the cap) on every read would find nothing new.
-        if keep > 0
-            && let Some(lines) = &lines
-        {
-            sent = send_lines(&kept, sent, lines);
-        }
-    }
-    Captured {
-        text: String::from_utf8_lossy(&kept).into_owned(),
-        dropped_bytes: dropped,
-    }
-}
-
-/// Sends the complete lines of `kept` after byte `from`; returns where the
-/// next unsent line starts.
-fn send_lines(
-    kept: &[u8],
-    mut from: usize,
-    lines: &tokio::sync::mpsc::UnboundedSender<String>,
-) -> usize {
-    while let Some(end) = kept[from..].iter().position(|b| *b == b'\n') {
-        let _ = lines.send(String::from_utf8_lossy(&kept[from..from + end]).into_owned());
-        from += end + 1;
-    }
-    from
 }
 
 #[cfg(test)]

@@ -185,6 +185,7 @@ impl GitRunner {
             stdin: None,
             timeout: self.timeout,
             max_output_bytes: self.output_cap,
+            keep_end: false,
             jail: None,
             fd3,
         };
