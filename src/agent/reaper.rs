@@ -173,47 +173,99 @@ unsafe fn close_all_but(keep: RawFd) {
     }
 }
 
-/// Kills every child, reaps, and repeats until there are none: the
-/// grandchildren of a killed child are re-parented here and killed next.
+/// Kills every child, reaps every one that is gone, and repeats until
+/// there are none: the grandchildren of a killed child are re-parented here
+/// and killed next. Each round reads the whole `children` file (thousands
+/// of orphans fill many reads) and reaps all the dead at once, so the dead
+/// never crowd the living out of a round.
 ///
 /// # Safety
 /// Async-signal-safe; only in the reaper.
 unsafe fn kill_descendants() {
-    let mut buf = [0u8; 4096];
     for _ in 0..MAX_KILL_ROUNDS {
-        // SAFETY: a static NUL-terminated path, a stack buffer, our own children.
+        // SAFETY: our own unreaped children; their ids cannot have been reused.
         unsafe {
-            let fd = libc::open(
-                c"/proc/thread-self/children".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            );
-            if fd >= 0 {
-                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-                libc::close(fd);
-                for pid in pids(&buf[..usize::try_from(n).unwrap_or(0)]) {
-                    // Our unreaped children: their ids cannot have been reused.
-                    libc::kill(pid, libc::SIGKILL);
+            each_child(|pid| {
+                libc::kill(pid, libc::SIGKILL);
+            });
+            let mut status = 0;
+            let mut reaped = false;
+            loop {
+                match libc::waitpid(-1, &mut status, libc::WNOHANG) {
+                    0 => break,
+                    // ECHILD: none are left.
+                    gone if gone < 0 => return,
+                    _ => reaped = true,
                 }
             }
-            let mut status = 0;
-            // Blocks until one child is gone; -1 (ECHILD) when none are left.
-            if libc::waitpid(-1, &mut status, 0) < 0 {
+            // Children left, none dead yet: wait for the first to go.
+            if !reaped && libc::waitpid(-1, &mut status, 0) < 0 {
                 return;
             }
         }
     }
 }
 
-/// The process ids in a `children` file: decimal numbers separated by spaces.
-fn pids(text: &[u8]) -> impl Iterator<Item = libc::pid_t> + '_ {
-    text.split(|b| !b.is_ascii_digit())
-        .filter(|digits| !digits.is_empty())
-        .map(|digits| {
-            digits.iter().fold(0 as libc::pid_t, |n, d| {
-                n.saturating_mul(10)
-                    .saturating_add(libc::pid_t::from(d - b'0'))
-            })
-        })
+/// Calls `kill` with each pid in `/proc/thread-self/children`, read to its
+/// end a stack buffer at a time.
+///
+/// # Safety
+/// Async-signal-safe; `kill` must be too.
+unsafe fn each_child(mut kill: impl FnMut(libc::pid_t)) {
+    let mut buf = [0u8; 4096];
+    let mut pids = PidReader::default();
+    // SAFETY: a static NUL-terminated path and a stack buffer.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/thread-self/children".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            let Ok(n @ 1..) = usize::try_from(n) else {
+                break;
+            };
+            pids.feed(&buf[..n], &mut kill);
+        }
+        libc::close(fd);
+    }
+    pids.finish(&mut kill);
+}
+
+/// Reads the decimal numbers of a `children` file, separated by spaces,
+/// as they come, a number split between two reads included; allocates
+/// nothing.
+#[derive(Default)]
+struct PidReader {
+    pid: libc::pid_t,
+    in_number: bool,
+}
+
+impl PidReader {
+    fn feed(&mut self, bytes: &[u8], each: &mut impl FnMut(libc::pid_t)) {
+        for b in bytes {
+            if b.is_ascii_digit() {
+                self.pid = self
+                    .pid
+                    .saturating_mul(10)
+                    .saturating_add(libc::pid_t::from(b - b'0'));
+                self.in_number = true;
+            } else {
+                self.finish(each);
+            }
+        }
+    }
+
+    fn finish(&mut self, each: &mut impl FnMut(libc::pid_t)) {
+        if self.in_number {
+            each(self.pid);
+        }
+        self.pid = 0;
+        self.in_number = false;
+    }
 }
 
 /// Exits with the program's exit code, or dies of the program's signal.
@@ -237,9 +289,20 @@ unsafe fn exit_as(status: libc::c_int) -> ! {
 mod tests {
     use super::*;
 
+    /// A file read in pieces: a number split between two reads is one pid.
     #[test]
-    fn children_files_are_read_as_pids() {
-        assert_eq!(pids(b"12 345 7\n").collect::<Vec<_>>(), vec![12, 345, 7]);
-        assert_eq!(pids(b"").count(), 0);
+    fn children_files_are_read_as_pids_across_reads() {
+        let read = |pieces: &[&[u8]]| {
+            let mut pids = Vec::new();
+            let mut reader = PidReader::default();
+            for piece in pieces {
+                reader.feed(piece, &mut |p| pids.push(p));
+            }
+            reader.finish(&mut |p| pids.push(p));
+            pids
+        };
+        assert_eq!(read(&[b"12 345 7\n"]), [12, 345, 7]);
+        assert_eq!(read(&[b"12 3", b"45 7"]), [12, 345, 7]);
+        assert_eq!(read(&[b"", b""]), Vec::<libc::pid_t>::new());
     }
 }
