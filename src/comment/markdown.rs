@@ -5,7 +5,8 @@
 //! Everything here is pure string work. It must never let untrusted text ping
 //! someone (`@user`), open HTML (a `<details>`, an `<!-- -->` comment that hides
 //! the rest, a fake `<!-- closer:run=… -->` marker) or leave a code fence open
-//! that swallows the rest of the comment. It does not redact secrets on its own:
+//! that swallows the rest of the comment. Text is escaped before it is cut to a
+//! size, so the size is what is posted. It does not redact secrets on its own:
 //! callers pass the secrets they know to [`redact`].
 
 /// Joins `@` to the following name without a visible change, so GitHub does not
@@ -76,15 +77,26 @@ pub fn neutralize_html(text: &str) -> String {
 }
 
 /// An open code fence: its character and length.
-#[derive(Clone, Copy)]
-struct Fence {
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fence {
     ch: char,
     len: usize,
 }
 
+impl Fence {
+    /// Whether `line` closes this fence: the same character, at least as many
+    /// times, and nothing but spaces and tabs after it.
+    pub(crate) fn is_closed_by(self, line: &str) -> bool {
+        matches!(fence_of(line), Some((f, false)) if f.ch == self.ch && f.len >= self.len)
+    }
+}
+
 /// Reads a fence line (up to three spaces, then three or more backticks or
-/// tildes): returns the fence and whether anything follows it.
-fn fence_of(line: &str) -> Option<(Fence, bool)> {
+/// tildes): returns the fence and whether anything follows it. Only spaces
+/// and tabs count as nothing: after a no-break space or a form feed the
+/// line is a fence with an info string, which opens a block but never
+/// closes one (CommonMark).
+pub(crate) fn fence_of(line: &str) -> Option<(Fence, bool)> {
     let indent = line.len() - line.trim_start_matches(' ').len();
     if indent > 3 {
         return None;
@@ -95,7 +107,7 @@ fn fence_of(line: &str) -> Option<(Fence, bool)> {
     if len < 3 {
         return None;
     }
-    let after = rest[len..].trim();
+    let after = rest[len..].trim_matches([' ', '\t']);
     // A backtick fence's info string may not contain a backtick.
     if ch == '`' && after.contains('`') {
         return None;
@@ -108,13 +120,10 @@ fn fence_of(line: &str) -> Option<(Fence, bool)> {
 pub fn close_fences(text: &str) -> String {
     let mut open: Option<Fence> = None;
     for line in text.lines() {
-        let Some((fence, has_info)) = fence_of(line) else {
-            continue;
-        };
         match open {
-            None => open = Some(fence),
-            Some(o) if fence.ch == o.ch && fence.len >= o.len && !has_info => open = None,
+            Some(o) if o.is_closed_by(line) => open = None,
             Some(_) => {}
+            None => open = fence_of(line).map(|(fence, _)| fence),
         }
     }
     match open {
@@ -136,8 +145,24 @@ pub fn close_fences(text: &str) -> String {
 /// Rust's `lines()` does not, so a fence or a heading after one would
 /// escape [`close_fences`] and [`quote`].
 pub fn untrusted_markdown(text: &str) -> String {
+    close_fences(&neutralize(text))
+}
+
+/// [`untrusted_markdown`] cut to `max` bytes (before the fence it may have
+/// to close), and whether it was cut. Escaped first, then cut: escaping adds
+/// three bytes to each `<x` and `@x`, so text cut first could come out two
+/// and a half times as long. A `<` or `@` whose zero-width character the cut
+/// drops is followed by [`ELLIPSIS`], which opens no tag and no mention.
+pub fn untrusted_markdown_cut(text: &str, max: usize) -> (String, bool) {
+    let safe = neutralize(text);
+    (close_fences(&cut(&safe, max)), would_cut(&safe, max))
+}
+
+/// Line breaks as `\n`, mentions and HTML neutralised: [`untrusted_markdown`]
+/// before its fences are closed.
+fn neutralize(text: &str) -> String {
     let lines = text.replace("\r\n", "\n").replace('\r', "\n");
-    close_fences(&neutralize_html(&neutralize_mentions(&lines)))
+    neutralize_html(&neutralize_mentions(&lines))
 }
 
 /// Untrusted text on one line (a list item, a sentence): line breaks become
@@ -162,9 +187,11 @@ pub fn cell(text: &str, max: usize) -> String {
 /// Untrusted text shown verbatim in a fenced code block, the fence longer than
 /// any backtick run inside. HTML comments are broken even here so a fake run
 /// marker never appears in a body the bot wrote, and mentions are neutralised
-/// so a copied line cannot ping anyone. Cut to `max` bytes first.
+/// so a copied line cannot ping anyone. Then cut to `max` bytes, so the block
+/// holds at most `max` bytes however much the escaping added (a `<` or `@`
+/// whose zero-width character is cut off is followed by [`ELLIPSIS`]).
 pub fn code_block(text: &str, max: usize) -> String {
-    let body = neutralize_html(&neutralize_mentions(&cut(text.trim_end(), max)));
+    let body = cut(&neutralize_html(&neutralize_mentions(text.trim_end())), max);
     let longest = longest_run(&body, '`');
     let fence = "`".repeat(longest.max(2) + 1);
     format!("{fence}text\n{body}\n{fence}")
@@ -314,6 +341,66 @@ mod tests {
         );
         assert_eq!(close_fences("~~~\ncode\n~~~\ntext"), "~~~\ncode\n~~~\ntext");
         assert_eq!(close_fences("no fences"), "no fences");
+    }
+
+    /// CommonMark: a closing fence may be followed only by spaces and tabs.
+    /// Before, `trim()` also took a no-break space or a form feed, so such a
+    /// line "closed" the block and the text after it escaped the fence.
+    #[test]
+    fn a_closing_fence_allows_only_spaces_and_tabs_after_it() {
+        for after in ["\u{a0}", "\u{c}", "\u{2003}"] {
+            let text = format!("```\ncode\n```{after}\nstill code");
+            assert_eq!(close_fences(&text), format!("{text}\n```"), "{after:?}");
+        }
+        // The control: spaces and tabs after it, and it closes.
+        assert_eq!(
+            close_fences("```\ncode\n``` \t\ntext"),
+            "```\ncode\n``` \t\ntext"
+        );
+        assert!(fence_of("```\u{a0}").is_some_and(|(_, has_info)| has_info));
+    }
+
+    /// Escaping adds three bytes to each `<x`: cut first, 20,000 bytes of
+    /// `<T>` came out at 40,000.
+    #[test]
+    fn a_code_block_is_escaped_before_it_is_cut() {
+        let out = code_block(&"<T>".repeat(20_000), 20_000);
+        let body = out
+            .strip_prefix("```text\n")
+            .and_then(|b| b.strip_suffix("\n```"))
+            .unwrap_or_else(|| panic!("not a code block: {out:.40}"));
+        assert!(body.len() <= 20_000, "{}", body.len());
+        assert!(body.ends_with(ELLIPSIS));
+        assert!(!body.contains("<T"));
+    }
+
+    /// A cut at any byte of escaped text leaves nothing to escape again: a
+    /// `<` or `@` whose zero-width character was cut off is followed by
+    /// the ellipsis, so no tag, comment or mention appears.
+    #[test]
+    fn a_cut_anywhere_in_escaped_text_opens_nothing() {
+        let text = "a<b @c <!-- x --> </d> @e<f";
+        let escaped = neutralize_html(&neutralize_mentions(text));
+        for max in 0..escaped.len() + 2 {
+            let (out, was_cut) = untrusted_markdown_cut(text, max);
+            assert_eq!(was_cut, max < escaped.len(), "max {max}");
+            assert!(out.len() <= max.max(ELLIPSIS.len()), "max {max}: {out:?}");
+            assert_eq!(
+                neutralize_html(&neutralize_mentions(&out)),
+                out,
+                "max {max}"
+            );
+            let block = code_block(text, max);
+            assert_eq!(neutralize_html(&neutralize_mentions(&block)), block);
+        }
+        assert_eq!(untrusted_markdown_cut(text, 1_000), (escaped, false));
+    }
+
+    #[test]
+    fn a_cut_closes_the_fence_it_leaves_open() {
+        let (out, was_cut) = untrusted_markdown_cut("```\ncode\n```\nafter", 12);
+        assert!(was_cut);
+        assert_eq!(out, "```\ncode\n…\n```");
     }
 
     #[test]

@@ -395,15 +395,16 @@ pub struct DeliverableFooter {
 }
 
 /// The answer of a `read_info`/`report` run, with a footer. The answer is the
-/// agent's markdown: rendered, but without mentions, HTML or open fences.
+/// agent's markdown: rendered, but without mentions, HTML or open fences, and
+/// cut (once escaped) to leave room for the footer and the closing notice.
 pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
     let room = MAX_COMMENT_LEN - 4_000;
-    let cut_note = if markdown::would_cut(answer.trim(), room) {
+    let (answer, was_cut) = markdown::untrusted_markdown_cut(answer.trim(), room);
+    let cut_note = if was_cut {
         "\n\n_The answer was cut to fit GitHub's comment limit._"
     } else {
         ""
     };
-    let answer = markdown::untrusted_markdown(&markdown::cut(answer.trim(), room));
     let mut out = format!(
         "{answer}{cut_note}\n\n---\n<sub>Answered by closer after {} iteration{} · used {}",
         footer.iterations,
@@ -423,4 +424,77 @@ pub fn deliverable_comment(answer: &str, footer: &DeliverableFooter) -> String {
         false => out.push_str("\n<sub>This repository closes issues only on a person's word (`close_on: merged`): close this one if the answer settles it, or comment `/closer run` to ask again.</sub>\n"),
     }
     hard_fit(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The size of texts whose untrusted part grows when it is escaped
+    //! (three bytes for each `<x` and `@x`); the rest of this module's
+    //! tests are in `comment::tests`.
+
+    use super::*;
+    use crate::comment::status::{MARKER_ROOM, TRIMMED_NOTE};
+
+    fn footer(closing: bool) -> DeliverableFooter {
+        DeliverableFooter {
+            iterations: 2,
+            usage: UsageView::default(),
+            dashboard_url: Some("https://closer.example.com/runs/r-1".to_owned()),
+            closing,
+        }
+    }
+
+    /// 60,000 bytes with 2,000 `<T>` are 66,000 once escaped. Cut before
+    /// escaping, the answer passed as short enough, grew past the limit, and
+    /// the last-resort cut took the footer and the closing notice with it.
+    #[test]
+    fn an_answer_full_of_generics_keeps_its_footer_and_closing_notice() {
+        let answer = "Vec<T> ".repeat(2_000) + &"word ".repeat(9_200);
+        assert_eq!(answer.len(), 60_000);
+        for (closing, notice) in [
+            (
+                true,
+                "so it is being closed. Comment `/closer run` to ask again.</sub>\n",
+            ),
+            (false, "or comment `/closer run` to ask again.</sub>\n"),
+        ] {
+            let out = deliverable_comment(&answer, &footer(closing));
+            assert!(out.len() <= MAX_COMMENT_LEN - MARKER_ROOM, "{}", out.len());
+            assert!(!out.contains(TRIMMED_NOTE));
+            assert!(out.contains("_The answer was cut to fit GitHub's comment limit._"));
+            assert!(out.contains("[run on the dashboard](https://closer.example.com/runs/r-1)"));
+            assert!(out.ends_with(notice), "{}", &out[out.len() - 200..]);
+        }
+    }
+
+    /// The last evidence is cut to 20,000 bytes once escaped: cut before,
+    /// 20,000 bytes of `<T>` grew to 40,000 and pushed "To try again" and
+    /// the dashboard link out of the comment.
+    #[test]
+    fn a_diagnosis_with_evidence_full_of_generics_keeps_how_to_retry() {
+        let d = DiagnosisView {
+            reason: FailureReason::ConvergenceStopped,
+            iterations: 9,
+            fingerprints: (0..50)
+                .map(|i| FingerprintRow {
+                    description: format!("cargo test: case_{i} {}", "x".repeat(280)),
+                    hash: format!("{i:016x}"),
+                    occurrences: 3,
+                })
+                .collect(),
+            stages: Vec::new(),
+            last_evidence: Some("<T>".repeat(20_000)),
+            failing_since_base: (0..50)
+                .map(|i| format!("case_{i} {}", "y".repeat(280)))
+                .collect(),
+            dashboard_url: Some("https://closer.example.com/runs/r-1".to_owned()),
+        };
+        let out = diagnosis_comment(&d);
+        assert!(out.len() <= MAX_COMMENT_LEN - MARKER_ROOM, "{}", out.len());
+        assert!(!out.contains(TRIMMED_NOTE));
+        assert!(out.contains("**To try again**"));
+        assert!(out.ends_with(
+            "<sub>[Full diagnostics on the dashboard](https://closer.example.com/runs/r-1)</sub>\n"
+        ));
+    }
 }

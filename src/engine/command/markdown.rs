@@ -67,10 +67,15 @@ impl Scanner {
             return None;
         }
         let (indent, rest) = split_indent(line);
-        let base = self.list_indent.unwrap_or(0);
-        if !self.in_paragraph && !self.in_quote && indent >= base + 4 {
+        if !self.in_paragraph && !self.in_quote && indent >= self.base() + 4 {
             return None; // an indented code block
         }
+        if indent < self.base() && starts_block(rest) {
+            // A quote, fence or heading left of the item's content is not
+            // in the item: the list has ended.
+            self.list_indent = None;
+        }
+        let base = self.base();
         if rest.starts_with('>') {
             self.end_block();
             self.in_quote = true;
@@ -97,6 +102,11 @@ impl Scanner {
         }
         self.in_paragraph = true;
         Some(self.inline(line))
+    }
+
+    /// The content column of the list item the text is in (0 outside lists).
+    fn base(&self) -> usize {
+        self.list_indent.unwrap_or(0)
     }
 
     /// A blank line or a new block ends the paragraph, its code spans and quotes.
@@ -187,11 +197,19 @@ fn opens_fence(rest: &str, base: usize) -> Option<Fence> {
     })
 }
 
-/// Whether `line` closes `fence`: as many markers or more, nothing after.
+/// Whether `line` closes `fence`: as many markers or more, then nothing but
+/// spaces and tabs (after a no-break space or a form feed it is code).
 fn closes_fence(fence: Fence, line: &str) -> bool {
     let (indent, rest) = split_indent(line);
     let len = rest.bytes().take_while(|&b| b == fence.marker).count();
-    indent <= fence.max_indent && len >= fence.len && rest[len..].trim().is_empty()
+    let nothing_after = rest[len..].bytes().all(|b| b == b' ' || b == b'\t');
+    indent <= fence.max_indent && len >= fence.len && nothing_after
+}
+
+/// Whether `rest` starts a block that ends a paragraph and, left of a list
+/// item's content, the list: a quote, a fence or a heading.
+fn starts_block(rest: &str) -> bool {
+    rest.starts_with('>') || opens_fence(rest, 0).is_some() || is_heading(rest)
 }
 
 /// Whether `rest` is an ATX heading (`#` to `######`, then a space or nothing).

@@ -301,6 +301,21 @@ mod tests {
                 vec![Ok(Status)],
             ),
             (
+                "no-break space after a closing fence",
+                "```\n```\u{a0}\n/closer run\n```",
+                vec![],
+            ),
+            (
+                "form feed after a closing fence",
+                "~~~\n~~~\u{c}\n/closer run\n~~~",
+                vec![],
+            ),
+            (
+                "spaces and tabs after a closing fence",
+                "```\ncode\n``` \t\n/closer run",
+                vec![Ok(Run)],
+            ),
+            (
                 "tilde does not close backticks",
                 "```\n~~~\n/closer run\n```",
                 vec![],
@@ -321,6 +336,31 @@ mod tests {
             (
                 "list continuation",
                 "- item\n\n    /closer run",
+                vec![Ok(Run)],
+            ),
+            (
+                "indented code after a fence ended the list",
+                "- item\n```\nx\n```\n\n    /closer stop",
+                vec![],
+            ),
+            (
+                "indented code after a quote ended the list",
+                "- a\n> q\n\n    /closer run",
+                vec![],
+            ),
+            (
+                "indented code after a heading ended the list",
+                "- a\n# h\n\n    /closer run",
+                vec![],
+            ),
+            (
+                "list continuation after a fence in the item",
+                "- item\n  ```\n  x\n  ```\n\n    /closer stop",
+                vec![Ok(Stop)],
+            ),
+            (
+                "list continuation after a quote in the item",
+                "- a\n  > q\n\n    /closer run",
                 vec![Ok(Run)],
             ),
             (

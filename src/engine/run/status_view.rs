@@ -11,6 +11,7 @@ use crate::comment::{
 use crate::config::repo::CloseOn;
 use crate::engine::fingerprint::Failure;
 use crate::engine::goals::GoalResult;
+use crate::engine::question::{QuestionVerdict, SignalKind, THRESHOLD};
 use crate::engine::tolerance::failure_id;
 use crate::engine::verify::IterationVerification;
 
@@ -121,21 +122,30 @@ fn fill_from_record(view: &mut StatusView, last: &IterationRecord) {
     }
     view.verification = last.verification.as_ref().map(verification_view);
     if view.state == RunState::AwaitingResponse {
-        view.question = Some(QuestionView {
-            score: judgment.question.score,
-            threshold: crate::engine::question::THRESHOLD,
-            signals: judgment
-                .question
-                .signals
-                .iter()
-                .map(|s| SignalRow {
-                    kind: format!("{:?}", s.kind),
-                    weight: s.weight,
-                    excerpt: s.excerpt.clone(),
-                })
-                .collect(),
-            stated_by_agent: !judgment.questions.is_empty() && judgment.question.signals.is_empty(),
-        });
+        view.question = Some(question_view(&judgment.question));
+    }
+}
+
+/// Why the run thinks the agent asked: the score, the signals, and whether
+/// the agent said so itself (its structured output lists questions, which
+/// question detection reports as an explicit-question signal).
+fn question_view(verdict: &QuestionVerdict) -> QuestionView {
+    QuestionView {
+        score: verdict.score,
+        threshold: THRESHOLD,
+        signals: verdict
+            .signals
+            .iter()
+            .map(|s| SignalRow {
+                kind: format!("{:?}", s.kind),
+                weight: s.weight,
+                excerpt: s.excerpt.clone(),
+            })
+            .collect(),
+        stated_by_agent: verdict
+            .signals
+            .iter()
+            .any(|s| s.kind == SignalKind::ExplicitQuestion),
     }
 }
 
@@ -180,6 +190,59 @@ mod tests {
     use super::*;
     use crate::config::repo::{GoalKind, GoalSpec};
     use crate::engine::goals::{self, GoalLevel};
+    use crate::engine::question::detect;
+
+    /// The agent listed a question in its structured output: detection
+    /// reports that as an explicit-question signal, and the status comment
+    /// says the agent asked. Before, it said so only when there were no
+    /// signals at all, which an explicit question never leaves.
+    #[test]
+    fn an_explicit_question_is_stated_by_the_agent() {
+        let listed = detect("Done with the survey.", false, &["Which DB?".to_owned()]);
+        let view = question_view(&listed);
+        assert!(view.stated_by_agent);
+        assert_eq!(view.signals[0].kind, "ExplicitQuestion");
+        assert!(
+            crate::comment::status_comment(&with_question(view))
+                .contains("The agent said it needs input.")
+        );
+
+        // The control: a question found only in the prose is not stated.
+        let prose = detect("Should I proceed with Postgres?", false, &[]);
+        assert!(prose.is_asking());
+        let view = question_view(&prose);
+        assert!(!view.stated_by_agent);
+        assert!(
+            !crate::comment::status_comment(&with_question(view))
+                .contains("The agent said it needs input.")
+        );
+    }
+
+    /// A run awaiting a response, with `question` as its view of why.
+    fn with_question(question: QuestionView) -> StatusView {
+        StatusView {
+            run_id: "r-1".to_owned(),
+            state: RunState::AwaitingResponse,
+            phase: crate::model::Phase::Processing,
+            task_type: None,
+            iteration: 1,
+            max_iterations: 10,
+            stage: crate::model::Stage::Normal,
+            summary: None,
+            checklist: Vec::new(),
+            pending_actions: Vec::new(),
+            verification: None,
+            question: Some(question),
+            usage: UsageView::default(),
+            dashboard_url: None,
+            next: NextStep::WaitingFor {
+                author: "maria".to_owned(),
+            },
+            notices: Vec::new(),
+            agent_problem: None,
+            progress: None,
+        }
+    }
 
     #[test]
     fn a_goal_not_run_after_a_failed_setup_shows_as_not_run_and_a_failed_one_as_failed() {
