@@ -77,6 +77,8 @@ pub enum FailureReason {
     RulesRefused { rules: Vec<String> },
     /// The agent failed (non-zero exit, timeout, unreadable output).
     AgentError { message: String },
+    /// closer's own steps of the run failed for good, again and again.
+    StepsFailed { times: u32, error: String },
 }
 
 /// A failure fingerprint and how often it repeated.
@@ -222,6 +224,11 @@ fn reason_text(reason: &FailureReason) -> String {
         FailureReason::AgentError { message } => {
             format!("the agent failed: {}", markdown::inline(message, 1_000))
         }
+        FailureReason::StepsFailed { times, error } => format!(
+            "closer could not carry the run forward: its steps failed {times} times in a row, \
+             each after all its tries, so it stopped trying on its own. The last error: {}",
+            markdown::inline(error, 1_000)
+        ),
     }
 }
 

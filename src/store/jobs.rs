@@ -391,6 +391,25 @@ pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError>
     Ok(row.try_get::<i64, _>("n")? > 0)
 }
 
+/// The jobs with this key that died since the last one that completed,
+/// and the newest one's error: how often in a row a run's steps failed
+/// for good (reconciliation gives up on a run after a few).
+pub async fn dead_in_a_row(pool: &AnyPool, key: &str) -> Result<(u32, Option<String>), StoreError> {
+    let rows = sqlx::query(
+        "SELECT last_error FROM jobs WHERE job_key = $1 AND state = 'dead' AND finished_at > \
+         COALESCE((SELECT MAX(finished_at) FROM jobs WHERE job_key = $1 AND state = 'done'), 0) \
+         ORDER BY finished_at DESC, id DESC",
+    )
+    .bind(key)
+    .fetch_all(pool)
+    .await?;
+    let newest = match rows.first() {
+        Some(row) => row.try_get::<Option<String>, _>("last_error")?,
+        None => None,
+    };
+    Ok((u32::try_from(rows.len()).unwrap_or(u32::MAX), newest))
+}
+
 /// Number of jobs per state (for `/metrics`).
 pub async fn depth_by_state(pool: &AnyPool) -> Result<Vec<(JobState, i64)>, StoreError> {
     let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state")

@@ -1476,6 +1476,50 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
     s.stop().await;
 }
 
+/// A step that fails for good every time (GitHub refuses the pull
+/// request, whatever is tried): reconciliation queues it again until it
+/// has failed three times in a row, then fails the run with a diagnosis
+/// that says so, and queues nothing more. Before, it queued the step on
+/// every pass, for ever, while the run said it was working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
+    let mut s = Story::start("dead-steps", Some(CONFIG)).await;
+    s.deaths_expected = true;
+    s.github.inject(
+        Fault::Status(422)
+            .times(1_000)
+            .method("POST")
+            .path(&format!("/repos/{REPO}/pulls")),
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Verifying, "{}", s.journal().await);
+    let engine = s.engine.clone().unwrap();
+    for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
+        let done = engine.reconcile().await.unwrap();
+        assert_eq!(done.requeued, [run.id.clone()], "{done:?}");
+        s.idle().await;
+    }
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.failed, [run.id.clone()], "{done:?}");
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("could not carry the run forward"))
+        .expect("a diagnosis");
+    assert!(diagnosis.body.contains("3 times in a row"), "{}", diagnosis.body);
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+    s.stop().await;
+}
+
 /// A run left `awaiting_response` without its question posted (its step's
 /// job gave up) is picked up by reconciliation, which resumes the question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -58,6 +58,13 @@ pub enum RunFailure {
     Error {
         message: String,
     },
+    /// The run's steps failed for good `times` in a row, each after all
+    /// its tries (reconciliation queued them again in between); `error`
+    /// is the last one's.
+    StepsFailed {
+        times: u32,
+        error: String,
+    },
     /// The run's pull request was closed without being merged.
     PullRequestClosed {
         number: u64,
@@ -96,6 +103,10 @@ impl RunFailure {
             RunFailure::Error { message } => FailureReason::AgentError {
                 message: message.clone(),
             },
+            RunFailure::StepsFailed { times, error } => FailureReason::StepsFailed {
+                times: *times,
+                error: error.clone(),
+            },
             // Reported by its own comment (`pull_closed_comment`), never
             // by a diagnosis.
             RunFailure::PullRequestClosed { number } => FailureReason::AgentError {
@@ -123,6 +134,9 @@ impl RunFailure {
                 )
             }
             RunFailure::Error { message } => message.clone(),
+            RunFailure::StepsFailed { times, error } => {
+                format!("its steps failed {times} times in a row: {error}")
+            }
             RunFailure::PullRequestClosed { number } => {
                 format!("pull request #{number} closed unmerged")
             }

@@ -55,7 +55,7 @@ pub use context::RunContext;
 pub use data::{IterationRecord, RunData};
 pub use issue_edit::IssueEdit;
 pub use model_outage::{MODEL_OUTAGE_PATIENCE, ModelOutage};
-pub use reconcile::Reconciled;
+pub use reconcile::{MAX_DEAD_STEPS, Reconciled};
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
 pub use workspace::Workspace;

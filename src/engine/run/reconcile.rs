@@ -6,8 +6,10 @@
 //! gets the step for its pull request's end, merged or closed), and an
 //! open run whose issue was closed (by a person: not by the merge of the
 //! run's pull request) or whose trigger label, when the label started it,
-//! was removed is stopped. It never starts a run and never touches a run
-//! that has ended.
+//! was removed is stopped. A run whose steps failed for good
+//! [`MAX_DEAD_STEPS`] times in a row (each after all its tries) is failed
+//! with a diagnosis instead of being queued again. It never starts a run
+//! and never touches a run that has ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::context::RunContext;
+use super::failure::RunFailure;
 use super::finish::{PullEnd, pull_end};
 use super::review_round::asking_with_pull;
 use super::{Engine, EngineError, Step};
@@ -31,7 +34,15 @@ pub struct Reconciled {
     pub requeued: Vec<RunId>,
     /// Runs stopped because GitHub says so.
     pub stopped: Vec<RunId>,
+    /// Runs failed because their steps kept failing for good.
+    pub failed: Vec<RunId>,
 }
+
+/// How many times in a row a run's steps may fail for good (each after
+/// all its tries) before reconciliation fails the run instead of queueing
+/// the step again: a step that fails every time would otherwise run
+/// every pass, for ever, and the run would say it is working.
+pub const MAX_DEAD_STEPS: u32 = 3;
 
 impl Engine {
     /// One pass over the open runs.
@@ -43,6 +54,7 @@ impl Engine {
             match self.reconcile_run(&id).await {
                 Ok(Some(Action::Requeued)) => done.requeued.push(id),
                 Ok(Some(Action::Stopped)) => done.stopped.push(id),
+                Ok(Some(Action::Failed)) => done.failed.push(id),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(run = %id, error = %e, "reconciliation of a run failed"),
             }
@@ -51,7 +63,7 @@ impl Engine {
     }
 
     async fn reconcile_run(&self, id: &RunId) -> Result<Option<Action>, EngineError> {
-        let Some(ctx) = self.context(id).await? else {
+        let Some(mut ctx) = self.context(id).await? else {
             return Ok(None);
         };
         if let Some(why) = self.gone_on_github(&ctx).await? {
@@ -64,6 +76,13 @@ impl Engine {
         };
         if self.runs.has_live_step(&run.id).await? {
             return Ok(None);
+        }
+        let (dead, error) = self.runs.dead_steps(&run.id).await?;
+        if dead >= MAX_DEAD_STEPS {
+            let error = error.unwrap_or_else(|| "unknown".to_owned());
+            let failure = RunFailure::StepsFailed { times: dead, error };
+            self.fail(&mut ctx, failure).await?;
+            return Ok(Some(Action::Failed));
         }
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
         self.runs.enqueue(&run.id, step).await?;
@@ -153,10 +172,11 @@ impl Engine {
         loop {
             // A panic costs this pass, not reconciliation for good.
             match Caught(Box::pin(self.reconcile())).await {
-                Ok(Ok(r)) if r.requeued.is_empty() && r.stopped.is_empty() => {}
+                Ok(Ok(r)) if r == Reconciled::default() => {}
                 Ok(Ok(r)) => tracing::info!(
                     requeued = r.requeued.len(),
                     stopped = r.stopped.len(),
+                    failed = r.failed.len(),
                     "reconciled runs"
                 ),
                 Ok(Err(e)) => tracing::warn!(error = %e, "reconciliation failed"),
@@ -173,4 +193,5 @@ impl Engine {
 enum Action {
     Requeued,
     Stopped,
+    Failed,
 }

@@ -150,6 +150,12 @@ impl Runs {
         Ok(jobs::has_live_job(self.store.pool(), &run_job_key(run_id)).await?)
     }
 
+    /// How many of the run's steps died in a row (since one last
+    /// completed), with the newest one's error.
+    pub async fn dead_steps(&self, run_id: &RunId) -> Result<(u32, Option<String>), EngineError> {
+        Ok(jobs::dead_in_a_row(self.store.pool(), &run_job_key(run_id)).await?)
+    }
+
     /// Every judged iteration of the run, oldest first; a record that does
     /// not parse is an error.
     pub async fn records(&self, run_id: &RunId) -> Result<Vec<IterationRecord>, EngineError> {

@@ -156,6 +156,9 @@ pub struct Story {
     /// `--dry-run`: GitHub writes (and pushes) recorded here, not sent;
     /// takes effect at the next [`Story::spawn_workers`].
     pub dry_run: Option<Arc<closer::github::MemoryRecorder>>,
+    /// A job dead-lettered is what the story is about: [`Story::idle`]
+    /// does not take it for a failure of the story.
+    pub deaths_expected: bool,
     timing: Timing,
     /// The queue's clock, when the story moves it by hand.
     clock: Option<Arc<ManualClock>>,
@@ -294,6 +297,7 @@ impl Story {
             confinement: None,
             progress_every: None,
             dry_run: None,
+            deaths_expected: false,
             timing,
             clock,
             _db: db,
@@ -632,7 +636,7 @@ impl Story {
                 return;
             }
             match tokio::time::timeout(SETTLE_WAIT, self.settled.recv()).await {
-                Ok(Ok(job)) if job.outcome == Settled::Dead => {
+                Ok(Ok(job)) if job.outcome == Settled::Dead && !self.deaths_expected => {
                     let error: Option<String> =
                         sqlx::query("SELECT last_error FROM jobs WHERE id = $1")
                             .bind(job.id)
