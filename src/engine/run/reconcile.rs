@@ -81,7 +81,12 @@ impl Engine {
         if dead >= MAX_DEAD_STEPS {
             let error = error.unwrap_or_else(|| "unknown".to_owned());
             let failure = RunFailure::StepsFailed { times: dead, error };
-            self.fail(&mut ctx, failure).await?;
+            if let Err(e) = self.fail(&mut ctx, failure).await {
+                // The failure is saved before it is reported: a step of the
+                // run, with its own tries, reports what GitHub refused.
+                self.runs.enqueue(id, Step::Iterate).await?;
+                return Err(e);
+            }
             return Ok(Some(Action::Failed));
         }
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
