@@ -566,7 +566,10 @@ async fn a_question_not_listed_is_posted_in_the_agents_own_words() {
     assert_eq!(j.decision, Decision::AwaitingResponse, "{j:?}");
     assert_eq!(
         j.questions,
-        [asked.split("\n\n").nth(1).unwrap(), "1. keep it\n2. recompute"],
+        [
+            asked.split("\n\n").nth(1).unwrap(),
+            "1. keep it\n2. recompute"
+        ],
         "{j:?}"
     );
 }

@@ -270,9 +270,7 @@ async fn story_2_the_agent_asks_the_author_answers_and_the_run_completes() {
     assert_eq!(s.comments(n).len(), before + 1, "no answer to mallory");
 
     // The author answers: the run resumes with the reply and completes.
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}");
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
@@ -316,9 +314,7 @@ async fn a_comment_written_before_the_question_does_not_answer_it() {
     s.idle().await;
     s.expect_run(n, RunState::AwaitingResponse, 1).await;
 
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     s.expect_run(n, RunState::Done, 2).await;
     let prompt = s.prompt(2);
     assert!(
@@ -354,9 +350,7 @@ async fn a_question_between_two_failing_iterations_is_no_circle() {
     s.idle().await;
     s.expect_run(n, RunState::AwaitingResponse, 2).await;
 
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     s.expect_run(n, RunState::Done, 4).await;
     assert!(
         s.prompt(4).contains("400 changed lines"),
@@ -539,9 +533,7 @@ async fn an_awaiting_label_github_first_keeps_comes_off_when_resume_is_retried()
     let label = format!("/repos/{REPO}/issues/{}/labels/awaiting-response", n.0);
     s.github
         .inject(Fault::Status(502).times(5).method("DELETE").path(&label));
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}");
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
@@ -1502,11 +1494,11 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     let engine = s.engine.clone().unwrap();
     for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
         let done = engine.reconcile().await.unwrap();
-        assert_eq!(done.requeued, [run.id.clone()], "{done:?}");
+        assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
         s.idle().await;
     }
     let done = engine.reconcile().await.unwrap();
-    assert_eq!(done.failed, [run.id.clone()], "{done:?}");
+    assert_eq!(done.failed, std::slice::from_ref(&run.id), "{done:?}");
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
     let diagnosis = s
@@ -1514,7 +1506,11 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
         .into_iter()
         .find(|c| c.body.contains("could not carry the run forward"))
         .expect("a diagnosis");
-    assert!(diagnosis.body.contains("3 times in a row"), "{}", diagnosis.body);
+    assert!(
+        diagnosis.body.contains("3 times in a row"),
+        "{}",
+        diagnosis.body
+    );
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
     s.stop().await;
@@ -1593,9 +1589,7 @@ async fn a_reply_while_the_question_is_still_being_written_resumes_the_run() {
         assert!(waited.elapsed() < Duration::from_secs(60), "never asked");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);

@@ -10,7 +10,6 @@ use closer::model::RunState;
 
 use crate::stories::awaiting_an_answer;
 use crate::stories::fix_add;
-use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
@@ -44,9 +43,7 @@ fn check_requests(s: &Story) -> Vec<String> {
 /// The maintainer answers the run's question; the run completes. Answers
 /// the prompt of its second iteration.
 async fn answered(s: &mut Story, n: IssueNumber) -> String {
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}\n{}", s.journal().await);
     s.prompt(2)

@@ -42,9 +42,7 @@ async fn taking_the_trigger_label_off_stops_the_run_at_once() {
     assert!(!s.labels(n).iter().any(|l| l == "awaiting-response"));
     assert!(!s.labels(n).iter().any(|l| l == "closer"), "not put back");
 
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Stopped);
     assert!(s.prompt(2).is_empty(), "the agent did not run again");
     s.stop().await;
@@ -92,9 +90,7 @@ async fn the_trigger_label_taken_off_by_a_triage_user_is_put_back_and_the_run_go
     assert!(s.labels(n).iter().any(|l| l == "closer"));
     assert_eq!(addressed_to(&s, n, "trinity"), 1, "one refusal per user");
 
-    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
-        .await;
-    s.idle().await;
+    s.answer(n).await;
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{run:#?}");
     s.stop().await;

@@ -883,6 +883,14 @@ impl Story {
             .unwrap()
     }
 
+    /// The maintainer answers the run's question ("Yes, negatives too.")
+    /// and the story runs until nothing is left to do.
+    pub async fn answer(&mut self, number: IssueNumber) {
+        self.comment_as(number, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+            .await;
+        self.idle().await;
+    }
+
     /// The issue's run is in `state` after `iteration` iterations; the
     /// journal is shown when it is not.
     pub async fn expect_run(&self, number: IssueNumber, state: RunState, iteration: u32) {
