@@ -22,7 +22,6 @@ impl Engine {
         let n = ctx.run.iteration;
         self.status.set_awaiting_label(ctx, true).await?;
         if ctx.data.question_posted != Some(n) {
-            ctx.data.asked_over = self.runs.unused_replies(&ctx.run.id).await?;
             let body = crate::comment::question_comment(&ctx.data.issue_author, questions);
             self.status
                 .post_once_for_run(ctx, &format!("question:{n}"), &body)

@@ -41,9 +41,9 @@ pub struct RunData {
     pub failed_label: bool,
     /// The iteration whose question was posted.
     pub question_posted: Option<u32>,
-    /// The replies stored, and not yet carried by a prompt, when the
-    /// question was asked: written before it, they do not answer it (the
-    /// next prompt carries them with the answer).
+    /// The replies stored, and not yet carried by a prompt, when the run
+    /// decided to ask: written before the question, they do not answer it
+    /// (the next prompt carries them with the answer).
     pub asked_over: Vec<i64>,
     /// Why the run failed, for the diagnosis (set before it is posted).
     #[serde(deserialize_with = "failure_compat")]

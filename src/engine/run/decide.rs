@@ -17,6 +17,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         if record.judgment.decision == Decision::AwaitingResponse {
             ctx.run.state = RunState::AwaitingResponse;
+            // Taken with the save that decides to ask, once: a retried
+            // `ask` (its question's answer lost) may run after the answer
+            // came, which must not count as written before the question.
+            ctx.data.asked_over = self.runs.unused_replies(&ctx.run.id).await?;
             self.runs.save(ctx).await?;
             return self.ask(ctx, &record.judgment.questions).await;
         }
