@@ -86,22 +86,24 @@ impl Kept {
         }
     }
 
-    /// The text: the head, and the end from its first whole line on (a
-    /// line the window cut into is dropped with what came before it).
+    /// The text: all of it when nothing was dropped; else the head, a
+    /// line break, and the end from its first whole line on (a line the
+    /// window cut into is dropped with what came before it, unless the end
+    /// is all one line).
     fn into_captured(self) -> Captured {
         let mut tail: Vec<u8> = self.tail.into();
         let mut dropped = self.dropped;
-        if !self.tail_at_line {
-            let start = tail
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(tail.len(), |i| i + 1);
-            tail.drain(..start);
-            dropped += start as u64;
-        }
         let mut text = self.head;
-        if !tail.is_empty() && !text.ends_with(b"\n") {
-            text.push(b'\n');
+        if dropped > 0 {
+            if !self.tail_at_line
+                && let Some(newline) = tail.iter().position(|b| *b == b'\n')
+            {
+                tail.drain(..=newline);
+                dropped += newline as u64 + 1;
+            }
+            if !tail.is_empty() && !text.ends_with(b"\n") {
+                text.push(b'\n');
+            }
         }
         text.extend_from_slice(&tail);
         Captured {
@@ -183,6 +185,18 @@ mod tests {
     /// limit is handed over cut, and the next line whole.
     #[tokio::test]
     async fn within_the_cap_all_is_kept_and_a_huge_line_is_watched_cut() {
+        // Past the head's half but within the cap: all of it, no line split
+        // where the head ends.
+        let most: String = (0..8).map(|i| format!("line {i:04}\n")).collect();
+        let (captured, _) = read(most.as_bytes(), 100, true).await;
+        assert_eq!(
+            (captured.text.as_str(), captured.dropped_bytes),
+            (most.as_str(), 0)
+        );
+        // One line far past the cap: its start and its end.
+        let (captured, _) = read("x".repeat(1_000).as_bytes(), 100, true).await;
+        let halves = format!("{}\n{}", "x".repeat(50), "x".repeat(50));
+        assert_eq!((captured.text, captured.dropped_bytes), (halves, 900));
         let (captured, lines) = read(b"a\nb", 100, true).await;
         assert_eq!(
             (captured.text.as_str(), captured.dropped_bytes),

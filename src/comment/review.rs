@@ -74,7 +74,8 @@ pub fn budget_spent_hint(spent: &str) -> String {
     format!(
         "The run that opened this pull request has spent its {spent}, so it does not \
          work on this review. A maintainer can raise `budget` in `.github/closer.yml` (up to \
-         the operator's ceiling) and review again; what was asked is kept for that round."
+         the operator's ceiling) and comment `/closer retry` on the issue: the run reads its \
+         configuration again and continues from this branch, with what was asked here."
     )
 }
 
