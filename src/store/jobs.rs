@@ -391,16 +391,24 @@ pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError>
     Ok(row.try_get::<i64, _>("n")? > 0)
 }
 
-/// The jobs with this key that died since the last one that completed,
-/// and the newest one's error: how often in a row a run's steps failed
-/// for good (reconciliation gives up on a run after a few).
-pub async fn dead_in_a_row(pool: &AnyPool, key: &str) -> Result<(u32, Option<String>), StoreError> {
+/// The jobs with this key that died after `since` and since the last one
+/// that completed, and the newest one's error: how often in a row a run's
+/// steps failed for good (reconciliation gives up on a run after a few).
+/// [`prune_done`] keeps the completed job that ends such a streak while a
+/// death before it is kept.
+pub async fn dead_in_a_row(
+    pool: &AnyPool,
+    key: &str,
+    since: Millis,
+) -> Result<(u32, Option<String>), StoreError> {
     let rows = sqlx::query(
-        "SELECT last_error FROM jobs WHERE job_key = $1 AND state = 'dead' AND finished_at > \
-         COALESCE((SELECT MAX(finished_at) FROM jobs WHERE job_key = $1 AND state = 'done'), 0) \
+        "SELECT last_error FROM jobs WHERE job_key = $1 AND state = 'dead' AND finished_at > $2 \
+         AND finished_at > COALESCE((SELECT MAX(finished_at) FROM jobs \
+         WHERE job_key = $1 AND state = 'done'), 0) \
          ORDER BY finished_at DESC, id DESC",
     )
     .bind(key)
+    .bind(since)
     .fetch_all(pool)
     .await?;
     let newest = match rows.first() {
@@ -433,12 +441,18 @@ pub async fn prune_dead(pool: &AnyPool, before: Millis) -> Result<u64, StoreErro
     Ok(done.rows_affected())
 }
 
-/// Deletes finished (`done`) jobs older than `before`.
+/// Deletes finished (`done`) jobs older than `before`, but for those that
+/// completed after a job of the same key died that is still kept: they end
+/// that job's streak of deaths ([`dead_in_a_row`]), and go with it.
 pub async fn prune_done(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
-    let done = sqlx::query("DELETE FROM jobs WHERE state = 'done' AND finished_at < $1")
-        .bind(before)
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(
+        "DELETE FROM jobs WHERE state = 'done' AND finished_at < $1 AND NOT EXISTS \
+         (SELECT 1 FROM jobs AS dead WHERE dead.job_key = jobs.job_key \
+         AND dead.state = 'dead' AND dead.finished_at < jobs.finished_at)",
+    )
+    .bind(before)
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected())
 }
 

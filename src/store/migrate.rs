@@ -61,6 +61,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0007_run_generation.sql"),
         postgres: include_str!("../../migrations/postgres/0007_run_generation.sql"),
     },
+    Migration {
+        version: 8,
+        name: "finished_jobs_by_key",
+        sqlite: include_str!("../../migrations/sqlite/0008_finished_jobs_by_key.sql"),
+        postgres: include_str!("../../migrations/postgres/0008_finished_jobs_by_key.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -481,3 +481,69 @@ async fn pruning_removes_old_handled_deliveries_and_finished_jobs_only() {
     assert_eq!(jobs::prune_done(store.pool(), cutoff).await.unwrap(), 1);
     assert!(jobs::get(store.pool(), job.id).await.unwrap().is_none());
 }
+
+/// Run `key`'s job, queued at `at`, claimed and then completed (`dies`:
+/// failed for good) at `finished`.
+async fn finish_job(store: &Store, key: &str, at: i64, finished: i64, dies: bool) {
+    let job = NewJob {
+        kind: JobKind::Run,
+        key: key.to_owned(),
+        payload: r#"{"run_id":"run-1","step":"finish"}"#.to_owned(),
+        max_attempts: 1,
+        run_at: at,
+    };
+    jobs::enqueue(store.pool(), &job, at).await.unwrap();
+    let lease = std::time::Duration::from_secs(60);
+    let leased = jobs::claim(store.pool(), store.backend(), "w", at, lease)
+        .await
+        .unwrap()
+        .expect("the job is claimable");
+    if dies {
+        jobs::fail(
+            store.pool(),
+            &leased,
+            "w",
+            finished,
+            "422 from GitHub",
+            None,
+        )
+        .await
+        .unwrap();
+    } else {
+        assert!(
+            jobs::complete(store.pool(), leased.id, "w", finished)
+                .await
+                .unwrap()
+        );
+    }
+}
+
+/// A run's steps that died are counted since the last one that completed
+/// and since the run's restart; retention keeps the completed job that
+/// ends a streak for as long as a death before it is kept, so an old death
+/// is never counted again once its successor is pruned.
+#[tokio::test]
+async fn dead_steps_are_counted_since_the_last_success_and_the_restart_even_after_pruning() {
+    let db = TestDb::new("dead-streak").await;
+    let store = db.store().await;
+    let key = "run:run-1";
+    finish_job(&store, key, 60 * DAY, 70 * DAY, true).await;
+    finish_job(&store, key, 75 * DAY, 80 * DAY, false).await;
+    finish_job(&store, key, 90 * DAY, 91 * DAY, true).await;
+    let (dead, error) = jobs::dead_in_a_row(store.pool(), key, 0).await.unwrap();
+    assert_eq!((dead, error.as_deref()), (1, Some("422 from GitHub")));
+    let (dead, _) = jobs::dead_in_a_row(store.pool(), key, 95 * DAY)
+        .await
+        .unwrap();
+    assert_eq!(dead, 0, "deaths before the restart do not count");
+
+    // Done jobs go after 14 days, dead ones after 30: the success that
+    // ended the first streak is kept while that death is.
+    assert_eq!(jobs::prune_done(store.pool(), 86 * DAY).await.unwrap(), 0);
+    let (dead, _) = jobs::dead_in_a_row(store.pool(), key, 0).await.unwrap();
+    assert_eq!(dead, 1, "the death before the success is not counted");
+    assert_eq!(jobs::prune_dead(store.pool(), 71 * DAY).await.unwrap(), 1);
+    assert_eq!(jobs::prune_done(store.pool(), 86 * DAY).await.unwrap(), 1);
+    let (dead, _) = jobs::dead_in_a_row(store.pool(), key, 0).await.unwrap();
+    assert_eq!(dead, 1);
+}

@@ -1513,6 +1513,18 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     );
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
+
+    // A retry is the run's new life: its first step to die is its first
+    // death, not the fourth. Before, the run failed again at once.
+    s.agent_step(2, "echo '{\"summary\": \"The fix is on the branch.\"}'\n");
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let retried = s.run(n).await.unwrap();
+    assert_eq!(retried.state, RunState::Verifying, "{}", s.journal().await);
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
     s.stop().await;
 }
 

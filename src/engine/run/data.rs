@@ -99,6 +99,10 @@ pub struct RunData {
     /// The agent's model provider is down: the iteration it interrupted
     /// waits to run again (cleared when an agent run ends otherwise).
     pub model_outage: Option<super::ModelOutage>,
+    /// When a maintainer last restarted the run (`None`: never): the
+    /// steps that died before belong to an earlier life, and do not count
+    /// towards failing this one (`reconcile.rs`).
+    pub restarted_at: Option<crate::clock::Millis>,
 }
 
 impl RunData {

@@ -77,7 +77,8 @@ impl Engine {
         if self.runs.has_live_step(&run.id).await? {
             return Ok(None);
         }
-        let (dead, error) = self.runs.dead_steps(&run.id).await?;
+        let since = ctx.data.restarted_at.unwrap_or(0);
+        let (dead, error) = self.runs.dead_steps(&run.id, since).await?;
         if dead >= MAX_DEAD_STEPS {
             let error = error.unwrap_or_else(|| "unknown".to_owned());
             let failure = RunFailure::StepsFailed { times: dead, error };

@@ -151,9 +151,14 @@ impl Runs {
     }
 
     /// How many of the run's steps died in a row (since one last
-    /// completed), with the newest one's error.
-    pub async fn dead_steps(&self, run_id: &RunId) -> Result<(u32, Option<String>), EngineError> {
-        Ok(jobs::dead_in_a_row(self.store.pool(), &run_job_key(run_id)).await?)
+    /// completed, and since `since`: the run's restart), with the newest
+    /// one's error.
+    pub async fn dead_steps(
+        &self,
+        run_id: &RunId,
+        since: Millis,
+    ) -> Result<(u32, Option<String>), EngineError> {
+        Ok(jobs::dead_in_a_row(self.store.pool(), &run_job_key(run_id), since).await?)
     }
 
     /// Every judged iteration of the run, oldest first; a record that does

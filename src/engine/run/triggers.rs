@@ -493,7 +493,8 @@ impl Engine {
         if !restart || !run.state.is_final() {
             return Ok(format!("run {} already {}", run.id, run.state));
         }
-        let restarted = restarted_data(RunData::of(&run)?, data, run.iteration);
+        let mut restarted = restarted_data(RunData::of(&run)?, data, run.iteration);
+        restarted.restarted_at = Some(self.runs.store().now_ms());
         // A pull request that ended (merged, or closed unmerged) stays so:
         // a restart opens a new one for its work (an open one stays the
         // run's), whatever ended the run.
