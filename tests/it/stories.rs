@@ -1515,16 +1515,25 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
 
     // A retry is the run's new life: its first step to die is its first
-    // death, not the fourth. Before, the run failed again at once.
-    s.agent_step(2, "echo '{\"summary\": \"The fix is on the branch.\"}'\n");
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    // death, not the fourth. Here the retried run's start step dies (GitHub
+    // refuses to take `closer:failed` off); before, reconciliation failed
+    // the run again at once.
+    let failed_label = format!("/repos/{REPO}/issues/{}/labels/closer", n.0);
+    s.github
+        .inject(Fault::Status(422).times(1_000).method("DELETE").path(&failed_label));
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
     s.idle().await;
-    let retried = s.run(n).await.unwrap();
-    assert_eq!(retried.state, RunState::Verifying, "{}", s.journal().await);
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Queued, "{}", s.journal().await);
+    // GitHub takes the label off and the pull request again: done.
+    s.github.clear_faults();
     let done = engine.reconcile().await.unwrap();
     assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
+    s.agent_step(2, "echo '{\"summary\": \"The fix is on the branch.\"}'\n");
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.idle().await;
+    let retried = s.run(n).await.unwrap();
+    assert_eq!(retried.state, RunState::Done, "{}", s.journal().await);
     s.stop().await;
 }
 
