@@ -77,6 +77,8 @@ pub enum IssuesAction {
     Deleted,
     Assigned,
     Unassigned,
+    /// Moved to another repository (`changes` says where).
+    Transferred,
     Other(String),
 }
 
@@ -92,6 +94,7 @@ impl IssuesAction {
             "deleted" => Self::Deleted,
             "assigned" => Self::Assigned,
             "unassigned" => Self::Unassigned,
+            "transferred" => Self::Transferred,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -108,6 +111,7 @@ impl IssuesAction {
             Self::Deleted => "deleted",
             Self::Assigned => "assigned",
             Self::Unassigned => "unassigned",
+            Self::Transferred => "transferred",
             Self::Other(other) => other,
         }
     }

@@ -98,11 +98,22 @@ pub struct IssueRef {
 }
 
 /// The fields an `issues.edited` changed, each with its text before the
-/// edit; `None`: not changed (or the payload does not say).
+/// edit; `None`: not changed (or the payload does not say). For an
+/// `issues.transferred`, where the issue went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IssueChanges {
     pub title_from: Option<String>,
     pub body_from: Option<String>,
+    pub moved_to: Option<MovedIssue>,
+}
+
+/// Where a transferred issue lives now (`changes.new_repository` and
+/// `changes.new_issue` of `issues.transferred`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovedIssue {
+    /// `owner/name`, as the payload gives it.
+    pub repo: String,
+    pub number: IssueNumber,
 }
 
 /// A comment as the event shows it.

@@ -185,6 +185,11 @@ struct RawPull {
 }
 
 #[derive(Deserialize)]
+struct RawNumber {
+    number: u64,
+}
+
+#[derive(Deserialize)]
 struct RawFrom {
     /// GitHub's schema says a string, but the bodies it describes are
     /// nullable: a `null` reads as the empty text rather than costing the
@@ -195,6 +200,11 @@ struct RawFrom {
 
 #[derive(Deserialize, Default)]
 struct RawChanges {
+    /// `issues.transferred`: the repository and issue it went to.
+    #[serde(default)]
+    new_repository: Option<RawRepoName>,
+    #[serde(default)]
+    new_issue: Option<RawNumber>,
     #[serde(default)]
     title: Option<RawFrom>,
     #[serde(default)]
@@ -204,9 +214,17 @@ struct RawChanges {
 impl RawChanges {
     fn of_issue(changes: Option<&RawChanges>) -> IssueChanges {
         let from = |f: Option<&RawFrom>| f.map(|f| f.from.clone().unwrap_or_default());
+        let moved_to = changes.and_then(|c| match (&c.new_repository, &c.new_issue) {
+            (Some(repo), Some(issue)) => Some(MovedIssue {
+                repo: repo.full_name.clone(),
+                number: IssueNumber(issue.number),
+            }),
+            _ => None,
+        });
         IssueChanges {
             title_from: from(changes.and_then(|c| c.title.as_ref())),
             body_from: from(changes.and_then(|c| c.body.as_ref())),
+            moved_to,
         }
     }
 }
@@ -695,11 +713,42 @@ mod tests {
         // An unknown action is kept, not refused.
         let mut v: serde_json::Value =
             serde_json::from_slice(&fixture("issues.opened.json")).unwrap();
-        v["action"] = "transferred".into();
+        v["action"] = "milestoned".into();
         let event = parse_event(EventKind::Issues, v.to_string().as_bytes()).unwrap();
         assert!(matches!(
             event,
-            Event::Issues { action: IssuesAction::Other(ref a), .. } if a == "transferred"
+            Event::Issues { action: IssuesAction::Other(ref a), .. } if a == "milestoned"
         ));
+    }
+
+    /// `issues.transferred` as GitHub's schema gives it: `changes` holds
+    /// the whole new issue and repository; closer keeps where it went.
+    #[test]
+    fn a_transfer_says_where_the_issue_went() {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("issues.opened.json")).unwrap();
+        v["action"] = "transferred".into();
+        let mut new_issue = v["issue"].clone();
+        new_issue["number"] = 7.into();
+        let mut new_repository = v["repository"].clone();
+        new_repository["full_name"] = "octo/elsewhere".into();
+        v["changes"] =
+            serde_json::json!({"new_issue": new_issue, "new_repository": new_repository});
+        let Event::Issues {
+            action, changes, ..
+        } = parse_event(EventKind::Issues, v.to_string().as_bytes()).unwrap()
+        else {
+            panic!("an issues event");
+        };
+        assert_eq!(action, IssuesAction::Transferred);
+        let to = changes.moved_to.expect("where it went");
+        assert_eq!(
+            (to.repo.as_str(), to.number),
+            ("octo/elsewhere", IssueNumber(7))
+        );
+        // Without `changes` (not as GitHub sends it), still an event.
+        v.as_object_mut().unwrap().remove("changes");
+        let event = parse_event(EventKind::Issues, v.to_string().as_bytes()).unwrap();
+        assert!(matches!(event, Event::Issues { changes, .. } if changes.moved_to.is_none()));
     }
 }

@@ -45,6 +45,7 @@ mod story_review;
 mod story_review_ended;
 mod story_review_rest;
 mod story_review_threads;
+mod story_transfer;
 mod story_verified;
 mod token_scope;
 mod triage;

@@ -1519,12 +1519,21 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     // refuses to take `closer:failed` off); before, reconciliation failed
     // the run again at once.
     let failed_label = format!("/repos/{REPO}/issues/{}/labels/closer", n.0);
-    s.github
-        .inject(Fault::Status(422).times(1_000).method("DELETE").path(&failed_label));
+    s.github.inject(
+        Fault::Status(422)
+            .times(1_000)
+            .method("DELETE")
+            .path(&failed_label),
+    );
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Queued, "{}", s.journal().await);
+    assert_eq!(
+        s.run(n).await.unwrap().state,
+        RunState::Queued,
+        "{}",
+        s.journal().await
+    );
     // GitHub takes the label off and the pull request again: done.
     s.github.clear_faults();
     let done = engine.reconcile().await.unwrap();

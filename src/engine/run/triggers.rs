@@ -28,12 +28,13 @@ use crate::config::repo::RepoConfig;
 use crate::engine::triage::{Verdict, triage};
 use crate::events::signals::Signals;
 use crate::events::{
-    Actor, CommentAction, Event, IssueRef, IssuesAction, PullRef, PullRequestAction, Repo,
+    Actor, CommentAction, Event, IssueChanges, IssueRef, IssuesAction, PullRef, PullRequestAction,
+    Repo,
 };
-use crate::github::{AppInfo, FileFetch, InstallationClient, IssueState, PullState};
+use crate::github::{AppInfo, FileFetch, InstallationClient, Issue, IssueState, PullState};
 use crate::model::{
-    DEFAULT_TRIGGER_LABEL, InstallationId, Permission, RepoName, Run, RunId, RunState, Stage,
-    branch_issue, issue_branch,
+    DEFAULT_TRIGGER_LABEL, InstallationId, IssueNumber, Permission, RepoName, Run, RunId, RunState,
+    Stage, branch_issue, issue_branch,
 };
 use crate::store::{handled_events, runs};
 
@@ -135,6 +136,7 @@ impl Engine {
                             .await
                     }
                     IssuesAction::Edited => self.on_edited(&thread, changes, sender).await,
+                    IssuesAction::Transferred => self.on_transferred(&thread, changes).await,
                     _ => {
                         self.on_issue(&thread, action, label.as_deref(), sender)
                             .await
@@ -337,6 +339,40 @@ impl Engine {
         }
         self.stop(&run, "the issue was deleted").await?;
         Ok("issue deleted: run stopped".to_owned())
+    }
+
+    /// A transferred issue ends its run: the run's repository, branch and
+    /// pull request stay where they were, and the issue is now another
+    /// repository's (a run there starts as any run does, by its label or a
+    /// command). GitHub is asked first: a replayed `transferred` must not
+    /// stop the run of an issue still at its address.
+    async fn on_transferred(
+        &self,
+        thread: &Thread<'_>,
+        changes: &IssueChanges,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let Some(run) = run.filter(super::failure::stop_applies) else {
+            return Ok("issue transferred: no active run".to_owned());
+        };
+        let client = self.github.client(thread.installation).await?;
+        match client.get_issue(repo, number).await {
+            Ok(issue) if !moved(&issue, repo, number) => {
+                return Ok(
+                    "issue transferred, but GitHub still has it here: run goes on".to_owned(),
+                );
+            }
+            Ok(_) => {}
+            Err(e) if e.is_gone() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let why = match &changes.moved_to {
+            Some(to) => format!("the issue was moved to {}#{}", to.repo, to.number),
+            None => "the issue was moved to another repository".to_owned(),
+        };
+        self.stop(&run, &why).await?;
+        Ok(format!("{why}: run stopped"))
     }
 
     /// The issue assigned to the App's bot user by an authorised user
@@ -655,6 +691,17 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
         by_label,
         ..RunData::default()
     }
+}
+
+/// Whether GitHub answered for `repo#number` with an issue that lives
+/// elsewhere now: it followed the redirect of a transferred issue to its
+/// new repository (its page's address names another repository, or another
+/// number). Only for a `transferred` event: a renamed repository's issues
+/// answer under the new name too (reconciliation goes by the number alone,
+/// `reconcile.rs`).
+fn moved(issue: &Issue, repo: &RepoName, number: IssueNumber) -> bool {
+    let here = format!("/{repo}/issues/{number}").to_ascii_lowercase();
+    issue.number != number || !issue.html_url.to_ascii_lowercase().ends_with(&here)
 }
 
 /// Whether `login` is the App's bot user (or its slug).

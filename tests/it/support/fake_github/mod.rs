@@ -253,6 +253,59 @@ impl FakeGitHub {
         new
     }
 
+    /// Transfers an issue to the repository `to` (which the fake knows), as
+    /// GitHub does: it takes the next number there, keeps its comments and
+    /// the labels `to` has, and its old address and its comments' answer
+    /// with redirects to the new ones. Returns the new number.
+    pub fn transfer_issue(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        to: &RepoName,
+    ) -> IssueNumber {
+        let (from, to) = (repo.to_string(), to.to_string());
+        self.with(|st| {
+            let mut issue = st
+                .repo_mut(&from)
+                .issues
+                .remove(&number.0)
+                .expect("an issue to transfer");
+            let ids: Vec<u64> = st
+                .repo(&from)
+                .comments
+                .values()
+                .filter(|c| c.issue == number.0)
+                .map(|c| c.id)
+                .collect();
+            let comments: Vec<FakeComment> = ids
+                .iter()
+                .filter_map(|id| st.repo_mut(&from).comments.remove(id))
+                .collect();
+            let target = st.repo_mut(&to);
+            let new = target.take_number();
+            issue.number = new;
+            issue
+                .labels
+                .retain(|l| target.labels.contains_key(&l.to_lowercase()));
+            target.issues.insert(new, issue);
+            for mut c in comments {
+                c.issue = new;
+                target.comments.insert(c.id, c);
+            }
+            st.moved_paths.insert(
+                format!("/repos/{from}/issues/{}", number.0),
+                format!("/repos/{to}/issues/{new}"),
+            );
+            for id in ids {
+                st.moved_paths.insert(
+                    format!("/repos/{from}/issues/comments/{id}"),
+                    format!("/repos/{to}/issues/comments/{id}"),
+                );
+            }
+            IssueNumber(new)
+        })
+    }
+
     /// Deletes an issue, as a repository admin can: the issue and
     /// everything under it (comments, labels) answer `410 Gone` from now on.
     pub fn delete_issue(&self, repo: &RepoName, number: IssueNumber) {

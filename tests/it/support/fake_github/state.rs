@@ -277,6 +277,9 @@ pub struct State {
     /// Repositories that moved: the old `owner/name` → where its API now
     /// lives (`{base}/repos/new-owner/new-name`), answered as redirects.
     pub moved: BTreeMap<String, String>,
+    /// Transferred issues and their comments: the old path (and every path
+    /// under it) → the new one, answered as redirects.
+    pub moved_paths: BTreeMap<String, String>,
     /// Deleted issues, as `/repos/{owner}/{name}/issues/{n}`: that path and
     /// every path under it answer 410, as GitHub does.
     pub deleted_issues: BTreeSet<String>,
@@ -304,6 +307,7 @@ impl State {
             },
             projects: Vec::new(),
             moved: BTreeMap::new(),
+            moved_paths: BTreeMap::new(),
             deleted_issues: BTreeSet::new(),
             next_id: 1000,
         }

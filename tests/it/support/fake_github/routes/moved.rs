@@ -12,21 +12,27 @@ use serde_json::json;
 
 use super::super::state::State;
 
-/// The redirect for a call to a moved repository, if it is one.
+/// The redirect for a call to a moved repository or a transferred issue,
+/// if it is one.
 pub fn redirect(st: &State, method: &str, path: &str) -> Option<Response> {
     let (prefix, rest) = match path.strip_prefix("/api/v3") {
         Some(rest) => ("/api/v3", rest),
         None => ("", path),
     };
-    let rest = rest.strip_prefix("/repos/")?;
-    let mut parts = rest.splitn(3, ['/', '?']);
-    let (owner, name) = (parts.next()?, parts.next()?);
-    let full = format!("{owner}/{name}");
-    let target = st.moved.get(&full)?;
-    let tail = &rest[full.len()..];
-    let location = match target.starts_with("http") {
-        true => format!("{target}{tail}"),
-        false => format!("{}{prefix}{target}{tail}", st.base_url),
+    let location = match moved_path(st, rest) {
+        Some((target, tail)) => format!("{}{prefix}{target}{tail}", st.base_url),
+        None => {
+            let rest = rest.strip_prefix("/repos/")?;
+            let mut parts = rest.splitn(3, ['/', '?']);
+            let (owner, name) = (parts.next()?, parts.next()?);
+            let full = format!("{owner}/{name}");
+            let target = st.moved.get(&full)?;
+            let tail = &rest[full.len()..];
+            match target.starts_with("http") {
+                true => format!("{target}{tail}"),
+                false => format!("{}{prefix}{target}{tail}", st.base_url),
+            }
+        }
     };
     let status = match method {
         "GET" | "HEAD" => StatusCode::MOVED_PERMANENTLY,
@@ -41,4 +47,13 @@ pub fn redirect(st: &State, method: &str, path: &str) -> Option<Response> {
     let value = HeaderValue::from_str(&location).ok()?;
     resp.headers_mut().insert("location", value);
     Some(resp)
+}
+
+/// A transferred issue's (or its comment's) new path for `path`, and the
+/// rest of `path` after the old one.
+fn moved_path<'a>(st: &'a State, path: &'a str) -> Option<(&'a str, &'a str)> {
+    st.moved_paths.iter().find_map(|(old, new)| {
+        let tail = path.strip_prefix(old.as_str())?;
+        (tail.is_empty() || tail.starts_with(['/', '?'])).then_some((new.as_str(), tail))
+    })
 }
