@@ -53,8 +53,8 @@ async fn an_issue_transferred_mid_run_stops_the_run_saying_where_it_went() {
 
 /// A `transferred` delivery for an issue GitHub still has at its address
 /// (replayed, or forged with a valid signature) stops nothing; the same
-/// transfer missed as a webhook is found by reconciliation, which follows
-/// the issue to its new number.
+/// transfer missed as a webhook is found by reconciliation (the redirect
+/// leads into a repository the run's token does not reach: 404).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transfer_is_checked_with_github_and_found_by_reconciliation_when_missed() {
     let (mut s, n) = awaiting_an_answer("transferred-check").await;

@@ -143,11 +143,6 @@ impl Engine {
             Err(e) if e.is_gone() => return Ok(Some("the issue is gone")),
             Err(e) => return Err(e.into()),
         };
-        // GitHub followed a transferred issue to its new repository, where
-        // it has another number (a missed `transferred` event).
-        if issue.number != ctx.issue() {
-            return Ok(Some("the issue was moved to another repository"));
-        }
         // Closed by closer itself: a review round of a verified run works
         // under the closed issue.
         let closed_by_us = ctx.data.review_round && ctx.data.issue_closed;
