@@ -1,4 +1,5 @@
-//! The baseline: the Definition-of-Done commands run once on a
+//! The baseline: the command goals that apply to the run's task (the
+//! Definition of Done's and the task type's) run once on a
 //! clean worktree of the base commit (after the repository's `setup`),
 //! before the first iteration; the failures found there were already there
 //! (they block unless the repository tolerates them, see `tolerance`).
@@ -13,10 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use super::artifacts;
 use super::fingerprint::Failure;
-use super::goals::{self, GoalContext, GoalLevel, GoalResult, GoalSettings};
+use super::goals::{self, GoalContext, GoalResult, GoalSettings};
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};
 use crate::config::repo::RepoConfig;
+use crate::model::TaskType;
 
 /// The failures present before the agent touched anything.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,14 +62,17 @@ impl Baseline {
     }
 }
 
-/// Runs the repository's setup, then the DoD's command goals, in `clean` (a
-/// worktree of the base commit), with `home` shared by them (`None`: a
-/// fresh one per command).
+/// Runs the repository's setup, then the command goals that apply to
+/// `task` (the DoD's and the task type's), in `clean` (a worktree of the
+/// base commit), with `home` shared by them (`None`: a fresh one per
+/// command). Every command goal an iteration runs has its base to be
+/// compared with: a test that passed at base and is no longer run is
+/// named whichever rules the goal came from.
 pub async fn take(
     git: &GitRunner,
     clean: &Worktree,
     home: Option<&Path>,
-    config: &RepoConfig,
+    (config, task): (&RepoConfig, TaskType),
     settings: &GoalSettings,
 ) -> Result<Baseline, BaselineError> {
     let collected = artifacts::collect(git, clean).await?;
@@ -86,12 +91,11 @@ pub async fn take(
         });
     }
     let mut results = Vec::new();
-    for spec in config
-        .dod
-        .iter()
-        .filter(|g| goals::is_command_goal(&g.kind))
+    for (level, spec) in goals::applicable(config, task, &[])
+        .into_iter()
+        .filter(|(_, g)| goals::is_command_goal(&g.kind))
     {
-        let result = goals::evaluate(ctx, GoalLevel::Dod, spec).await;
+        let result = goals::evaluate(ctx, level, spec).await;
         if result.not_runnable {
             return Err(BaselineError::Unavailable {
                 goal: format!("{} `{}`", result.goal_type, result.target),

@@ -186,6 +186,8 @@ pub enum PullState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullRequest {
     pub number: IssueNumber,
+    /// Who opened it (`None`: GitHub sent no user, a deleted account).
+    pub author: Option<String>,
     /// The branch name, without `owner:`.
     pub head_ref: String,
     pub base_ref: String,

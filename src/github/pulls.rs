@@ -28,6 +28,7 @@ impl InstallationClient {
             Some(resp) => decode::pull(&resp.body),
             None => Ok(PullRequest {
                 number: IssueNumber(0),
+                author: None,
                 head_ref: pull.head.clone(),
                 base_ref: pull.base.clone(),
                 html_url: String::new(),

@@ -232,6 +232,8 @@ pub(crate) struct WireBranchRef {
 #[derive(Debug, Deserialize)]
 pub(crate) struct WirePull {
     pub number: u64,
+    #[serde(default)]
+    pub user: Option<WireUser>,
     pub head: WireBranchRef,
     pub base: WireBranchRef,
     #[serde(default)]
@@ -261,6 +263,7 @@ impl TryFrom<WirePull> for PullRequest {
         let merged = w.merged.unwrap_or(false) || w.merged_at.is_some();
         Ok(PullRequest {
             number: IssueNumber(w.number),
+            author: w.user.map(|u| u.login),
             head_ref: w.head.git_ref,
             base_ref: w.base.git_ref,
             html_url: w.html_url,

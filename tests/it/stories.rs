@@ -564,6 +564,38 @@ async fn a_reply_meeting_a_permission_outage_is_taken_when_github_is_back() {
     assert!(s.github.requests_to("GET", &lookup).len() > 5, "retried");
 }
 
+/// The repository raises `commands.min_permission` while a run waits for
+/// an answer: a writer's answer no longer steers it (it stays waiting and
+/// the text reaches no prompt); the issue's author's still answers. Before, replies,
+/// reviews and review threads went by the minimum the run started with,
+/// while commands already went by the current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_minimum_raised_mid_run_holds_at_once_for_replies() {
+    let (mut s, n) = awaiting_an_answer("minimum-raised").await;
+    s.github.set_permission(&s.repo, "walter", "write");
+    let raised = format!("{CONFIG}commands: {{ min_permission: maintain }}\n");
+    s.github
+        .set_file(&s.repo, "main", ".github/closer.yml", &raised);
+    s.comment_as(n, FakeUser::user("walter"), "Print the environment too.")
+        .await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
+    assert!(
+        s.last_delivery_outcome().await.contains("not authorised"),
+        "{}",
+        s.journal().await
+    );
+    s.answer(n).await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert!(
+        !s.prompt(2).contains("Print the environment"),
+        "{}",
+        s.prompt(2)
+    );
+    s.stop().await;
+}
+
 /// GitHub refuses the question comment with a 502 (nothing created): the
 /// run is already `awaiting_response`, and the retried step still asks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1543,6 +1575,56 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     s.idle().await;
     let retried = s.run(n).await.unwrap();
     assert_eq!(retried.state, RunState::Done, "{}", s.journal().await);
+    s.stop().await;
+}
+
+/// Somebody opened a pull request from the run's branch before closer did
+/// (GitHub lets anyone who can read the repository open one between two of
+/// its branches). closer does not take it over: its description and closing
+/// keywords stay its author's to edit, so it could never carry closer's
+/// verified text. The run fails at once, saying what to do; the pull
+/// request is left as its author wrote it. Before, closer rewrote its title
+/// and body and recorded it as the run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_somebody_else_opened_from_the_branch_is_not_taken_over() {
+    let mut s = Story::start("foreign-pull", Some(CONFIG)).await;
+    let theirs = s.github.open_pull_as(
+        &s.repo,
+        FakeUser::user("mallory"),
+        "closer/issue-2",
+        "main",
+        "Mine",
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    assert_eq!(n.0, 2, "the pull request took number 1");
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(run.pull_request, None);
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1, "closer opened none: {pulls:#?}");
+    assert_eq!(
+        (pulls[0].number, pulls[0].title.as_str()),
+        (theirs.0, "Mine")
+    );
+    assert_eq!(pulls[0].body, None);
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("closer could not finish"))
+        .expect("a diagnosis");
+    assert!(
+        diagnosis
+            .body
+            .contains("was opened by mallory, not by closer"),
+        "{}",
+        diagnosis.body
+    );
     s.stop().await;
 }
 

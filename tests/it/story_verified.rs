@@ -384,6 +384,22 @@ async fn a_lying_agent_that_deletes_a_passing_test_is_never_closed() {
     );
 }
 
+/// The same drop, with the test command among the task type's goals rather
+/// than the DoD's: it had no baseline, so the dropped test went unnoticed
+/// and the run was closed. Every command goal now has its base.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_passing_test_dropped_from_a_task_type_goal_is_noticed_too() {
+    let config = "task_types:\n  bug:\n    goals:\n      - { type: tests_pass, command: \"sh run_tests.sh\" }\ncompletion:\n  max_iterations: 2\n";
+    let s = Story::start("liar-drops-task", Some(config)).await;
+    let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
+    let (s, n) = never_closed(s, &[&drop, CLAIMS_DONE]).await;
+    let status = s.status_comment(n).body;
+    assert!(
+        status.contains("no longer run: tests/existing.sh"),
+        "{status}"
+    );
+}
+
 /// The control, and the repository's way out: with the test listed under
 /// `baseline.removed_tests` (the issue asked for its removal), the same
 /// change is verified and closed.

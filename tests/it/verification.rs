@@ -229,12 +229,24 @@ impl Fixture {
         run: &str,
         config: &RepoConfig,
     ) -> Result<Baseline, BaselineError> {
+        self.baseline_for(worktree, run, (config, TaskType::Bug))
+            .await
+    }
+
+    /// The baseline of a run of this task type.
+    async fn baseline_for(
+        &self,
+        worktree: &Worktree,
+        run: &str,
+        (config, task): (&RepoConfig, TaskType),
+    ) -> Result<Baseline, BaselineError> {
         let clean = self
             .sandbox
             .checkout(worktree, run, &worktree.base_commit, Purpose::Baseline)
             .await
             .expect("baseline worktree");
-        let result = baseline::take(self.sandbox.git(), &clean, None, config, &self.settings).await;
+        let git = self.sandbox.git();
+        let result = baseline::take(git, &clean, None, (config, task), &self.settings).await;
         self.sandbox
             .remove(&clean, run)
             .await

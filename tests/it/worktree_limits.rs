@@ -210,24 +210,9 @@ async fn a_diff_larger_than_closer_reads_is_a_named_failure() {
     assert_eq!(why, "the diff against the base is over 32 MiB");
 }
 
-#[tokio::test]
-async fn a_live_goal_reads_a_response_body_up_to_its_cap() {
-    let fx = Fixture::new();
-    let wt = fx.worktree("http").await;
-    let collected = fx.collect(&wt).await.expect("collected");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    // A server whose answer never ends.
-    let server = format!(
-        "exec python3 -c \"import http.server as h\n\
-class E(h.BaseHTTPRequestHandler):\n \
-def do_GET(s):\n  s.send_response(200); s.end_headers()\n  \
-while True: s.wfile.write(b'needle ' * 8192)\n\
-h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
-    );
-    let url = format!("http://127.0.0.1:{port}/");
+/// Evaluates `kind` as a required DoD goal in `wt`.
+async fn evaluate(fx: &Fixture, wt: &Worktree, kind: GoalKind) -> goals::GoalResult {
+    let collected = fx.collect(wt).await.expect("collected");
     let settings = GoalSettings {
         base_env: fx.base_env.clone(),
         confinement: crate::support::confinement(fx._root.path(), &fx._root.path().join("sandbox")),
@@ -243,27 +228,84 @@ h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
         added_lines: &collected.added_lines,
         settings: &settings,
     };
-    let spec = |kind| GoalSpec {
+    let spec = GoalSpec {
         kind,
         required: true,
         timeout_secs: None,
     };
-    let contains = spec(GoalKind::ResponseContains {
+    goals::evaluate(ctx, GoalLevel::Dod, &spec).await
+}
+
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_live_goal_reads_a_response_body_up_to_its_cap() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("http").await;
+    let port = free_port();
+    // A server whose answer never ends.
+    let server = format!(
+        "exec python3 -c \"import http.server as h\n\
+class E(h.BaseHTTPRequestHandler):\n \
+def do_GET(s):\n  s.send_response(200); s.end_headers()\n  \
+while True: s.wfile.write(b'needle ' * 8192)\n\
+h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let contains = GoalKind::ResponseContains {
         command: server.clone(),
         url: url.clone(),
         json_path: None,
         expected: None,
         contains: Some("needle".into()),
-    });
-    let result = goals::evaluate(ctx, GoalLevel::Dod, &contains).await;
+    };
+    let result = evaluate(&fx, &wt, contains).await;
     assert!(!result.passed);
     assert_eq!(result.evidence, "the response body is larger than 8 MiB");
     // Control: the status alone does not read the body, and passes.
-    let status = spec(GoalKind::EndpointResponds {
+    let status = GoalKind::EndpointResponds {
         command: server,
         url,
         status: None,
-    });
-    let result = goals::evaluate(ctx, GoalLevel::Dod, &status).await;
+    };
+    let result = evaluate(&fx, &wt, status).await;
     assert!(result.passed, "{}", result.evidence);
+}
+
+/// Something already answers at the goal's address (another run's server,
+/// a hostile agent of another run: the host's network is shared). A goal
+/// whose own command never starts a server must not pass on that answer.
+/// Before, it connected, got the stranger's 200 and passed.
+#[tokio::test]
+async fn a_live_goal_does_not_pass_on_a_server_that_was_already_listening() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("http-busy").await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let goal = GoalKind::EndpointResponds {
+        command: "false".into(),
+        url: format!("http://127.0.0.1:{port}/health"),
+        status: None,
+    };
+    let result = evaluate(&fx, &wt, goal).await;
+    assert!(!result.passed, "{}", result.evidence);
+    assert!(
+        result
+            .evidence
+            .contains("already accepted connections before the command started"),
+        "{}",
+        result.evidence
+    );
 }

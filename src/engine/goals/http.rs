@@ -4,8 +4,12 @@
 //! killed when the guard drops, on every path out of here). A response body
 //! is read up to [`MAX_RESPONSE_BYTES`] as it streams; past that the goal
 //! fails, named, instead of closer holding whatever the server sends.
+//! The address must be free when the goal starts (else it fails, named:
+//! whatever answered would not be the goal's server), and live goals of
+//! one process take turns on it.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::sandbox::GoalJail;
@@ -49,6 +53,19 @@ async fn fetch(
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
+    // One live goal per address at a time in this process, and none while
+    // anything else answers there: the goal must hear its own server.
+    let _port = port_lock(&host, port).await;
+    if tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .is_ok()
+    {
+        return Err(format!(
+            "{host}:{port} already accepted connections before the command started: something \
+             else listens there (another run's server or agent?), and the goal cannot tell \
+             its own server from it"
+        ));
+    }
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
     let sandbox = GoalJail::new(ctx, Kind::Server)
         .await
@@ -80,6 +97,22 @@ async fn fetch(
         tokio::time::sleep(PORT_POLL).await;
     }
     result
+}
+
+/// The lock on `host:port` that live goals of this process take for as
+/// long as their server runs.
+async fn port_lock(host: &str, port: u16) -> tokio::sync::OwnedMutexGuard<()> {
+    type Locks = std::collections::HashMap<(String, u16), Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: std::sync::LazyLock<std::sync::Mutex<Locks>> =
+        std::sync::LazyLock::new(Default::default);
+    let lock = {
+        let mut locks = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+        locks
+            .entry((host.to_ascii_lowercase(), port))
+            .or_default()
+            .clone()
+    };
+    lock.lock_owned().await
 }
 
 /// Where the goal's request goes.

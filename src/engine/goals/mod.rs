@@ -224,8 +224,10 @@ pub fn is_command_goal(kind: &GoalKind) -> bool {
     )
 }
 
-/// The goals that apply, by level: the repo's `dod` and task-type rules for
-/// code-changing tasks (an answer-only task has no code to check), and the
+/// The goals that apply, by level: the repo's `dod` for code-changing
+/// tasks (an answer-only task has no code to check), the rules the
+/// repository set for the task's type whatever the type (a repository that
+/// configured `task_types.report.goals` wants them run), and the
 /// acceptance criteria always.
 pub fn applicable<'a>(
     config: &'a RepoConfig,
@@ -235,9 +237,9 @@ pub fn applicable<'a>(
     let mut goals = Vec::new();
     if task.changes_code() {
         goals.extend(config.dod.iter().map(|g| (GoalLevel::Dod, g)));
-        if let Some(rules) = config.task_types.get(&task) {
-            goals.extend(rules.goals.iter().map(|g| (GoalLevel::TaskType, g)));
-        }
+    }
+    if let Some(rules) = config.task_types.get(&task) {
+        goals.extend(rules.goals.iter().map(|g| (GoalLevel::TaskType, g)));
     }
     goals.extend(acceptance.iter().map(|g| (GoalLevel::Acceptance, g)));
     goals
@@ -325,4 +327,53 @@ fn list(items: &[String], n: usize) -> String {
         s.push_str(&format!(" (+{} more)", items.len() - n));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::repo::TaskTypeRules;
+
+    fn script(command: &str) -> GoalSpec {
+        GoalSpec {
+            kind: GoalKind::CustomScript {
+                command: command.into(),
+            },
+            required: true,
+            timeout_secs: None,
+        }
+    }
+
+    /// An answer-only task runs no DoD (no code to check) but does run the
+    /// goals the repository set for its type. Before, those were parsed,
+    /// counted by `check-config`, and never run.
+    #[test]
+    fn an_answer_only_task_runs_its_types_goals_but_not_the_dod() {
+        let mut config = RepoConfig {
+            dod: vec![script("make test")],
+            ..RepoConfig::default()
+        };
+        let rules = TaskTypeRules {
+            goals: vec![script("./check-report")],
+        };
+        config.task_types.insert(TaskType::Report, rules);
+        let names = |task| {
+            applicable(&config, task, &[])
+                .into_iter()
+                .map(|(level, g)| match &g.kind {
+                    GoalKind::CustomScript { command } => (level, command.clone()),
+                    other => panic!("only scripts here: {other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(TaskType::Report),
+            [(GoalLevel::TaskType, "./check-report".to_owned())]
+        );
+        assert_eq!(names(TaskType::ReadInfo), []);
+        assert_eq!(
+            names(TaskType::Bug),
+            [(GoalLevel::Dod, "make test".to_owned())]
+        );
+    }
 }

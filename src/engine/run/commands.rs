@@ -200,8 +200,7 @@ impl Engine {
         // steer a run at work (their words reach the prompt as a
         // maintainer's reply, and start a review round once it is verified).
         let answers = is_author && awaiting;
-        let minimum = ctx.config.commands.min_permission;
-        if !answers && !self.permitted(client, repo, login, minimum).await? {
+        if !answers && !self.permitted_to_steer(client, &ctx, login).await? {
             return Ok(format!(
                 "comment by {login}: not authorised (the author may only answer a question)"
             ));
@@ -392,6 +391,20 @@ impl Engine {
                 Ok(false)
             }
         }
+    }
+
+    /// Whether `login` may steer the run of `ctx` now: its words reach the
+    /// prompt. Against [`Engine::steering_minimum`], the stricter of the
+    /// run's configuration and the repository's current one.
+    pub(super) async fn permitted_to_steer(
+        &self,
+        client: &InstallationClient,
+        ctx: &RunContext,
+        login: &str,
+    ) -> Result<bool, EngineError> {
+        let snapshot = ctx.config.commands.min_permission;
+        let minimum = self.steering_minimum(client, &ctx.run, snapshot).await?;
+        self.permitted(client, ctx.repo(), login, minimum).await
     }
 }
 

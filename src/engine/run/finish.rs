@@ -84,7 +84,13 @@ impl Engine {
             }
         }
         self.runs.save(ctx).await?;
-        let number = self.open_pull_request(ctx, task, last.as_ref()).await?;
+        let number = match self.open_pull_request(ctx, task, last.as_ref()).await? {
+            Opened::Pull(number) => number,
+            Opened::Foreign { number, author } => {
+                let failure = foreign_pull(&ctx.run.branch, number, &author);
+                return self.fail(ctx, failure).await;
+            }
+        };
         ctx.run.pull_request = Some(number);
         self.runs.save(ctx).await?;
         let head = ctx.data.branch_head.clone().unwrap_or_default();
@@ -137,6 +143,8 @@ impl Engine {
         }
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let last = self.runs.last_record(&ctx.run.id).await?;
+        // A run with a pull request of its own: nobody else's can be open
+        // from its branch (GitHub allows one per branch).
         self.open_pull_request(ctx, task, last.as_ref()).await?;
         Ok(())
     }
@@ -230,13 +238,16 @@ impl Engine {
         pull_end(&ctx.client, ctx.repo(), &ctx.run).await
     }
 
-    /// Opens the pull request for the run's branch, or updates the open one.
+    /// Opens the pull request for the run's branch, or updates the open one
+    /// closer opened. One somebody else opened from the branch is left
+    /// alone ([`Opened::Foreign`]): its text and its closing keywords are
+    /// theirs to edit, so it cannot carry closer's verified description.
     async fn open_pull_request(
         &self,
         ctx: &RunContext,
         task: TaskType,
         last: Option<&IterationRecord>,
-    ) -> Result<IssueNumber, EngineError> {
+    ) -> Result<Opened, EngineError> {
         let view = self.pull_request_view(ctx, task, last).await?;
         let title = comment::pull_request_title(ctx.issue(), &ctx.data.issue_title, task);
         let body = comment::pull_request_body(&view);
@@ -244,13 +255,19 @@ impl Engine {
         if let Some(existing) = ctx.client.find_pull_by_head(repo, &ctx.run.branch).await?
             && existing.state == PullState::Open
         {
+            let bot = self.github.app_info().await?.bot_login;
+            let author = existing.author.unwrap_or_default();
+            if !author.eq_ignore_ascii_case(&bot) {
+                let number = existing.number;
+                return Ok(Opened::Foreign { number, author });
+            }
             let edit = PullEdit {
                 title: Some(title),
                 body: Some(body),
                 state: None,
             };
             ctx.client.update_pull(repo, existing.number, &edit).await?;
-            return Ok(existing.number);
+            return Ok(Opened::Pull(existing.number));
         }
         let base = match &ctx.run.default_branch {
             Some(b) => b.clone(),
@@ -262,7 +279,9 @@ impl Engine {
             head: ctx.run.branch.clone(),
             base,
         };
-        Ok(ctx.client.create_pull(repo, &pull).await?.number)
+        Ok(Opened::Pull(
+            ctx.client.create_pull(repo, &pull).await?.number,
+        ))
     }
 
     /// The pull request body's content: summary, commits, files, the
@@ -337,4 +356,22 @@ pub(super) async fn pull_end(
         (_, true) => Some(PullEnd::Merged),
         (_, false) => Some(PullEnd::Closed(number)),
     })
+}
+
+/// What [`Engine::open_pull_request`] found or made.
+enum Opened {
+    /// closer's pull request, opened or updated.
+    Pull(IssueNumber),
+    /// An open pull request from the run's branch that somebody else opened.
+    Foreign { number: IssueNumber, author: String },
+}
+
+/// The failure of a run whose branch has somebody else's pull request open.
+fn foreign_pull(branch: &str, number: IssueNumber, author: &str) -> RunFailure {
+    let message = format!(
+        "pull request #{number} from `{branch}` was opened by {author}, not by closer, and \
+         closer does not take over a pull request it did not open (its description and \
+         closing keywords are its author's to edit): close it, then comment `/closer retry`"
+    );
+    RunFailure::Error { message }
 }

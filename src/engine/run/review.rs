@@ -63,7 +63,9 @@ impl Engine {
         let config =
             super::context::parse_config(data.config_text.as_deref(), &self.agents.names())
                 .unwrap_or_default();
-        let minimum = config.commands.min_permission;
+        let minimum = self
+            .steering_minimum(client, run, config.commands.min_permission)
+            .await?;
         self.permitted(client, &run.repository, &who.login, minimum)
             .await
     }

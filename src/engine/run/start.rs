@@ -12,7 +12,7 @@ use crate::engine::baseline::{self, Baseline};
 use crate::engine::classify::{ClassifyError, classify};
 use crate::engine::evidence;
 use crate::llm::LlmError;
-use crate::model::{Phase, RunState};
+use crate::model::{Phase, RunState, TaskType};
 
 /// What the operator must set for runs to be judged at all.
 const NO_LLM: &str = "closer has no LLM configured; the operator must set CLOSER_LLM_PROVIDER, \
@@ -113,7 +113,7 @@ impl Engine {
             self.workspace.sandbox().git(),
             &clean.worktree,
             Some(&clean.home),
-            &ctx.config,
+            (&ctx.config, ctx.run.task_type.unwrap_or(TaskType::Feature)),
             self.checks.goals(),
         )
         .await;

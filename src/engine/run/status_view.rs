@@ -157,7 +157,9 @@ pub fn verification_view(v: &IterationVerification) -> VerificationView {
         goals: v.goals.iter().map(goal_row).collect(),
         baseline: Some(BaselineRow {
             new_failures: v.new_failures.iter().map(|f| f.summary()).collect(),
-            already_failing: v.failures.len().saturating_sub(v.new_failures.len()),
+            // The required goals' failures the base had too; not every
+            // failure but the new ones (an optional goal's are neither).
+            already_failing: v.since_base.len() + v.tolerated.len(),
             failing_since_base: ids(&v.since_base),
             tolerated: ids(&v.tolerated),
             fixed_since_base: ids(&v.fixed_since_base),
@@ -242,6 +244,50 @@ mod tests {
             agent_problem: None,
             progress: None,
         }
+    }
+
+    /// A new failure in an optional goal is not "already failing at the
+    /// baseline": only the required goals' failures the base had are.
+    /// Before, every failure but the required goals' new ones counted.
+    #[test]
+    fn only_failures_the_base_had_count_as_already_failing() {
+        let failure = |test: &str| {
+            crate::engine::fingerprint::parse_failures(
+                "cargo test",
+                &format!("test {test} ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed\n"),
+                None,
+            )
+            .remove(0)
+        };
+        let (optional_new, old) = (failure("lint::new"), failure("tests::old"));
+        let decision = crate::engine::convergence::ConvergenceState::default().observe(
+            crate::engine::convergence::Observation {
+                iteration: 1,
+                blocking: vec![old.clone()],
+                reasons: Vec::new(),
+                diff_hash: "d".into(),
+                evidence: Vec::new(),
+            },
+            &crate::config::repo::ConvergenceConfig::default(),
+            crate::engine::convergence::CheckId("c".into()),
+        );
+        let mut v: IterationVerification = serde_json::from_value(serde_json::json!({
+            "iteration": 1,
+            "artifacts": {"base_commit": "b", "head": "h", "branch": null, "commits": [],
+                "changed_files": [], "untracked": [], "diff_hash": "d"},
+            "missing_artifacts": [], "goals": [], "failures": [], "new_failures": [],
+            "scope": {"out_of_scope": [], "changed_lines": 0, "diff_budget": null,
+                "over_budget": false},
+            "decision": decision,
+        }))
+        .unwrap();
+        v.failures = vec![optional_new];
+        let row = verification_view(&v).baseline.unwrap();
+        assert_eq!(row.already_failing, 0);
+        v.failures.push(old.clone());
+        v.since_base = vec![old];
+        let row = verification_view(&v).baseline.unwrap();
+        assert_eq!(row.already_failing, 1);
     }
 
     #[test]

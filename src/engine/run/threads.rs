@@ -140,8 +140,9 @@ impl Engine {
         if let Some(ok) = allowed.get(&c.author.login) {
             return Ok(*ok);
         }
-        let minimum = ctx.config.commands.min_permission;
-        let ok = (self.permitted(&ctx.client, ctx.repo(), &c.author.login, minimum)).await?;
+        let ok = self
+            .permitted_to_steer(&ctx.client, ctx, &c.author.login)
+            .await?;
         allowed.insert(c.author.login.clone(), ok);
         Ok(ok)
     }

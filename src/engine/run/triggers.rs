@@ -670,6 +670,37 @@ impl Engine {
         Ok(ConfigRead { text, parsed })
     }
 
+    /// The permission a user needs to steer `run` now: the stricter of
+    /// `snapshot` (the run's own configuration, read when it started) and
+    /// the repository's configuration on its default branch now, so that a
+    /// minimum raised while the run works holds at once for its replies,
+    /// reviews and review threads, as it does for commands. A current file
+    /// that does not parse leaves the run's own.
+    pub(super) async fn steering_minimum(
+        &self,
+        client: &InstallationClient,
+        run: &Run,
+        snapshot: Permission,
+    ) -> Result<Permission, EngineError> {
+        let branch = match &run.default_branch {
+            Some(b) => b.clone(),
+            None => client.get_repository(&run.repository).await?.default_branch,
+        };
+        let text = match client
+            .get_file(&run.repository, CONFIG_PATH, &branch, None)
+            .await?
+        {
+            FileFetch::Found { content, .. } => {
+                Some(String::from_utf8_lossy(&content).into_owned())
+            }
+            FileFetch::NotFound | FileFetch::NotModified => None,
+        };
+        let current = parse_config(text.as_deref(), &self.agents.names())
+            .map(|c| c.commands.min_permission)
+            .unwrap_or(snapshot);
+        Ok(current.max(snapshot))
+    }
+
     /// Verified, pull request open, waiting for the merge.
     fn awaiting_merge(&self, run: &Run) -> Result<bool, EngineError> {
         if run.state != RunState::Verifying {
