@@ -128,12 +128,7 @@ fn render_rest(v: &PullRequestView, detail: Detail) -> String {
     }
     let _ = write!(out, "\n### Commits ({})\n\n", v.commits.len());
     for c in v.commits.iter().take(detail.list_max) {
-        let sha: String = c
-            .sha
-            .chars()
-            .filter(char::is_ascii_hexdigit)
-            .take(12)
-            .collect();
+        let sha = markdown::short_sha(&c.sha);
         let _ = writeln!(out, "- `{sha}` {}", markdown::inline(&c.subject, 200));
     }
     hidden(&mut out, v.commits.len(), detail.list_max);

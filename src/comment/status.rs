@@ -188,6 +188,12 @@ pub fn next_step(next: &NextStep) -> String {
             format!("pull request #{number} is open for review")
         }
         NextStep::Closed => "nothing: the work is verified and the issue is closed".to_owned(),
+        NextStep::MergedUnverified { head } => format!(
+            "nothing: a maintainer merged the pull request at `{}`, a commit closer did not \
+             verify (pushed after its last verification, or whose verification failed); the \
+             table below is of the last commit closer checked, and the issue is closed",
+            super::markdown::short_sha(head)
+        ),
         NextStep::Failed => {
             "nothing until a maintainer comments `/closer retry` (see the diagnosis)".to_owned()
         }

@@ -151,6 +151,9 @@ pub enum NextStep {
     },
     /// Done: the issue is closed.
     Closed,
+    /// Done: a maintainer merged the pull request at `head`, a commit
+    /// closer did not verify; the issue is closed.
+    MergedUnverified { head: String },
     /// Failed: the issue stays open until someone retries.
     Failed,
     /// Stopped by a maintainer or by the issue being closed.

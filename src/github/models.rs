@@ -190,6 +190,8 @@ pub struct PullRequest {
     pub author: Option<String>,
     /// The branch name, without `owner:`.
     pub head_ref: String,
+    /// The head commit (for a merged one: the commit that was merged).
+    pub head_sha: String,
     pub base_ref: String,
     pub html_url: String,
     pub state: PullState,

@@ -30,6 +30,7 @@ impl InstallationClient {
                 number: IssueNumber(0),
                 author: None,
                 head_ref: pull.head.clone(),
+                head_sha: String::new(),
                 base_ref: pull.base.clone(),
                 html_url: String::new(),
                 state: PullState::Open,

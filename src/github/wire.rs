@@ -227,6 +227,8 @@ impl TryFrom<WireRepository> for Repository {
 pub(crate) struct WireBranchRef {
     #[serde(rename = "ref")]
     pub git_ref: String,
+    #[serde(default)]
+    pub sha: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,6 +267,7 @@ impl TryFrom<WirePull> for PullRequest {
             number: IssueNumber(w.number),
             author: w.user.map(|u| u.login),
             head_ref: w.head.git_ref,
+            head_sha: w.head.sha,
             base_ref: w.base.git_ref,
             html_url: w.html_url,
             state,

@@ -980,3 +980,52 @@ async fn a_push_never_overwrites_a_commit_somebody_else_pushed() {
         "a plain force drops the person's commit"
     );
 }
+
+/// With `close_on: merged`, a bot (a formatting workflow, say) pushes to
+/// closer's branch after the work was verified, and breaks it; a maintainer
+/// merges all the same. The bot's push is verified again, as a person's is
+/// (the pull request's table shows the failure), and the done status says
+/// the merge was at a commit closer did not verify instead of calling the
+/// work verified. Before, a bot's push passed for closer's own and was
+/// never checked, and the run ended "verified".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_at_a_commit_closer_did_not_verify_is_not_called_verified() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story("merged-unverified", &config).await;
+    let bot = "format-bot[bot]";
+    let theirs = s
+        .push_to_pull_as(pull, bot, "calc.sh", "add() { echo 0; }\n")
+        .await;
+    s.idle().await;
+    let table = pull_edits(&s, pull).pop().expect("the table was written again");
+    assert!(table.contains("❌"), "{table}");
+
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    let status = s.status_comment(n).body;
+    let short: String = theirs.chars().take(12).collect();
+    assert!(
+        status.contains(&format!(
+            "a maintainer merged the pull request at `{short}`, a commit closer did not verify"
+        )),
+        "{status}"
+    );
+    assert!(!status.contains("the work is verified"), "{status}");
+    s.stop().await;
+}
+
+/// The control: merged at the commit closer verified, the run ends
+/// verified, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_at_the_verified_commit_is_called_verified() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story("merged-verified", &config).await;
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+    let status = s.status_comment(n).body;
+    assert!(status.contains("the work is verified"), "{status}");
+    s.stop().await;
+}
+

@@ -103,6 +103,9 @@ pub struct RunData {
     /// steps that died before belong to an earlier life, and do not count
     /// towards failing this one (`reconcile.rs`).
     pub restarted_at: Option<crate::clock::Millis>,
+    /// The head a maintainer merged the run's pull request at, when it is
+    /// not the one closer verified last: the done status says so.
+    pub merged_unverified: Option<String>,
 }
 
 impl RunData {

@@ -31,7 +31,8 @@ use crate::model::{IssueNumber, Outcome, Phase, RepoName, Run, RunState, TaskTyp
 
 /// How the run's pull request ended.
 pub(super) enum PullEnd {
-    Merged,
+    /// Merged, at this head commit.
+    Merged(String),
     /// Closed without a merge.
     Closed(IssueNumber),
 }
@@ -130,7 +131,7 @@ impl Engine {
                 self.fail(ctx, RunFailure::PullRequestClosed { number })
                     .await?;
             }
-            PullEnd::Merged => self.complete(ctx).await?,
+            PullEnd::Merged(head) => self.complete_merged(ctx, &head).await?,
         }
         Ok(true)
     }
@@ -221,14 +222,37 @@ impl Engine {
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let waiting = ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge;
         let asking = super::review_round::asking_with_pull(&ctx.run);
-        if !(waiting || asking) || !matches!(self.own_pull_ended(ctx).await?, Some(PullEnd::Merged))
-        {
+        if !(waiting || asking) {
             return Ok(());
         }
+        let Some(PullEnd::Merged(head)) = self.own_pull_ended(ctx).await? else {
+            return Ok(());
+        };
         if asking {
             ctx.data.review_round = false;
             self.status.set_awaiting_label(ctx, false).await?;
         }
+        self.complete_merged(ctx, &head).await
+    }
+
+    /// Ends the run as done when a maintainer merged its pull request at
+    /// `head`. The merge is theirs to make; what closer says of it is
+    /// closer's: a head other than the one closer verified last (a push
+    /// after the verification, one whose verification failed or is still
+    /// to come) is named as not verified, in the status, not called
+    /// verified.
+    async fn complete_merged(&self, ctx: &mut RunContext, head: &str) -> Result<(), EngineError> {
+        let last = self.runs.last_record(&ctx.run.id).await?;
+        let verified = match &ctx.data.reverified {
+            Some(again) => again.complete().then_some(&again.artifacts.head),
+            None => last
+                .as_ref()
+                .and_then(|r| r.verification.as_ref())
+                .filter(|v| v.complete())
+                .map(|v| &v.artifacts.head),
+        };
+        let unverified = !head.is_empty() && verified.is_none_or(|v| v != head);
+        ctx.data.merged_unverified = unverified.then(|| head.to_owned());
         self.complete(ctx).await
     }
 
@@ -353,7 +377,7 @@ pub(super) async fn pull_end(
     let pull = client.get_pull(repo, number).await?;
     Ok(match (pull.state, pull.merged) {
         (PullState::Open, _) => None,
-        (_, true) => Some(PullEnd::Merged),
+        (_, true) => Some(PullEnd::Merged(pull.head_sha)),
         (_, false) => Some(PullEnd::Closed(number)),
     })
 }

@@ -131,7 +131,7 @@ impl Engine {
     async fn pull_ended(&self, ctx: &RunContext) -> Result<Option<Step>, EngineError> {
         let end = pull_end(&ctx.client, ctx.repo(), &ctx.run).await?;
         Ok(end.map(|end| match end {
-            PullEnd::Merged => Step::Merged,
+            PullEnd::Merged(_) => Step::Merged,
             PullEnd::Closed(_) => Step::PullClosed,
         }))
     }
@@ -153,7 +153,7 @@ impl Engine {
             && !closed_by_us
             && !matches!(
                 pull_end(&ctx.client, ctx.repo(), &ctx.run).await?,
-                Some(PullEnd::Merged)
+                Some(PullEnd::Merged(_))
             )
         {
             return Ok(Some("the issue was closed"));

@@ -179,13 +179,16 @@ impl Engine {
         ))
     }
 
-    /// A push to closer's branch by a person: verification again.
+    /// A push to closer's branch by anyone but closer (a person, or a bot
+    /// such as a formatting workflow): verification again. A bot's commit
+    /// is as unverified as a person's.
     pub(super) async fn on_synchronize(
         &self,
         event: &PullEvent<'_>,
         sender: &Actor,
     ) -> Result<String, EngineError> {
-        if self.github.is_us_or_bot(sender).await? {
+        let app = self.github.app_info().await?;
+        if sender.login.eq_ignore_ascii_case(&app.bot_login) {
             return Ok("synchronize: closer's own push".to_owned());
         }
         let Some(run) = self.run_of_pull(event).await? else {

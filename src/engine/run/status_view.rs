@@ -88,7 +88,10 @@ fn next_step(ctx: &RunContext, last: Option<&IterationRecord>) -> NextStep {
         RunState::AwaitingResponse => NextStep::WaitingFor {
             author: ctx.data.issue_author.clone(),
         },
-        RunState::Done => NextStep::Closed,
+        RunState::Done => match &ctx.data.merged_unverified {
+            Some(head) => NextStep::MergedUnverified { head: head.clone() },
+            None => NextStep::Closed,
+        },
         RunState::Failed => NextStep::Failed,
         RunState::Stopped => NextStep::Stopped,
     }

@@ -311,7 +311,7 @@ impl Engine {
         if run.state != RunState::Stopped
             && matches!(
                 super::finish::pull_end(&client, repo, &run).await?,
-                Some(super::finish::PullEnd::Merged)
+                Some(super::finish::PullEnd::Merged(_))
             )
         {
             return Ok(

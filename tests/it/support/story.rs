@@ -953,6 +953,11 @@ impl Story {
                 continue;
             };
             let body = &status.body;
+            // A maintainer's merge at a commit closer did not verify closes
+            // the issue; the status says so instead of claiming it.
+            if body.contains("a commit closer did not verify") {
+                continue;
+            }
             assert!(
                 body.contains("closer: done"),
                 "FALSE CLOSE: issue #{} closed under a status that is not done:\n{body}",

@@ -282,7 +282,14 @@ pub fn pull(base: &str, r: &Repo, p: &FakePull) -> Value {
         "closed_at": if p.state == "closed" { Some(time(p.updated_at)) } else { None },
         "created_at": time(p.created_at),
         "updated_at": time(p.updated_at),
-        "head": branch(base, r, &p.head),
+        "head": match &p.merged_sha {
+            Some(sha) => {
+                let mut head = branch(base, r, &p.head);
+                head["sha"] = json!(sha);
+                head
+            }
+            None => branch(base, r, &p.head),
+        },
         "base": branch(base, r, &p.base),
         "author_association": "NONE",
     })
@@ -375,6 +382,7 @@ mod tests {
             base: "main".into(),
             state: "open".into(),
             merged: false,
+            merged_sha: None,
             author: st.bot(),
             created_at: 0,
             updated_at: 0,

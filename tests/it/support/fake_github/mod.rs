@@ -539,12 +539,14 @@ impl FakeGitHub {
     /// title; returns them, for the `issues.closed` deliveries GitHub would
     /// send.
     pub fn merge_pull(&self, repo: &RepoName, number: IssueNumber) -> Vec<IssueNumber> {
+        let sha = self.branch_tip(repo, number);
         let (into_default, body) = self.with(|st| {
             let now = st.now();
             let r = st.repo_mut(&repo.to_string());
             let default = r.default_branch.clone();
             let pull = r.pulls.get_mut(&number.0).expect("pull request");
             pull.merged = true;
+            pull.merged_sha = sha;
             pull.state = "closed".to_owned();
             pull.updated_at = now;
             // The title too: a squash merge makes it the commit's subject.
@@ -576,6 +578,26 @@ impl FakeGitHub {
         closed
     }
 
+    /// The commit the pull request's head branch is at in the repository's
+    /// git (served with [`Self::serve_git`], or a local `clone_url`).
+    fn branch_tip(&self, repo: &RepoName, number: IssueNumber) -> Option<String> {
+        let (git, head) = self.with(|st| {
+            let r = st.repo(&repo.to_string());
+            let git = match st.git_roots.get(&repo.to_string()) {
+                Some(bare) => bare.display().to_string(),
+                None => r.clone_url.clone(),
+            };
+            (git, r.pulls.get(&number.0).map(|p| p.head.clone()))
+        });
+        let head = format!("refs/heads/{}", head?);
+        let out = std::process::Command::new("git")
+            .args(["ls-remote", &git, &head])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace().next().map(str::to_owned)
+    }
+
     /// `author` opens a pull request from `head` into `base` (both branches
     /// of the repository); answers its number.
     pub fn open_pull_as(
@@ -599,6 +621,7 @@ impl FakeGitHub {
                 base: base.to_owned(),
                 state: "open".to_owned(),
                 merged: false,
+                merged_sha: None,
                 author,
                 created_at: now,
                 updated_at: now,

@@ -157,6 +157,9 @@ pub struct FakePull {
     pub base: String,
     pub state: String,
     pub merged: bool,
+    /// The head commit it was merged at (`None`: not merged, or the
+    /// repository's git was not reachable); shown as `head.sha`.
+    pub merged_sha: Option<String>,
     pub author: FakeUser,
     pub created_at: Millis,
     pub updated_at: Millis,

@@ -90,6 +90,7 @@ pub async fn create(
         base,
         state: "open".into(),
         merged: false,
+        merged_sha: None,
         author,
         created_at: now,
         updated_at: now,
