@@ -335,10 +335,18 @@ fn dropped_reason(dropped: &[(String, String)]) -> String {
 /// them when they are unrelated to the issue.
 fn since_base_reason(failures: &[Failure]) -> String {
     let ids: Vec<String> = failures.iter().map(failure_id).collect();
+    let unnamed = match failures.iter().any(|f| f.test.is_none()) {
+        true => {
+            "; a failure that names no test (output no test runner's parser reads, such as a \
+             linter's) cannot be told from a new one and is never tolerated: fix it, or make its \
+             goal `required: false`"
+        }
+        false => "",
+    };
     format!(
         "failing since base: {} (they failed on the base commit too; if they are unrelated to \
          this issue, tolerate them in .github/closer.yml with `baseline: {{ tolerate: preexisting }}` \
-         or list them under `baseline.known_failures` with `tolerate: listed`)",
+         or list them under `baseline.known_failures` with `tolerate: listed`{unnamed})",
         ids.join(", ")
     )
 }
