@@ -142,7 +142,10 @@ pub fn close_fences(text: &str) -> String {
 /// A commit id as closer shows it: its first 12 hex digits (anything
 /// else GitHub or git never put in one is dropped).
 pub fn short_sha(sha: &str) -> String {
-    sha.chars().filter(char::is_ascii_hexdigit).take(12).collect()
+    sha.chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(12)
+        .collect()
 }
 
 /// Untrusted markdown that is rendered as markdown (an agent's answer, a

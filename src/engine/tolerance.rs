@@ -356,7 +356,12 @@ mod tests {
             "the digest cannot tell"
         );
         assert!(!all.excuses_goal(&lint_base, &goal(lint, &more)));
-        assert_eq!(all.sort(&lint_base, &failures(lint, &more)).since_base.len(), 1);
+        assert_eq!(
+            all.sort(&lint_base, &failures(lint, &more))
+                .since_base
+                .len(),
+            1
+        );
 
         let listed = Tolerance::new(&config(Tolerate::Listed, &["tests/legacy*"])).unwrap();
         assert_eq!(listed.sort(&baseline, &now).tolerated.len(), 1);
@@ -486,5 +491,26 @@ mod tests {
         };
         let removable = Removable::new(&allowed).unwrap();
         assert!(removable.allows("tests/sub.sh") && !removable.allows("tests/add.sh"));
+    }
+
+    /// A jest test that passed at base is skipped now: named, as for the
+    /// other runners (jest's verbose tree names its passes).
+    #[test]
+    fn a_jest_test_skipped_since_base_is_no_longer_run() {
+        let jest = "npx jest --verbose";
+        let at_base = " PASS  src/sum.test.js\n  sum\n    ✓ adds (5 ms)\n    ✓ subtracts\n\nTests:       2 passed, 2 total\n";
+        let now = " PASS  src/sum.test.js\n  sum\n    ○ skipped adds\n    ✓ subtracts\n\nTests:       1 skipped, 1 passed, 2 total\n";
+        let baseline = Baseline {
+            base_commit: "b".into(),
+            failures: Vec::new(),
+            goals: vec![goal(jest, at_base)],
+        };
+        let mut head = goal(jest, now);
+        head.passed = true;
+        let dropped: Vec<String> = dropped_since_base(&baseline, &[head])
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(dropped, ["sum › adds"]);
     }
 }

@@ -997,7 +997,9 @@ async fn a_merge_at_a_commit_closer_did_not_verify_is_not_called_verified() {
         .push_to_pull_as(pull, bot, "calc.sh", "add() { echo 0; }\n")
         .await;
     s.idle().await;
-    let table = pull_edits(&s, pull).pop().expect("the table was written again");
+    let table = pull_edits(&s, pull)
+        .pop()
+        .expect("the table was written again");
     assert!(table.contains("❌"), "{table}");
 
     s.merge_as(pull, MAINTAINER).await;
@@ -1028,4 +1030,3 @@ async fn a_merge_at_the_verified_commit_is_called_verified() {
     assert!(status.contains("the work is verified"), "{status}");
     s.stop().await;
 }
-

@@ -13,6 +13,7 @@ mod go;
 mod jest;
 pub mod normalize;
 mod passed;
+mod passed_js;
 mod pytest;
 mod tap;
 

@@ -1,6 +1,7 @@
 //! The tests a run reports as passed, by name, for the formats that name
-//! them: TAP, unittest (`-v`), pytest (`-v` or `-rA`), `cargo test`, and
-//! `go test -v`. Named passes are what tells a test that now passes from a
+//! them: TAP, unittest (`-v`), pytest (`-v` or `-rA`), `cargo test`,
+//! `go test -v`, and jest `--verbose` and vitest's verbose reporter
+//! (`passed_js.rs`). Named passes are what tells a test that now passes from a
 //! test that was deleted or skipped: a failing test only counts as fixed,
 //! or as the reproduction of a bug, when it ran and passed.
 //!
@@ -130,6 +131,7 @@ pub fn passed_tests(output: &str) -> Vec<String> {
         .map(str::trim_end)
         .filter_map(passed_name)
         .collect();
+    names.extend(super::passed_js::passed(&text));
     names.sort();
     names.dedup();
     names
