@@ -579,16 +579,19 @@ impl FakeGitHub {
     }
 
     /// The commit the pull request's head branch is at in the repository's
-    /// git (served with [`Self::serve_git`], or a local `clone_url`).
+    /// git (served with [`Self::serve_git`], or a local `clone_url`). Read
+    /// from disk, never over HTTP: this may run in one of the fake's own
+    /// request handlers, which would then wait for itself.
     fn branch_tip(&self, repo: &RepoName, number: IssueNumber) -> Option<String> {
         let (git, head) = self.with(|st| {
             let r = st.repo(&repo.to_string());
             let git = match st.git_roots.get(&repo.to_string()) {
-                Some(bare) => bare.display().to_string(),
-                None => r.clone_url.clone(),
+                Some(bare) => Some(bare.display().to_string()),
+                None => Some(r.clone_url.clone()).filter(|url| !url.starts_with("http")),
             };
             (git, r.pulls.get(&number.0).map(|p| p.head.clone()))
         });
+        let git = git?;
         let head = format!("refs/heads/{}", head?);
         let out = std::process::Command::new("git")
             .args(["ls-remote", &git, &head])
