@@ -374,7 +374,13 @@ async fn a_lying_agent_that_skips_the_failing_test_is_never_closed() {
 /// running unnoticed (decision 161).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lying_agent_that_deletes_a_passing_test_is_never_closed() {
-    let s = Story::start("liar-drops", Some(LIMIT_2)).await;
+    drops_a_passing_test("liar-drops", LIMIT_2).await;
+}
+
+/// The agent deletes `tests/existing.sh` (which passed at base) with its
+/// fix, under `config`: never closed, and the status names the test.
+async fn drops_a_passing_test(name: &str, config: &str) {
+    let s = Story::start(name, Some(config)).await;
     let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
     let (s, n) = never_closed(s, &[&drop, CLAIMS_DONE]).await;
     let status = s.status_comment(n).body;
@@ -390,14 +396,7 @@ async fn a_lying_agent_that_deletes_a_passing_test_is_never_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_passing_test_dropped_from_a_task_type_goal_is_noticed_too() {
     let config = "task_types:\n  bug:\n    goals:\n      - { type: tests_pass, command: \"sh run_tests.sh\" }\ncompletion:\n  max_iterations: 2\n";
-    let s = Story::start("liar-drops-task", Some(config)).await;
-    let drop = format!("rm tests/existing.sh\n{}", crate::story_review::fix_add());
-    let (s, n) = never_closed(s, &[&drop, CLAIMS_DONE]).await;
-    let status = s.status_comment(n).body;
-    assert!(
-        status.contains("no longer run: tests/existing.sh"),
-        "{status}"
-    );
+    drops_a_passing_test("liar-drops-task", config).await;
 }
 
 /// The control, and the repository's way out: with the test listed under

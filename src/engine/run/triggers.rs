@@ -653,19 +653,8 @@ impl Engine {
         client: &InstallationClient,
         repo: &Repo,
     ) -> Result<ConfigRead, EngineError> {
-        let branch = match &repo.default_branch {
-            Some(b) => b.clone(),
-            None => client.get_repository(&repo.name).await?.default_branch,
-        };
-        let text = match client
-            .get_file(&repo.name, CONFIG_PATH, &branch, None)
-            .await?
-        {
-            FileFetch::Found { content, .. } => {
-                Some(String::from_utf8_lossy(&content).into_owned())
-            }
-            FileFetch::NotFound | FileFetch::NotModified => None,
-        };
+        let branch = repo.default_branch.as_deref();
+        let text = config_text(client, &repo.name, branch).await?;
         let parsed = parse_config(text.as_deref(), &self.agents.names());
         Ok(ConfigRead { text, parsed })
     }
@@ -682,19 +671,8 @@ impl Engine {
         run: &Run,
         snapshot: Permission,
     ) -> Result<Permission, EngineError> {
-        let branch = match &run.default_branch {
-            Some(b) => b.clone(),
-            None => client.get_repository(&run.repository).await?.default_branch,
-        };
-        let text = match client
-            .get_file(&run.repository, CONFIG_PATH, &branch, None)
-            .await?
-        {
-            FileFetch::Found { content, .. } => {
-                Some(String::from_utf8_lossy(&content).into_owned())
-            }
-            FileFetch::NotFound | FileFetch::NotModified => None,
-        };
+        let branch = run.default_branch.as_deref();
+        let text = config_text(client, &run.repository, branch).await?;
         let current = parse_config(text.as_deref(), &self.agents.names())
             .map(|c| c.commands.min_permission)
             .unwrap_or(snapshot);
@@ -722,6 +700,27 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
         by_label,
         ..RunData::default()
     }
+}
+
+/// `.github/closer.yml` of `repo` on `branch` (`None`: the default branch,
+/// asked of GitHub); `None` when there is no such file.
+async fn config_text(
+    client: &InstallationClient,
+    repo: &RepoName,
+    branch: Option<&str>,
+) -> Result<Option<String>, EngineError> {
+    let branch = match branch {
+        Some(b) => b.to_owned(),
+        None => client.get_repository(repo).await?.default_branch,
+    };
+    Ok(
+        match client.get_file(repo, CONFIG_PATH, &branch, None).await? {
+            FileFetch::Found { content, .. } => {
+                Some(String::from_utf8_lossy(&content).into_owned())
+            }
+            FileFetch::NotFound | FileFetch::NotModified => None,
+        },
+    )
 }
 
 /// Whether GitHub answered for `repo#number` with an issue that lives
