@@ -158,6 +158,41 @@ pub fn cut_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<String> {
         .collect()
 }
 
+/// The required goals, passing now, whose output named tests at base and
+/// names none now (no pass, no start, no named failure): a runner whose
+/// verbosity changed (jest prints its tree by default for a single test
+/// file only) or a command the agent made quieter. Nothing can be told
+/// missing, or running, from such output, so they block as unreadable
+/// (their names) instead of listing every test as dropped.
+pub fn silent_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<String> {
+    baseline
+        .goals
+        .iter()
+        .filter(|base| !base.output_cut && !base.passed_tests.is_empty())
+        .filter_map(|base| head.iter().find(|g| same_passing_goal(base, g)))
+        .filter(|g| names_no_test(g))
+        .map(GoalResult::name)
+        .collect()
+}
+
+/// `now` is `base`'s goal at head, required, runnable, within the cap,
+/// and passed (or failed only as tolerated).
+fn same_passing_goal(base: &GoalResult, now: &GoalResult) -> bool {
+    now.goal_type == base.goal_type
+        && now.target == base.target
+        && !now.not_runnable
+        && now.required
+        && !now.output_cut
+        && (now.passed || now.tolerated)
+}
+
+/// Whether a goal's output names no test at all.
+fn names_no_test(goal: &GoalResult) -> bool {
+    goal.passed_tests.is_empty()
+        && goal.started_tests.is_empty()
+        && goal.failures.iter().all(|f| f.test.is_none())
+}
+
 /// How many of `ids` there are per stem.
 fn by_stem<'a>(ids: impl Iterator<Item = &'a str>) -> HashMap<&'a str, usize> {
     let mut count: HashMap<&str, usize> = HashMap::new();
@@ -197,8 +232,9 @@ pub fn dropped_since_base(baseline: &Baseline, head: &[GoalResult]) -> Vec<(Stri
             continue;
         };
         // Output past the cap names only some of its tests, not always the
-        // same ones: nothing can be told missing from it.
-        if base.output_cut || now.output_cut {
+        // same ones, and output naming none names nothing: nothing can be
+        // told missing from either (see `silent_since_base`).
+        if base.output_cut || now.output_cut || names_no_test(now) {
             continue;
         }
         let ran: HashSet<&str> = now
@@ -435,7 +471,11 @@ mod tests {
             )),
             ["tests/sub.sh"]
         );
-        assert_eq!(ids(&at_head("", true)), ["tests/add.sh", "tests/sub.sh"]);
+        // Output that names no test at all blocks as unreadable, once,
+        // instead of as every test dropped (a runner's verbosity changed).
+        assert!(ids(&at_head("", true)).is_empty());
+        assert_eq!(silent_since_base(&baseline, &at_head("", true)).len(), 1);
+        assert!(silent_since_base(&baseline, &at_head("ok 1 - tests/add.sh\n", true)).is_empty());
         // The controls: all still run (one now failing), or the goal fails.
         assert!(ids(&at_head(out, true)).is_empty());
         assert!(

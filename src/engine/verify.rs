@@ -26,6 +26,7 @@ use super::scope::{self, ScopeVerdict};
 use super::task_rules;
 use super::tolerance::{
     Removable, Sorted, Tolerance, cut_since_base, dropped_since_base, failure_id, fixed_since_base,
+    silent_since_base,
     vanished_since_base,
 };
 use crate::agent::sandbox::Worktree;
@@ -298,6 +299,14 @@ fn no_longer_run(
             Failure::closer("no longer run", &format!("{goal}: {id}"))
         };
         blocking.extend(dropped.iter().map(closer));
+    }
+    for goal in silent_since_base(ctx.baseline, goals) {
+        reasons.push(format!(
+            "{goal}: its output names no test now (it named the tests that passed on the base \
+             commit), so closer cannot tell whether they still run; make the command name its \
+             tests (jest --verbose, vitest --reporter=verbose, pytest -v, go test -v)"
+        ));
+        blocking.push(Failure::closer("output names no test", &goal));
     }
     for goal in cut_since_base(ctx.baseline, goals) {
         reasons.push(format!(

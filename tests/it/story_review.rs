@@ -752,6 +752,9 @@ async fn with_close_on_merged_a_merge_during_a_review_round_ends_the_run_as_done
     assert_eq!(s.github.pulls(&s.repo).len(), 1, "no second pull request");
     let status = s.status_comment(n).body;
     assert!(!status.contains("stopped"), "{status}");
+    // Merged at the commit closer pushed verified, not at the round's
+    // unpushed, unfinished one: verified.
+    assert!(status.contains("the work is verified"), "{status}");
     assert!(s.labels(n).contains(&"phase:complete".to_owned()));
     s.stop().await;
 }
@@ -846,6 +849,9 @@ async fn done_after_its_question(s: &Story, n: IssueNumber) {
         "{labels:?}"
     );
     assert!(labels.contains(&"phase:complete".to_owned()), "{labels:?}");
+    // Merged at the commit closer pushed verified, before the round.
+    let status = s.status_comment(n).body;
+    assert!(status.contains("the work is verified"), "{status}");
 }
 
 /// A hostile issue's title and the agent's commit message and summary name

@@ -22,8 +22,10 @@ use super::normalize::re;
 
 static JEST_FILE: LazyLock<Regex> = LazyLock::new(|| re(r"^\s?(?:PASS|FAIL)\s+\S"));
 static DURATION: LazyLock<Regex> = LazyLock::new(|| re(r"\s+\(\d+(?:\.\d+)?\s*m?s\)$"));
-static VITEST_PASS: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^\s*[✓√] (\S+\.[A-Za-z]+ > .+?)(?:\s+\d+(?:\.\d+)?\s*m?s)?$"));
+/// A test file (`x.test.ts`, `x.spec.jsx`, …) then ` > ` and the names.
+static VITEST_PASS: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"^\s*[✓√] (\S+\.(?:test|spec)\.[cm]?[jt]sx? > .+?)(?:\s+\d+(?:\.\d+)?\s*m?s)?$")
+});
 
 /// The passes in `text` (colours already stripped), in the order shown.
 pub(super) fn passed(text: &str) -> Vec<String> {
@@ -43,7 +45,11 @@ pub(super) fn passed(text: &str) -> Vec<String> {
         match tree.as_mut() {
             Some(open) if in_tree => {
                 open.retain(|(at, _)| *at < indent);
+                // What a test logged (`console.log` and its lines) is not
+                // the tree, whatever it printed.
+                let logged = open.first().is_some_and(|(_, d)| d.starts_with("console."));
                 match test_line(content) {
+                    Some(Some(_)) if logged => {}
                     Some(Some(name)) => names.push(jest_name(open, name)),
                     Some(None) => {}
                     None => open.push((indent, content.to_owned())),
@@ -91,6 +97,11 @@ mod tests {
 
     const JEST: &str = "\
  PASS  src/sum.test.js
+  console.log
+    ✓ a line the test logged
+
+      at Object.log (src/sum.test.js:3:11)
+
   sum
     ✓ adds 1 + 2 to equal 3 (5 ms)
     negatives
@@ -147,5 +158,8 @@ Tests:       1 failed, 4 passed, 1 skipped, 6 total
                 "src/sum.test.ts > top"
             ]
         );
+        // bun's `✓ Array.map > works [0.12ms]` names no test file: its
+        // duration would make every name new at each run.
+        assert!(passed(" ✓ Array.map > works [0.12ms]\n").is_empty());
     }
 }

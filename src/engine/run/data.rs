@@ -106,6 +106,10 @@ pub struct RunData {
     /// The head a maintainer merged the run's pull request at, when it is
     /// not the one closer verified last: the done status says so.
     pub merged_unverified: Option<String>,
+    /// The last commit on the run's branch closer knows verified complete:
+    /// the one it pushed, or one a re-verification after a push found
+    /// complete (a failed re-verification of a later commit leaves it).
+    pub verified_head: Option<String>,
 }
 
 impl RunData {

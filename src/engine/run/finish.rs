@@ -70,7 +70,7 @@ impl Engine {
             return self.fail(ctx, RunFailure::PushRefused { detail }).await;
         }
         match self.workspace.push(ctx, &worktree).await? {
-            Pushed::Done => {}
+            Pushed::Done => ctx.data.verified_head = verified.map(str::to_owned),
             Pushed::BranchMoved => return self.branch_moved(ctx, &worktree).await,
             Pushed::WorkflowRefused { path } => {
                 // A retry must not build on commits GitHub will refuse
@@ -144,8 +144,8 @@ impl Engine {
         }
         let task = ctx.run.task_type.unwrap_or(TaskType::Feature);
         let last = self.runs.last_record(&ctx.run.id).await?;
-        // A run with a pull request of its own: nobody else's can be open
-        // from its branch (GitHub allows one per branch).
+        // A run with a pull request of its own (open, as checked above):
+        // that one is updated, whatever else is open from the branch.
         self.open_pull_request(ctx, task, last.as_ref()).await?;
         Ok(())
     }
@@ -242,9 +242,10 @@ impl Engine {
     /// to come) is named as not verified, in the status, not called
     /// verified.
     async fn complete_merged(&self, ctx: &mut RunContext, head: &str) -> Result<(), EngineError> {
+        // A run from before `verified_head` was kept: its last verification.
         let last = self.runs.last_record(&ctx.run.id).await?;
-        let verified = match &ctx.data.reverified {
-            Some(again) => again.complete().then_some(&again.artifacts.head),
+        let verified = match &ctx.data.verified_head {
+            Some(pushed) => Some(pushed),
             None => last
                 .as_ref()
                 .and_then(|r| r.verification.as_ref())
@@ -276,13 +277,24 @@ impl Engine {
         let title = comment::pull_request_title(ctx.issue(), &ctx.data.issue_title, task);
         let body = comment::pull_request_body(&view);
         let repo = ctx.repo();
-        if let Some(existing) = ctx.client.find_pull_by_head(repo, &ctx.run.branch).await?
-            && existing.state == PullState::Open
-        {
+        let base = match &ctx.run.default_branch {
+            Some(b) => b.clone(),
+            None => ctx.client.get_repository(repo).await?.default_branch,
+        };
+        // The run's own (the caller saw it open), else one from the branch
+        // into the same base: GitHub allows one open per head and base.
+        let existing = match ctx.run.pull_request {
+            Some(number) => Some((number, None)),
+            None => ctx
+                .client
+                .find_pull_by_head(repo, &ctx.run.branch)
+                .await?
+                .filter(|p| p.state == PullState::Open && p.base_ref == base)
+                .map(|p| (p.number, Some(p.author.unwrap_or_default()))),
+        };
+        if let Some((number, author)) = existing {
             let bot = self.github.app_info().await?.bot_login;
-            let author = existing.author.unwrap_or_default();
-            if !author.eq_ignore_ascii_case(&bot) {
-                let number = existing.number;
+            if let Some(author) = author.filter(|a| !a.eq_ignore_ascii_case(&bot)) {
                 return Ok(Opened::Foreign { number, author });
             }
             let edit = PullEdit {
@@ -290,13 +302,9 @@ impl Engine {
                 body: Some(body),
                 state: None,
             };
-            ctx.client.update_pull(repo, existing.number, &edit).await?;
-            return Ok(Opened::Pull(existing.number));
+            ctx.client.update_pull(repo, number, &edit).await?;
+            return Ok(Opened::Pull(number));
         }
-        let base = match &ctx.run.default_branch {
-            Some(b) => b.clone(),
-            None => ctx.client.get_repository(repo).await?.default_branch,
-        };
         let pull = NewPullRequest {
             title,
             body,

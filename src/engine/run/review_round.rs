@@ -207,6 +207,9 @@ impl Engine {
         // this check is not one of them.
         let mut state = ctx.data.convergence.clone();
         let verification = self.check_head(ctx, &iteration, &mut state).await?;
+        if verification.complete() {
+            ctx.data.verified_head = Some(verification.artifacts.head.clone());
+        }
         ctx.data.reverified = Some(verification);
         self.runs.save(ctx).await?;
         self.update_pull_request(ctx).await

@@ -25,7 +25,7 @@ use super::data::IterationRecord;
 use super::{Engine, EngineError};
 use crate::comment::{self, ThreadAnswer};
 use crate::github::{AppInfo, ReviewComment};
-use crate::model::IssueNumber;
+use crate::model::{IssueNumber, Permission};
 
 /// Bytes of a thread's diff hunk in the prompt.
 const HUNK_MAX: usize = 3_000;
@@ -99,6 +99,10 @@ impl Engine {
     ) -> Result<Vec<ReviewThread>, EngineError> {
         let app = self.github.app_info().await?;
         let comments = ctx.client.list_review_comments(ctx.repo(), pull).await?;
+        let snapshot = ctx.config.commands.min_permission;
+        let minimum = self
+            .steering_minimum(&ctx.client, &ctx.run, snapshot)
+            .await?;
         let mut allowed: HashMap<String, bool> = HashMap::new();
         let mut open = Vec::new();
         for (root, thread) in group(comments) {
@@ -114,7 +118,7 @@ impl Engine {
             for c in &thread {
                 if is_ours(&app, c) {
                     kept.push(c);
-                } else if self.permitted_author(ctx, &mut allowed, c).await? {
+                } else if self.permitted_author(ctx, minimum, &mut allowed, c).await? {
                     by_person |= c.id > answered;
                     kept.push(c);
                 }
@@ -127,10 +131,12 @@ impl Engine {
     }
 
     /// Whether a review comment's author may steer closer: a person (not a
-    /// bot) with `commands.min_permission`, looked up once per login.
+    /// bot) with `minimum` ([`Engine::steering_minimum`]), looked up once
+    /// per login.
     async fn permitted_author(
         &self,
         ctx: &RunContext,
+        minimum: Permission,
         allowed: &mut HashMap<String, bool>,
         c: &ReviewComment,
     ) -> Result<bool, EngineError> {
@@ -141,7 +147,7 @@ impl Engine {
             return Ok(*ok);
         }
         let ok = self
-            .permitted_to_steer(&ctx.client, ctx, &c.author.login)
+            .permitted(&ctx.client, ctx.repo(), &c.author.login, minimum)
             .await?;
         allowed.insert(c.author.login.clone(), ok);
         Ok(ok)

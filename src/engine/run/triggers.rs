@@ -664,7 +664,9 @@ impl Engine {
     /// the repository's configuration on its default branch now, so that a
     /// minimum raised while the run works holds at once for its replies,
     /// reviews and review threads, as it does for commands. A current file
-    /// that does not parse leaves the run's own.
+    /// that does not parse, or that GitHub will not give for a reason that
+    /// does not pass (a transient one is an error: the job is tried
+    /// again), leaves the run's own.
     pub(super) async fn steering_minimum(
         &self,
         client: &InstallationClient,
@@ -672,7 +674,15 @@ impl Engine {
         snapshot: Permission,
     ) -> Result<Permission, EngineError> {
         let branch = run.default_branch.as_deref();
-        let text = config_text(client, &run.repository, branch).await?;
+        let text = match config_text(client, &run.repository, branch).await {
+            Ok(text) => text,
+            Err(EngineError::GitHub(e)) if !e.is_transient() => {
+                tracing::warn!(run = %run.id, error = %e,
+                    "could not read the repository's configuration; the run's minimum holds");
+                return Ok(snapshot);
+            }
+            Err(e) => return Err(e),
+        };
         let current = parse_config(text.as_deref(), &self.agents.names())
             .map(|c| c.commands.min_permission)
             .unwrap_or(snapshot);
