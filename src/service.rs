@@ -340,8 +340,11 @@ async fn shutdown_signal(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
-/// Names this process's workers in lease records: host and pid.
+/// Names this process's workers in lease records: host, pid and a random
+/// part, so that two replicas never share a name (systemd sets no
+/// `HOSTNAME`; containers sharing a host's name all run as pid 1), which
+/// every lease check (heartbeat, outcome, release) compares.
 fn process_name() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "closer".to_owned());
-    format!("{host}:{}", std::process::id())
+    format!("{host}:{}:{:08x}", std::process::id(), fastrand::u32(..))
 }

@@ -26,8 +26,7 @@ use super::scope::{self, ScopeVerdict};
 use super::task_rules;
 use super::tolerance::{
     Removable, Sorted, Tolerance, cut_since_base, dropped_since_base, failure_id, fixed_since_base,
-    silent_since_base,
-    vanished_since_base,
+    silent_since_base, vanished_since_base,
 };
 use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::git::{GitError, GitRunner};

@@ -375,20 +375,42 @@ impl WorkerPool {
     /// lease gone (then says so on `lost`). A task of its own, so a runner
     /// that holds its thread for a moment (a fork, a large directory
     /// removed) does not lose its lease for it; aborted when the job ends.
+    ///
+    /// Heartbeats that fail (the database unreachable, a connection that
+    /// hangs: each try is bounded by a beat) do not keep the lease: when
+    /// none has landed by half a beat before the lease runs out, the job is
+    /// given up too, before another worker may claim it, so that two
+    /// workers never run one step at once.
     async fn keep_lease(self, id: i64, owner: String, lost: tokio::sync::oneshot::Sender<()>) {
-        let beat = self.settings.lease / 3;
-        let mut next_beat = tokio::time::Instant::now() + beat;
+        let lease = self.settings.lease;
+        let beat = lease / 3;
+        let margin = beat / 2;
+        let start = tokio::time::Instant::now();
+        // Claimed a moment ago, for a lease from then.
+        let mut held_until = start + lease;
+        let mut next_beat = start + beat;
         loop {
-            tokio::time::sleep_until(next_beat).await;
+            let give_up_at = held_until.checked_sub(margin).unwrap_or(held_until);
+            tokio::time::sleep_until(next_beat.min(give_up_at)).await;
+            if tokio::time::Instant::now() >= give_up_at {
+                tracing::warn!(
+                    job = id,
+                    "no heartbeat landed within the lease; giving the job up"
+                );
+                let _ = lost.send(());
+                return;
+            }
             next_beat += beat;
-            let now = self.store.now_ms();
-            match jobs::heartbeat(self.store.pool(), id, &owner, now, self.settings.lease).await {
-                Ok(true) => {}
-                Ok(false) => {
+            let (tried, now) = (tokio::time::Instant::now(), self.store.now_ms());
+            let beat_once = jobs::heartbeat(self.store.pool(), id, &owner, now, lease);
+            match tokio::time::timeout(beat, beat_once).await {
+                Ok(Ok(true)) => held_until = tried + lease,
+                Ok(Ok(false)) => {
                     let _ = lost.send(());
                     return;
                 }
-                Err(e) => tracing::warn!(job = id, error = %e, "heartbeat failed"),
+                Ok(Err(e)) => tracing::warn!(job = id, error = %e, "heartbeat failed"),
+                Err(_) => tracing::warn!(job = id, "heartbeat timed out"),
             }
         }
     }

@@ -617,3 +617,78 @@ async fn a_runner_holding_its_thread_past_its_lease_keeps_the_job() {
         w.await.unwrap();
     }
 }
+
+/// Runs until dropped, and says when it was.
+struct RunsUntilDropped {
+    dropped: std::sync::Arc<tokio::sync::Notify>,
+    started: std::sync::Arc<tokio::sync::Notify>,
+}
+
+/// Notifies when dropped.
+struct OnDrop(std::sync::Arc<tokio::sync::Notify>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+impl closer::worker::JobRunner for RunsUntilDropped {
+    fn run<'a>(&'a self, _job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
+        let guard = OnDrop(self.dropped.clone());
+        self.started.notify_one();
+        Box::pin(async move {
+            let _guard = guard;
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Ok(())
+        })
+    }
+}
+
+/// The database refuses every heartbeat (it is unreachable, say, from this
+/// replica only): the worker gives the job up before its lease runs out,
+/// so another replica that claims it then never runs it at the same time.
+/// Before, a failed heartbeat was only logged and the step ran on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_whose_heartbeats_fail_gives_the_job_up_before_its_lease_runs_out() {
+    let db = TestDb::new("queue_no_beat").await;
+    let store = db.store().await;
+    if store.backend() != closer::store::Backend::Sqlite {
+        eprintln!("SKIPPED on PostgreSQL: the refusal is a SQLite trigger");
+        return;
+    }
+    // Heartbeats (a leased job's lease moved on) fail; claims do not.
+    sqlx::query(
+        "CREATE TRIGGER no_heartbeat BEFORE UPDATE OF lease_expires_at ON jobs \
+         WHEN OLD.state = 'leased' AND NEW.state = 'leased' \
+         BEGIN SELECT RAISE(ABORT, 'the database is unreachable'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let now = store.now_ms();
+    let mut one = job("k-no-beat", 5);
+    one.run_at = now;
+    jobs::enqueue(store.pool(), &one, now).await.unwrap();
+    let runner = std::sync::Arc::new(RunsUntilDropped {
+        dropped: Default::default(),
+        started: Default::default(),
+    });
+    let lease = Duration::from_secs(3);
+    let settings = closer::worker::WorkerSettings {
+        lease,
+        poll_interval: Duration::from_millis(20),
+        ..closer::worker::WorkerSettings::default()
+    };
+    let (_settled, stop, workers) = workers(&store, runner.clone(), "no-beat", 1, settings);
+    runner.started.notified().await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(lease, runner.dropped.notified())
+        .await
+        .expect("the job was given up within its lease");
+    assert!(started.elapsed() < lease, "{:?}", started.elapsed());
+    let _ = stop.send(true);
+    for w in workers {
+        w.await.unwrap();
+    }
+}
