@@ -58,7 +58,7 @@ async fn an_issue_transferred_mid_run_stops_the_run_saying_where_it_went() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transfer_is_checked_with_github_and_found_by_reconciliation_when_missed() {
     let (mut s, n) = awaiting_an_answer("transferred-check").await;
-    let mut forged = json!({
+    let forged = json!({
         "action": "transferred",
         "issue": s.issue_json(n),
         "changes": {
@@ -67,7 +67,7 @@ async fn a_transfer_is_checked_with_github_and_found_by_reconciliation_when_miss
         },
         "sender": user_json(&FakeUser::user(MAINTAINER)),
     });
-    s.deliver("issues", forged.take()).await;
+    s.deliver("issues", forged).await;
     s.idle().await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
     assert!(

@@ -16,8 +16,9 @@
 
 use std::sync::Arc;
 
+use super::config_read::ConfigRead;
 use super::context::RunContext;
-use super::triggers::{ConfigRead, Thread, digest};
+use super::triggers::{Thread, digest};
 use super::{Engine, EngineError, Step};
 use crate::comment;
 use crate::engine::command::{Command, CommandError, new_commands, request};

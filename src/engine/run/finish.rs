@@ -242,15 +242,16 @@ impl Engine {
     /// to come) is named as not verified, in the status, not called
     /// verified.
     async fn complete_merged(&self, ctx: &mut RunContext, head: &str) -> Result<(), EngineError> {
-        // A run from before `verified_head` was kept: its last verification.
-        let last = self.runs.last_record(&ctx.run.id).await?;
-        let verified = match &ctx.data.verified_head {
+        let verified = match ctx.data.verified_head.clone() {
             Some(pushed) => Some(pushed),
-            None => last
-                .as_ref()
-                .and_then(|r| r.verification.as_ref())
+            // A run from before `verified_head` was kept: its last verification.
+            None => self
+                .runs
+                .last_record(&ctx.run.id)
+                .await?
+                .and_then(|r| r.verification)
                 .filter(|v| v.complete())
-                .map(|v| &v.artifacts.head),
+                .map(|v| v.artifacts.head),
         };
         let unverified = !head.is_empty() && verified.is_none_or(|v| v != head);
         ctx.data.merged_unverified = unverified.then(|| head.to_owned());

@@ -17,6 +17,7 @@ mod budget;
 mod checkout;
 mod checks;
 mod commands;
+mod config_read;
 mod context;
 mod data;
 mod decide;

@@ -18,12 +18,12 @@
 
 use std::sync::Arc;
 
-use super::context::{CONFIG_PATH, parse_config};
+use super::config_read::ConfigRead;
+use super::context::CONFIG_PATH;
 use super::data::RunData;
 use super::review::PullEvent;
 use super::{Engine, EngineError, Step};
 use crate::comment;
-use crate::config::ConfigErrors;
 use crate::config::repo::RepoConfig;
 use crate::engine::triage::{Verdict, triage};
 use crate::events::signals::Signals;
@@ -31,32 +31,12 @@ use crate::events::{
     Actor, CommentAction, Event, IssueChanges, IssueRef, IssuesAction, PullRef, PullRequestAction,
     Repo,
 };
-use crate::github::{AppInfo, FileFetch, InstallationClient, Issue, IssueState, PullState};
+use crate::github::{AppInfo, InstallationClient, Issue, IssueState, PullState};
 use crate::model::{
-    DEFAULT_TRIGGER_LABEL, InstallationId, IssueNumber, Permission, RepoName, Run, RunId, RunState,
-    Stage, branch_issue, issue_branch,
+    InstallationId, IssueNumber, Permission, RepoName, Run, RunId, RunState, Stage, branch_issue,
+    issue_branch,
 };
 use crate::store::{handled_events, runs};
-
-/// The repository config as read for an event.
-pub(super) struct ConfigRead {
-    pub text: Option<String>,
-    pub parsed: Result<RepoConfig, ConfigErrors>,
-}
-
-impl ConfigRead {
-    fn trigger_label(&self) -> &str {
-        self.parsed
-            .as_ref()
-            .map_or(DEFAULT_TRIGGER_LABEL, |c| c.trigger_label.as_str())
-    }
-
-    pub(super) fn min_permission(&self) -> Permission {
-        self.parsed
-            .as_ref()
-            .map_or(Permission::Write, |c| c.commands.min_permission)
-    }
-}
 
 /// A change of the trigger label (its name) that a user may not make.
 #[derive(Clone, Copy)]
@@ -647,48 +627,6 @@ impl Engine {
         }
     }
 
-    /// Reads and parses `.github/closer.yml` on the default branch.
-    pub(super) async fn read_config(
-        &self,
-        client: &InstallationClient,
-        repo: &Repo,
-    ) -> Result<ConfigRead, EngineError> {
-        let branch = repo.default_branch.as_deref();
-        let text = config_text(client, &repo.name, branch).await?;
-        let parsed = parse_config(text.as_deref(), &self.agents.names());
-        Ok(ConfigRead { text, parsed })
-    }
-
-    /// The permission a user needs to steer `run` now: the stricter of
-    /// `snapshot` (the run's own configuration, read when it started) and
-    /// the repository's configuration on its default branch now, so that a
-    /// minimum raised while the run works holds at once for its replies,
-    /// reviews and review threads, as it does for commands. A current file
-    /// that does not parse, or that GitHub will not give for a reason that
-    /// does not pass (a transient one is an error: the job is tried
-    /// again), leaves the run's own.
-    pub(super) async fn steering_minimum(
-        &self,
-        client: &InstallationClient,
-        run: &Run,
-        snapshot: Permission,
-    ) -> Result<Permission, EngineError> {
-        let branch = run.default_branch.as_deref();
-        let text = match config_text(client, &run.repository, branch).await {
-            Ok(text) => text,
-            Err(EngineError::GitHub(e)) if !e.is_transient() => {
-                tracing::warn!(run = %run.id, error = %e,
-                    "could not read the repository's configuration; the run's minimum holds");
-                return Ok(snapshot);
-            }
-            Err(e) => return Err(e),
-        };
-        let current = parse_config(text.as_deref(), &self.agents.names())
-            .map(|c| c.commands.min_permission)
-            .unwrap_or(snapshot);
-        Ok(current.max(snapshot))
-    }
-
     /// Verified, pull request open, waiting for the merge.
     fn awaiting_merge(&self, run: &Run) -> Result<bool, EngineError> {
         if run.state != RunState::Verifying {
@@ -712,33 +650,12 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
     }
 }
 
-/// `.github/closer.yml` of `repo` on `branch` (`None`: the default branch,
-/// asked of GitHub); `None` when there is no such file.
-async fn config_text(
-    client: &InstallationClient,
-    repo: &RepoName,
-    branch: Option<&str>,
-) -> Result<Option<String>, EngineError> {
-    let branch = match branch {
-        Some(b) => b.to_owned(),
-        None => client.get_repository(repo).await?.default_branch,
-    };
-    Ok(
-        match client.get_file(repo, CONFIG_PATH, &branch, None).await? {
-            FileFetch::Found { content, .. } => {
-                Some(String::from_utf8_lossy(&content).into_owned())
-            }
-            FileFetch::NotFound | FileFetch::NotModified => None,
-        },
-    )
-}
-
 /// Whether GitHub answered for `repo#number` with an issue that lives
 /// elsewhere now: it followed the redirect of a transferred issue to its
 /// new repository (its page's address names another repository, or another
 /// number). Only for a `transferred` event: a renamed repository's issues
-/// answer under the new name too (reconciliation goes by the number alone,
-/// `reconcile.rs`).
+/// answer under the new name too (reconciliation finds a missed transfer by
+/// GitHub's 404, decision 175).
 fn moved(issue: &Issue, repo: &RepoName, number: IssueNumber) -> bool {
     let here = format!("/{repo}/issues/{number}").to_ascii_lowercase();
     issue.number != number || !issue.html_url.to_ascii_lowercase().ends_with(&here)

@@ -1,0 +1,97 @@
+//! The repository's `.github/closer.yml` as closer reads it for an event:
+//! on the default branch, now (`read_config`), and the permission a user
+//! needs to steer a run under way (`steering_minimum`: the stricter of the
+//! run's own configuration and the current one).
+
+use super::context::{CONFIG_PATH, parse_config};
+use super::{Engine, EngineError};
+use crate::config::ConfigErrors;
+use crate::config::repo::RepoConfig;
+use crate::events::Repo;
+use crate::github::{FileFetch, InstallationClient};
+use crate::model::{DEFAULT_TRIGGER_LABEL, Permission, RepoName, Run};
+
+/// The repository config as read for an event.
+pub(super) struct ConfigRead {
+    pub text: Option<String>,
+    pub parsed: Result<RepoConfig, ConfigErrors>,
+}
+
+impl ConfigRead {
+    pub(super) fn trigger_label(&self) -> &str {
+        self.parsed
+            .as_ref()
+            .map_or(DEFAULT_TRIGGER_LABEL, |c| c.trigger_label.as_str())
+    }
+
+    pub(super) fn min_permission(&self) -> Permission {
+        self.parsed
+            .as_ref()
+            .map_or(Permission::Write, |c| c.commands.min_permission)
+    }
+}
+
+impl Engine {
+    /// Reads and parses `.github/closer.yml` on the default branch.
+    pub(super) async fn read_config(
+        &self,
+        client: &InstallationClient,
+        repo: &Repo,
+    ) -> Result<ConfigRead, EngineError> {
+        let branch = repo.default_branch.as_deref();
+        let text = config_text(client, &repo.name, branch).await?;
+        let parsed = parse_config(text.as_deref(), &self.agents.names());
+        Ok(ConfigRead { text, parsed })
+    }
+
+    /// The permission a user needs to steer `run` now: the stricter of
+    /// `snapshot` (the run's own configuration, read when it started) and
+    /// the repository's configuration on its default branch now, so that a
+    /// minimum raised while the run works holds at once for its replies,
+    /// reviews and review threads, as it does for commands. A current file
+    /// that does not parse, or that GitHub will not give for a reason that
+    /// does not pass (a transient one is an error: the job is tried
+    /// again), leaves the run's own.
+    pub(super) async fn steering_minimum(
+        &self,
+        client: &InstallationClient,
+        run: &Run,
+        snapshot: Permission,
+    ) -> Result<Permission, EngineError> {
+        let branch = run.default_branch.as_deref();
+        let text = match config_text(client, &run.repository, branch).await {
+            Ok(text) => text,
+            Err(EngineError::GitHub(e)) if !e.is_transient() => {
+                tracing::warn!(run = %run.id, error = %e,
+                    "could not read the repository's configuration; the run's minimum holds");
+                return Ok(snapshot);
+            }
+            Err(e) => return Err(e),
+        };
+        let current = parse_config(text.as_deref(), &self.agents.names())
+            .map(|c| c.commands.min_permission)
+            .unwrap_or(snapshot);
+        Ok(current.max(snapshot))
+    }
+}
+
+/// `.github/closer.yml` of `repo` on `branch` (`None`: the default branch,
+/// asked of GitHub); `None` when there is no such file.
+async fn config_text(
+    client: &InstallationClient,
+    repo: &RepoName,
+    branch: Option<&str>,
+) -> Result<Option<String>, EngineError> {
+    let branch = match branch {
+        Some(b) => b.to_owned(),
+        None => client.get_repository(repo).await?.default_branch,
+    };
+    Ok(
+        match client.get_file(repo, CONFIG_PATH, &branch, None).await? {
+            FileFetch::Found { content, .. } => {
+                Some(String::from_utf8_lossy(&content).into_owned())
+            }
+            FileFetch::NotFound | FileFetch::NotModified => None,
+        },
+    )
+}
