@@ -194,6 +194,9 @@ pub struct ReviewCommentRef {
     pub review_id: Option<i64>,
     /// The App that posted it, when one did.
     pub via_app_id: Option<i64>,
+    /// When it was last changed, as GitHub wrote it (ISO 8601, UTC; empty
+    /// when the payload had none): the version of its text.
+    pub updated_at: String,
 }
 
 /// One typed webhook event.

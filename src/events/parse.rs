@@ -158,6 +158,8 @@ struct RawReviewComment {
     #[serde(default)]
     pull_request_review_id: Option<i64>,
     #[serde(default)]
+    updated_at: Option<String>,
+    #[serde(default)]
     performed_via_github_app: Option<RawApp>,
 }
 
@@ -490,6 +492,7 @@ fn review_comment(raw: RawReviewComment) -> ReviewCommentRef {
         in_reply_to: raw.in_reply_to_id,
         review_id: raw.pull_request_review_id,
         via_app_id: raw.performed_via_github_app.map(|a| a.id),
+        updated_at: raw.updated_at.unwrap_or_default(),
     }
 }
 

@@ -70,6 +70,7 @@ impl InstallationClient {
                 diff_hunk: String::new(),
                 in_reply_to: Some(to),
                 review_id: None,
+                edited: false,
             }),
         }
     }

@@ -174,6 +174,10 @@ pub(crate) struct WireReviewComment {
     pub in_reply_to_id: Option<u64>,
     #[serde(default)]
     pub pull_request_review_id: Option<u64>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 impl From<WireReviewComment> for ReviewComment {
@@ -190,6 +194,7 @@ impl From<WireReviewComment> for ReviewComment {
             diff_hunk: w.diff_hunk,
             in_reply_to: w.in_reply_to_id,
             review_id: w.pull_request_review_id,
+            edited: w.updated_at.is_some() && w.updated_at != w.created_at,
         }
     }
 }

@@ -67,6 +67,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0008_finished_jobs_by_key.sql"),
         postgres: include_str!("../../migrations/postgres/0008_finished_jobs_by_key.sql"),
     },
+    Migration {
+        version: 9,
+        name: "review_texts",
+        sqlite: include_str!("../../migrations/sqlite/0009_review_texts.sql"),
+        postgres: include_str!("../../migrations/postgres/0009_review_texts.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod migrate;
 mod nodelay;
 pub mod open_work;
+pub mod review_texts;
 pub mod runs;
 pub mod verification;
 pub mod writer;

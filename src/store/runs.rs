@@ -627,6 +627,23 @@ pub async fn add_message(
     Ok(done.rows_affected() == 1)
 }
 
+/// Removes the reply `comment_id` if no prompt carried it yet; `true`
+/// when it did.
+pub async fn drop_unused_message(
+    pool: &AnyPool,
+    run_id: &RunId,
+    comment_id: i64,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM messages WHERE run_id = $1 AND comment_id = $2 AND used_in IS NULL",
+    )
+    .bind(run_id.as_str())
+    .bind(comment_id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Every reply of a run, oldest first.
 pub async fn messages(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>, StoreError> {
     let rows = sqlx::query(

@@ -73,7 +73,20 @@ pub(crate) fn done() -> Reply {
 /// A story whose issue #1 was fixed in one iteration, verified, its pull
 /// request opened and the issue closed.
 pub(crate) async fn verified_story(name: &str, config: &str) -> (Story, IssueNumber, IssueNumber) {
+    verified_story_with_roles(name, config, &[]).await
+}
+
+/// [`verified_story`] with these `(user, role)`s given before the issue
+/// is opened.
+pub(crate) async fn verified_story_with_roles(
+    name: &str,
+    config: &str,
+    roles: &[(&str, &str)],
+) -> (Story, IssueNumber, IssueNumber) {
     let mut s = Story::start(name, Some(config)).await;
+    for (user, role) in roles {
+        s.github.set_permission(&s.repo, user, role);
+    }
     s.llm.push([done()]);
     s.agent_step(1, &fix_add());
     let n = s

@@ -7,13 +7,13 @@
 use closer::github::types::IssueNumber;
 use closer::model::RunState;
 
-use crate::story_review::{done, thread_replies, verified_story};
+use crate::story_review::{done, thread_replies, verified_story_with_roles};
 use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
 
 /// An iteration that answers the one thread in its prompt: `changed`, with
 /// `reply`; with `changed`, it also changes `calc.sh`.
-fn answer_thread(n: u32, changed: bool, reply: &str) -> String {
+pub(crate) fn answer_thread(n: u32, changed: bool, reply: &str) -> String {
     let change = match changed {
         true => format!("printf '# round {n}\\n' >> calc.sh\n"),
         false => String::new(),
@@ -30,7 +30,17 @@ fn answer_thread(n: u32, changed: bool, reply: &str) -> String {
 /// round 2 (held at the returned gate until it is opened); answers the
 /// pull request and the thread's first comment.
 async fn thread_in_round(name: &str) -> (Story, IssueNumber, IssueNumber, u64, Gate) {
-    let (mut s, n, pull) = verified_story(name, CONFIG).await;
+    thread_in_round_with(name, CONFIG, &[]).await
+}
+
+/// [`thread_in_round`] with the repository's `config`, and these
+/// `(user, role)`s.
+pub(crate) async fn thread_in_round_with(
+    name: &str,
+    config: &str,
+    roles: &[(&str, &str)],
+) -> (Story, IssueNumber, IssueNumber, u64, Gate) {
+    let (mut s, n, pull) = verified_story_with_roles(name, config, roles).await;
     let gate = Gate::new(&s);
     s.agent_step(
         2,

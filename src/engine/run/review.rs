@@ -17,10 +17,12 @@ use super::triggers::Thread;
 use super::{Engine, EngineError, Step};
 use crate::engine::command::{Command, parse_commands, request};
 use crate::events::{
-    Actor, CommentRef, PullRef, Repo, ReviewAction, ReviewCommentRef, ReviewRef, ReviewState,
+    Actor, CommentAction, CommentRef, PullRef, Repo, ReviewAction, ReviewCommentRef, ReviewRef,
+    ReviewState,
 };
 use crate::github::InstallationClient;
 use crate::model::{InstallationId, Run, branch_issue};
+use crate::store::review_texts::{self, KeptText};
 use crate::store::runs;
 
 /// A pull request event, as the review loop reads it.
@@ -78,9 +80,14 @@ impl Engine {
         event: &PullEvent<'_>,
         action: &ReviewAction,
         review: &ReviewRef,
+        sender: &Actor,
     ) -> Result<String, EngineError> {
-        if *action != ReviewAction::Submitted {
-            return Ok(format!("review {action:?}: ignored"));
+        match action {
+            ReviewAction::Submitted => {}
+            ReviewAction::Dismissed => {
+                return self.on_review_dismissed(event, review, sender).await;
+            }
+            _ => return Ok(format!("review {}: ignored", action.as_str())),
         }
         let counts = match review.state {
             ReviewState::ChangesRequested => true,
@@ -111,25 +118,76 @@ impl Engine {
         ))
     }
 
-    /// A new review comment (a thread's first comment or a reply in one).
+    /// A review dismissed by a person who may steer: its summary, if no
+    /// prompt carried it yet, is not for the agent any more. (Its inline
+    /// comments stay threads: dismissing a review resolves none of them.)
+    /// A dismissal by anyone else changes nothing, or a writer could take
+    /// back what a maintainer asked.
+    async fn on_review_dismissed(
+        &self,
+        event: &PullEvent<'_>,
+        review: &ReviewRef,
+        sender: &Actor,
+    ) -> Result<String, EngineError> {
+        let Some(run) = self.run_of_pull(event).await? else {
+            return Ok("review dismissed: not on closer's pull request".to_owned());
+        };
+        let client = self.github.client(event.installation).await?;
+        if !self.may_review(&client, &run, sender).await? {
+            return Ok(format!("review dismissed by {}: ignored", sender.login));
+        }
+        let dropped =
+            runs::drop_unused_message(self.runs.store().pool(), &run.id, -review.id).await?;
+        Ok(format!(
+            "review dismissed by {}: {}",
+            sender.login,
+            if dropped {
+                "its summary dropped"
+            } else {
+                "nothing left to drop"
+            }
+        ))
+    }
+
+    /// A review comment: a new one (a thread's first comment or a reply in
+    /// one) by a person who may steer starts a round; its words, and those
+    /// of such a person's edit, are kept for the prompt
+    /// (`store/review_texts.rs`). An edit by anyone else keeps nothing:
+    /// the prompt goes on showing the words as they were.
     pub(super) async fn on_review_comment(
         &self,
         event: &PullEvent<'_>,
-        created: bool,
+        action: &CommentAction,
         comment: &ReviewCommentRef,
+        sender: &Actor,
     ) -> Result<String, EngineError> {
-        if !created || self.github.is_our_app(comment.via_app_id).await? {
-            return Ok("review comment: not a new comment by a person".to_owned());
+        let edited = match action {
+            CommentAction::Created => false,
+            CommentAction::Edited => true,
+            _ => return Ok(format!("review comment {}: ignored", action.as_str())),
+        };
+        if self.github.is_our_app(comment.via_app_id).await? {
+            return Ok("review comment: closer's own".to_owned());
         }
         let Some(run) = self.run_of_pull(event).await? else {
             return Ok("review comment: not on closer's pull request".to_owned());
         };
         let client = self.github.client(event.installation).await?;
-        if !self.may_review(&client, &run, &comment.author).await? {
-            return Ok(format!(
-                "review comment by {}: ignored",
-                comment.author.login
-            ));
+        // The one who wrote it, or who edited it.
+        let by = if edited { sender } else { &comment.author };
+        if !self.may_review(&client, &run, by).await? {
+            return Ok(format!("review comment by {}: ignored", by.login));
+        }
+        let text = KeptText {
+            comment_id: comment.id,
+            author: comment.author.login.clone(),
+            body: comment.body.clone(),
+            version: comment.updated_at.clone(),
+        };
+        let store = self.runs.store();
+        review_texts::keep(store.pool(), &run.id, &text, store.now_ms()).await?;
+        if edited {
+            return Ok(format!("review comment edited by {}: kept", by.login));
         }
         self.runs.enqueue(&run.id, Step::Review).await?;
         Ok(format!(

@@ -26,6 +26,7 @@ use super::{Engine, EngineError};
 use crate::comment::{self, ThreadAnswer};
 use crate::github::{AppInfo, ReviewComment};
 use crate::model::{IssueNumber, Permission};
+use crate::store::review_texts::{self, KeptText};
 
 /// Bytes of a thread's diff hunk in the prompt.
 const HUNK_MAX: usize = 3_000;
@@ -71,6 +72,35 @@ fn answered_up_to(root: u64, c: &ReviewComment) -> u64 {
         .unwrap_or(c.id)
 }
 
+/// What a prompt shows of an edited comment whose words closer never
+/// kept: GitHub does not say who edited it.
+const WITHHELD: &str =
+    "[This comment was edited, and closer cannot tell by whom: its words are left out.]";
+
+/// The comments with the words their webhooks brought (or, for closer's
+/// own replies, the words it posted) in place of the words GitHub shows
+/// now, which any writer of the repository may have edited since; an
+/// edited comment of someone else whose words were never kept shows
+/// [`WITHHELD`]. closer's own replies from before it kept them stay as
+/// they are.
+fn as_written(
+    app: &AppInfo,
+    comments: Vec<ReviewComment>,
+    mut kept: HashMap<u64, String>,
+) -> Vec<ReviewComment> {
+    comments
+        .into_iter()
+        .map(|mut c| {
+            match kept.remove(&c.id) {
+                Some(body) => c.body = body,
+                None if c.edited && !is_ours(app, &c) => c.body = WITHHELD.to_owned(),
+                None => {}
+            }
+            c
+        })
+        .collect()
+}
+
 /// Review comments grouped into threads by their first comment, oldest
 /// first within each.
 fn group(comments: Vec<ReviewComment>) -> BTreeMap<u64, Vec<ReviewComment>> {
@@ -99,6 +129,8 @@ impl Engine {
     ) -> Result<Vec<ReviewThread>, EngineError> {
         let app = self.github.app_info().await?;
         let comments = ctx.client.list_review_comments(ctx.repo(), pull).await?;
+        let kept = review_texts::of_run(self.runs.store().pool(), &ctx.run.id).await?;
+        let comments = as_written(&app, comments, kept);
         let snapshot = ctx.config.commands.min_permission;
         let minimum = self
             .steering_minimum(&ctx.client, &ctx.run, snapshot)
@@ -199,7 +231,7 @@ impl Engine {
                     .reply_to_review_comment(ctx.repo(), pull, root, &body)
                     .await
                 {
-                    Ok(_) => {}
+                    Ok(reply) => self.keep_own_reply(ctx, reply.id, &body).await?,
                     // The thread's first comment was deleted meanwhile:
                     // there is nothing left to answer.
                     Err(e) if e.is_gone() => {
@@ -212,6 +244,35 @@ impl Engine {
             ctx.data.threads_seen.remove(&root);
             self.runs.save(ctx).await?;
         }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Keeps the words of closer's reply `id` as it posted them: its marker
+    /// says what it answered, and an edit must not move that.
+    async fn keep_own_reply(
+        &self,
+        ctx: &RunContext,
+        id: u64,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        let Ok(comment_id) = i64::try_from(id) else {
+            return Ok(());
+        };
+        // A dry run's reply has no id.
+        if comment_id == 0 {
+            return Ok(());
+        }
+        let app = self.github.app_info().await?;
+        let text = KeptText {
+            comment_id,
+            author: app.bot_login.clone(),
+            body: body.to_owned(),
+            version: String::new(),
+        };
+        let store = self.runs.store();
+        review_texts::keep(store.pool(), &ctx.run.id, &text, store.now_ms()).await?;
         Ok(())
     }
 }
@@ -312,6 +373,7 @@ mod tests {
             diff_hunk: String::new(),
             performed_via_app_id: Some(1),
             review_id: None,
+            edited: false,
         }
     }
 

@@ -191,14 +191,14 @@ impl Engine {
                 repo,
                 pull,
                 review,
-                ..
+                sender,
             } => {
                 let on = PullEvent {
                     installation: *installation,
                     repo,
                     pull,
                 };
-                self.on_review(&on, action, review).await
+                self.on_review(&on, action, review, sender).await
             }
             Event::PullRequestReviewComment {
                 action,
@@ -206,15 +206,14 @@ impl Engine {
                 repo,
                 pull,
                 comment,
-                ..
+                sender,
             } => {
                 let on = PullEvent {
                     installation: *installation,
                     repo,
                     pull,
                 };
-                let created = *action == CommentAction::Created;
-                self.on_review_comment(&on, created, comment).await
+                self.on_review_comment(&on, action, comment, sender).await
             }
             _ => Ok("not an engine event".to_owned()),
         }

@@ -8,6 +8,7 @@
 use closer::github::types::IssueNumber;
 use serde_json::{Value, json};
 
+use super::fake_github::json::time;
 use super::fake_github::state::FakeUser;
 use super::story::{REPO, Story, user_json};
 
@@ -96,6 +97,18 @@ impl Story {
         body: &str,
         threads: &[(&str, u64, &str)],
     ) -> Vec<u64> {
+        self.submit_review(pull, user, state, body, threads).await.1
+    }
+
+    /// [`Story::review_by`], answering the review's id too.
+    pub async fn submit_review(
+        &mut self,
+        pull: IssueNumber,
+        user: FakeUser,
+        state: &str,
+        body: &str,
+        threads: &[(&str, u64, &str)],
+    ) -> (u64, Vec<u64>) {
         let (review_id, ids) =
             self.github
                 .review_pull(&self.repo, pull, user.clone(), state, body, threads);
@@ -110,7 +123,16 @@ impl Story {
         for id in &ids {
             self.deliver_review_comment(pull, *id).await;
         }
-        ids
+        (review_id, ids)
+    }
+
+    /// `who` dismisses review `review` (`pull_request_review.dismissed`).
+    pub async fn dismiss_review_as(&mut self, pull: IssueNumber, review: u64, who: &str) {
+        let mut payload = fixture("pull_request_review.dismissed.json");
+        payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
+        payload["review"]["id"] = json!(review);
+        payload["sender"] = user_json(&FakeUser::user(who));
+        self.deliver("pull_request_review", payload).await;
     }
 
     /// `author` replies in the review thread whose first comment is `root`
@@ -130,9 +152,33 @@ impl Story {
         id
     }
 
+    /// `editor` changes the words of review comment `id`
+    /// (`pull_request_review_comment.edited` is delivered, from them).
+    pub async fn edit_review_comment_as(
+        &mut self,
+        pull: IssueNumber,
+        id: u64,
+        editor: &str,
+        body: &str,
+    ) {
+        let from = self.github.edit_review_comment(&self.repo, id, body);
+        let mut payload = self.review_comment_payload(pull, id);
+        payload["action"] = json!("edited");
+        payload["changes"] = json!({"body": {"from": from}});
+        payload["sender"] = user_json(&FakeUser::user(editor));
+        self.deliver("pull_request_review_comment", payload).await;
+    }
+
     /// Delivers `pull_request_review_comment.created` for an existing
     /// review comment.
     pub async fn deliver_review_comment(&mut self, pull: IssueNumber, id: u64) {
+        let payload = self.review_comment_payload(pull, id);
+        self.deliver("pull_request_review_comment", payload).await;
+    }
+
+    /// `pull_request_review_comment.created` for an existing review
+    /// comment, sent by its author.
+    fn review_comment_payload(&self, pull: IssueNumber, id: u64) -> Value {
         let c = self.github.review_comment(&self.repo, id);
         let mut payload = fixture("pull_request_review_comment.created.2.json");
         payload["pull_request"] = self.pull_json(pull, &payload["pull_request"]);
@@ -146,11 +192,13 @@ impl Story {
         comment["start_line"] = json!(c.start_line);
         comment["diff_hunk"] = json!(c.diff_hunk);
         comment["pull_request_review_id"] = json!(c.review);
+        comment["created_at"] = json!(time(c.created_at));
+        comment["updated_at"] = json!(time(c.updated_at));
         if let Some(to) = c.in_reply_to {
             comment["in_reply_to_id"] = json!(to);
         }
         payload["sender"] = user_json(&c.author);
-        self.deliver("pull_request_review_comment", payload).await;
+        payload
     }
 
     /// `author` comments in the pull request's conversation

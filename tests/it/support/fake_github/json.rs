@@ -180,7 +180,7 @@ pub fn review_comment(st: &State, repo: &Repo, c: &FakeReviewComment) -> Value {
         "user": user(base, &c.author),
         "body": c.body,
         "created_at": time(c.created_at),
-        "updated_at": time(c.created_at),
+        "updated_at": time(c.updated_at),
         "html_url": html,
         "pull_request_url": pull_url,
         "author_association": if c.author.is_bot { "NONE" } else { "OWNER" },
@@ -417,6 +417,7 @@ mod tests {
             diff_hunk: "@@ -1 +1 @@".into(),
             in_reply_to: Some(9),
             created_at: 0,
+            updated_at: 0,
         };
         serde_json::from_value::<models::pulls::Comment>(super::review_comment(
             &st, &repo, &thread,

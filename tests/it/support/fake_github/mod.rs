@@ -12,7 +12,7 @@
 
 mod auth;
 pub mod faults;
-mod json;
+pub mod json;
 pub mod projects;
 mod routes;
 pub mod state;
@@ -693,6 +693,7 @@ impl FakeGitHub {
                         diff_hunk: format!("@@ -{line},1 +{line},1 @@\n+{path} line {line}"),
                         in_reply_to: None,
                         created_at: now,
+                        updated_at: now,
                     },
                 );
             }
@@ -718,10 +719,27 @@ impl FakeGitHub {
                     via_app: None,
                     in_reply_to: Some(root),
                     created_at: now,
+                    updated_at: now,
                     ..first
                 },
             );
             id
+        })
+    }
+
+    /// Changes a review comment's words, as its author or any writer of
+    /// the repository can on GitHub: its `updated_at` moves on (by a
+    /// second at least, GitHub's precision). Answers the words it had.
+    pub fn edit_review_comment(&self, repo: &RepoName, id: u64, body: &str) -> String {
+        self.with(|st| {
+            let now = st.now();
+            let c = st
+                .repo_mut(&repo.to_string())
+                .review_comments
+                .get_mut(&id)
+                .expect("the review comment exists");
+            c.updated_at = now.max(c.updated_at + 1_000);
+            std::mem::replace(&mut c.body, body.to_owned())
         })
     }
 

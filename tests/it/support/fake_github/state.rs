@@ -195,6 +195,8 @@ pub struct FakeReviewComment {
     pub diff_hunk: String,
     pub in_reply_to: Option<u64>,
     pub created_at: Millis,
+    /// Later than `created_at` once the comment was edited.
+    pub updated_at: Millis,
 }
 
 #[derive(Debug, Clone)]

@@ -136,6 +136,7 @@ pub async fn create_reply(
         diff_hunk: first.diff_hunk,
         in_reply_to: Some(to),
         created_at: now,
+        updated_at: now,
     };
     st.repo_mut(&full)
         .review_comments
