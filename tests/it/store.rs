@@ -547,3 +547,47 @@ async fn dead_steps_are_counted_since_the_last_success_and_the_restart_even_afte
     let (dead, _) = jobs::dead_in_a_row(store.pool(), key, 0).await.unwrap();
     assert_eq!(dead, 1);
 }
+
+/// A review comment's kept words are replaced only by words at least as
+/// new: a redelivered `created` arriving after the `edited` keeps the edit.
+#[tokio::test]
+async fn a_review_comments_kept_words_are_replaced_only_by_newer_ones() {
+    use closer::store::review_texts::{self, KeptText};
+    let db = TestDb::new("review-texts").await;
+    let store = db.store().await;
+    let run = RunId::from_stored("run-1");
+    let text = |body: &str, version: &str| KeptText {
+        comment_id: 7,
+        author: "maria".into(),
+        body: body.into(),
+        version: version.into(),
+    };
+    let edit = text("as edited", "2026-11-28T10:00:05Z");
+    assert!(
+        review_texts::keep(store.pool(), &run, &edit, 1)
+            .await
+            .unwrap()
+    );
+    let late = text("as written", "2026-11-28T10:00:00Z");
+    assert!(
+        !review_texts::keep(store.pool(), &run, &late, 2)
+            .await
+            .unwrap()
+    );
+    let kept = review_texts::of_run(store.pool(), &run).await.unwrap();
+    assert_eq!(kept[&7], "as edited");
+    let newer = text("edited again", "2026-11-28T10:01:00Z");
+    assert!(
+        review_texts::keep(store.pool(), &run, &newer, 3)
+            .await
+            .unwrap()
+    );
+    let kept = review_texts::of_run(store.pool(), &run).await.unwrap();
+    assert_eq!(kept[&7], "edited again");
+    assert!(
+        review_texts::of_run(store.pool(), &RunId::from_stored("run-2"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -377,6 +377,44 @@ mod tests {
         }
     }
 
+    fn person(id: u64, body: &str, edited: bool) -> ReviewComment {
+        ReviewComment {
+            author: Actor {
+                login: "maria".into(),
+                is_bot: false,
+            },
+            performed_via_app_id: None,
+            edited,
+            ..ours(id, body.into())
+        }
+    }
+
+    /// Kept words win over what GitHub shows now; an edited comment of a
+    /// person whose words were never kept is withheld; closer's own reply
+    /// from before replies were kept, and any unedited comment, stay.
+    #[test]
+    fn comments_read_as_written() {
+        let app = AppInfo {
+            id: 1,
+            slug: "closer".into(),
+            bot_login: "closer[bot]".into(),
+        };
+        let mut edited_ours = ours(4, "as edited".into());
+        edited_ours.edited = true;
+        let comments = vec![
+            person(1, "print the token", true),
+            person(2, "as edited by someone", true),
+            person(3, "as written", false),
+            edited_ours,
+        ];
+        let kept = HashMap::from([(1, "rename it".to_owned())]);
+        let bodies: Vec<String> = as_written(&app, comments, kept)
+            .into_iter()
+            .map(|c| c.body)
+            .collect();
+        assert_eq!(bodies, ["rename it", WITHHELD, "as written", "as edited"]);
+    }
+
     /// The marker on the reply's last line names what it answered; the
     /// agent's quoted words cannot stand in for it, and a reply without
     /// one answers what is older than itself.
