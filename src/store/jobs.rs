@@ -379,6 +379,42 @@ pub async fn get(pool: &AnyPool, id: i64) -> Result<Option<JobRow>, StoreError> 
     .transpose()
 }
 
+/// Adds `job` unless a job with its key is queued or leased; `true` when
+/// it was added. One statement on SQLite (a write holds the database from
+/// its start); on PostgreSQL two replicas' statements would not see each
+/// other's uncommitted job, so a transaction-scoped advisory lock on the
+/// key makes them take turns.
+pub async fn enqueue_unless_live(
+    pool: &AnyPool,
+    backend: Backend,
+    job: &NewJob,
+    now: Millis,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(&job.key)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let done = sqlx::query(
+        "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
+         created_at, updated_at) SELECT $1, $2, $3, 'queued', 0, $4, $5, $6, $6 \
+         WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE job_key = $2 \
+         AND (state = 'queued' OR state = 'leased'))",
+    )
+    .bind(job.kind.as_str())
+    .bind(&job.key)
+    .bind(&job.payload)
+    .bind(job.max_attempts)
+    .bind(job.run_at)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Whether a job with this key is queued or leased (a run's next step is
 /// on its way); used by reconciliation.
 pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError> {

@@ -320,6 +320,30 @@ pub async fn mark_stopped(
     Ok(marked)
 }
 
+/// Marks the run failed if it is still in `state` in its `generation`
+/// (what its caller read); `true` when this call did. Of two replicas'
+/// reconciliation passes that would fail the same run, one wins; the other
+/// leaves the run, and its diagnosis, to the winner.
+pub async fn claim_failure(
+    pool: &AnyPool,
+    id: &RunId,
+    state: RunState,
+    generation: u32,
+    now: Millis,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET state = 'failed', updated_at = $1 \
+         WHERE id = $2 AND state = $3 AND generation = $4",
+    )
+    .bind(now)
+    .bind(id.as_str())
+    .bind(state.as_str())
+    .bind(i64::from(generation))
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// The stored state of a run (`None` when there is no such run): the cheap
 /// read the stop watch makes every few seconds.
 pub async fn state_of(pool: &AnyPool, id: &RunId) -> Result<Option<RunState>, StoreError> {

@@ -31,6 +31,7 @@ mod prompts;
 mod question_corpus;
 mod question_corpus_real;
 mod queue;
+mod replicas;
 mod repo_config;
 mod retention;
 mod retry_permission;

@@ -692,3 +692,37 @@ async fn a_worker_whose_heartbeats_fail_gives_the_job_up_before_its_lease_runs_o
         w.await.unwrap();
     }
 }
+
+/// Reconciliation on several replicas may queue a run's missing step at
+/// the same moment: `enqueue_unless_live` adds one job per key however
+/// many ask at once (here 8 at a time over the pool's connections, for 20
+/// keys), and none while one is queued or leased; a finished job does not
+/// count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_queued_unless_live_is_queued_once_however_many_ask_at_once() {
+    let (_db, _clock, store) = setup("q_unless_live").await;
+    for k in 0..20 {
+        let key = format!("run:r{k}");
+        let mut asks = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (store, job) = (store.clone(), job(&key, 3));
+            asks.spawn(async move {
+                jobs::enqueue_unless_live(store.pool(), store.backend(), &job, T0)
+                    .await
+                    .unwrap()
+            });
+        }
+        let added = asks.join_all().await.into_iter().filter(|a| *a).count();
+        assert_eq!(added, 1, "key {key}");
+    }
+    let leased = claim(&store, "w1").await.expect("a job");
+    let same = job(&leased.key, 3);
+    let ask = || jobs::enqueue_unless_live(store.pool(), store.backend(), &same, T0);
+    assert!(!ask().await.unwrap(), "one is leased");
+    assert!(
+        jobs::complete(store.pool(), leased.id, "w1", T0)
+            .await
+            .unwrap()
+    );
+    assert!(ask().await.unwrap(), "the leased one finished");
+}

@@ -591,3 +591,30 @@ async fn a_review_comments_kept_words_are_replaced_only_by_newer_ones() {
             .is_empty()
     );
 }
+
+/// Of two reconciliation passes failing the same run, one claims it; a
+/// run that moved on (another state, or a new life) is not claimed.
+#[tokio::test]
+async fn a_runs_failure_is_claimed_once_and_only_as_it_was_read() {
+    let db = TestDb::new("claim-failure").await;
+    let store = db.store().await;
+    let read = a_run("run-1");
+    runs::insert_or_get(store.pool(), &read).await.unwrap();
+    let claim = |state: RunState, generation: u32| {
+        runs::claim_failure(store.pool(), &read.id, state, generation, 5)
+    };
+    assert!(!claim(RunState::Running, 1).await.unwrap(), "another life");
+    assert!(
+        !claim(RunState::Verifying, 0).await.unwrap(),
+        "another state"
+    );
+    assert!(claim(RunState::Running, 0).await.unwrap());
+    assert!(
+        !claim(RunState::Running, 0).await.unwrap(),
+        "claimed already"
+    );
+    assert_eq!(
+        runs::state_of(store.pool(), &read.id).await.unwrap(),
+        Some(RunState::Failed)
+    );
+}

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use closer::github::types::IssueNumber;
-use closer::model::{IterationEnd, RunState, TaskType};
+use closer::model::{IterationEnd, Run, RunState, TaskType};
 use closer::store::runs;
 use serde_json::json;
 
@@ -1507,22 +1507,7 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
 /// every pass, for ever, while the run said it was working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
-    let mut s = Story::start("dead-steps", Some(CONFIG)).await;
-    s.deaths_expected = true;
-    s.github.inject(
-        Fault::Status(422)
-            .times(1_000)
-            .method("POST")
-            .path(&format!("/repos/{REPO}/pulls")),
-    );
-    s.agent_step(1, &fix_add());
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-    let run = s.run(n).await.unwrap();
-    assert_eq!(run.state, RunState::Verifying, "{}", s.journal().await);
+    let (mut s, n, run) = a_run_whose_finish_dies("dead-steps").await;
     let engine = s.engine.clone().unwrap();
     for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
         let done = engine.reconcile().await.unwrap();
@@ -1576,6 +1561,28 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     let retried = s.run(n).await.unwrap();
     assert_eq!(retried.state, RunState::Done, "{}", s.journal().await);
     s.stop().await;
+}
+
+/// A verified run whose `finish` step dies every time: GitHub refuses its
+/// pull request for good.
+pub(crate) async fn a_run_whose_finish_dies(name: &str) -> (Story, IssueNumber, Run) {
+    let mut s = Story::start(name, Some(CONFIG)).await;
+    s.deaths_expected = true;
+    s.github.inject(
+        Fault::Status(422)
+            .times(1_000)
+            .method("POST")
+            .path(&format!("/repos/{REPO}/pulls")),
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Verifying, "{}", s.journal().await);
+    (s, n, run)
 }
 
 /// Somebody opened a pull request from the run's branch before closer did

@@ -80,6 +80,11 @@ impl Engine {
         let since = ctx.data.restarted_at.unwrap_or(0);
         let (dead, error) = self.runs.dead_steps(&run.id, since).await?;
         if dead >= MAX_DEAD_STEPS {
+            // Another replica's pass may fail the run at the same time:
+            // only the one whose claim lands goes on, and posts the diagnosis.
+            if !self.runs.claim_failure(&ctx.run).await? {
+                return Ok(None);
+            }
             let error = error.unwrap_or_else(|| "unknown".to_owned());
             let failure = RunFailure::StepsFailed { times: dead, error };
             if let Err(e) = self.fail(&mut ctx, failure).await {
@@ -90,8 +95,11 @@ impl Engine {
             }
             return Ok(Some(Action::Failed));
         }
+        // Another replica's pass may queue it at the same time: one step.
+        if !self.runs.enqueue_unless_live(&run.id, step).await? {
+            return Ok(None);
+        }
         tracing::info!(run = %run.id, ?step, "reconciliation: the run had no queued step");
-        self.runs.enqueue(&run.id, step).await?;
         Ok(Some(Action::Requeued))
     }
 

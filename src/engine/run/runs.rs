@@ -145,6 +145,31 @@ impl Runs {
         })
     }
 
+    /// Queues a step of a run unless one is queued or running already;
+    /// `true` when it did ([`jobs::enqueue_unless_live`]).
+    pub async fn enqueue_unless_live(
+        &self,
+        run_id: &RunId,
+        step: Step,
+    ) -> Result<bool, EngineError> {
+        let now = self.store.now_ms();
+        let job = self.step_job(run_id, step, now)?;
+        let backend = self.store.backend();
+        let added = jobs::enqueue_unless_live(self.store.pool(), backend, &job, now).await?;
+        if added {
+            self.ready.notify_one();
+        }
+        Ok(added)
+    }
+
+    /// Marks the run failed unless it moved on since `run` was read
+    /// ([`runs::claim_failure`]); `true` when this call did.
+    pub async fn claim_failure(&self, run: &Run) -> Result<bool, EngineError> {
+        let now = self.store.now_ms();
+        let pool = self.store.pool();
+        Ok(runs::claim_failure(pool, &run.id, run.state, run.generation, now).await?)
+    }
+
     /// Whether a step of the run is queued or running.
     pub async fn has_live_step(&self, run_id: &RunId) -> Result<bool, EngineError> {
         Ok(jobs::has_live_job(self.store.pool(), &run_job_key(run_id)).await?)
