@@ -110,7 +110,12 @@ where
 }
 
 /// The claim statement; `$lock` is empty on SQLite (one writer at a time) and
-/// `FOR UPDATE SKIP LOCKED` on PostgreSQL.
+/// `FOR UPDATE SKIP LOCKED` on PostgreSQL. One job of a key at a time; and
+/// the deliveries of one key (one issue's or pull request's) in the order
+/// they came, so a delivery waiting out its backoff holds back the newer
+/// ones (an `unlabeled` must not be acted on before the `labeled` that
+/// came first). A run's steps are not held back so: some are queued for
+/// later on purpose (`ShowStop`), and each checks the run's state.
 macro_rules! claim_sql {
     ($lock:literal) => {
         concat!(
@@ -120,7 +125,8 @@ macro_rules! claim_sql {
             "WHERE ((j.state = 'queued' AND j.run_at <= $3) ",
             "OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) ",
             "AND NOT EXISTS (SELECT 1 FROM jobs k ",
-            "WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) ",
+            "WHERE k.job_key = j.job_key AND k.id <> j.id AND (k.state = 'leased' ",
+            "OR (k.state = 'queued' AND k.id < j.id AND k.kind = 'delivery'))) ",
             "ORDER BY j.run_at, j.id LIMIT 1 ",
             $lock,
             ") RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at"

@@ -726,3 +726,57 @@ async fn a_step_queued_unless_live_is_queued_once_however_many_ask_at_once() {
     );
     assert!(ask().await.unwrap(), "the leased one finished");
 }
+
+/// The deliveries of one issue are acted on in the order they came: one
+/// waiting out its backoff holds back the newer ones of the same key
+/// (before, an `unlabeled` could be acted on before the `labeled` that
+/// came first). Another key's deliveries, and a run's steps, are not held.
+#[tokio::test]
+async fn a_delivery_in_backoff_holds_back_the_newer_ones_of_its_thread() {
+    let (_db, clock, store) = setup("q_fifo").await;
+    let delivery = |key: &str| NewJob {
+        kind: JobKind::Delivery,
+        ..job(key, 3)
+    };
+    jobs::enqueue(store.pool(), &delivery("thread:o/r#1"), T0)
+        .await
+        .unwrap();
+    jobs::enqueue(store.pool(), &delivery("thread:o/r#1"), T0)
+        .await
+        .unwrap();
+    let first = claim(&store, "w").await.expect("the first delivery");
+    let minute = Some(Duration::from_secs(60));
+    jobs::fail(store.pool(), &first, "w", T0, "502", minute)
+        .await
+        .unwrap();
+    assert!(claim(&store, "w").await.is_none(), "the newer one waits");
+
+    // Other keys go on: another thread's delivery, and a run's steps.
+    jobs::enqueue(store.pool(), &delivery("thread:o/r#2"), T0)
+        .await
+        .unwrap();
+    let other = claim(&store, "w").await.expect("another thread");
+    assert_eq!(other.key, "thread:o/r#2");
+    assert!(jobs::complete(store.pool(), other.id, "w", T0).await.unwrap());
+    let later_step = NewJob {
+        run_at: T0 + 60_000,
+        ..job("run:r1", 3)
+    };
+    jobs::enqueue(store.pool(), &later_step, T0).await.unwrap();
+    jobs::enqueue(store.pool(), &job("run:r1", 3), T0)
+        .await
+        .unwrap();
+    let step = claim(&store, "w")
+        .await
+        .expect("a step queued behind a later one");
+    assert_eq!(step.key, "run:r1");
+    assert!(
+        jobs::complete(store.pool(), step.id, "w", T0)
+            .await
+            .unwrap()
+    );
+
+    clock.advance(Duration::from_secs(60));
+    let again = claim(&store, "w").await.expect("due again");
+    assert_eq!(again.id, first.id, "the first delivery, first");
+}
