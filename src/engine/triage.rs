@@ -32,6 +32,9 @@ pub enum Verdict {
     /// Processed only while the issue or pull request has an open run (or a
     /// delivery about it is still queued); otherwise stored as ignored.
     IfOpenRun,
+    /// Never processed: stored as ignored (a `repository` event that does
+    /// not change the repository's name).
+    Never,
 }
 
 /// The outcome recorded on a delivery stored as ignored by triage.
@@ -57,6 +60,10 @@ pub fn triage(signals: &Signals<'_>, app_slug: Option<&str>) -> Verdict {
         | EventKind::PullRequestReviewComment => match signals.head_ref.and_then(branch_issue) {
             Some(_) => Verdict::Matters("closer's pull request"),
             None => Verdict::IfOpenRun,
+        },
+        EventKind::Repository => match signals.action {
+            "renamed" | "transferred" => Verdict::Matters("repository renamed or moved"),
+            _ => Verdict::Never,
         },
     }
 }
@@ -165,6 +172,21 @@ mod tests {
                 Matters("assignment"),
             ),
             ("edited issue", signals(Issues, "edited"), IfOpenRun),
+            (
+                "renamed repository",
+                signals(Repository, "renamed"),
+                Matters("repository renamed or moved"),
+            ),
+            (
+                "moved repository",
+                signals(Repository, "transferred"),
+                Matters("repository renamed or moved"),
+            ),
+            (
+                "edited repository",
+                signals(Repository, "edited"),
+                Verdict::Never,
+            ),
             ("closed issue", signals(Issues, "closed"), IfOpenRun),
             ("label removed", signals(Issues, "unlabeled"), IfOpenRun),
             (
@@ -266,6 +288,6 @@ mod tests {
             assert_eq!(at_intake, Signals::of(&event), "{name}");
             seen += 1;
         }
-        assert!(seen >= 46, "{seen}");
+        assert!(seen >= 50, "{seen}");
     }
 }

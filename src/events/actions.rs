@@ -212,3 +212,30 @@ impl ReviewAction {
         }
     }
 }
+
+/// `repository` actions closer acts on: the two that change its full name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepositoryAction {
+    Renamed,
+    Transferred,
+    Other(String),
+}
+
+impl RepositoryAction {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "renamed" => Self::Renamed,
+            "transferred" => Self::Transferred,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// The name GitHub gives the action.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Renamed => "renamed",
+            Self::Transferred => "transferred",
+            Self::Other(other) => other,
+        }
+    }
+}

@@ -27,6 +27,9 @@ pub enum EventKind {
     PullRequest,
     PullRequestReview,
     PullRequestReviewComment,
+    /// A repository renamed or moved to another owner (its other actions
+    /// are triaged away).
+    Repository,
 }
 
 impl EventKind {
@@ -41,6 +44,7 @@ impl EventKind {
             "pull_request" => EventKind::PullRequest,
             "pull_request_review" => EventKind::PullRequestReview,
             "pull_request_review_comment" => EventKind::PullRequestReviewComment,
+            "repository" => EventKind::Repository,
             _ => return None,
         })
     }
@@ -55,6 +59,7 @@ impl EventKind {
             EventKind::PullRequest => "pull_request",
             EventKind::PullRequestReview => "pull_request_review",
             EventKind::PullRequestReviewComment => "pull_request_review_comment",
+            EventKind::Repository => "repository",
         }
     }
 }
@@ -265,6 +270,15 @@ pub enum Event {
         repo: Repo,
         pull: PullRef,
         comment: ReviewCommentRef,
+        sender: Actor,
+    },
+    Repository {
+        action: RepositoryAction,
+        installation: Option<InstallationId>,
+        /// The repository under its name now.
+        repo: Repo,
+        /// Its name before a `renamed` or `transferred` (from `changes`).
+        previous: Option<RepoName>,
         sender: Actor,
     },
 }

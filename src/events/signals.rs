@@ -68,6 +68,10 @@ impl<'a> Signals<'a> {
             Event::PullRequestReviewComment { action, pull, .. } => {
                 pull_signals(EventKind::PullRequestReviewComment, action.as_str(), pull)
             }
+            Event::Repository { action, .. } => Signals {
+                action: action.as_str(),
+                ..Signals::bare(EventKind::Repository)
+            },
         }
     }
 }

@@ -241,6 +241,10 @@ fn new_delivery(
     envelope: &Envelope,
     kind: Option<EventKind>,
 ) -> NewDelivery {
+    let verdict = kind
+        .and_then(|kind| envelope.signals(kind))
+        .map(|signals| triage(&signals, state.app_slug.get().map(String::as_str)));
+    let kind = kind.filter(|_| verdict != Some(Verdict::Never));
     let job = kind.map(|kind| NewJob {
         kind: JobKind::Delivery,
         key: envelope.job_key(kind, &delivery.delivery_id),
@@ -248,9 +252,6 @@ fn new_delivery(
         max_attempts: state.max_attempts,
         run_at: state.store.now_ms(),
     });
-    let verdict = kind
-        .and_then(|kind| envelope.signals(kind))
-        .map(|signals| triage(&signals, state.app_slug.get().map(String::as_str)));
     let only_with_work = match (verdict, envelope.thread()) {
         (Some(Verdict::IfOpenRun), Some((repository, number))) => Some(Thread {
             repository: repository.to_owned(),

@@ -128,6 +128,39 @@ pub async fn get(pool: &AnyPool, id: i64) -> Result<Option<Installation>, StoreE
     .transpose()
 }
 
+/// Records repository `old` of installation `id`, if recorded, as `new`
+/// (renamed or moved).
+pub async fn rename_repository(
+    pool: &AnyPool,
+    id: i64,
+    old: &str,
+    new: &str,
+) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "UPDATE installation_repositories SET repository = $1 \
+         WHERE installation_id = $2 AND LOWER(repository) = LOWER($3) \
+         AND NOT EXISTS (SELECT 1 FROM installation_repositories AS n \
+         WHERE n.installation_id = $2 AND n.repository = $1)",
+    )
+    .bind(new)
+    .bind(id)
+    .bind(old)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "DELETE FROM installation_repositories \
+         WHERE installation_id = $1 AND LOWER(repository) = LOWER($2) AND repository <> $3",
+    )
+    .bind(id)
+    .bind(old)
+    .bind(new)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// The repositories recorded for an installation, sorted.
 pub async fn repositories(pool: &AnyPool, id: i64) -> Result<Vec<String>, StoreError> {
     let rows = sqlx::query(

@@ -320,6 +320,21 @@ pub async fn mark_stopped(
     Ok(marked)
 }
 
+/// Gives the runs of repository `old` (whatever its case) the name `new`:
+/// the repository was renamed or moved. Answers how many.
+pub async fn rename_repository(
+    pool: &AnyPool,
+    old: &RepoName,
+    new: &RepoName,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query("UPDATE runs SET repository = $1 WHERE LOWER(repository) = LOWER($2)")
+        .bind(new.to_string())
+        .bind(old.to_string())
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
 /// Marks the run failed if it is still in `state` in its `generation`
 /// (what its caller read); `true` when this call did. Of two replicas'
 /// reconciliation passes that would fail the same run, one wins; the other

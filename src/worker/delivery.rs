@@ -103,6 +103,7 @@ impl DeliveryRunner {
                             | Event::PullRequest { .. }
                             | Event::PullRequestReview { .. }
                             | Event::PullRequestReviewComment { .. }
+                            | Event::Repository { .. }
                     )
                 {
                     let done = events.on_event(&event).await?;
@@ -238,6 +239,9 @@ fn describe(event: &Event) -> String {
             repo.name, pull.number
         ),
         Event::Ping { .. } => "ping".to_owned(),
+        Event::Repository { action, repo, .. } => {
+            format!("repository {} {}", action.as_str(), repo.name)
+        }
         Event::Installation { installation, .. }
         | Event::InstallationRepositories { installation, .. } => {
             format!("installation {installation}")

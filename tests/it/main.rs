@@ -42,6 +42,7 @@ mod story_agents;
 mod story_branch_rewritten;
 mod story_issue_edit;
 mod story_label_removed;
+mod story_renamed;
 mod story_review;
 mod story_review_edits;
 mod story_review_ended;

@@ -757,7 +757,11 @@ async fn a_delivery_in_backoff_holds_back_the_newer_ones_of_its_thread() {
         .unwrap();
     let other = claim(&store, "w").await.expect("another thread");
     assert_eq!(other.key, "thread:o/r#2");
-    assert!(jobs::complete(store.pool(), other.id, "w", T0).await.unwrap());
+    assert!(
+        jobs::complete(store.pool(), other.id, "w", T0)
+            .await
+            .unwrap()
+    );
     let later_step = NewJob {
         run_at: T0 + 60_000,
         ..job("run:r1", 3)

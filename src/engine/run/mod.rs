@@ -33,6 +33,7 @@ mod model_outage;
 mod progress;
 mod prompt;
 mod reconcile;
+mod renamed;
 mod reproduce;
 mod review;
 mod review_round;

@@ -5,8 +5,9 @@
 //! waiting for its merge, or for an answer while it has a pull request,
 //! gets the step for its pull request's end, merged or closed), and an
 //! open run whose issue was closed (by a person: not by the merge of the
-//! run's pull request) or whose trigger label, when the label started it,
-//! was removed is stopped. A run whose steps failed for good
+//! run's pull request), moved to another repository or deleted, or whose
+//! trigger label, when the label started it, was removed is stopped; the
+//! runs of a repository renamed since take its new name (`renamed.rs`). A run whose steps failed for good
 //! [`MAX_DEAD_STEPS`] times in a row (each after all its tries) is failed
 //! with a diagnosis instead of being queued again. It never starts a run
 //! and never touches a run that has ended.
@@ -20,6 +21,7 @@ use super::context::RunContext;
 use super::failure::RunFailure;
 use super::finish::{PullEnd, pull_end};
 use super::review_round::asking_with_pull;
+use super::triggers::moved;
 use super::{Engine, EngineError, Step};
 use crate::comment::same_label;
 use crate::github::IssueState;
@@ -151,6 +153,20 @@ impl Engine {
             Err(e) if e.is_gone() => return Ok(Some("the issue is gone")),
             Err(e) => return Err(e.into()),
         };
+        // GitHub followed a redirect: the repository was renamed (its runs
+        // follow it, and this one goes on), or the issue moved within reach.
+        if moved(&issue, ctx.repo(), ctx.issue()) {
+            let installation = ctx.run.installation_id;
+            return Ok(
+                match self
+                    .follow_rename(&ctx.client, installation, ctx.repo())
+                    .await?
+                {
+                    Some(_) => None,
+                    None => Some("the issue was moved to another repository"),
+                },
+            );
+        }
         // Closed by closer itself: a review round of a verified run works
         // under the closed issue.
         let closed_by_us = ctx.data.review_round && ctx.data.issue_closed;

@@ -74,8 +74,10 @@ impl Engine {
             Some(_) => Some(self.github.app_info().await?.slug),
             None => None,
         };
-        if let Verdict::Matters(_) = triage(&signals, slug.as_deref()) {
-            return Ok(true);
+        match triage(&signals, slug.as_deref()) {
+            Verdict::Matters(_) => return Ok(true),
+            Verdict::Never => return Ok(false),
+            Verdict::IfOpenRun => {}
         }
         let (repo, number) = match event {
             Event::Issues { repo, issue, .. } | Event::IssueComment { repo, issue, .. } => {
@@ -214,6 +216,15 @@ impl Engine {
                     pull,
                 };
                 self.on_review_comment(&on, action, comment, sender).await
+            }
+            Event::Repository {
+                installation: Some(installation),
+                repo,
+                previous,
+                ..
+            } => {
+                self.on_repository_moved(*installation, repo, previous.as_ref())
+                    .await
             }
             _ => Ok("not an engine event".to_owned()),
         }
@@ -652,10 +663,9 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
 /// Whether GitHub answered for `repo#number` with an issue that lives
 /// elsewhere now: it followed the redirect of a transferred issue to its
 /// new repository (its page's address names another repository, or another
-/// number). Only for a `transferred` event: a renamed repository's issues
-/// answer under the new name too (reconciliation finds a missed transfer by
-/// GitHub's 404, decision 175).
-fn moved(issue: &Issue, repo: &RepoName, number: IssueNumber) -> bool {
+/// number), or of a renamed repository (reconciliation tells the two
+/// apart, `reconcile.rs`).
+pub(super) fn moved(issue: &Issue, repo: &RepoName, number: IssueNumber) -> bool {
     let here = format!("/{repo}/issues/{number}").to_ascii_lowercase();
     issue.number != number || !issue.html_url.to_ascii_lowercase().ends_with(&here)
 }

@@ -572,13 +572,38 @@ impl Story {
     pub async fn deliver(&mut self, event: &str, mut payload: Value) -> StatusCode {
         payload["installation"] = json!({"id": INSTALLATION});
         payload["repository"] = json!({
-            "full_name": REPO, "clone_url": self.origin.url, "default_branch": "main", "private": false,
+            "full_name": self.repo.to_string(), "clone_url": self.origin.url,
+            "default_branch": "main", "private": false,
         });
         let body = serde_json::to_vec(&payload).unwrap();
         self.sent.push((event.to_owned(), body.clone()));
         self.deliveries += 1;
         let id = super::unique(&format!("story-{}", self.deliveries));
         self.deliver_raw(event, &id, &body).await
+    }
+
+    /// The repository is renamed (or moved) on GitHub to `new_full_name`;
+    /// the story's deliveries name it so from now on. With `tell`,
+    /// `repository.renamed` (same owner) or `.transferred` is delivered.
+    pub async fn rename_repo(&mut self, new_full_name: &str, tell: bool) {
+        let old = self.repo.clone();
+        self.repo = self.github.rename_repo(&old, new_full_name);
+        if !tell {
+            return;
+        }
+        let payload = match old.owner() == self.repo.owner() {
+            true => json!({
+                "action": "renamed",
+                "changes": {"repository": {"name": {"from": old.name()}}},
+                "sender": user_json(&FakeUser::user(MAINTAINER)),
+            }),
+            false => json!({
+                "action": "transferred",
+                "changes": {"owner": {"from": {"user": user_json(&FakeUser::user(old.owner()))}}},
+                "sender": user_json(&FakeUser::user(MAINTAINER)),
+            }),
+        };
+        self.deliver("repository", payload).await;
     }
 
     /// How many deliveries the story has sent ([`Story::replay`] takes one

@@ -1,0 +1,70 @@
+//! A repository renamed while closer works on one of its issues: GitHub
+//! sends what happens next under the new name, and the run is found by it.
+//! From the `repository` event, or, when that was missed, by
+//! reconciliation, which sees GitHub answer the issue under the new name.
+
+use closer::model::{RepoName, RunState};
+
+use crate::stories::{ASKS_A_QUESTION, fix_add};
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, Story};
+
+/// A run waiting for its answer, on `octo/calc`.
+async fn waiting_run(name: &str) -> (Story, closer::github::types::IssueNumber) {
+    let mut s = Story::start(name, Some(CONFIG)).await;
+    s.agent_step(1, ASKS_A_QUESTION);
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue(
+            "add subtracts",
+            "`add 2 3` prints -1.",
+            &["closer", "type:bug"],
+        )
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    (s, n)
+}
+
+/// The repository is renamed and its `repository.renamed` arrives; the
+/// author's answer, delivered under the new name, resumes the run, which
+/// completes there. Before, the answer found no run under the new name
+/// and was triaged away: the run waited for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_follows_its_repository_renamed() {
+    let (mut s, n) = waiting_run("renamed").await;
+    s.rename_repo("octo/calculator", true).await;
+    s.idle().await;
+    let run = s.run(n).await.expect("the run, by its new name");
+    assert_eq!(run.repository, RepoName::new("octo", "calculator"));
+
+    s.answer(n).await;
+    s.expect_run(n, RunState::Done, 2).await;
+    assert!(
+        s.prompt(2).contains("Yes, negatives too."),
+        "{}",
+        s.prompt(2)
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.stop().await;
+}
+
+/// The same with the event missed (an App registered before it subscribed
+/// to `repository`): reconciliation finds GitHub answering the issue under
+/// another name, confirms the repository's new name, and the run takes it.
+/// A transfer to another owner is followed the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconciliation_finds_a_rename_whose_event_was_missed() {
+    let (mut s, n) = waiting_run("renamed-missed").await;
+    s.rename_repo("acme/calc", false).await;
+    let engine = s.engine.clone().unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert!(done.stopped.is_empty(), "{done:?}");
+    let run = s.run(n).await.expect("the run, by its new name");
+    assert_eq!(run.repository, RepoName::new("acme", "calc"));
+
+    s.answer(n).await;
+    s.expect_run(n, RunState::Done, 2).await;
+    s.stop().await;
+}
