@@ -30,10 +30,13 @@ async fn waiting_run(name: &str) -> (Story, closer::github::types::IssueNumber) 
 /// The repository is renamed and its `repository.renamed` arrives; the
 /// author's answer, delivered under the new name, resumes the run, which
 /// completes there. Before, the answer found no run under the new name
-/// and was triaged away: the run waited for ever.
+/// and was triaged away: the run waited for ever. Renamed back, the run
+/// follows again; the first rename's delivery replayed then changes
+/// nothing, since GitHub no longer leads the old name to the new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_follows_its_repository_renamed() {
     let (mut s, n) = waiting_run("renamed").await;
+    let first_rename = s.sent();
     s.rename_repo("octo/calculator", true).await;
     s.idle().await;
     let run = s.run(n).await.expect("the run, by its new name");
@@ -47,6 +50,14 @@ async fn a_run_follows_its_repository_renamed() {
         s.prompt(2)
     );
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+
+    s.rename_repo("octo/calc", true).await;
+    s.idle().await;
+    let calc = RepoName::new("octo", "calc");
+    assert_eq!(s.run(n).await.expect("renamed back").repository, calc);
+    s.replay(first_rename).await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.expect("still there").repository, calc);
     s.stop().await;
 }
 

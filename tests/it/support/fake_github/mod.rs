@@ -248,6 +248,8 @@ impl FakeGitHub {
                     repos.insert(new.name().to_owned());
                 }
             }
+            // A name taken again answers for itself, not for where it led.
+            st.moved.remove(new_full_name);
             st.moved.insert(old, format!("/repos/{new_full_name}"));
         });
         new
