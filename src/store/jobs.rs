@@ -3,7 +3,8 @@
 //!
 //! A job is `queued`, `leased` (owner + expiry), `done` or `dead`. Claiming is
 //! one statement: it picks the oldest runnable job whose key has no other
-//! leased job, and leases it. A partial unique index (`one leased job per
+//! leased job (and, for a delivery, no older delivery still queued), and
+//! leases it. A partial unique index (`one leased job per
 //! key`) makes that exclusivity a database guarantee, also on PostgreSQL where
 //! concurrent claimers use `FOR UPDATE SKIP LOCKED`: the loser of a race on
 //! the same key gets a unique violation, which reads as "nothing claimed".
@@ -114,8 +115,10 @@ where
 /// the deliveries of one key (one issue's or pull request's) in the order
 /// they came, so a delivery waiting out its backoff holds back the newer
 /// ones (an `unlabeled` must not be acted on before the `labeled` that
-/// came first). A run's steps are not held back so: some are queued for
-/// later on purpose (`ShowStop`), and each checks the run's state.
+/// came first). A job leased once keeps its turn when its lease runs out,
+/// or an older queued job and it would wait for each other for ever. A
+/// run's steps are not held back so: some are queued for later on purpose
+/// (`ShowStop`), and each checks the run's state.
 macro_rules! claim_sql {
     ($lock:literal) => {
         concat!(
@@ -126,7 +129,8 @@ macro_rules! claim_sql {
             "OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) ",
             "AND NOT EXISTS (SELECT 1 FROM jobs k ",
             "WHERE k.job_key = j.job_key AND k.id <> j.id AND (k.state = 'leased' ",
-            "OR (k.state = 'queued' AND k.id < j.id AND k.kind = 'delivery'))) ",
+            "OR (j.state = 'queued' AND k.state = 'queued' AND k.id < j.id ",
+            "AND k.kind = 'delivery'))) ",
             "ORDER BY j.run_at, j.id LIMIT 1 ",
             $lock,
             ") RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at"

@@ -335,27 +335,18 @@ pub async fn rename_repository(
     Ok(done.rows_affected())
 }
 
-/// Marks the run failed if it is still in `state` in its `generation`
-/// (what its caller read); `true` when this call did. Of two replicas'
-/// reconciliation passes that would fail the same run, one wins; the other
-/// leaves the run, and its diagnosis, to the winner.
-pub async fn claim_failure(
-    pool: &AnyPool,
-    id: &RunId,
-    state: RunState,
-    generation: u32,
-    now: Millis,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "UPDATE runs SET state = 'failed', updated_at = $1 \
-         WHERE id = $2 AND state = $3 AND generation = $4",
-    )
-    .bind(now)
-    .bind(id.as_str())
-    .bind(state.as_str())
-    .bind(i64::from(generation))
-    .execute(pool)
-    .await?;
+/// Like [`save`], but only while the stored run is still in state `was`
+/// in `run`'s generation (what its caller read); `true` when it was
+/// written. Of two replicas' reconciliation passes that would fail the
+/// same run, one writes it; the other leaves the run, and its diagnosis,
+/// to the winner.
+pub async fn save_if_still(pool: &AnyPool, run: &Run, was: RunState) -> Result<bool, StoreError> {
+    let sql = update_run_sql!(" AND generation = $20 AND state = $22");
+    let done = bind_mutable(sqlx::query(sql), run)
+        .bind(run.id.as_str())
+        .bind(was.as_str())
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 

@@ -784,3 +784,41 @@ async fn a_delivery_in_backoff_holds_back_the_newer_ones_of_its_thread() {
     let again = claim(&store, "w").await.expect("due again");
     assert_eq!(again.id, first.id, "the first delivery, first");
 }
+
+/// A delivery leased before an older one of its key was queued again (a
+/// dead delivery requeued by hand, or on PostgreSQL an id committed out of
+/// order) keeps its turn when its lease runs out: the two never wait for
+/// each other for ever.
+#[tokio::test]
+async fn a_delivery_whose_lease_ran_out_is_not_held_back_by_an_older_one() {
+    let (_db, clock, store) = setup("q_fifo_lease").await;
+    let delivery = NewJob {
+        kind: JobKind::Delivery,
+        ..job("thread:o/r#1", 3)
+    };
+    let older = jobs::enqueue(store.pool(), &delivery, T0).await.unwrap();
+    let newer = jobs::enqueue(store.pool(), &delivery, T0).await.unwrap();
+    // The newer one was leased by a worker that died; the older waits.
+    sqlx::query(
+        "UPDATE jobs SET state = 'leased', lease_owner = 'gone', lease_expires_at = $1, \
+         attempts = 1 WHERE id = $2",
+    )
+    .bind(T0 + 1_000)
+    .bind(newer)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    assert!(claim(&store, "w").await.is_none(), "the lease still holds");
+    clock.advance(Duration::from_secs(2));
+    let first = claim(&store, "w")
+        .await
+        .expect("the expired lease is taken again");
+    assert_eq!(first.id, newer);
+    assert!(
+        jobs::complete(store.pool(), first.id, "w", store.now_ms())
+            .await
+            .unwrap()
+    );
+    let second = claim(&store, "w").await.expect("then the older one");
+    assert_eq!(second.id, older);
+}

@@ -592,29 +592,32 @@ async fn a_review_comments_kept_words_are_replaced_only_by_newer_ones() {
     );
 }
 
-/// Of two reconciliation passes failing the same run, one claims it; a
-/// run that moved on (another state, or a new life) is not claimed.
+/// Of two reconciliation passes failing the same run, one writes it; a
+/// run that moved on (another state, or a new life) is not written.
 #[tokio::test]
-async fn a_runs_failure_is_claimed_once_and_only_as_it_was_read() {
-    let db = TestDb::new("claim-failure").await;
+async fn a_runs_failure_is_written_once_and_only_as_it_was_read() {
+    let db = TestDb::new("fail-if-still").await;
     let store = db.store().await;
     let read = a_run("run-1");
     runs::insert_or_get(store.pool(), &read).await.unwrap();
-    let claim = |state: RunState, generation: u32| {
-        runs::claim_failure(store.pool(), &read.id, state, generation, 5)
+    let failed = Run {
+        state: RunState::Failed,
+        outcome: Some(Outcome::Failed("steps kept failing".into())),
+        ..read.clone()
     };
-    assert!(!claim(RunState::Running, 1).await.unwrap(), "another life");
-    assert!(
-        !claim(RunState::Verifying, 0).await.unwrap(),
-        "another state"
-    );
-    assert!(claim(RunState::Running, 0).await.unwrap());
-    assert!(
-        !claim(RunState::Running, 0).await.unwrap(),
-        "claimed already"
-    );
-    assert_eq!(
-        runs::state_of(store.pool(), &read.id).await.unwrap(),
-        Some(RunState::Failed)
-    );
+    let later_life = Run {
+        generation: 1,
+        ..failed.clone()
+    };
+    let save = |run: &Run, was: RunState| {
+        let (pool, run) = (store.pool().clone(), run.clone());
+        async move { runs::save_if_still(&pool, &run, was).await.unwrap() }
+    };
+    assert!(!save(&later_life, RunState::Running).await, "another life");
+    assert!(!save(&failed, RunState::Verifying).await, "another state");
+    assert!(save(&failed, RunState::Running).await);
+    assert!(!save(&failed, RunState::Running).await, "failed already");
+    let stored = runs::get(store.pool(), &read.id).await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Failed);
+    assert_eq!(stored.outcome, failed.outcome, "the whole run is written");
 }

@@ -144,6 +144,16 @@ impl RunFailure {
     }
 }
 
+/// The run as FAILED with `failure`, its diagnosis still to post.
+fn set_failed(ctx: &mut RunContext, failure: RunFailure) {
+    let outcome = failure.outcome();
+    tracing::warn!(run = %ctx.run.id, %outcome, "run failed");
+    ctx.run.state = RunState::Failed;
+    ctx.run.outcome = Some(outcome);
+    ctx.data.failure = Some(failure);
+    ctx.data.diagnosis_posted = false;
+}
+
 impl Engine {
     /// Ends the run as FAILED and reports it.
     pub(super) async fn fail(
@@ -151,14 +161,26 @@ impl Engine {
         ctx: &mut RunContext,
         failure: RunFailure,
     ) -> Result<(), EngineError> {
-        let outcome = failure.outcome();
-        tracing::warn!(run = %ctx.run.id, %outcome, "run failed");
-        ctx.run.state = RunState::Failed;
-        ctx.run.outcome = Some(outcome);
-        ctx.data.failure = Some(failure);
-        ctx.data.diagnosis_posted = false;
+        set_failed(ctx, failure);
         self.runs.save(ctx).await?;
         self.report_failure(ctx).await
+    }
+
+    /// [`Engine::fail`], only while the stored run is still in the state
+    /// it was read in (reconciliation on several replicas: one of them
+    /// fails the run, and reports it); `false` when it had moved on.
+    pub(super) async fn fail_if_unchanged(
+        &self,
+        ctx: &mut RunContext,
+        failure: RunFailure,
+    ) -> Result<bool, EngineError> {
+        let was = ctx.run.state;
+        set_failed(ctx, failure);
+        if !self.runs.save_if_still(ctx, was).await? {
+            return Ok(false);
+        }
+        self.report_failure(ctx).await?;
+        Ok(true)
     }
 
     /// The label, the diagnosis and the status of a failed run; each once.

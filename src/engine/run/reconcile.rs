@@ -82,20 +82,21 @@ impl Engine {
         let since = ctx.data.restarted_at.unwrap_or(0);
         let (dead, error) = self.runs.dead_steps(&run.id, since).await?;
         if dead >= MAX_DEAD_STEPS {
-            // Another replica's pass may fail the run at the same time:
-            // only the one whose claim lands goes on, and posts the diagnosis.
-            if !self.runs.claim_failure(&ctx.run).await? {
-                return Ok(None);
-            }
             let error = error.unwrap_or_else(|| "unknown".to_owned());
             let failure = RunFailure::StepsFailed { times: dead, error };
-            if let Err(e) = self.fail(&mut ctx, failure).await {
-                // The failure is saved before it is reported: a step of the
-                // run, with its own tries, reports what GitHub refused.
-                self.runs.enqueue(id, Step::Iterate).await?;
-                return Err(e);
-            }
-            return Ok(Some(Action::Failed));
+            // Another replica's pass may fail the run at the same time:
+            // only the one whose write lands posts the diagnosis.
+            return match self.fail_if_unchanged(&mut ctx, failure).await {
+                Ok(true) => Ok(Some(Action::Failed)),
+                Ok(false) => Ok(None),
+                Err(e) => {
+                    // The failure is saved before it is reported: a step of
+                    // the run, with its own tries, reports what GitHub
+                    // refused.
+                    self.runs.enqueue(id, Step::Iterate).await?;
+                    Err(e)
+                }
+            };
         }
         // Another replica's pass may queue it at the same time: one step.
         if !self.runs.enqueue_unless_live(&run.id, step).await? {

@@ -10,7 +10,7 @@ use super::context::RunContext;
 use super::data::IterationRecord;
 use super::{EngineError, IssueEdit, RunJob, Step};
 use crate::clock::Millis;
-use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, run_job_key};
+use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, RunState, run_job_key};
 use crate::store::Store;
 use crate::store::jobs::{self, NewJob};
 use crate::store::runs::{self, MessageRow};
@@ -162,12 +162,16 @@ impl Runs {
         Ok(added)
     }
 
-    /// Marks the run failed unless it moved on since `run` was read
-    /// ([`runs::claim_failure`]); `true` when this call did.
-    pub async fn claim_failure(&self, run: &Run) -> Result<bool, EngineError> {
-        let now = self.store.now_ms();
-        let pool = self.store.pool();
-        Ok(runs::claim_failure(pool, &run.id, run.state, run.generation, now).await?)
+    /// [`Runs::save`] only while the stored run is still in state `was`
+    /// ([`runs::save_if_still`]); `true` when it was written.
+    pub async fn save_if_still(
+        &self,
+        ctx: &mut RunContext,
+        was: RunState,
+    ) -> Result<bool, EngineError> {
+        ctx.run.data = ctx.data.to_json();
+        ctx.run.updated_at = self.store.now_ms();
+        Ok(runs::save_if_still(self.store.pool(), &ctx.run, was).await?)
     }
 
     /// Whether a step of the run is queued or running.
