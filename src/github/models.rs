@@ -297,7 +297,8 @@ pub struct ReviewComment {
     /// The thread's first comment, for a reply.
     pub in_reply_to: Option<u64>,
     pub review_id: Option<u64>,
-    /// Changed since it was written (its `updated_at` is not its
-    /// `created_at`), by its author or anyone else who may edit it.
+    /// Changed since it was written (its `updated_at` more than a minute
+    /// after its `created_at`), by its author or anyone else who may edit
+    /// it.
     pub edited: bool,
 }

@@ -180,6 +180,24 @@ pub(crate) struct WireReviewComment {
     pub updated_at: Option<String>,
 }
 
+/// How much later than `created_at` a comment's `updated_at` may be and
+/// the comment still count as never edited: GitHub sets a new comment's a
+/// second or so after its creation (its own example payloads show it).
+const EDITED_AFTER_SECS: i64 = 60;
+
+/// Whether a comment was changed after it was written, by its times; a
+/// time that does not parse counts as an edit when the two differ.
+fn edited(created: Option<&str>, updated: Option<&str>) -> bool {
+    let (Some(created), Some(updated)) = (created, updated) else {
+        return false;
+    };
+    let secs = |t: &str| chrono::DateTime::parse_from_rfc3339(t).map(|t| t.timestamp());
+    match (secs(created), secs(updated)) {
+        (Ok(c), Ok(u)) => u.saturating_sub(c) > EDITED_AFTER_SECS,
+        _ => created != updated,
+    }
+}
+
 impl From<WireReviewComment> for ReviewComment {
     fn from(w: WireReviewComment) -> Self {
         let author = WireUser::author(w.user);
@@ -194,7 +212,7 @@ impl From<WireReviewComment> for ReviewComment {
             diff_hunk: w.diff_hunk,
             in_reply_to: w.in_reply_to_id,
             review_id: w.pull_request_review_id,
-            edited: w.updated_at.is_some() && w.updated_at != w.created_at,
+            edited: edited(w.created_at.as_deref(), w.updated_at.as_deref()),
         }
     }
 }
@@ -572,5 +590,17 @@ mod tests {
         let pr: PullRequest = parse::<WirePull>(json, "pr").unwrap().try_into().unwrap();
         assert!(pr.merged);
         assert_eq!(pr.state, PullState::Closed);
+    }
+
+    /// A new comment's `updated_at` a second after its `created_at` (as in
+    /// GitHub's own example payloads) is no edit; an hour later is.
+    #[test]
+    fn a_comment_counts_as_edited_only_well_after_it_was_written() {
+        let created = Some("2019-05-15T15:20:37Z");
+        assert!(!edited(created, Some("2019-05-15T15:20:38Z")));
+        assert!(!edited(created, created));
+        assert!(edited(created, Some("2019-05-15T16:20:37Z")));
+        assert!(!edited(None, Some("2019-05-15T16:20:37Z")));
+        assert!(edited(created, Some("not a time")));
     }
 }

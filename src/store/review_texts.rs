@@ -1,9 +1,11 @@
 //! The words of review comments on closer's pull requests, kept from their
 //! webhooks: what a person allowed to steer wrote (`created`), or changed
-//! (`edited`, by such a person). A review thread's prompt reads its
-//! comments from here rather than as GitHub shows them now: anyone who can
-//! edit a comment (every writer of the repository) may have changed it
-//! since, and GitHub's REST API does not say who did.
+//! (`edited`, by such a person); and closer's own thread replies, as it
+//! posted them (version `""`: never replaced, since no webhook of closer's
+//! own comments is kept). A review thread's prompt reads its comments from
+//! here rather than as GitHub shows them now: anyone who can edit a
+//! comment (every writer of the repository) may have changed it since, and
+//! GitHub's REST API does not say who did.
 
 use std::collections::HashMap;
 

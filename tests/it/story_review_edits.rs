@@ -76,7 +76,8 @@ async fn a_writers_edit_of_a_maintainers_thread_comment_is_not_in_the_prompt() {
     s.stop().await;
 }
 
-/// Two reviews with a summary arrive while a round works; the maintainer
+/// Two reviews requesting changes arrive while a round works (GitHub
+/// dismisses only those, and approvals); the maintainer
 /// dismisses one, the writer the other. The round after carries the
 /// summary only the writer dismissed (the control: a dismissal by anyone
 /// else would change nothing at all). Before, a dismissed review's summary
@@ -96,7 +97,7 @@ async fn a_review_dismissed_by_a_maintainer_asks_nothing_more() {
         )
         .await;
     let (kept, _) = s
-        .submit_review(pull, maintainer, "COMMENTED", "Add a usage line.", &[])
+        .submit_review(pull, maintainer, "CHANGES_REQUESTED", "Add a usage line.", &[])
         .await;
     s.dismiss_review_as(pull, taken_back, MAINTAINER).await;
     s.dismiss_review_as(pull, kept, WRITER).await;

@@ -80,20 +80,16 @@ const WITHHELD: &str =
 /// The comments with the words their webhooks brought (or, for closer's
 /// own replies, the words it posted) in place of the words GitHub shows
 /// now, which any writer of the repository may have edited since; an
-/// edited comment of someone else whose words were never kept shows
-/// [`WITHHELD`]. closer's own replies from before it kept them stay as
-/// they are.
-fn as_written(
-    app: &AppInfo,
-    comments: Vec<ReviewComment>,
-    mut kept: HashMap<u64, String>,
-) -> Vec<ReviewComment> {
+/// edited comment whose words were never kept shows [`WITHHELD`] (a reply
+/// of closer's so shown answers what is older than itself).
+fn as_written(comments: Vec<ReviewComment>, mut kept: HashMap<u64, String>) -> Vec<ReviewComment> {
     comments
         .into_iter()
         .map(|mut c| {
             match kept.remove(&c.id) {
                 Some(body) => c.body = body,
-                None if c.edited && !is_ours(app, &c) => c.body = WITHHELD.to_owned(),
+                // closer's own too: its marker says what it answered.
+                None if c.edited => c.body = WITHHELD.to_owned(),
                 None => {}
             }
             c
@@ -130,7 +126,7 @@ impl Engine {
         let app = self.github.app_info().await?;
         let comments = ctx.client.list_review_comments(ctx.repo(), pull).await?;
         let kept = review_texts::of_run(self.runs.store().pool(), &ctx.run.id).await?;
-        let comments = as_written(&app, comments, kept);
+        let comments = as_written(comments, kept);
         let snapshot = ctx.config.commands.min_permission;
         let minimum = self
             .steering_minimum(&ctx.client, &ctx.run, snapshot)
@@ -212,33 +208,16 @@ impl Engine {
             };
             let posted = existing
                 .iter()
-                .any(|c| is_ours(&app, c) && c.body.contains(&marker));
-            if !posted {
-                let answer = said.get(&root).cloned().unwrap_or(ThreadAnswer::Changed {
-                    commit: head.to_owned(),
-                    what: String::new(),
-                });
-                let answer = match answer {
-                    ThreadAnswer::Changed { what, .. } => ThreadAnswer::Changed {
-                        commit: head.to_owned(),
-                        what,
-                    },
-                    other => other,
-                };
-                let body = format!("{}\n{marker}", comment::thread_reply(&answer));
-                match ctx
-                    .client
-                    .reply_to_review_comment(ctx.repo(), pull, root, &body)
-                    .await
-                {
-                    Ok(reply) => self.keep_own_reply(ctx, reply.id, &body).await?,
-                    // The thread's first comment was deleted meanwhile:
-                    // there is nothing left to answer.
-                    Err(e) if e.is_gone() => {
-                        tracing::info!(run = %ctx.run.id, thread = root, "review thread gone; not answered");
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+                .find(|c| is_ours(&app, c) && c.body.contains(&marker));
+            let body = format!(
+                "{}\n{marker}",
+                comment::thread_reply(&answer_for(&said, root, head))
+            );
+            match posted {
+                // Posted by an earlier try whose keeping failed: kept now,
+                // as it was posted.
+                Some(reply) => self.keep_own_reply(ctx, reply.id, &body).await?,
+                None => self.reply_in_thread(ctx, pull, root, &body).await?,
             }
             ctx.data.pending_threads.remove(0);
             ctx.data.threads_seen.remove(&root);
@@ -248,7 +227,46 @@ impl Engine {
     }
 }
 
+/// What closer answers in thread `root`: what the agent said of it, with
+/// the pushed commit `head` when something changed.
+fn answer_for(said: &HashMap<u64, ThreadAnswer>, root: u64, head: &str) -> ThreadAnswer {
+    match said.get(&root).cloned() {
+        Some(ThreadAnswer::Changed { what, .. }) => ThreadAnswer::Changed {
+            commit: head.to_owned(),
+            what,
+        },
+        Some(other) => other,
+        None => ThreadAnswer::Changed {
+            commit: head.to_owned(),
+            what: String::new(),
+        },
+    }
+}
+
 impl Engine {
+    /// Posts closer's reply in thread `root` and keeps its words; a thread
+    /// whose first comment was deleted meanwhile has nothing left to answer.
+    async fn reply_in_thread(
+        &self,
+        ctx: &RunContext,
+        pull: IssueNumber,
+        root: u64,
+        body: &str,
+    ) -> Result<(), EngineError> {
+        match ctx
+            .client
+            .reply_to_review_comment(ctx.repo(), pull, root, body)
+            .await
+        {
+            Ok(reply) => self.keep_own_reply(ctx, reply.id, body).await,
+            Err(e) if e.is_gone() => {
+                tracing::info!(run = %ctx.run.id, thread = root, "review thread gone; not answered");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Keeps the words of closer's reply `id` as it posted them: its marker
     /// says what it answered, and an edit must not move that.
     async fn keep_own_reply(
@@ -389,16 +407,11 @@ mod tests {
         }
     }
 
-    /// Kept words win over what GitHub shows now; an edited comment of a
-    /// person whose words were never kept is withheld; closer's own reply
-    /// from before replies were kept, and any unedited comment, stay.
+    /// Kept words win over what GitHub shows now; an edited comment whose
+    /// words were never kept is withheld, closer's own too (its marker
+    /// then answers only what is older than it); an unedited one stays.
     #[test]
     fn comments_read_as_written() {
-        let app = AppInfo {
-            id: 1,
-            slug: "closer".into(),
-            bot_login: "closer[bot]".into(),
-        };
         let mut edited_ours = ours(4, "as edited".into());
         edited_ours.edited = true;
         let comments = vec![
@@ -408,11 +421,12 @@ mod tests {
             edited_ours,
         ];
         let kept = HashMap::from([(1, "rename it".to_owned())]);
-        let bodies: Vec<String> = as_written(&app, comments, kept)
+        let bodies: Vec<String> = as_written(comments, kept)
             .into_iter()
             .map(|c| c.body)
             .collect();
-        assert_eq!(bodies, ["rename it", WITHHELD, "as written", "as edited"]);
+        assert_eq!(bodies, ["rename it", WITHHELD, "as written", WITHHELD]);
+        assert_eq!(answered_up_to(10, &ours(40, WITHHELD.to_owned())), 40);
     }
 
     /// The marker on the reply's last line names what it answered; the
