@@ -95,19 +95,33 @@ pub async fn enqueue<'e, E>(executor: E, job: &NewJob, now: Millis) -> Result<i6
 where
     E: Executor<'e, Database = Any>,
 {
-    let row = sqlx::query(
-        "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
-         created_at, updated_at) VALUES ($1, $2, $3, 'queued', 0, $4, $5, $6, $6) RETURNING id",
+    let row = bind_new(
+        sqlx::query(
+            "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
+             created_at, updated_at) VALUES ($1, $2, $3, 'queued', 0, $4, $5, $6, $6) RETURNING id",
+        ),
+        job,
+        now,
     )
-    .bind(job.kind.as_str())
-    .bind(&job.key)
-    .bind(&job.payload)
-    .bind(job.max_attempts)
-    .bind(job.run_at)
-    .bind(now)
     .fetch_one(executor)
     .await?;
     Ok(row.try_get("id")?)
+}
+
+/// Binds a new job's columns as `$1`–`$6` (kind, key, payload, attempts
+/// allowed, due time, now).
+fn bind_new<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
+    job: &'q NewJob,
+    now: Millis,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
+    query
+        .bind(job.kind.as_str())
+        .bind(&job.key)
+        .bind(&job.payload)
+        .bind(job.max_attempts)
+        .bind(job.run_at)
+        .bind(now)
 }
 
 /// The claim statement; `$lock` is empty on SQLite (one writer at a time) and
@@ -407,18 +421,16 @@ pub async fn enqueue_unless_live(
             .execute(&mut *tx)
             .await?;
     }
-    let done = sqlx::query(
-        "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
-         created_at, updated_at) SELECT $1, $2, $3, 'queued', 0, $4, $5, $6, $6 \
-         WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE job_key = $2 \
-         AND (state = 'queued' OR state = 'leased'))",
+    let done = bind_new(
+        sqlx::query(
+            "INSERT INTO jobs (kind, job_key, payload, state, attempts, max_attempts, run_at, \
+             created_at, updated_at) SELECT $1, $2, $3, 'queued', 0, $4, $5, $6, $6 \
+             WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE job_key = $2 \
+             AND (state = 'queued' OR state = 'leased'))",
+        ),
+        job,
+        now,
     )
-    .bind(job.kind.as_str())
-    .bind(&job.key)
-    .bind(&job.payload)
-    .bind(job.max_attempts)
-    .bind(job.run_at)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

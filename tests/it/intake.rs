@@ -384,8 +384,8 @@ async fn every_fixture_is_accepted_and_processed_or_triaged_away() {
         .filter(|(_, s)| *s == DeliveryStatus::Processed)
         .count();
     assert_eq!(
-        processed, 20,
-        "installation, ping, labeled and opened fixtures"
+        processed, 24,
+        "installation, ping, labeled, opened and repository fixtures"
     );
     let settled = app.settled(processed).await;
     assert!(

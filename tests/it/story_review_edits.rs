@@ -97,7 +97,13 @@ async fn a_review_dismissed_by_a_maintainer_asks_nothing_more() {
         )
         .await;
     let (kept, _) = s
-        .submit_review(pull, maintainer, "CHANGES_REQUESTED", "Add a usage line.", &[])
+        .submit_review(
+            pull,
+            maintainer,
+            "CHANGES_REQUESTED",
+            "Add a usage line.",
+            &[],
+        )
         .await;
     s.dismiss_review_as(pull, taken_back, MAINTAINER).await;
     s.dismiss_review_as(pull, kept, WRITER).await;

@@ -25,7 +25,7 @@ pub const TARGET: Target = Target {
     one,
 };
 
-const KINDS: [EventKind; 8] = [
+const KINDS: [EventKind; 9] = [
     EventKind::Ping,
     EventKind::Installation,
     EventKind::InstallationRepositories,
@@ -34,6 +34,7 @@ const KINDS: [EventKind; 8] = [
     EventKind::PullRequest,
     EventKind::PullRequestReview,
     EventKind::PullRequestReviewComment,
+    EventKind::Repository,
 ];
 
 const VOCABULARY: &[&str] = &[
@@ -47,6 +48,8 @@ const VOCABULARY: &[&str] = &[
     "added",
     "removed",
     "suspend",
+    "renamed",
+    "transferred",
     "Bot",
     "User",
     "closer[bot]",
