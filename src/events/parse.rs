@@ -825,6 +825,20 @@ mod tests {
         let renamed = previous("repository.renamed.json");
         assert_eq!(renamed.0, "Octocoders/Hello-World");
         assert_eq!(renamed.1.as_deref(), Some("Octocoders/Hello-World"));
+        // GitHub's example renames to the name it had; the name comes
+        // from `changes`, not from the repository.
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&fixture("repository.renamed.json")).unwrap();
+        v["changes"]["repository"]["name"]["from"] = serde_json::json!("Old-World");
+        let Ok(Event::Repository { previous: old, .. }) =
+            parse_event(EventKind::Repository, v.to_string().as_bytes())
+        else {
+            panic!("not a repository event");
+        };
+        assert_eq!(
+            old.map(|p| p.to_string()).as_deref(),
+            Some("Octocoders/Old-World")
+        );
         let moved = previous("repository.transferred.json");
         assert_eq!(moved.1.as_deref(), Some("octocat/Hello-World"));
         let mut v: serde_json::Value =

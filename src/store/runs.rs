@@ -320,18 +320,29 @@ pub async fn mark_stopped(
     Ok(marked)
 }
 
-/// Gives the runs of repository `old` (whatever its case) the name `new`:
-/// the repository was renamed or moved. Answers how many.
+/// Gives the runs of repository `old` (whatever its case) the name `new`,
+/// under `installation` (a repository moved to another owner belongs to
+/// that owner's installation): the repository was renamed or moved.
+/// A run whose issue number a run under `new` already has (a deleted
+/// repository's name taken again) keeps the old name, since one issue has
+/// one run. Answers how many were renamed.
 pub async fn rename_repository(
     pool: &AnyPool,
     old: &RepoName,
     new: &RepoName,
+    installation: InstallationId,
 ) -> Result<u64, StoreError> {
-    let done = sqlx::query("UPDATE runs SET repository = $1 WHERE LOWER(repository) = LOWER($2)")
-        .bind(new.to_string())
-        .bind(old.to_string())
-        .execute(pool)
-        .await?;
+    let done = sqlx::query(
+        "UPDATE runs SET repository = $1, installation_id = $2 \
+         WHERE LOWER(repository) = LOWER($3) AND repository <> $1 \
+         AND NOT EXISTS (SELECT 1 FROM runs AS there \
+         WHERE there.repository = $1 AND there.issue_number = runs.issue_number)",
+    )
+    .bind(new.to_string())
+    .bind(installation.0)
+    .bind(old.to_string())
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected())
 }
 

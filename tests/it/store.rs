@@ -621,3 +621,38 @@ async fn a_runs_failure_is_written_once_and_only_as_it_was_read() {
     assert_eq!(stored.state, RunState::Failed);
     assert_eq!(stored.outcome, failed.outcome, "the whole run is written");
 }
+
+/// A renamed repository's runs take the new name and the installation that
+/// reaches it; a run whose issue number the new name already has a run for
+/// (a deleted repository's name taken again) keeps the old name.
+#[tokio::test]
+async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() {
+    let db = TestDb::new("rename-runs").await;
+    let store = db.store().await;
+    let (old, new) = (RepoName::new("octo", "calc"), RepoName::new("acme", "calc"));
+    let run = |id: &str, repo: &RepoName, issue: u64| Run {
+        repository: repo.clone(),
+        issue_number: IssueNumber(issue),
+        ..a_run(id)
+    };
+    for r in [
+        run("r7", &old, 7),
+        run("r8", &old, 8),
+        run("there-7", &new, 7),
+    ] {
+        runs::insert_or_get(store.pool(), &r).await.unwrap();
+    }
+    let renamed = runs::rename_repository(store.pool(), &old, &new, InstallationId(9));
+    assert_eq!(renamed.await.unwrap(), 1);
+    let get = |id: &str| {
+        let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
+        async move { runs::get(&pool, &id).await.unwrap().unwrap() }
+    };
+    let moved = get("r8").await;
+    assert_eq!(
+        (moved.repository, moved.installation_id),
+        (new.clone(), InstallationId(9))
+    );
+    assert_eq!(get("r7").await.repository, old, "#7 is taken there");
+    assert_eq!(get("there-7").await.repository, new);
+}

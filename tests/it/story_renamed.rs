@@ -64,7 +64,8 @@ async fn a_run_follows_its_repository_renamed() {
 /// The same with the event missed (an App registered before it subscribed
 /// to `repository`): reconciliation finds GitHub answering the issue under
 /// another name, confirms the repository's new name, and the run takes it.
-/// A transfer to another owner is followed the same way.
+/// A transfer to another owner is followed the same way (here the
+/// installation covers both owners' repositories).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconciliation_finds_a_rename_whose_event_was_missed() {
     let (mut s, n) = waiting_run("renamed-missed").await;

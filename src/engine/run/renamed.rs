@@ -36,8 +36,9 @@ impl Engine {
 
     /// Gives the runs of `old` the name GitHub answers `old` with now, when
     /// that is another name (GitHub follows a renamed or moved repository's
-    /// old name to it); `None` when it is not, or the old name leads
-    /// nowhere.
+    /// old name to it), and `installation` (the one that asked, which
+    /// reaches the repository now); `None` when it is not, or the old name
+    /// leads nowhere.
     pub(super) async fn follow_rename(
         &self,
         client: &InstallationClient,
@@ -49,11 +50,13 @@ impl Engine {
             Err(e) if e.is_gone() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        if now.to_string().eq_ignore_ascii_case(&old.to_string()) {
+        // Exactly: runs are found by their name as written, so a change
+        // of case is a rename too.
+        if now == *old {
             return Ok(None);
         }
         let pool = self.runs.store().pool();
-        let renamed = runs::rename_repository(pool, old, &now).await?;
+        let renamed = runs::rename_repository(pool, old, &now, installation).await?;
         let (from, to) = (old.to_string(), now.to_string());
         installations::rename_repository(pool, installation.0, &from, &to).await?;
         tracing::info!(%old, %now, runs = renamed, "a repository was renamed: its runs follow");

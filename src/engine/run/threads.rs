@@ -59,10 +59,16 @@ fn reply_marker(run: &str, root: u64, seen: u64) -> String {
 
 /// The newest comment closer's reply `c` in thread `root` answered: the one
 /// its marker names, or (a reply from before markers named one) every
-/// comment older than the reply itself. The marker is the reply's last
+/// comment older than the reply itself; a withheld one (edited, its words
+/// never kept) only the thread's first. The marker is the reply's last
 /// line; the agent's words quoted above it cannot hold one (`<` is escaped
 /// there), so a look-alike in them is never read.
 fn answered_up_to(root: u64, c: &ReviewComment) -> u64 {
+    // A reply of closer's edited since (its words unknown) answered
+    // nothing closer can vouch for: at worst, one answer more.
+    if c.body == WITHHELD {
+        return root;
+    }
     let mark = format!(":thread-{root}-upto-");
     let last = c.body.trim_end().rsplit('\n').next().unwrap_or_default();
     last.strip_prefix("<!-- closer:once=")
@@ -81,7 +87,7 @@ const WITHHELD: &str =
 /// own replies, the words it posted) in place of the words GitHub shows
 /// now, which any writer of the repository may have edited since; an
 /// edited comment whose words were never kept shows [`WITHHELD`] (a reply
-/// of closer's so shown answers what is older than itself).
+/// of closer's so shown answers only the thread's first comment).
 fn as_written(comments: Vec<ReviewComment>, mut kept: HashMap<u64, String>) -> Vec<ReviewComment> {
     comments
         .into_iter()
@@ -215,8 +221,11 @@ impl Engine {
             );
             match posted {
                 // Posted by an earlier try whose keeping failed: kept now,
-                // as it was posted.
-                Some(reply) => self.keep_own_reply(ctx, reply.id, &body).await?,
+                // as it was posted (or, edited since, as it is meant).
+                Some(reply) => {
+                    let words = if reply.edited { &body } else { &reply.body };
+                    self.keep_own_reply(ctx, reply.id, words).await?;
+                }
                 None => self.reply_in_thread(ctx, pull, root, &body).await?,
             }
             ctx.data.pending_threads.remove(0);
@@ -408,8 +417,8 @@ mod tests {
     }
 
     /// Kept words win over what GitHub shows now; an edited comment whose
-    /// words were never kept is withheld, closer's own too (its marker
-    /// then answers only what is older than it); an unedited one stays.
+    /// words were never kept is withheld, closer's own too (it then
+    /// answers only the thread's first comment); an unedited one stays.
     #[test]
     fn comments_read_as_written() {
         let mut edited_ours = ours(4, "as edited".into());
@@ -426,7 +435,7 @@ mod tests {
             .map(|c| c.body)
             .collect();
         assert_eq!(bodies, ["rename it", WITHHELD, "as written", WITHHELD]);
-        assert_eq!(answered_up_to(10, &ours(40, WITHHELD.to_owned())), 40);
+        assert_eq!(answered_up_to(10, &ours(40, WITHHELD.to_owned())), 10);
     }
 
     /// The marker on the reply's last line names what it answered; the
