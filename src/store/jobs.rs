@@ -132,7 +132,12 @@ fn bind_new<'q>(
 /// came first). A job leased once keeps its turn when its lease runs out,
 /// or an older queued job and it would wait for each other for ever. A
 /// run's steps are not held back so: some are queued for later on purpose
-/// (`ShowStop`), and each checks the run's state.
+/// (`ShowStop`), and each checks the run's state. (Delivery keys are never
+/// a run's.) The two conditions stay two index lookups (the older queued
+/// one through `jobs_queued_by_key`, migration 10): folded into one with
+/// an `OR`, SQLite read every job of the key for each candidate, which
+/// halved the default process's rate under the benchmark's mix
+/// (docs/benchmarks.md, run 10).
 macro_rules! claim_sql {
     ($lock:literal) => {
         concat!(
@@ -142,9 +147,9 @@ macro_rules! claim_sql {
             "WHERE ((j.state = 'queued' AND j.run_at <= $3) ",
             "OR (j.state = 'leased' AND j.lease_expires_at <= $3 AND j.attempts < j.max_attempts)) ",
             "AND NOT EXISTS (SELECT 1 FROM jobs k ",
-            "WHERE k.job_key = j.job_key AND k.id <> j.id AND (k.state = 'leased' ",
-            "OR (j.state = 'queued' AND k.state = 'queued' AND k.id < j.id ",
-            "AND k.kind = 'delivery'))) ",
+            "WHERE k.job_key = j.job_key AND k.state = 'leased' AND k.id <> j.id) ",
+            "AND NOT (j.state = 'queued' AND j.kind = 'delivery' AND EXISTS (SELECT 1 FROM jobs k ",
+            "WHERE k.job_key = j.job_key AND k.state = 'queued' AND k.id < j.id)) ",
             "ORDER BY j.run_at, j.id LIMIT 1 ",
             $lock,
             ") RETURNING id, kind, job_key, payload, attempts, max_attempts, lease_expires_at, run_at"

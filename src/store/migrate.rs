@@ -73,6 +73,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0009_review_texts.sql"),
         postgres: include_str!("../../migrations/postgres/0009_review_texts.sql"),
     },
+    Migration {
+        version: 10,
+        name: "queued_jobs_by_key",
+        sqlite: include_str!("../../migrations/sqlite/0010_queued_jobs_by_key.sql"),
+        postgres: include_str!("../../migrations/postgres/0010_queued_jobs_by_key.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

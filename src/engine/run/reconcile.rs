@@ -7,10 +7,13 @@
 //! open run whose issue was closed (by a person: not by the merge of the
 //! run's pull request), moved to another repository or deleted, or whose
 //! trigger label, when the label started it, was removed is stopped; the
-//! runs of a repository renamed since take its new name (`renamed.rs`). A run whose steps failed for good
-//! [`MAX_DEAD_STEPS`] times in a row (each after all its tries) is failed
-//! with a diagnosis instead of being queued again. It never starts a run
-//! and never touches a run that has ended.
+//! runs of a repository renamed since take its new name (`renamed.rs`). A
+//! run whose steps failed for good [`MAX_DEAD_STEPS`] times in a row (each
+//! after all its tries) is failed with a diagnosis instead of being queued
+//! again. It never starts a run and never touches a run that has ended
+//! (but for a rename, which gives ended runs the new name too). Every
+//! replica reconciles: a step is queued only if none is live, and a run
+//! failed only if it is still as the pass read it (decision 186).
 
 use std::sync::Arc;
 use std::time::Duration;
