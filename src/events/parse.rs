@@ -2,6 +2,8 @@
 //! deserialised; a payload missing one of them is a [`ParseError`] naming the
 //! event, never a panic.
 
+mod repository;
+
 use serde::Deserialize;
 
 use super::*;
@@ -213,33 +215,10 @@ struct RawChanges {
     body: Option<RawFrom>,
     /// `repository.renamed`: `{"name": {"from": "<old name>"}}`.
     #[serde(default)]
-    repository: Option<RawRenamed>,
+    repository: Option<repository::RawRenamed>,
     /// `repository.transferred`: `{"from": {"user" | "organization": …}}`.
     #[serde(default)]
-    owner: Option<RawOwnerFrom>,
-}
-
-#[derive(Deserialize)]
-struct RawRenamed {
-    name: RawFrom,
-}
-
-#[derive(Deserialize)]
-struct RawOwnerFrom {
-    from: RawOwner,
-}
-
-#[derive(Deserialize)]
-struct RawOwner {
-    #[serde(default)]
-    user: Option<RawLogin>,
-    #[serde(default)]
-    organization: Option<RawLogin>,
-}
-
-#[derive(Deserialize)]
-struct RawLogin {
-    login: String,
+    owner: Option<repository::RawOwnerFrom>,
 }
 
 impl RawChanges {
@@ -327,7 +306,7 @@ pub fn parse_event(kind: EventKind, body: &[u8]) -> Result<Event, ParseError> {
         EventKind::Installation | EventKind::InstallationRepositories | EventKind::Ping => {
             installation_event(kind, raw, parts)
         }
-        EventKind::Repository => repository_event(raw, parts),
+        EventKind::Repository => repository::event(raw, parts),
         _ => thread_event(kind, raw, parts),
     }
 }
@@ -378,34 +357,6 @@ fn installation_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Even
             .unwrap_or_default(),
         account_type: inst.account.map(|a| a.kind).unwrap_or_default(),
         repositories: names(raw.repositories),
-        sender: p.sender,
-    })
-}
-
-/// `repository`: for `renamed` and `transferred`, the name it had.
-fn repository_event(raw: RawPayload, p: Parts) -> Result<Event, ParseError> {
-    let repo = repo(raw.repository, &|m| p.err(m))?;
-    let action = RepositoryAction::parse(&p.action);
-    let changes = raw.changes.as_ref();
-    let previous = match action {
-        RepositoryAction::Renamed => changes
-            .and_then(|c| c.repository.as_ref())
-            .and_then(|r| r.name.from.as_deref())
-            .map(|old| RepoName::new(repo.name.owner(), old)),
-        RepositoryAction::Transferred => changes
-            .and_then(|c| c.owner.as_ref())
-            .and_then(|o| match (&o.from.user, &o.from.organization) {
-                (_, Some(owner)) | (Some(owner), None) => Some(owner.login.clone()),
-                (None, None) => None,
-            })
-            .map(|old| RepoName::new(old, repo.name.name())),
-        RepositoryAction::Other(_) => None,
-    };
-    Ok(Event::Repository {
-        action,
-        installation: p.installation,
-        repo,
-        previous,
         sender: p.sender,
     })
 }
@@ -811,54 +762,5 @@ mod tests {
         v.as_object_mut().unwrap().remove("changes");
         let event = parse_event(EventKind::Issues, v.to_string().as_bytes()).unwrap();
         assert!(matches!(event, Event::Issues { changes, .. } if changes.moved_to.is_none()));
-    }
-
-    /// A renamed or moved repository's earlier name, from `changes`.
-    #[test]
-    fn a_repository_event_names_what_the_repository_was_called() {
-        let previous = |file: &str| match parse_event(EventKind::Repository, &fixture(file)) {
-            Ok(Event::Repository { previous, repo, .. }) => {
-                (repo.name.to_string(), previous.map(|p| p.to_string()))
-            }
-            other => panic!("{other:?}"),
-        };
-        let renamed = previous("repository.renamed.json");
-        assert_eq!(renamed.0, "Octocoders/Hello-World");
-        assert_eq!(renamed.1.as_deref(), Some("Octocoders/Hello-World"));
-        // GitHub's example renames to the name it had; the name comes
-        // from `changes`, not from the repository.
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&fixture("repository.renamed.json")).unwrap();
-        v["changes"]["repository"]["name"]["from"] = serde_json::json!("Old-World");
-        let Ok(Event::Repository { previous: old, .. }) =
-            parse_event(EventKind::Repository, v.to_string().as_bytes())
-        else {
-            panic!("not a repository event");
-        };
-        assert_eq!(
-            old.map(|p| p.to_string()).as_deref(),
-            Some("Octocoders/Old-World")
-        );
-        let moved = previous("repository.transferred.json");
-        assert_eq!(moved.1.as_deref(), Some("octocat/Hello-World"));
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&fixture("repository.transferred.json")).unwrap();
-        v["changes"]["owner"]["from"] = serde_json::json!({"organization": {"login": "acme"}});
-        let Ok(Event::Repository { previous, .. }) =
-            parse_event(EventKind::Repository, v.to_string().as_bytes())
-        else {
-            panic!("not a repository event");
-        };
-        assert_eq!(
-            previous.map(|p| p.to_string()).as_deref(),
-            Some("acme/Hello-World")
-        );
-        v["action"] = serde_json::json!("edited");
-        let Ok(Event::Repository { previous, .. }) =
-            parse_event(EventKind::Repository, v.to_string().as_bytes())
-        else {
-            panic!("not a repository event");
-        };
-        assert_eq!(previous, None);
     }
 }

@@ -5,27 +5,7 @@
 
 use closer::model::{RepoName, RunState};
 
-use crate::stories::{ASKS_A_QUESTION, fix_add};
-use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, Story};
-
-/// A run waiting for its answer, on `octo/calc`.
-async fn waiting_run(name: &str) -> (Story, closer::github::types::IssueNumber) {
-    let mut s = Story::start(name, Some(CONFIG)).await;
-    s.agent_step(1, ASKS_A_QUESTION);
-    s.agent_step(2, &fix_add());
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue(
-            "add subtracts",
-            "`add 2 3` prints -1.",
-            &["closer", "type:bug"],
-        )
-        .await;
-    s.idle().await;
-    s.expect_run(n, RunState::AwaitingResponse, 1).await;
-    (s, n)
-}
+use crate::stories::awaiting_an_answer;
 
 /// The repository is renamed and its `repository.renamed` arrives; the
 /// author's answer, delivered under the new name, resumes the run, which
@@ -35,7 +15,7 @@ async fn waiting_run(name: &str) -> (Story, closer::github::types::IssueNumber) 
 /// nothing, since GitHub no longer leads the old name to the new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_follows_its_repository_renamed() {
-    let (mut s, n) = waiting_run("renamed").await;
+    let (mut s, n) = awaiting_an_answer("renamed").await;
     let first_rename = s.sent();
     s.rename_repo("octo/calculator", true).await;
     s.idle().await;
@@ -68,7 +48,7 @@ async fn a_run_follows_its_repository_renamed() {
 /// installation covers both owners' repositories).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconciliation_finds_a_rename_whose_event_was_missed() {
-    let (mut s, n) = waiting_run("renamed-missed").await;
+    let (mut s, n) = awaiting_an_answer("renamed-missed").await;
     s.rename_repo("acme/calc", false).await;
     let engine = s.engine.clone().unwrap();
     let done = engine.reconcile().await.unwrap();
