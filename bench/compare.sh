@@ -10,6 +10,8 @@
 #
 # BENCH_CELLS picks cells (default: all five, in this order):
 #   BENCH_CELLS="probot sqlite-all" bench/compare.sh
+# Two more cells, not in the default set, measure working off a backlog
+# (see `backlog` below): sqlite-backlog, postgres-backlog.
 # BENCH_DRAIN_SECS (default 60) bounds the wait for the queue after an `all` cell.
 # BENCH_CODE_COLD=1 drops closer's program pages from its resident set once it
 # has started (bench/code_pages.py), so its peak RSS is what the load touches.
@@ -110,10 +112,8 @@ sql() {
   esac
 }
 
-closer() {
-  backend=$1
-  local role=$2
-  cell="closer-$backend-$role-$RANDOM"
+# Makes the cell's database ($db; $dbname on PostgreSQL).
+new_database() {
   case "$backend" in
     sqlite) db="sqlite://$work/$cell.db" ;;
     postgres)
@@ -121,14 +121,40 @@ closer() {
       psql -q -h 127.0.0.1 -U postgres -c "CREATE DATABASE $dbname" postgres
       db="postgres://postgres@127.0.0.1:5432/$dbname" ;;
   esac
+}
+
+drop_database() {
+  [ "$backend" = postgres ] && psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE $dbname" postgres
+  return 0
+}
+
+# Starts `closer serve --role $1` on the cell's database; sets $server_pid.
+start_closer() {
   mkdir -p "$work/$cell-data"
   GITHUB_WEBHOOK_SECRET=$secret DATABASE_URL=$db CLOSER_BIND=127.0.0.1:$port \
     GITHUB_APP_ID=1 GITHUB_PRIVATE_KEY_PATH="$work/app.pem" GITHUB_API_URL="http://127.0.0.1:$gh_port" \
     CLOSER_DATA_DIR="$work/$cell-data" RUST_LOG=warn \
-    "$bin" serve --dry-run --role "$role" >"$work/$cell.log" 2>&1 &
+    "$bin" serve --dry-run --role "$1" >>"$work/$cell.log" 2>&1 &
   server_pid=$!
   wait_http "http://127.0.0.1:$port/readyz" closer
   sleep 1 # the App's slug, asked of the fake GitHub at start
+}
+
+stop_closer() {
+  kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+
+pending_jobs() {
+  sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')"
+}
+
+closer() {
+  backend=$1
+  local role=$2
+  cell="closer-$backend-$role-$RANDOM"
+  new_database
+  start_closer "$role"
   [ "${BENCH_CODE_COLD:-0}" = 1 ] && python3 "$root/bench/code_pages.py" "$server_pid"
   drive "http://127.0.0.1:$port" /webhooks
   local rss
@@ -136,16 +162,45 @@ closer() {
   local note="intake only: relevant deliveries stay queued"
   if [ "$role" = all ]; then
     for _ in $(seq "${BENCH_DRAIN_SECS:-60}"); do
-      [ "$(sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')")" = 0 ] && break
+      [ "$(pending_jobs)" = 0 ] && break
       sleep 1
     done
-    note="$(sql "SELECT COUNT(*) FROM runs") runs started; queue after ≤ 60 s: $(sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')") jobs left"
+    note="$(sql "SELECT COUNT(*) FROM runs") runs started; queue after ≤ 60 s: $(pending_jobs) jobs left"
   fi
   note="$(sql "SELECT COUNT(*) FROM deliveries WHERE status = 'ignored'") ignored, $(sql "SELECT COUNT(*) FROM deliveries WHERE status <> 'ignored'") with a job; $note"
-  kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true
-  server_pid=
-  [ "$backend" = postgres ] && psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE $dbname" postgres
+  stop_closer
+  drop_database
   row "closer, role $role" "$backend" "$rss" "$note"
+}
+
+# A backlog, as after an outage: role `intake` takes the mix (no workers, so
+# every relevant delivery's job stays queued), then the default process
+# starts on that database and works the queue off for up to
+# BENCH_DRAIN_SECS (timed from its start). Its rate is what claiming costs
+# once jobs have piled up.
+backlog() {
+  backend=$1
+  cell="closer-$backend-backlog-$RANDOM"
+  new_database
+  start_closer intake
+  drive "http://127.0.0.1:$port" /webhooks
+  stop_closer
+  local queued left started secs
+  queued=$(pending_jobs)
+  started=$(date +%s.%N)
+  start_closer all
+  for _ in $(seq $((${BENCH_DRAIN_SECS:-60} * 4))); do
+    [ "$(pending_jobs)" = 0 ] && break
+    sleep 0.25
+  done
+  left=$(pending_jobs)
+  secs=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f", e - s}')
+  local rss
+  rss=$(peak_rss_mb "$server_pid")
+  stop_closer
+  drop_database
+  row "closer, role all after intake" "$backend" "$rss" \
+    "$queued jobs queued; $((queued - left)) worked off in $secs s ($(awk -v n=$((queued - left)) -v s="$secs" 'BEGIN {printf "%d", n / s}')/s), $left left"
 }
 
 echo "| server | database | deliveries/s | p50 | p99 | peak RSS | requests | deliveries |"
@@ -154,6 +209,7 @@ for cell_name in ${BENCH_CELLS:-probot sqlite-intake sqlite-all postgres-intake 
   case "$cell_name" in
     probot) probot ;;
     sqlite-intake | sqlite-all | postgres-intake | postgres-all) closer "${cell_name%-*}" "${cell_name#*-}" ;;
+    sqlite-backlog | postgres-backlog) backlog "${cell_name%-*}" ;;
     *) echo "unknown cell $cell_name" >&2; exit 2 ;;
   esac
 done

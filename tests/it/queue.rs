@@ -822,3 +822,66 @@ async fn a_delivery_whose_lease_ran_out_is_not_held_back_by_an_older_one() {
     let second = claim(&store, "w").await.expect("then the older one");
     assert_eq!(second.id, older);
 }
+
+/// The oldest runnable job goes first, whether it is queued or its lease
+/// ran out: the claim finds one candidate of each and takes the older.
+#[tokio::test]
+async fn the_oldest_runnable_job_goes_first_queued_or_expired() {
+    let (_db, clock, store) = setup("q_oldest").await;
+    let at = |key: &str, run_at: i64| NewJob {
+        run_at,
+        ..job(key, 3)
+    };
+    let expired = jobs::enqueue(store.pool(), &at("a", T0), T0).await.unwrap();
+    claim(&store, "gone").await.expect("leased by a worker that dies");
+    let queued_later = jobs::enqueue(store.pool(), &at("b", T0 + 1), T0)
+        .await
+        .unwrap();
+    clock.advance(LEASE + Duration::from_secs(1));
+    let queued_earlier = jobs::enqueue(store.pool(), &at("c", T0 - 1), T0)
+        .await
+        .unwrap();
+
+    let mut order = Vec::new();
+    while let Some(leased) = claim(&store, "w").await {
+        order.push(leased.id);
+    }
+    assert_eq!(order, [queued_earlier, expired, queued_later]);
+}
+
+/// A claim walks the claimable index in order and stops at the first job
+/// that may run, instead of collecting and sorting every runnable job
+/// (0.3 s per claim behind 100,000 jobs: docs/benchmarks.md, run 11).
+/// SQLite's plan for the statement as shipped; PostgreSQL's depends on its
+/// statistics, and run 11 measures both.
+#[tokio::test]
+async fn a_claim_walks_the_queue_in_order_instead_of_sorting_it() {
+    let (_db, _clock, store) = setup("q_plan").await;
+    if store.backend() != Backend::Sqlite {
+        eprintln!("SKIPPED: the plan checked is SQLite's");
+        return;
+    }
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN QUERY PLAN {}",
+        jobs::claim_statement(Backend::Sqlite)
+    )))
+    .bind("w")
+    .bind(T0)
+    .bind(T0)
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    let plan: Vec<String> = rows
+        .iter()
+        .map(|row| sqlx::Row::try_get::<String, _>(row, "detail").unwrap())
+        .collect();
+    let has = |step: &str| plan.iter().any(|line| line.contains(step));
+    assert!(
+        has("SEARCH j USING INDEX jobs_claimable (state=? AND run_at<?)"),
+        "the queued jobs are walked in order: {plan:#?}"
+    );
+    assert!(
+        !has("MULTI-INDEX OR") && !has("SCAN j"),
+        "no runnable job is collected to be sorted: {plan:#?}"
+    );
+}
