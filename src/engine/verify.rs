@@ -303,7 +303,8 @@ fn no_longer_run(
         reasons.push(format!(
             "{goal}: its output names no test now (it named the tests that passed on the base \
              commit), so closer cannot tell whether they still run; make the command name its \
-             tests (jest --verbose, vitest --reporter=verbose, pytest -v, go test -v)"
+             tests (jest --verbose, vitest --reporter=verbose, pytest -v, go test -v, \
+             rspec --format documentation)"
         ));
         blocking.push(Failure::closer("output names no test", &goal));
     }

@@ -10,13 +10,22 @@ use crate::store::{jobs, runs};
 impl Retention {
     /// Removes the worktrees, prompt files and HOMEs of runs that ended
     /// before the cutoff (or, with no run row, whose directory is that
-    /// old). The run's state and jobs are read again right before its
-    /// directory goes: a run retried meanwhile, or with a step queued or at
-    /// work, keeps it.
+    /// old). Each directory goes under its run's file lock, taken only if
+    /// no step holds it, with the run's state and jobs read under the lock:
+    /// a run retried meanwhile, or with a step queued or at work, keeps it,
+    /// and a step that starts meanwhile waits for the removal to end.
     pub(super) async fn prune_run_dirs(&self) -> u64 {
         let cutoff = self.cutoff(self.config.run_files);
         let mut removed = 0;
         for (path, run_id) in self.workspace.run_dirs().await {
+            let _files = match self.workspace.try_take_files(&run_id).await {
+                Ok(Some(files)) => files,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(run = run_id, error = %e, "run's file lock not taken; its files are kept");
+                    continue;
+                }
+            };
             if !self.run_ended_before(&path, &run_id, cutoff).await {
                 continue;
             }

@@ -9,6 +9,7 @@ mod agent_cli_codex;
 mod agent_cli_opencode;
 mod bench_agents;
 mod bench_checkout;
+mod bench_claim;
 mod bench_sandbox;
 mod cli;
 mod confinement;

@@ -4,6 +4,7 @@
 //! ages are read against it too); the same tests run on PostgreSQL.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 
@@ -20,10 +21,14 @@ use closer::store::jobs::{self, NewJob};
 use closer::store::writer::IntakeWriter;
 use closer::store::{Store, dry_run, runs};
 
+use crate::stories::fix_add;
 use crate::support::app::TestApp;
+use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::Reply;
+use crate::support::story::{CONFIG, MAINTAINER, Story};
 use crate::support::db::{TestDb, manual_clock};
 use crate::support::git::{Origin, sandbox};
-use crate::support::{fixture_for_installation, set_mode};
+use crate::support::{fixture_for_installation, set_mode, wait_for_file};
 
 const DAY: i64 = 86_400_000;
 
@@ -351,6 +356,86 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
             .count()
             == 1
     );
+}
+
+/// A step holds its run's files while it works, and the retention task
+/// takes them only when no step holds them, reading the run under that
+/// hold: here the database says the run ended long ago with nothing queued
+/// (the instant a `/closer retry` is on its way, its step already
+/// started), and the files stay until the step lets go. The control: once
+/// let go, they go.
+#[tokio::test]
+async fn an_ended_runs_files_a_step_holds_are_kept_until_it_lets_go() {
+    let db = TestDb::new("retention_held").await;
+    let now = closer::clock::system().now_ms();
+    let (clock, shared) = manual_clock(now);
+    let store = db.store_with_clock(shared).await;
+    let data = tempfile::tempdir().unwrap();
+    a_run(&store, "r-held", 1, RunState::Failed, now).await;
+    let files = run_files(data.path(), "r-held");
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        RetentionConfig::default(),
+    );
+    let step = workspace(data.path())
+        .hold_files(&RunId::from_stored("r-held"))
+        .await
+        .unwrap();
+
+    clock.set(now + 40 * DAY);
+    let held = retention.prune_once().await;
+    assert_eq!(held.run_dirs, 0, "{held:?}");
+    assert!(files.iter().all(|d| d.join("inner/file").exists()));
+
+    drop(step);
+    let free = retention.prune_once().await;
+    assert_eq!(free.run_dirs, 3, "{free:?}");
+    assert!(files.iter().all(|d| !d.exists()));
+}
+
+/// The other side of the hold: while the agent works, its step holds the
+/// run's files and the retention task cannot take them; and a
+/// `/closer retry` of a stopped run whose files the retention task is
+/// removing waits for the removal to end, then works the issue to
+/// completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_waits_while_the_retention_task_removes_its_runs_files() {
+    let mut s = Story::start("retention-retry", Some(CONFIG)).await;
+    let (started, retried) = (s.path("started"), s.path("retried"));
+    s.agent_step(1, &format!("touch '{}'\nsleep 120\n", started.display()));
+    s.agent_step(2, &format!("touch '{}'\n{}", retried.display(), fix_add()));
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    wait_for_file(&started).await;
+    let run = s.run(n).await.unwrap();
+    let files = workspace(&s.data_dir());
+    assert!(
+        files.try_take_files(run.id.as_str()).await.unwrap().is_none(),
+        "the step at work holds its run's files"
+    );
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.idle().await;
+
+    let removal = files
+        .try_take_files(run.id.as_str())
+        .await
+        .unwrap()
+        .expect("a stopped run's files are free");
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!retried.exists(), "the retry waits for the removal");
+    drop(removal);
+    s.idle().await;
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert!(retried.exists());
+    s.stop().await;
 }
 
 /// The intake's own delivery job is what keeps a waiting delivery: a

@@ -4,17 +4,19 @@
 //! baseline and an iteration) has the same id whatever the timing noise.
 //!
 //! One parser per runner (`cargo test`/nextest, `go test`, pytest/unittest,
-//! jest/vitest) and a generic fallback; a failing command always yields at
+//! jest/vitest, mocha, RSpec, TAP) and a generic fallback; a failing command always yields at
 //! least one failure. Parsing never panics on odd output.
 
 mod cargo;
 mod generic;
 mod go;
 mod jest;
+mod mocha;
 pub mod normalize;
 mod passed;
 mod passed_js;
 mod pytest;
+mod rspec;
 mod tap;
 
 pub use passed::{passed_tests, started_tests};
@@ -32,6 +34,8 @@ pub enum Runner {
     Unittest,
     Jest,
     Vitest,
+    Mocha,
+    Rspec,
     Tap,
     Generic,
     /// Not a test output: a scope violation or a missing artifact, recorded
@@ -131,7 +135,7 @@ impl Failure {
 type Parser = (Runner, fn(&str) -> bool, fn(&str) -> Vec<RawFailure>);
 
 /// Tried in order; the first that detects its format and finds failures wins.
-const PARSERS: [Parser; 8] = [
+const PARSERS: [Parser; 10] = [
     (Runner::Nextest, cargo::is_nextest, cargo::parse_nextest),
     (Runner::Cargo, cargo::is_cargo, cargo::parse),
     (Runner::Go, go::detect, go::parse),
@@ -143,6 +147,8 @@ const PARSERS: [Parser; 8] = [
     ),
     (Runner::Vitest, jest::is_vitest, jest::parse_vitest),
     (Runner::Jest, jest::is_jest, jest::parse),
+    (Runner::Mocha, mocha::detect, mocha::parse),
+    (Runner::Rspec, rspec::detect, rspec::parse),
     (Runner::Tap, tap::detect, tap::parse),
 ];
 

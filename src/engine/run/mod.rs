@@ -339,8 +339,11 @@ impl Engine {
         RunContext::load_lenient(run, client, &self.agents.names()).map(Some)
     }
 
-    /// Runs one step of a run: loads its context once and hands it on.
+    /// Runs one step of a run: loads its context once and hands it on,
+    /// holding the run's files meanwhile (the retention task leaves them
+    /// alone, see `workspace`).
     async fn step(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+        let _files = self.workspace.hold_files(run_id).await?;
         if step == Step::ShowStop {
             // A stopped run whose config no longer parses is shown too.
             let Some(mut ctx) = self.context(run_id).await? else {

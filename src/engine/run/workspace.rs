@@ -3,6 +3,13 @@
 //! token for http(s)), the scratch directory for prompt files, the copy of
 //! the base commit's completion handler (outside the worktree), and each
 //! run's own HOME for its agent (kept a while after last use, then swept).
+//!
+//! Each run's files have a lock (`<data>/locks/runs/<run>.lock`): every step
+//! of the run holds it shared while it works, and the retention task takes
+//! it exclusively, without waiting, to remove an ended run's directories.
+//! So retention never removes what a step is using, and a step (a
+//! `/closer retry` of a run retention is pruning) waits for the removal to
+//! end and then makes the worktree afresh.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,11 +19,16 @@ use super::{EngineError, other};
 use crate::agent::home::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
+use crate::agent::sandbox::lock::{self, FileLock};
 use crate::agent::sandbox::prune::entries;
 use crate::agent::sandbox::purpose::Purpose;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
 use crate::model::RunId;
+
+/// How long a step waits for the retention task to finish removing its
+/// run's files (one tree, however big: an agent's `node_modules`).
+const FILES_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// The identity of the commits closer makes.
 const COMMITTER_NAME: &str = "closer";
@@ -46,6 +58,8 @@ pub struct Workspace {
     handlers: PathBuf,
     /// The homes of the checks' checkouts.
     check_homes: PathBuf,
+    /// The runs' file locks (see the module notes).
+    file_locks: PathBuf,
 }
 
 impl Workspace {
@@ -62,7 +76,27 @@ impl Workspace {
             homes: data_dir.join("homes"),
             handlers: data_dir.join("handlers"),
             check_homes: data_dir.join("goals").join("checks"),
+            file_locks: data_dir.join("locks").join("runs"),
         }
+    }
+
+    /// Holds the run's files for a step, shared with its other holders;
+    /// waits (up to [`FILES_PATIENCE`]) while the retention task removes
+    /// them.
+    pub async fn hold_files(&self, run: &RunId) -> Result<FileLock, EngineError> {
+        lock::lock_shared_within(&self.file_lock(run.as_str()), FILES_PATIENCE)
+            .await
+            .map_err(other)
+    }
+
+    /// The run's files for the retention task to remove, if no step holds
+    /// them now.
+    pub async fn try_take_files(&self, run_id: &str) -> std::io::Result<Option<FileLock>> {
+        lock::try_lock(&self.file_lock(run_id)).await
+    }
+
+    fn file_lock(&self, run_id: &str) -> PathBuf {
+        self.file_locks.join(format!("{run_id}.lock"))
     }
 
     pub fn sandbox(&self) -> &Sandbox {
