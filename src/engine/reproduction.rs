@@ -130,8 +130,7 @@ fn note(fail_to_pass: &[String], at_head: &[GoalResult]) -> String {
     } else if tests().all(|g| g.passed_tests.is_empty()) {
         "the tests pass, but their output names no passing test, so no test can be shown to \
          reproduce the bug; run them verbosely (pytest -v, python -m unittest -v, go test -v, TAP, \
-         jest --verbose, vitest --reporter=verbose, mocha's default reporter, \
-         rspec --format documentation)"
+         jest --verbose, vitest --reporter=verbose, mocha's default reporter)"
             .to_owned()
     } else {
         "no test reproduces the bug: every test also passes on the base commit's code; \

@@ -303,8 +303,7 @@ fn no_longer_run(
         reasons.push(format!(
             "{goal}: its output names no test now (it named the tests that passed on the base \
              commit), so closer cannot tell whether they still run; make the command name its \
-             tests (jest --verbose, vitest --reporter=verbose, pytest -v, go test -v, \
-             rspec --format documentation)"
+             tests (jest --verbose, vitest --reporter=verbose, pytest -v, go test -v)"
         ));
         blocking.push(Failure::closer("output names no test", &goal));
     }

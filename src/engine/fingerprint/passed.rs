@@ -1,8 +1,7 @@
 //! The tests a run reports as passed, by name, for the formats that name
 //! them: TAP, unittest (`-v`), pytest (`-v` or `-rA`), `cargo test`,
 //! `go test -v`, jest `--verbose` and vitest's verbose reporter
-//! (`passed_js.rs`), mocha's default reporter (`mocha.rs`) and RSpec's
-//! `--format documentation` (`rspec.rs`). Named passes are what tells a test that now passes from a
+//! (`passed_js.rs`), and mocha's default reporter (`mocha.rs`). Named passes are what tells a test that now passes from a
 //! test that was deleted or skipped: a failing test only counts as fixed,
 //! or as the reproduction of a bug, when it ran and passed.
 //!
@@ -134,7 +133,6 @@ pub fn passed_tests(output: &str) -> Vec<String> {
         .collect();
     names.extend(super::passed_js::passed(&text));
     names.extend(super::mocha::passed(&text));
-    names.extend(super::rspec::passed(&text));
     names.sort();
     names.dedup();
     names

@@ -169,6 +169,53 @@ fn vitest_runs_agree() {
     );
 }
 
+/// mocha 11.8.0 (npm) on Node 20, its default `spec` reporter; a test
+/// logs a timestamp at the margin.
+#[test]
+fn mocha_runs_agree() {
+    same_across_runs(
+        "npx mocha",
+        fixture!("mocha-run1.txt"),
+        fixture!("mocha-run2.txt"),
+        Runner::Mocha,
+        &["Calc add adds two numbers", "Calc parses the date"],
+        None,
+    );
+    let f = parse_failures("npx mocha", fixture!("mocha-run1.txt"), None);
+    assert_eq!(f[0].location.as_deref(), Some("test/calc.test.js:6"));
+    assert_eq!(
+        f[0].error,
+        "AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:"
+    );
+    // Its passes, named as its failures are; not the pending test, nor
+    // the line a test logged.
+    assert_eq!(
+        passed_tests(fixture!("mocha-run1.txt")),
+        ["Calc add adds zero", "Calc multiplies", "top level test"]
+    );
+}
+
+/// RSpec 3.12 (Debian's ruby-rspec): `--format documentation`, then the
+/// default progress formatter; examples print to stdout. The same
+/// failures either way, named as the `Failed examples:` list names them
+/// (`Calc.add …`: RSpec joins a method's description without a space).
+#[test]
+fn rspec_runs_agree_whatever_the_formatter() {
+    same_across_runs(
+        "rspec",
+        fixture!("rspec-run1.txt"),
+        fixture!("rspec-run2.txt"),
+        Runner::Rspec,
+        &["Calc parses the date", "Calc.add adds two numbers"],
+        None,
+    );
+    let f = parse_failures("rspec", fixture!("rspec-run1.txt"), None);
+    assert_eq!(f[1].location.as_deref(), Some("spec/calc_spec.rb:5"));
+    assert_eq!(f[1].error, "expected: 5 got: -1");
+    // Its passes are not read (see rspec.rs): nothing is named.
+    assert!(passed_tests(fixture!("rspec-run1.txt")).is_empty());
+}
+
 #[test]
 fn generic_fallback_keeps_the_last_error_lines() {
     let run1 = "building...\nstep 1 ok (0.2s)\nERROR at 12:01:02: config file /tmp/abc123/x.yml not found\n";

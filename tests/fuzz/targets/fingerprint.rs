@@ -1,5 +1,5 @@
 //! Every fingerprint parser (cargo, nextest, go, pytest, unittest, jest,
-//! vitest, TAP and the generic fallback): real runner outputs from the
+//! vitest, mocha, RSpec, TAP and the generic fallback): real runner outputs from the
 //! fixtures edited, spliced into one another and coloured, TAP-shaped text,
 //! and raw bytes; through `parse_failures` (each parser is tried in turn, so
 //! every one of them sees every input that looks like its runner),
@@ -65,6 +65,14 @@ const PIECES: &[&str] = &[
     "\t",
     "______ ",
     " ______",
+    "✔",
+    "  3 passing (12ms)",
+    "  2 failing",
+    "  1) ",
+    "Failure/Error: ",
+    "5 examples, 2 failures",
+    "rspec ./spec/a_spec.rb:4 # ",
+    "# ./spec/a_spec.rb:5:in",
 ];
 
 const TAP: &str = "TAP version 13\n1..4\nok 1 - adds\nnot ok 2 - subtracts\n  ---\n  message: 'expected 1'\n  ...\nok 3 # SKIP\nnot ok 4 - divides # TODO\n";
