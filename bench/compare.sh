@@ -189,8 +189,8 @@ backlog() {
   queued=$(pending_jobs)
   started=$(date +%s.%N)
   start_closer all
-  for _ in $(seq $((${BENCH_DRAIN_SECS:-60} * 4))); do
-    [ "$(pending_jobs)" = 0 ] && break
+  local until=$((SECONDS + ${BENCH_DRAIN_SECS:-60}))
+  while [ "$SECONDS" -lt "$until" ] && [ "$(pending_jobs)" != 0 ]; do
     sleep 0.25
   done
   left=$(pending_jobs)

@@ -46,7 +46,10 @@ async fn fill(store: &Store, queued: i64, now: i64) {
              CASE WHEN i % 3 = 0 THEN 'run:r' || i ELSE 'thread:o/r#' || (i % 5000) END, \
              '{}', 'queued', NULL",
         ),
-        (2 * queued, "'delivery', 'delivery:d' || i, '{}', 'done', $2"),
+        (
+            2 * queued,
+            "'delivery', 'delivery:d' || i, '{}', 'done', $2",
+        ),
     ];
     for (count, columns) in rows {
         if count == 0 {
@@ -80,7 +83,9 @@ fn median_and_max(mut times: Vec<Duration>) -> String {
 #[tokio::test]
 #[ignore = "a benchmark: bench/claim.sh runs it"]
 async fn bench_claim_behind_a_backlog() {
-    println!("| backend | queued | claim median | claim max | before 189: median | before 189: max |");
+    println!(
+        "| backend | queued | claim median | claim max | before 189: median | before 189: max |"
+    );
     println!("|---|---|---|---|---|---|");
     for queued in [0, 1_000, 10_000, 100_000] {
         let db = TestDb::new(&format!("bench_claim_{queued}")).await;

@@ -833,7 +833,9 @@ async fn the_oldest_runnable_job_goes_first_queued_or_expired() {
         ..job(key, 3)
     };
     let expired = jobs::enqueue(store.pool(), &at("a", T0), T0).await.unwrap();
-    claim(&store, "gone").await.expect("leased by a worker that dies");
+    claim(&store, "gone")
+        .await
+        .expect("leased by a worker that dies");
     let queued_later = jobs::enqueue(store.pool(), &at("b", T0 + 1), T0)
         .await
         .unwrap();

@@ -23,11 +23,11 @@ use closer::store::{Store, dry_run, runs};
 
 use crate::stories::fix_add;
 use crate::support::app::TestApp;
+use crate::support::db::{TestDb, manual_clock};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
-use crate::support::story::{CONFIG, MAINTAINER, Story};
-use crate::support::db::{TestDb, manual_clock};
 use crate::support::git::{Origin, sandbox};
+use crate::support::story::{CONFIG, MAINTAINER, Story};
 use crate::support::{fixture_for_installation, set_mode, wait_for_file};
 
 const DAY: i64 = 86_400_000;
@@ -414,7 +414,11 @@ async fn a_retry_waits_while_the_retention_task_removes_its_runs_files() {
     let run = s.run(n).await.unwrap();
     let files = workspace(&s.data_dir());
     assert!(
-        files.try_take_files(run.id.as_str()).await.unwrap().is_none(),
+        files
+            .try_take_files(run.id.as_str())
+            .await
+            .unwrap()
+            .is_none(),
         "the step at work holds its run's files"
     );
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")

@@ -17,7 +17,8 @@ use super::RawFailure;
 use super::normalize::re;
 
 static SUMMARY: LazyLock<Regex> = LazyLock::new(|| re(r"^\d+ examples?, \d+ failures?"));
-static FAILED_EXAMPLE: LazyLock<Regex> = LazyLock::new(|| re(r"^rspec (\S+?)(?:\[[\d:]+\])? # (.+)$"));
+static FAILED_EXAMPLE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^rspec (\S+?)(?:\[[\d:]+\])? # (.+)$"));
 static FAILURE_HEAD: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+(\d+)\) (.+)$"));
 static FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*# (?:\./)?([^\s:]+):(\d+)"));
 
