@@ -7,7 +7,11 @@
 //! `flock(2)` locks belong to an open file description, so two opens in one
 //! process exclude each other as well; the lock is released when the guard
 //! (the open file) is dropped, also when the holder crashes. Lock files
-//! stay: a waiter may hold one open.
+//! stay: a waiter may hold one open. A child closer spawns (git, an agent)
+//! shares the open file descriptions of the moment between its fork and
+//! its exec (they are close-on-exec), so a lock let go may stay held that
+//! long: a waiter waits a little longer, and the retention task, which does
+//! not wait, tries again next pass.
 //!
 //! The wait is asynchronous and bounded: the lock is tried without blocking
 //! every [`RETRY_EVERY`], for up to a patience. No thread sits blocked in
