@@ -14,6 +14,7 @@ use regex::Regex;
 
 use super::RawFailure;
 use super::normalize::re;
+use super::passed_js::tree_name;
 
 static PASSING: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*\d+ passing \(\d+(?:\.\d+)?\s*m?s\)$"));
 static FAILING: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*\d+ failing$"));
@@ -108,7 +109,7 @@ pub(super) fn passed(text: &str) -> Vec<String> {
         }
         open.retain(|(at, _)| *at < indent);
         match test_line(content) {
-            Some(Some(name)) => names.push(full_title(&open, name)),
+            Some(Some(name)) => names.push(tree_name(&open, name, " ")),
             Some(None) => {}
             None => open.push((indent, content.to_owned())),
         }
@@ -130,13 +131,4 @@ fn test_line(content: &str) -> Option<Option<&str>> {
         "-" => Some(None),
         _ => None,
     }
-}
-
-/// `Suite Nested name`.
-fn full_title(open: &[(usize, String)], name: &str) -> String {
-    open.iter()
-        .map(|(_, d)| d.as_str())
-        .chain([name.trim()])
-        .collect::<Vec<_>>()
-        .join(" ")
 }

@@ -83,11 +83,17 @@ fn test_line(content: &str) -> Option<Option<&str>> {
 
 /// `Suite › Nested › name`.
 fn jest_name(open: &[(usize, String)], name: &str) -> String {
+    tree_name(open, name, " › ")
+}
+
+/// A test's name in a reporter's tree: the open blocks' titles and its
+/// own, joined with `separator`.
+pub(super) fn tree_name(open: &[(usize, String)], name: &str, separator: &str) -> String {
     open.iter()
         .map(|(_, d)| d.as_str())
         .chain([name.trim()])
         .collect::<Vec<_>>()
-        .join(" › ")
+        .join(separator)
 }
 
 #[cfg(test)]
