@@ -149,6 +149,15 @@ pending_jobs() {
   sql "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'leased')"
 }
 
+# Waits until no job is pending, for up to BENCH_DRAIN_SECS, looking every
+# $1 seconds.
+drain() {
+  local until=$((SECONDS + ${BENCH_DRAIN_SECS:-60}))
+  while [ "$SECONDS" -lt "$until" ] && [ "$(pending_jobs)" != 0 ]; do
+    sleep "$1"
+  done
+}
+
 closer() {
   backend=$1
   local role=$2
@@ -161,10 +170,7 @@ closer() {
   rss=$(peak_rss_mb "$server_pid")
   local note="intake only: relevant deliveries stay queued"
   if [ "$role" = all ]; then
-    for _ in $(seq "${BENCH_DRAIN_SECS:-60}"); do
-      [ "$(pending_jobs)" = 0 ] && break
-      sleep 1
-    done
+    drain 1
     note="$(sql "SELECT COUNT(*) FROM runs") runs started; queue after ≤ 60 s: $(pending_jobs) jobs left"
   fi
   note="$(sql "SELECT COUNT(*) FROM deliveries WHERE status = 'ignored'") ignored, $(sql "SELECT COUNT(*) FROM deliveries WHERE status <> 'ignored'") with a job; $note"
@@ -189,10 +195,7 @@ backlog() {
   queued=$(pending_jobs)
   started=$(date +%s.%N)
   start_closer all
-  local until=$((SECONDS + ${BENCH_DRAIN_SECS:-60}))
-  while [ "$SECONDS" -lt "$until" ] && [ "$(pending_jobs)" != 0 ]; do
-    sleep 0.25
-  done
+  drain 0.25
   left=$(pending_jobs)
   secs=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f", e - s}')
   local rss
