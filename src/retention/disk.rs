@@ -10,14 +10,15 @@ use crate::store::{jobs, runs};
 impl Retention {
     /// Removes the worktrees, prompt files and HOMEs of runs that ended
     /// before the cutoff (or, with no run row, whose directory is that
-    /// old). Each directory goes under its run's file lock, taken only if
-    /// no step holds it, with the run's state and jobs read under the lock:
-    /// a run retried meanwhile, or with a step queued or at work, keeps it,
-    /// and a step that starts meanwhile waits for the removal to end.
+    /// old). Each run's directories go together under its file lock, taken
+    /// only if no step holds it, with the run's state and jobs read under
+    /// the lock: a run retried meanwhile, or with a step queued or at work,
+    /// keeps them all, and a step that starts meanwhile waits for the
+    /// removal to end.
     pub(super) async fn prune_run_dirs(&self) -> u64 {
         let cutoff = self.cutoff(self.config.run_files);
         let mut removed = 0;
-        for (path, run_id) in self.workspace.run_dirs().await {
+        for (run_id, paths) in self.workspace.run_dirs().await {
             let _files = match self.workspace.try_take_files(&run_id).await {
                 Ok(Some(files)) => files,
                 Ok(None) => continue,
@@ -26,42 +27,51 @@ impl Retention {
                     continue;
                 }
             };
-            if !self.run_ended_before(&path, &run_id, cutoff).await {
-                continue;
-            }
-            match remove_tree(&path).await {
-                Ok(()) => removed += 1,
-                Err(e) => {
-                    tracing::warn!(dir = %path.display(), error = %e, "run directory not removed")
+            let ended = self.run_ended_before(&run_id, cutoff).await;
+            for path in paths {
+                let goes = match ended {
+                    Ended::Before => true,
+                    Ended::NotBefore => false,
+                    Ended::NoRow => modified_ms(&path).await.is_some_and(|t| t < cutoff),
+                };
+                if !goes {
+                    continue;
+                }
+                match remove_tree(&path).await {
+                    Ok(()) => removed += 1,
+                    Err(e) => {
+                        tracing::warn!(dir = %path.display(), error = %e, "run directory not removed")
+                    }
                 }
             }
         }
         removed
     }
 
-    /// Whether the run owning `path` has ended, was last updated before
-    /// `cutoff`, and has no step queued or at work (a `reverify` or a
-    /// review round of a done run works in its files without changing its
-    /// state until it ends). An unreadable run is treated as open.
-    async fn run_ended_before(&self, path: &Path, run_id: &str, cutoff: i64) -> bool {
+    /// Whether the run has ended, was last updated before `cutoff`, and
+    /// has no step queued or at work (a `reverify` or a review round of a
+    /// done run works in its files without changing its state until it
+    /// ends). An unreadable run is treated as open.
+    async fn run_ended_before(&self, run_id: &str, cutoff: i64) -> Ended {
         let id = crate::model::RunId::from_stored(run_id);
         let pool = self.store.pool();
         match runs::get(pool, &id).await {
             Ok(Some(run)) if run.state.is_final() && run.updated_at < cutoff => {
                 let key = crate::model::run_job_key(&id);
                 match jobs::has_live_job(pool, &key).await {
-                    Ok(live) => !live,
+                    Ok(false) => Ended::Before,
+                    Ok(true) => Ended::NotBefore,
                     Err(e) => {
                         tracing::warn!(run = run_id, error = %e, "run's jobs unreadable; its files are kept");
-                        false
+                        Ended::NotBefore
                     }
                 }
             }
-            Ok(Some(_)) => false,
-            Ok(None) => modified_ms(path).await.is_some_and(|t| t < cutoff),
+            Ok(Some(_)) => Ended::NotBefore,
+            Ok(None) => Ended::NoRow,
             Err(e) => {
                 tracing::warn!(run = run_id, error = %e, "run unreadable; its files are kept");
-                false
+                Ended::NotBefore
             }
         }
     }
@@ -105,6 +115,18 @@ impl Retention {
         }
         bytes
     }
+}
+
+/// What the database says of a run whose files the retention task holds.
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    /// Ended before the cutoff, with no step on its way: its files go.
+    Before,
+    /// Open, young, busy or unreadable: its files stay.
+    NotBefore,
+    /// No row (a run whose row was pruned, or a crash before it was
+    /// stored): each directory goes by its own age.
+    NoRow,
 }
 
 /// The bytes the files under `path` take (symbolic links not followed; a

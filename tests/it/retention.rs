@@ -457,6 +457,43 @@ async fn a_retry_waits_while_the_retention_task_removes_its_runs_files() {
     s.stop().await;
 }
 
+/// A step sweeping stale HOMEs removes another run's HOME only under that
+/// run's file lock: a step of that run at work (resuming after the keep
+/// period, say) keeps its HOME. The sweeping run's own stale HOME goes at
+/// once; the control: once the other step lets go, the next sweep removes
+/// its HOME too.
+#[tokio::test]
+async fn a_home_sweep_spares_the_home_of_a_run_at_work() {
+    let data = tempfile::tempdir().unwrap();
+    let files = workspace(data.path());
+    let (own, other) = (RunId::from_stored("r-own"), RunId::from_stored("r-other"));
+    for run in [&own, &other] {
+        std::fs::create_dir_all(files.home(run).join("inner")).unwrap();
+    }
+    let _own_step = files.hold_files(&own).await.unwrap();
+    let other_step = files.hold_files(&other).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    files.sweep_homes(&own, Duration::ZERO).await;
+    assert!(!files.home(&own).exists(), "the sweeping run's stale HOME goes");
+    assert!(
+        files.home(&other).join("inner").exists(),
+        "the HOME of a run at work stays"
+    );
+
+    drop(other_step);
+    // A process another test spawns may hold a copy of the lock for a
+    // moment (see the retention test above).
+    for _ in 0..20 {
+        files.sweep_homes(&own, Duration::ZERO).await;
+        if !files.home(&other).exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!files.home(&other).exists(), "once let go, it goes");
+}
+
 /// The intake's own delivery job is what keeps a waiting delivery: a
 /// delivery stored through `POST /webhooks`, made old, survives while its
 /// job is queued, and goes once the job died long ago (the control).

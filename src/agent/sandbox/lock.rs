@@ -108,7 +108,7 @@ fn held_too_long(path: &Path, patience: Duration) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         format!(
-            "the lock {} was still held by another run after {:?}",
+            "the lock {} was still held by another holder after {:?}",
             path.display(),
             patience
         ),

@@ -160,7 +160,7 @@ impl Engine {
         let worktree = self.workspace.prepare(ctx).await?;
         // Never less than an iteration: a HOME in use is never swept.
         let keep = Duration::from_secs(agent.keep_home_secs.max(agent.timeout_secs + 60));
-        self.workspace.sweep_homes(keep).await;
+        self.workspace.sweep_homes(&ctx.run.id, keep).await;
         let completion = &ctx.config.completion;
         let handler_path = match completion.kind {
             CompletionType::Custom => completion.handler.as_deref(),

@@ -9,8 +9,10 @@
 //! it exclusively, without waiting, to remove an ended run's directories.
 //! So retention never removes what a step is using, and a step (a
 //! `/closer retry` of a run retention is pruning) waits for the removal to
-//! end and then makes the worktree afresh.
+//! end and then makes the worktree afresh. A step sweeping stale HOMEs
+//! takes another run's lock the same way before removing its HOME.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use crate::agent::home::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::agent::sandbox::lock::{self, FileLock};
-use crate::agent::sandbox::prune::entries;
+use crate::agent::sandbox::prune::{entries, remove_tree};
 use crate::agent::sandbox::purpose::Purpose;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
@@ -86,7 +88,12 @@ impl Workspace {
     pub async fn hold_files(&self, run: &RunId) -> Result<FileLock, EngineError> {
         lock::lock_shared_within(&self.file_lock(run.as_str()), FILES_PATIENCE)
             .await
-            .map_err(other)
+            .map_err(|e| {
+                other(format!(
+                    "run {run}'s files are still being removed (by the retention task or \
+                     another run's HOME sweep): {e}"
+                ))
+            })
     }
 
     /// The run's files for the retention task to remove, if no step holds
@@ -256,15 +263,18 @@ impl Workspace {
     }
 
     /// Every directory a run has under the data directory (its worktrees,
-    /// prompt files, HOME and the homes of checks a crash left), with the
+    /// prompt files, HOME and the homes of checks a crash left), by the
     /// run's id: what the retention task removes once the run has ended.
-    pub async fn run_dirs(&self) -> Vec<(PathBuf, String)> {
-        let mut dirs = self.sandbox.worktree_dirs().await;
+    pub async fn run_dirs(&self) -> BTreeMap<String, Vec<PathBuf>> {
+        let mut dirs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        for (path, run) in self.sandbox.worktree_dirs().await {
+            dirs.entry(run).or_default().push(path);
+        }
         for root in [&self.scratch, &self.homes, &self.check_homes] {
             for path in entries(root).await {
                 if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                     let run = Purpose::run_of(name).to_owned();
-                    dirs.push((path, run));
+                    dirs.entry(run).or_default().push(path);
                 }
             }
         }
@@ -272,23 +282,33 @@ impl Workspace {
     }
 
     /// Removes the HOMEs of runs not used for longer than `keep` (their
-    /// tool state and transcripts were kept that long for debugging). A
-    /// run that comes back after that starts a fresh agent session.
-    pub async fn sweep_homes(&self, keep: Duration) {
-        let Ok(mut entries) = tokio::fs::read_dir(&self.homes).await else {
-            return;
-        };
-        while let Ok(Some(entry)) = entries.next_entry().await {
-            let marker = entry.path().join(HOME_MARKER);
-            let last_used = match tokio::fs::metadata(&marker).await {
-                Ok(m) => m.modified().ok(),
-                Err(_) => entry.metadata().await.ok().and_then(|m| m.modified().ok()),
+    /// tool state and transcripts were kept that long for debugging), for
+    /// a step of `own` (which holds its own run's files). Another run's
+    /// HOME goes only under that run's file lock, taken without waiting: a
+    /// step of it at work (resuming after the keep period) keeps it. A run
+    /// that comes back after that starts a fresh agent session.
+    pub async fn sweep_homes(&self, own: &RunId, keep: Duration) {
+        for home in entries(&self.homes).await {
+            let Some(run_id) = home.file_name().and_then(|n| n.to_str()) else {
+                continue;
             };
-            let stale = last_used
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > keep);
-            if stale && let Err(e) = tokio::fs::remove_dir_all(entry.path()).await {
-                tracing::warn!(home = %entry.path().display(), error = %e, "run HOME not removed");
+            if !last_used_before(&home, keep).await {
+                continue;
+            }
+            let _files = if run_id == own.as_str() {
+                None
+            } else {
+                match self.try_take_files(run_id).await {
+                    Ok(Some(files)) => Some(files),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(run = run_id, error = %e, "run's file lock not taken; its HOME is kept");
+                        continue;
+                    }
+                }
+            };
+            if let Err(e) = remove_tree(&home).await {
+                tracing::warn!(home = %home.display(), error = %e, "run HOME not removed");
             }
         }
     }
@@ -301,4 +321,19 @@ impl Workspace {
             tracing::warn!(run = %run, error = %e, "worktree not removed");
         }
     }
+}
+
+/// Whether the HOME at `home` was last used (its marker written, or else
+/// the directory changed) longer than `keep` ago.
+async fn last_used_before(home: &Path, keep: Duration) -> bool {
+    let last_used = match tokio::fs::metadata(home.join(HOME_MARKER)).await {
+        Ok(m) => m.modified().ok(),
+        Err(_) => tokio::fs::metadata(home)
+            .await
+            .ok()
+            .and_then(|m| m.modified().ok()),
+    };
+    last_used
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > keep)
 }
