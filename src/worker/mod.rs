@@ -13,10 +13,13 @@
 //! waits with the usual backoff but keeps its attempts: an outage the job
 //! waits out never dead-letters it (for up to [`jobs::OUTAGE_PATIENCE`]
 //! after it was queued).
+//! A process works as many jobs at once as it has workers; a job waiting
+//! only for its turn to write (`capacity`) lets another run meanwhile.
 //! A worker that dies all the same (a panic outside the job's guard, e.g.
 //! while a runner's future is dropped) is restarted by its supervisor;
 //! [`WorkerHealth`] counts the live ones for `/readyz`.
 
+pub mod capacity;
 pub mod delivery;
 
 use std::collections::HashMap;
@@ -27,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, Semaphore, broadcast, watch};
 
 use crate::model::{JobKind, Named};
 use crate::panic::Caught;
@@ -209,33 +212,44 @@ impl WorkerPool {
         self.settled.subscribe()
     }
 
-    /// Starts `count` supervised workers; they stop when `shutdown` turns
-    /// true, and each handle completes when its worker has stopped.
+    /// Starts supervised workers that run `count` jobs at a time (and
+    /// [`capacity::ASIDE_PER_WORKER`] times as many more for jobs waiting
+    /// aside); they stop when `shutdown` turns true, and each handle
+    /// completes when its worker has stopped.
     pub fn spawn(
         &self,
         count: usize,
         name: &str,
         shutdown: watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        self.health.configured.fetch_add(count, Ordering::SeqCst);
-        (0..count)
+        let tasks = count * (1 + capacity::ASIDE_PER_WORKER);
+        let permits = Arc::new(Semaphore::new(count));
+        self.health.configured.fetch_add(tasks, Ordering::SeqCst);
+        (0..tasks)
             .map(|i| {
                 let pool = self.clone();
                 let owner = format!("{name}/{i}");
-                let shutdown = shutdown.clone();
-                tokio::spawn(async move { pool.supervise_worker(owner, shutdown).await })
+                let (permits, shutdown) = (permits.clone(), shutdown.clone());
+                tokio::spawn(async move { pool.supervise_worker(owner, permits, shutdown).await })
             })
             .collect()
     }
 
     /// Runs one worker, and starts it again (after `restart_delay`) each
     /// time it dies before shutdown.
-    async fn supervise_worker(self, owner: String, mut shutdown: watch::Receiver<bool>) {
+    async fn supervise_worker(
+        self,
+        owner: String,
+        permits: Arc<Semaphore>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         loop {
             self.health.live.fetch_add(1, Ordering::SeqCst);
-            let mut worker = AbortOnDrop(tokio::spawn(
-                self.clone().run(owner.clone(), shutdown.clone()),
-            ));
+            let mut worker = AbortOnDrop(tokio::spawn(self.clone().run(
+                owner.clone(),
+                permits.clone(),
+                shutdown.clone(),
+            )));
             let ended = (&mut worker.0).await;
             self.health.live.fetch_sub(1, Ordering::SeqCst);
             let Err(death) = ended else { return };
@@ -251,10 +265,30 @@ impl WorkerPool {
         }
     }
 
-    async fn run(self, owner: String, mut shutdown: watch::Receiver<bool>) {
+    /// Claims and runs jobs one at a time, each while holding one of the
+    /// pool's `permits` (given back while the job waits aside).
+    async fn run(
+        self,
+        owner: String,
+        permits: Arc<Semaphore>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         tracing::debug!(%owner, "worker started");
         while !*shutdown.borrow() {
-            match self.run_one(&owner, &mut shutdown).await {
+            let permit = tokio::select! {
+                permit = permits.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break, // closed: the pool is gone
+                },
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let slot = capacity::Slot::holding(permits.clone(), permit);
+            match capacity::holding(slot, self.run_one(&owner, &mut shutdown)).await {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(e) => tracing::error!(%owner, error = %e, "queue error"),
