@@ -10,7 +10,10 @@
 //! another issue's), and it takes a permit again, in turn, before it goes
 //! on. The pool starts [`ASIDE_PER_WORKER`] more worker tasks per permit,
 //! so that many jobs can step aside at once; past that, a waiting job
-//! holds its worker as before.
+//! holds its worker as before. Idle, those extra tasks look at the queue
+//! [`ASIDE_POLL_SLOWER`] times less often than the pool's own (an idle
+//! look is a claim, a write statement on SQLite); jobs the intake stores
+//! wake a task at once either way.
 //!
 //! The permit travels with the job's task (a task-local): a wait in a task
 //! of the job's own spawning (a live progress edit) holds nothing and steps
@@ -22,8 +25,13 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Worker tasks the pool starts per permit beyond the permit's own: the
-/// jobs that may wait aside at once.
-pub const ASIDE_PER_WORKER: usize = 3;
+/// jobs that may wait aside at once (eight per worker: a maintainer
+/// labelling thirty issues at once on a four-worker process).
+pub const ASIDE_PER_WORKER: usize = 8;
+
+/// How much slower than the pool's own pace the extra tasks look at the
+/// queue when idle (the pool's `workers` tasks keep its pace).
+pub const ASIDE_POLL_SLOWER: u32 = 10;
 
 tokio::task_local! {
     static SLOT: Arc<Slot>;

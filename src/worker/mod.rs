@@ -174,6 +174,15 @@ impl WorkerHealth {
     }
 }
 
+/// One worker task's place in the pool: its name in lease records, the
+/// pool's permits, and how often it looks at the queue when idle.
+#[derive(Clone)]
+struct Seat {
+    owner: String,
+    permits: Arc<Semaphore>,
+    poll_every: Duration,
+}
+
 /// A process's workers and their job runners.
 #[derive(Clone)]
 pub struct WorkerPool {
@@ -228,28 +237,32 @@ impl WorkerPool {
         (0..tasks)
             .map(|i| {
                 let pool = self.clone();
-                let owner = format!("{name}/{i}");
-                let (permits, shutdown) = (permits.clone(), shutdown.clone());
-                tokio::spawn(async move { pool.supervise_worker(owner, permits, shutdown).await })
+                let seat = Seat {
+                    owner: format!("{name}/{i}"),
+                    permits: permits.clone(),
+                    // Only `count` of them poll at the usual pace: idle,
+                    // each poll is a claim (SQLite: a write statement).
+                    poll_every: if i < count {
+                        self.settings.poll_interval
+                    } else {
+                        self.settings.poll_interval * capacity::ASIDE_POLL_SLOWER
+                    },
+                };
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move { pool.supervise_worker(seat, shutdown).await })
             })
             .collect()
     }
 
     /// Runs one worker, and starts it again (after `restart_delay`) each
     /// time it dies before shutdown.
-    async fn supervise_worker(
-        self,
-        owner: String,
-        permits: Arc<Semaphore>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
+    async fn supervise_worker(self, seat: Seat, mut shutdown: watch::Receiver<bool>) {
+        let owner = seat.owner.clone();
         loop {
             self.health.live.fetch_add(1, Ordering::SeqCst);
-            let mut worker = AbortOnDrop(tokio::spawn(self.clone().run(
-                owner.clone(),
-                permits.clone(),
-                shutdown.clone(),
-            )));
+            let mut worker = AbortOnDrop(tokio::spawn(
+                self.clone().run(seat.clone(), shutdown.clone()),
+            ));
             let ended = (&mut worker.0).await;
             self.health.live.fetch_sub(1, Ordering::SeqCst);
             let Err(death) = ended else { return };
@@ -266,13 +279,13 @@ impl WorkerPool {
     }
 
     /// Claims and runs jobs one at a time, each while holding one of the
-    /// pool's `permits` (given back while the job waits aside).
-    async fn run(
-        self,
-        owner: String,
-        permits: Arc<Semaphore>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
+    /// pool's permits (given back while the job waits aside).
+    async fn run(self, seat: Seat, mut shutdown: watch::Receiver<bool>) {
+        let Seat {
+            owner,
+            permits,
+            poll_every,
+        } = seat;
         tracing::debug!(%owner, "worker started");
         while !*shutdown.borrow() {
             let permit = tokio::select! {
@@ -295,7 +308,7 @@ impl WorkerPool {
             }
             tokio::select! {
                 _ = self.ready.notified() => {}
-                _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                _ = tokio::time::sleep(poll_every) => {}
                 changed = shutdown.changed() => {
                     if changed.is_err() {
                         break; // the sender is gone: nobody can stop us later
