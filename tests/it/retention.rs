@@ -475,7 +475,10 @@ async fn a_home_sweep_spares_the_home_of_a_run_at_work() {
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     files.sweep_homes(&own, Duration::ZERO).await;
-    assert!(!files.home(&own).exists(), "the sweeping run's stale HOME goes");
+    assert!(
+        !files.home(&own).exists(),
+        "the sweeping run's stale HOME goes"
+    );
     assert!(
         files.home(&other).join("inner").exists(),
         "the HOME of a run at work stays"
