@@ -214,8 +214,7 @@ pub async fn receive(State(state): State<Arc<AppState>>, delivery: SignedDeliver
             let outcome = if queued { "stored" } else { "ignored" };
             count(event_label, outcome);
             if queued {
-                // One job, one worker: the others stay asleep.
-                state.jobs_ready.notify_one();
+                state.jobs_ready.notify_waiters();
             }
             tracing::debug!(delivery = %delivery_id, event = event_label, outcome, "delivery stored");
             (StatusCode::ACCEPTED, "accepted\n").into_response()

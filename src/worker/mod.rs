@@ -13,13 +13,10 @@
 //! waits with the usual backoff but keeps its attempts: an outage the job
 //! waits out never dead-letters it (for up to [`jobs::OUTAGE_PATIENCE`]
 //! after it was queued).
-//! A process works as many jobs at once as it has workers; a job waiting
-//! only for its turn to write (`capacity`) lets another run meanwhile.
 //! A worker that dies all the same (a panic outside the job's guard, e.g.
 //! while a runner's future is dropped) is restarted by its supervisor;
 //! [`WorkerHealth`] counts the live ones for `/readyz`.
 
-pub mod capacity;
 pub mod delivery;
 
 use std::collections::HashMap;
@@ -30,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, Semaphore, broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use crate::model::{JobKind, Named};
 use crate::panic::Caught;
@@ -174,15 +171,6 @@ impl WorkerHealth {
     }
 }
 
-/// One worker task's place in the pool: its name in lease records, the
-/// pool's permits, and how often it looks at the queue when idle.
-#[derive(Clone)]
-struct Seat {
-    owner: String,
-    permits: Arc<Semaphore>,
-    poll_every: Duration,
-}
-
 /// A process's workers and their job runners.
 #[derive(Clone)]
 pub struct WorkerPool {
@@ -221,47 +209,32 @@ impl WorkerPool {
         self.settled.subscribe()
     }
 
-    /// Starts supervised workers that run `count` jobs at a time (and
-    /// [`capacity::ASIDE_PER_WORKER`] times as many more for jobs waiting
-    /// aside); they stop when `shutdown` turns true, and each handle
-    /// completes when its worker has stopped.
+    /// Starts `count` supervised workers; they stop when `shutdown` turns
+    /// true, and each handle completes when its worker has stopped.
     pub fn spawn(
         &self,
         count: usize,
         name: &str,
         shutdown: watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        let tasks = count * (1 + capacity::ASIDE_PER_WORKER);
-        let permits = Arc::new(Semaphore::new(count));
-        self.health.configured.fetch_add(tasks, Ordering::SeqCst);
-        (0..tasks)
+        self.health.configured.fetch_add(count, Ordering::SeqCst);
+        (0..count)
             .map(|i| {
                 let pool = self.clone();
-                let seat = Seat {
-                    owner: format!("{name}/{i}"),
-                    permits: permits.clone(),
-                    // Only `count` of them poll at the usual pace: idle,
-                    // each poll is a claim (SQLite: a write statement).
-                    poll_every: if i < count {
-                        self.settings.poll_interval
-                    } else {
-                        self.settings.poll_interval * capacity::ASIDE_POLL_SLOWER
-                    },
-                };
+                let owner = format!("{name}/{i}");
                 let shutdown = shutdown.clone();
-                tokio::spawn(async move { pool.supervise_worker(seat, shutdown).await })
+                tokio::spawn(async move { pool.supervise_worker(owner, shutdown).await })
             })
             .collect()
     }
 
     /// Runs one worker, and starts it again (after `restart_delay`) each
     /// time it dies before shutdown.
-    async fn supervise_worker(self, seat: Seat, mut shutdown: watch::Receiver<bool>) {
-        let owner = seat.owner.clone();
+    async fn supervise_worker(self, owner: String, mut shutdown: watch::Receiver<bool>) {
         loop {
             self.health.live.fetch_add(1, Ordering::SeqCst);
             let mut worker = AbortOnDrop(tokio::spawn(
-                self.clone().run(seat.clone(), shutdown.clone()),
+                self.clone().run(owner.clone(), shutdown.clone()),
             ));
             let ended = (&mut worker.0).await;
             self.health.live.fetch_sub(1, Ordering::SeqCst);
@@ -278,37 +251,17 @@ impl WorkerPool {
         }
     }
 
-    /// Claims and runs jobs one at a time, each while holding one of the
-    /// pool's permits (given back while the job waits aside).
-    async fn run(self, seat: Seat, mut shutdown: watch::Receiver<bool>) {
-        let Seat {
-            owner,
-            permits,
-            poll_every,
-        } = seat;
+    async fn run(self, owner: String, mut shutdown: watch::Receiver<bool>) {
         tracing::debug!(%owner, "worker started");
         while !*shutdown.borrow() {
-            let permit = tokio::select! {
-                permit = permits.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break, // closed: the pool is gone
-                },
-                changed = shutdown.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            let slot = capacity::Slot::holding(permits.clone(), permit);
-            match capacity::holding(slot, self.run_one(&owner, &mut shutdown)).await {
+            match self.run_one(&owner, &mut shutdown).await {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(e) => tracing::error!(%owner, error = %e, "queue error"),
             }
             tokio::select! {
                 _ = self.ready.notified() => {}
-                _ = tokio::time::sleep(poll_every) => {}
+                _ = tokio::time::sleep(self.settings.poll_interval) => {}
                 changed = shutdown.changed() => {
                     if changed.is_err() {
                         break; // the sender is gone: nobody can stop us later

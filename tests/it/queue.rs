@@ -408,8 +408,7 @@ async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
     let boom_id = jobs::enqueue(store.pool(), &boom, now).await.unwrap();
     let fine_id = jobs::enqueue(store.pool(), &fine, now).await.unwrap();
 
-    // One job at a time (the pool's one permit): the next job runs only
-    // once the panicking one has let go.
+    // One worker: the job after the panic must be run by the same one.
     let (mut settled, stop, workers) = one_worker(&store, Arc::new(Panicky), "panic-test");
     let mut seen = HashMap::new();
     while seen.len() < 2 {
@@ -428,67 +427,6 @@ async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
     let _ = stop.send(true);
     for w in workers {
         w.await.expect("the worker ended normally, not by a panic");
-    }
-}
-
-/// Runs `run` jobs: the payload `"write"` waits for its installation's
-/// next status-write slot (the engine's throttle, a slot per 300 ms),
-/// any other finishes at once.
-struct Writes(closer::engine::run::EditThrottle);
-
-impl closer::worker::JobRunner for Writes {
-    fn run<'a>(&'a self, job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
-        Box::pin(async move {
-            if job.payload == "write" {
-                let installation = closer::model::InstallationId(1);
-                self.0.wait(installation).await;
-            }
-            Ok(())
-        })
-    }
-}
-
-/// Four runs of one installation write their status comments at once, and
-/// the throttle spaces those writes out; a job queued after them (another
-/// installation's, another issue's) does not wait behind them: each job
-/// waiting for its slot steps aside and lets the one worker run it. The
-/// control: with the wait held in the worker, it settles last.
-#[tokio::test]
-async fn a_job_waiting_for_its_write_slot_lets_the_worker_run_others() {
-    use std::sync::Arc;
-
-    let db = TestDb::new("queue_aside").await;
-    let store = db.store().await;
-    let now = store.now_ms();
-    let mut writes = Vec::new();
-    for n in 0..4 {
-        let mut write = job(&format!("k-write-{n}"), 5);
-        (write.payload, write.run_at) = ("write".into(), now);
-        writes.push(jobs::enqueue(store.pool(), &write, now).await.unwrap());
-    }
-    let mut other = job("k-other", 5);
-    other.run_at = now;
-    let other = jobs::enqueue(store.pool(), &other, now).await.unwrap();
-
-    let throttle = closer::engine::run::EditThrottle::new(Duration::from_millis(300));
-    let (mut settled, stop, workers) = one_worker(&store, Arc::new(Writes(throttle)), "aside");
-    let mut order = Vec::new();
-    while order.len() < 5 {
-        let s = tokio::time::timeout(Duration::from_secs(10), settled.recv())
-            .await
-            .expect("settled in time")
-            .expect("settled");
-        assert_eq!(s.outcome, closer::worker::Settled::Done);
-        order.push(s.id);
-    }
-    let at = order.iter().position(|id| *id == other).unwrap();
-    assert!(
-        at <= 1,
-        "the other job ran while the writes waited, not after them: {order:?} (writes {writes:?})"
-    );
-    let _ = stop.send(true);
-    for w in workers {
-        w.await.unwrap();
     }
 }
 

@@ -2,9 +2,8 @@
 //! second per installation, shared by every run of the process, so a busy
 //! installation cannot trip GitHub's secondary limit on content creation.
 //!
-//! It only spaces writes out (a caller waits for its slot, aside: its
-//! worker runs other jobs meanwhile); it must never drop one, and never
-//! hold its lock while waiting.
+//! It only spaces writes out (a caller waits for its slot); it must never
+//! drop one, and never hold its lock while waiting.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -50,14 +49,9 @@ impl EditThrottle {
     }
 
     /// Waits until `installation` may write again (and takes that slot).
-    /// A job that has to wait steps aside for it (`worker::capacity`): its
-    /// worker runs another job meanwhile.
     pub async fn wait(&self, installation: InstallationId) {
-        let now = Instant::now();
-        let slot = self.reserve(installation, now);
-        if slot > now {
-            crate::worker::capacity::aside(tokio::time::sleep_until(slot)).await;
-        }
+        let slot = self.reserve(installation, Instant::now());
+        tokio::time::sleep_until(slot).await;
     }
 }
 
