@@ -299,8 +299,9 @@ impl Workspace {
                 None
             } else {
                 match self.try_take_files(run_id).await {
-                    Ok(Some(files)) => Some(files),
-                    Ok(None) => continue,
+                    // Still stale once held: a step may have used it meanwhile.
+                    Ok(Some(files)) if last_used_before(&home, keep).await => Some(files),
+                    Ok(_) => continue,
                     Err(e) => {
                         tracing::warn!(run = run_id, error = %e, "run's file lock not taken; its HOME is kept");
                         continue;
