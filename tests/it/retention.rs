@@ -467,14 +467,18 @@ async fn a_home_sweep_spares_the_home_of_a_run_at_work() {
     let data = tempfile::tempdir().unwrap();
     let files = workspace(data.path());
     let (own, other) = (RunId::from_stored("r-own"), RunId::from_stored("r-other"));
+    // Both HOMEs last used an hour ago, past a keep period of a minute.
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
     for run in [&own, &other] {
         std::fs::create_dir_all(files.home(run).join("inner")).unwrap();
+        let dir = std::fs::File::open(files.home(run)).unwrap();
+        dir.set_modified(an_hour_ago).unwrap();
     }
+    let keep = Duration::from_secs(60);
     let _own_step = files.hold_files(&own).await.unwrap();
     let other_step = files.hold_files(&other).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
 
-    files.sweep_homes(&own, Duration::ZERO).await;
+    files.sweep_homes(&own, keep).await;
     assert!(
         !files.home(&own).exists(),
         "the sweeping run's stale HOME goes"
@@ -488,7 +492,7 @@ async fn a_home_sweep_spares_the_home_of_a_run_at_work() {
     // A process another test spawns may hold a copy of the lock for a
     // moment (see the retention test above).
     for _ in 0..20 {
-        files.sweep_homes(&own, Duration::ZERO).await;
+        files.sweep_homes(&own, keep).await;
         if !files.home(&other).exists() {
             break;
         }

@@ -266,19 +266,20 @@ impl Workspace {
     /// prompt files, HOME and the homes of checks a crash left), by the
     /// run's id: what the retention task removes once the run has ended.
     pub async fn run_dirs(&self) -> BTreeMap<String, Vec<PathBuf>> {
-        let mut dirs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-        for (path, run) in self.sandbox.worktree_dirs().await {
-            dirs.entry(run).or_default().push(path);
-        }
+        let mut found = self.sandbox.worktree_dirs().await;
         for root in [&self.scratch, &self.homes, &self.check_homes] {
             for path in entries(root).await {
                 if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                     let run = Purpose::run_of(name).to_owned();
-                    dirs.entry(run).or_default().push(path);
+                    found.push((path, run));
                 }
             }
         }
-        dirs
+        let mut by_run: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        for (path, run) in found {
+            by_run.entry(run).or_default().push(path);
+        }
+        by_run
     }
 
     /// Removes the HOMEs of runs not used for longer than `keep` (their
