@@ -372,11 +372,25 @@ pub async fn release(
     owner: &str,
     now: Millis,
 ) -> Result<bool, StoreError> {
+    postpone(pool, id, owner, now, now).await
+}
+
+/// Gives a lease back without counting the attempt, the job due again at
+/// `run_at` (a limit it shares is booked until then). `false` when the
+/// lease was no longer ours.
+pub async fn postpone(
+    pool: &AnyPool,
+    id: i64,
+    owner: &str,
+    now: Millis,
+    run_at: Millis,
+) -> Result<bool, StoreError> {
     let done = sqlx::query(
         "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, \
-         lease_expires_at = NULL, run_at = $1, updated_at = $1 \
-         WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
+         lease_expires_at = NULL, run_at = $1, updated_at = $2 \
+         WHERE id = $3 AND state = 'leased' AND lease_owner = $4",
     )
+    .bind(run_at)
     .bind(now)
     .bind(id)
     .bind(owner)

@@ -12,7 +12,8 @@
 //! A job deferred because something it depends on is down (GitHub, the LLM)
 //! waits with the usual backoff but keeps its attempts: an outage the job
 //! waits out never dead-letters it (for up to [`jobs::OUTAGE_PATIENCE`]
-//! after it was queued).
+//! after it was queued). A job postponed because a limit it shares is
+//! booked is queued again for the time it names, no attempt counted.
 //! A worker that dies all the same (a panic outside the job's guard, e.g.
 //! while a runner's future is dropped) is restarted by its supervisor;
 //! [`WorkerHealth`] counts the live ones for `/readyz`.
@@ -64,6 +65,10 @@ pub enum JobError {
     /// is unreachable): try again after the usual backoff, at least this
     /// long, without counting the attempt against the job.
     Defer(String, Duration),
+    /// Not a failure: a limit the job shares is booked (its installation's
+    /// status-comment writes). Queued again to run after this long, its
+    /// attempt not counted, with no backoff and no error recorded.
+    Postpone(Duration),
 }
 
 /// The future a runner returns.
@@ -125,6 +130,9 @@ pub enum Settled {
     Retry,
     /// Deferred (a dependency is down); queued again, the attempt not counted.
     Deferred,
+    /// Postponed (a shared limit is booked); queued again for later, the
+    /// attempt not counted.
+    Postponed,
     /// Failed for the last time (or permanently).
     Dead,
     /// Another worker holds it now (our lease expired).
@@ -140,6 +148,7 @@ impl Settled {
             Settled::Done => "done",
             Settled::Retry => "retry",
             Settled::Deferred => "deferred",
+            Settled::Postponed => "postponed",
             Settled::Dead => "dead",
             Settled::LeaseLost => "lease_lost",
             Settled::Abandoned => "abandoned",
@@ -477,6 +486,13 @@ impl WorkerPool {
             Err(JobError::Defer(m, at_least)) => {
                 let delay = self.settings.backoff.delay(job.attempts, fastrand::f64());
                 return self.defer(job, owner, &m, delay.max(at_least)).await;
+            }
+            Err(JobError::Postpone(delay)) => {
+                let run_at = now.saturating_add(delay.as_millis().min(i64::MAX as u128) as i64);
+                return Ok(match jobs::postpone(pool, job.id, owner, now, run_at).await? {
+                    true => Settled::Postponed,
+                    false => Settled::LeaseLost,
+                });
             }
         };
         let outcome = jobs::fail(pool, job, owner, now, &message, retry_after).await?;

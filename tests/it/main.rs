@@ -41,6 +41,7 @@ mod store;
 mod stories;
 mod story_agents;
 mod story_branch_rewritten;
+mod story_burst;
 mod story_issue_edit;
 mod story_label_removed;
 mod story_renamed;

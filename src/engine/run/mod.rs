@@ -217,13 +217,19 @@ pub enum EngineError {
     /// not counted and runs again.
     #[error("the agent's model provider is unavailable: {0}")]
     AgentModelUnavailable(String),
+    /// The status-comment writes of the run's installation are booked
+    /// further ahead than a step waits (a burst of runs): the step goes back
+    /// to the queue for this long, its attempt not counted.
+    #[error("status-comment writes of this installation are booked; back in {} ms", .0.as_millis())]
+    Busy(Duration),
 }
 
 impl EngineError {
     /// The job error for the queue. GitHub, the LLM or the agent's model
-    /// provider being down defers the step without spending an attempt (an outage is waited out): after
-    /// a rate limit not before it lifts, after a write that may have been
-    /// applied not before `recheck_after`. Unreadable stored data is
+    /// provider being down defers the step without spending an attempt (an
+    /// outage is waited out): after a rate limit not before it lifts, after
+    /// a write that may have been applied not before `recheck_after`. A
+    /// booked installation postpones it. Unreadable stored data is
     /// permanent; anything else is worth another attempt.
     pub fn into_job_error(self, now: crate::clock::Millis, recheck_after: Duration) -> JobError {
         match &self {
@@ -239,6 +245,7 @@ impl EngineError {
             | EngineError::AgentModelUnavailable(_) => {
                 JobError::Defer(self.to_string(), Duration::ZERO)
             }
+            EngineError::Busy(wait) => JobError::Postpone(*wait),
             EngineError::CorruptRun { .. } | EngineError::Store(StoreError::Unknown(_)) => {
                 JobError::Permanent(self.to_string())
             }

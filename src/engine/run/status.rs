@@ -10,7 +10,7 @@ use super::context::RunContext;
 use super::github::{GitHubAccess, is_ours};
 use super::runs::Runs;
 use super::status_view::status_view;
-use super::throttle::{EditThrottle, STATUS_EDIT_GAP};
+use super::throttle::{ComeBack, EditThrottle, STATUS_EDIT_GAP};
 use crate::comment::{self, StatusView};
 use crate::github::{CommentId, InstallationClient};
 use crate::model::{IssueNumber, RepoName, RunState};
@@ -73,7 +73,15 @@ impl StatusPublisher {
         };
         view.progress = Some(line);
         let body = comment::status_comment(&view);
-        self.throttle.wait(ctx.run.installation_id).await;
+        // A live line is not worth a worker's wait: the next tick tries again.
+        if self
+            .throttle
+            .wait_briefly(ctx.run.installation_id)
+            .await
+            .is_err()
+        {
+            return;
+        }
         if let Err(e) = ctx
             .client
             .edit_comment(ctx.repo(), CommentId(id), &body)
@@ -131,7 +139,9 @@ impl StatusPublisher {
     /// Writes the status comment if its text changed: edits the known one,
     /// else finds ours by marker, else creates it (and remembers its id).
     /// Writes of one installation are at least a second apart; each step
-    /// calls this at most once.
+    /// calls this at most once. A slot more than a second off is not waited
+    /// for: [`EngineError::Busy`] sends the step back to the queue (every
+    /// step is safe to run again from the start).
     pub async fn publish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped
             && let Some(stored) = self.runs.load(&ctx.run.id).await?
@@ -145,7 +155,10 @@ impl StatusPublisher {
         {
             return Ok(());
         }
-        self.throttle.wait(ctx.run.installation_id).await;
+        if let Err(ComeBack(back)) = self.throttle.wait_briefly(ctx.run.installation_id).await {
+            let wait = back.saturating_duration_since(tokio::time::Instant::now());
+            return Err(EngineError::Busy(wait));
+        }
         let repo = ctx.repo().clone();
         match ctx.run.status_comment_id {
             Some(id) => {

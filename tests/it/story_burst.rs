@@ -1,0 +1,105 @@
+//! A burst of runs in one installation (decision 194): status-comment writes
+//! are spaced a second apart per installation, and a step whose slot is
+//! further off than that goes back to the queue instead of holding a
+//! worker. So a maintainer labelling many issues at once holds up nobody
+//! else's work, and the installation's writes stay a second apart.
+
+use std::time::Duration;
+
+use closer::github::types::IssueNumber;
+use serde_json::json;
+
+use crate::support::fake_github::state::{FakeUser, RecordedRequest};
+use crate::support::story::{CONFIG, MAINTAINER, Story, user_json};
+
+/// The other installation's id and repository.
+const OTHER: i64 = 78;
+const OTHER_REPO: &str = "elsewhere/calc";
+
+/// How many runs the busy installation starts at once (the story runs two
+/// workers): enough that, were they to wait for their slots, the other
+/// installation's trigger would come after most of them.
+const BURST: usize = 8;
+
+/// The status-comment writes (created or edited) in `repo`, in the order
+/// they reached GitHub.
+fn status_writes(s: &Story, repo: &str) -> Vec<RecordedRequest> {
+    let created = format!("/repos/{repo}/issues/");
+    let mut writes: Vec<_> = s
+        .github
+        .writes()
+        .into_iter()
+        .filter(|r| r.path.starts_with(&created) && r.body.contains("closer:run="))
+        .collect();
+    writes.sort_by_key(|r| r.at);
+    writes
+}
+
+/// Opens an issue with the trigger label in the other installation and
+/// delivers `issues.opened` for it.
+async fn open_elsewhere(s: &mut Story) -> IssueNumber {
+    let repo = s.github.add_repo(OTHER, OTHER_REPO);
+    s.github.set_clone_url(&repo, &s.origin.url);
+    s.github.set_file(&repo, "main", ".github/closer.yml", CONFIG);
+    s.github.set_permission(&repo, MAINTAINER, "write");
+    let n = s.github.open_issue(&repo, MAINTAINER, "elsewhere", "");
+    for label in ["closer", "type:bug"] {
+        s.github.label_issue(&repo, n, label);
+    }
+    let payload = json!({
+        "action": "opened",
+        "issue": s.github.issue_json(&repo, n),
+        "sender": user_json(&FakeUser::user(MAINTAINER)),
+        "installation": {"id": OTHER},
+        "repository": {"full_name": OTHER_REPO, "clone_url": s.origin.url,
+                       "default_branch": "main", "private": false},
+    });
+    let body = serde_json::to_vec(&payload).unwrap();
+    let id = crate::support::unique("burst-elsewhere");
+    s.deliver_raw("issues", &id, &body).await;
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
+    let mut s = Story::start("burst", Some(CONFIG)).await;
+    s.github.add_installation(OTHER, "elsewhere");
+    let mut busy = Vec::new();
+    for i in 0..BURST {
+        busy.push(
+            s.open_issue(&format!("task {i}"), "", &["closer", "type:bug"])
+                .await,
+        );
+    }
+    open_elsewhere(&mut s).await;
+    s.deliveries_handled().await;
+
+    // The other installation's status comment came right after the first
+    // of the burst's, not after the burst had been written a second apart.
+    let ours = status_writes(&s, "octo/calc");
+    let theirs = status_writes(&s, OTHER_REPO);
+    let first_elsewhere = theirs.first().expect("the other run's status comment").at;
+    let before = ours.iter().filter(|w| w.at < first_elsewhere).count();
+    assert!(
+        before <= 3,
+        "{before} of the burst's status writes came first\n{}",
+        s.journal().await
+    );
+    // Every run of the burst got its status comment all the same (the
+    // deliveries sent back came back), and the busy installation's writes
+    // stayed apart: a second, less what a loaded machine may delay one
+    // request and not the next; writes bunched up would be milliseconds.
+    for n in &busy {
+        assert!(s.status_comment(*n).body.contains("closer:run="));
+    }
+    for pair in status_writes(&s, "octo/calc").windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(
+            gap >= Duration::from_millis(500),
+            "two status writes {gap:?} apart: {} then {}",
+            pair[0].path,
+            pair[1].path
+        );
+    }
+    s.stop().await;
+}
