@@ -74,12 +74,7 @@ impl StatusPublisher {
         view.progress = Some(line);
         let body = comment::status_comment(&view);
         // A live line is not worth a worker's wait: the next tick tries again.
-        if self
-            .throttle
-            .wait_briefly(ctx.run.installation_id)
-            .await
-            .is_err()
-        {
+        if !self.throttle.wait_if_soon(ctx.run.installation_id).await {
             return;
         }
         if let Err(e) = ctx
@@ -139,9 +134,10 @@ impl StatusPublisher {
     /// Writes the status comment if its text changed: edits the known one,
     /// else finds ours by marker, else creates it (and remembers its id).
     /// Writes of one installation are at least a second apart; each step
-    /// calls this at most once. A slot more than a second off is not waited
-    /// for: [`EngineError::Busy`] sends the step back to the queue (every
-    /// step is safe to run again from the start).
+    /// calls this at most once. A slot more than a second off is booked for
+    /// the run and not waited for: [`EngineError::Busy`] sends the step back
+    /// to the queue until then (every step is safe to run again from the
+    /// start).
     pub async fn publish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped
             && let Some(stored) = self.runs.load(&ctx.run.id).await?
@@ -155,7 +151,8 @@ impl StatusPublisher {
         {
             return Ok(());
         }
-        if let Err(ComeBack(back)) = self.throttle.wait_briefly(ctx.run.installation_id).await {
+        let (installation, key) = (ctx.run.installation_id, ctx.run.id.as_str());
+        if let Err(ComeBack(back)) = self.throttle.wait_for_turn(installation, key).await {
             let wait = back.saturating_duration_since(tokio::time::Instant::now());
             return Err(EngineError::Busy(wait));
         }

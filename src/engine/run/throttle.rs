@@ -2,11 +2,12 @@
 //! second per installation, shared by every run of the process, so a busy
 //! installation cannot trip GitHub's secondary limit on content creation.
 //!
-//! It only spaces writes out; it must never drop a step's write, and never
-//! hold its lock while waiting. A step's writer waits at most one gap for
-//! its slot ([`EditThrottle::take`]): a slot further off sends the step
-//! back to the queue until then (decision 194), so one installation's burst
-//! of runs holds at most two workers and never the others' work.
+//! It only spaces writes out; it must never drop a step's write, never give
+//! one slot to two writes, and never hold its lock while waiting. A step's
+//! writer waits at most one gap ([`EditThrottle::take`]): a slot further
+//! off is booked for its run and the step goes back to the queue until a
+//! gap before it (decision 194), so one installation's burst of runs holds
+//! at most two workers, and never the other installations' work.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,6 +20,9 @@ use crate::github::types::InstallationId;
 /// The least time between two status-comment writes of one installation.
 pub const STATUS_EDIT_GAP: Duration = Duration::from_secs(1);
 
+/// Installations kept before those with nothing booked are forgotten.
+const KEEP_INSTALLATIONS: usize = 64;
+
 /// Hands out write slots per installation, `gap` apart.
 #[derive(Debug)]
 pub struct EditThrottle {
@@ -27,16 +31,25 @@ pub struct EditThrottle {
 }
 
 /// One installation's slots.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Slots {
-    /// The slot given out last.
-    last: Instant,
-    /// When the next writer sent away may come back: those sent away
-    /// together come back a gap apart, not all at once.
-    comeback: Instant,
+    /// The slot given out or booked last.
+    last: Option<Instant>,
+    /// Slots booked for writers sent away, by their key (the run).
+    booked: HashMap<String, Instant>,
 }
 
-/// A write that may not wait for its slot: come back at this instant.
+impl Slots {
+    /// The slot after the last one, at or after `now`, taken.
+    fn next(&mut self, now: Instant, gap: Duration) -> Instant {
+        let slot = self.last.map_or(now, |last| (last + gap).max(now));
+        self.last = Some(slot);
+        slot
+    }
+}
+
+/// A write that may not wait for its slot: come back at this instant (the
+/// slot is booked for its key until it has passed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComeBack(pub Instant);
 
@@ -49,47 +62,72 @@ impl EditThrottle {
         }
     }
 
-    /// Takes the next slot of `installation` at or after `now` if it comes
-    /// within `patience`, and returns it (the caller writes once it has
-    /// come); else takes nothing and says when to come back: when the slot
-    /// would be within `patience`, behind the writers already sent away.
+    /// Runs `f` on the installation's slots, bookings already passed
+    /// dropped (their writers did not come back in time).
+    fn with<T>(
+        &self,
+        installation: InstallationId,
+        now: Instant,
+        f: impl FnOnce(&mut Slots) -> T,
+    ) -> T {
+        let mut all = match self.slots.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if all.len() > KEEP_INSTALLATIONS {
+            let gap = self.gap;
+            all.retain(|_, s| !s.booked.is_empty() || s.last.is_some_and(|l| l + gap > now));
+        }
+        let slots = all.entry(installation).or_default();
+        slots.booked.retain(|_, at| *at >= now);
+        f(slots)
+    }
+
+    /// The slot for `key`'s write, if it comes within `patience` of `now`
+    /// (the caller writes once it has come): the one booked for `key`, else
+    /// the installation's next. A slot further off is booked for `key`, and
+    /// the caller comes back `patience` before it.
     pub fn take(
+        &self,
+        installation: InstallationId,
+        key: &str,
+        now: Instant,
+        patience: Duration,
+    ) -> Result<Instant, ComeBack> {
+        let gap = self.gap;
+        self.with(installation, now, |slots| {
+            let slot = match slots.booked.remove(key) {
+                Some(booked) => booked,
+                None => slots.next(now, gap),
+            };
+            if slot.saturating_duration_since(now) <= patience {
+                return Ok(slot);
+            }
+            slots.booked.insert(key.to_owned(), slot);
+            Err(ComeBack(slot.checked_sub(patience).unwrap_or(slot)))
+        })
+    }
+
+    /// The installation's next slot if it comes within `patience` of `now`
+    /// (taken); else nothing is taken or booked.
+    pub fn take_if_within(
         &self,
         installation: InstallationId,
         now: Instant,
         patience: Duration,
-    ) -> Result<Instant, ComeBack> {
-        let mut slots = match self.slots.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let Some(known) = slots.get_mut(&installation) else {
-            slots.insert(
-                installation,
-                Slots {
-                    last: now,
-                    comeback: now,
-                },
-            );
-            return Ok(now);
-        };
-        let slot = (known.last + self.gap).max(now);
-        if slot.saturating_duration_since(now) <= patience {
-            known.last = slot;
-            return Ok(slot);
-        }
-        let due = slot.checked_sub(patience).unwrap_or(slot);
-        let back = due.max(known.comeback);
-        known.comeback = back + self.gap;
-        Err(ComeBack(back))
+    ) -> Option<Instant> {
+        let gap = self.gap;
+        self.with(installation, now, |slots| {
+            let slot = slots.last.map_or(now, |last| (last + gap).max(now));
+            (slot.saturating_duration_since(now) <= patience).then(|| slots.next(now, gap))
+        })
     }
 
-    /// Reserves the next slot of `installation` at or after `now`, however
-    /// far off, and returns it.
+    /// Takes the installation's next slot at or after `now`, however far
+    /// off, and returns it.
     pub fn reserve(&self, installation: InstallationId, now: Instant) -> Instant {
-        match self.take(installation, now, Duration::MAX) {
-            Ok(slot) | Err(ComeBack(slot)) => slot,
-        }
+        let gap = self.gap;
+        self.with(installation, now, |slots| slots.next(now, gap))
     }
 
     /// Waits until `installation` may write again (and takes that slot),
@@ -99,12 +137,28 @@ impl EditThrottle {
         tokio::time::sleep_until(slot).await;
     }
 
-    /// Waits for the next slot of `installation` if it comes within one
-    /// gap (and takes it); else takes nothing and says when to come back.
-    pub async fn wait_briefly(&self, installation: InstallationId) -> Result<(), ComeBack> {
-        let slot = self.take(installation, Instant::now(), self.gap)?;
+    /// Waits for `key`'s slot ([`Self::take`]) if it comes within one gap;
+    /// else books it and says when to come back.
+    pub async fn wait_for_turn(
+        &self,
+        installation: InstallationId,
+        key: &str,
+    ) -> Result<(), ComeBack> {
+        let slot = self.take(installation, key, Instant::now(), self.gap)?;
         tokio::time::sleep_until(slot).await;
         Ok(())
+    }
+
+    /// Waits for the installation's next slot if it comes within one gap
+    /// (and takes it); `false`, nothing taken, when it is further off.
+    pub async fn wait_if_soon(&self, installation: InstallationId) -> bool {
+        match self.take_if_within(installation, Instant::now(), self.gap) {
+            Some(slot) => {
+                tokio::time::sleep_until(slot).await;
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -133,24 +187,56 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_beyond_the_patience_is_not_taken_and_those_sent_away_come_back_a_gap_apart() {
+    fn a_slot_beyond_the_patience_is_booked_for_its_writer_who_comes_back_for_it() {
         let gap = Duration::from_secs(1);
         let throttle = EditThrottle::new(gap);
         let t0 = Instant::now();
         let a = InstallationId(1);
-        assert_eq!(throttle.take(a, t0, gap), Ok(t0));
+        assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
         // The next slot is a gap off: within the patience, taken.
-        assert_eq!(throttle.take(a, t0, gap), Ok(t0 + gap));
-        // The one after is two gaps off: not taken; come back when it is
-        // one gap off. The next one sent away comes back a gap later.
-        assert_eq!(throttle.take(a, t0, gap), Err(ComeBack(t0 + gap)));
-        assert_eq!(throttle.take(a, t0, gap), Err(ComeBack(t0 + 2 * gap)));
-        // Nothing was taken by those sent away: back at its time, the
-        // first finds its slot within the patience.
-        assert_eq!(throttle.take(a, t0 + gap, gap), Ok(t0 + 2 * gap));
+        assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
+        // The next two are further off: booked; come back a gap before.
+        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0 + gap)));
+        assert_eq!(throttle.take(a, "r4", t0, gap), Err(ComeBack(t0 + 2 * gap)));
+        // A newcomer gets the slot after the booked ones.
+        assert_eq!(throttle.take(a, "r5", t0, gap), Err(ComeBack(t0 + 3 * gap)));
+        // Back at its time, r3 finds its slot; back too early, r4 is sent
+        // away again for the same slot.
+        assert_eq!(throttle.take(a, "r3", t0 + gap, gap), Ok(t0 + 2 * gap));
+        assert_eq!(
+            throttle.take(a, "r4", t0 + gap, gap),
+            Err(ComeBack(t0 + 2 * gap))
+        );
         // Another installation is not held up.
         let b = InstallationId(2);
-        assert_eq!(throttle.take(b, t0, gap), Ok(t0));
+        assert_eq!(throttle.take(b, "r9", t0, gap), Ok(t0));
+    }
+
+    #[test]
+    fn a_booking_passed_is_dropped_and_its_writer_gets_a_new_slot() {
+        let gap = Duration::from_secs(1);
+        let throttle = EditThrottle::new(gap);
+        let t0 = Instant::now();
+        let a = InstallationId(1);
+        assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
+        assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
+        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0 + gap)));
+        // r3 comes back after its slot (t0 + 2 gaps) passed: a new slot.
+        let late = t0 + 5 * gap;
+        assert_eq!(throttle.take(a, "r3", late, gap), Ok(late));
+    }
+
+    #[test]
+    fn a_live_line_takes_a_slot_only_when_it_is_near_and_books_nothing() {
+        let gap = Duration::from_secs(1);
+        let throttle = EditThrottle::new(gap);
+        let t0 = Instant::now();
+        let a = InstallationId(1);
+        assert_eq!(throttle.take_if_within(a, t0, gap), Some(t0));
+        assert_eq!(throttle.take_if_within(a, t0, gap), Some(t0 + gap));
+        assert_eq!(throttle.take_if_within(a, t0, gap), None);
+        // Nothing was booked: the next writer gets the slot after t0 + gap.
+        assert_eq!(throttle.reserve(a, t0), t0 + 2 * gap);
     }
 
     #[tokio::test]
