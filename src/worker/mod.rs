@@ -489,7 +489,8 @@ impl WorkerPool {
             }
             Err(JobError::Postpone(delay)) => {
                 let run_at = now.saturating_add(delay.as_millis().min(i64::MAX as u128) as i64);
-                return Ok(match jobs::postpone(pool, job.id, owner, now, run_at).await? {
+                let postponed = jobs::postpone(pool, job.id, owner, now, run_at).await?;
+                return Ok(match postponed {
                     true => Settled::Postponed,
                     false => Settled::LeaseLost,
                 });

@@ -430,6 +430,75 @@ async fn a_panicking_runner_fails_its_job_and_the_worker_goes_on() {
     }
 }
 
+/// Postpones each job once by `POSTPONE`, then completes it.
+struct PostponedOnce(std::sync::atomic::AtomicUsize);
+
+const POSTPONE: Duration = Duration::from_millis(300);
+
+impl closer::worker::JobRunner for PostponedOnce {
+    fn run<'a>(&'a self, _job: &'a jobs::LeasedJob) -> closer::worker::JobFuture<'a> {
+        Box::pin(async move {
+            match self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => Err(closer::worker::JobError::Postpone(POSTPONE)),
+                _ => Ok(()),
+            }
+        })
+    }
+}
+
+async fn next_settled(
+    settled: &mut tokio::sync::broadcast::Receiver<closer::worker::JobSettled>,
+) -> closer::worker::JobSettled {
+    tokio::time::timeout(Duration::from_secs(10), settled.recv())
+        .await
+        .expect("settled in time")
+        .expect("settled")
+}
+
+/// A job postponed (a limit it shares is booked) is queued again for the
+/// time it named, its attempt given back and no error recorded: a job with
+/// a single attempt still runs to the end.
+#[tokio::test]
+async fn a_postponed_job_comes_back_at_its_time_without_spending_an_attempt() {
+    use closer::worker::Settled;
+    use std::sync::Arc;
+
+    let db = TestDb::new("queue_postpone").await;
+    let store = db.store().await;
+    let now = store.now_ms();
+    let id = jobs::enqueue(
+        store.pool(),
+        &NewJob {
+            run_at: now,
+            ..job("k-later", 1)
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    let runner = Arc::new(PostponedOnce(std::sync::atomic::AtomicUsize::new(0)));
+    let (mut settled, stop, workers) = one_worker(&store, runner.clone(), "postpone-test");
+    let first = next_settled(&mut settled).await;
+    assert_eq!((first.id, first.outcome), (id, Settled::Postponed));
+    let row = jobs::get(store.pool(), id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.attempts, row.last_error),
+        (JobState::Queued, 0, None)
+    );
+    assert!(
+        row.run_at >= now + POSTPONE.as_millis() as i64,
+        "{} vs {now}",
+        row.run_at
+    );
+    let second = next_settled(&mut settled).await;
+    assert_eq!((second.id, second.outcome), (id, Settled::Done));
+    assert!(store.now_ms() >= row.run_at, "not run before its time");
+    let _ = stop.send(true);
+    for w in workers {
+        w.await.unwrap();
+    }
+}
+
 /// Runs `run` jobs once the test says so, counting how often it was asked.
 struct Gated {
     started: tokio::sync::mpsc::UnboundedSender<()>,

@@ -40,7 +40,8 @@ fn status_writes(s: &Story, repo: &str) -> Vec<RecordedRequest> {
 async fn open_elsewhere(s: &mut Story) -> IssueNumber {
     let repo = s.github.add_repo(OTHER, OTHER_REPO);
     s.github.set_clone_url(&repo, &s.origin.url);
-    s.github.set_file(&repo, "main", ".github/closer.yml", CONFIG);
+    s.github
+        .set_file(&repo, "main", ".github/closer.yml", CONFIG);
     s.github.set_permission(&repo, MAINTAINER, "write");
     let n = s.github.open_issue(&repo, MAINTAINER, "elsewhere", "");
     for label in ["closer", "type:bug"] {
