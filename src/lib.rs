@@ -23,6 +23,7 @@ pub mod retention;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod work_runtime;
 pub mod worker;
 
 /// Installs rustls' `ring` provider as the process default (reqwest is built

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use closer::cli::{Cli, Command};
+use closer::cli::{Cli, Command, Role};
 use closer::config::server::ServerConfig;
 use closer::service::{self, ServeOptions};
 use closer::store::{Store, migrate};
@@ -34,7 +34,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    // Workers sharing the process with intake run on a runtime of their own.
+    let work = match &cli.command {
+        Command::Serve(args) if args.role == Role::All => match closer::work_runtime::build() {
+            Ok(work) => Some(work),
+            Err(e) => {
+                eprintln!("error: cannot start the workers' runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let handle = work.as_ref().map(|work| work.handle().clone());
+    let outcome = runtime.block_on(run(cli, handle));
+    // Its workers have given their jobs back by now; what is left
+    // (reconciliation between passes) is dropped.
+    if let Some(work) = work {
+        work.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -43,7 +61,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, work: Option<tokio::runtime::Handle>) -> anyhow::Result<ExitCode> {
     if let Command::Doctor = cli.command {
         return Ok(doctor(&cli).await);
     }
@@ -68,6 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = ServeOptions {
                 role: args.role,
                 dry_run: args.dry_run,
+                work,
             };
             service::serve(config, options).await?;
         }

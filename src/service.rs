@@ -31,10 +31,14 @@ use crate::worker::{JobRunner, WorkerHealth, WorkerPool, WorkerSettings};
 const RECONCILE_EVERY: Duration = Duration::from_secs(600);
 
 /// How `closer serve` was asked to run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub role: Role,
     pub dry_run: bool,
+    /// Where the workers, reconciliation and retention run: a runtime of
+    /// their own at a lower priority ([`crate::work_runtime`]) when they
+    /// share the process with intake; `None`: this one.
+    pub work: Option<tokio::runtime::Handle>,
 }
 
 /// Runs until a shutdown signal.
@@ -63,6 +67,8 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
         }
         false => (None, None),
     };
+    // Spawned from here, the background's tasks run on the workers' runtime.
+    let work = options.work.as_ref().map(|handle| handle.enter());
     let (worker_tasks, workers) = match options.role.runs_workers() {
         true => {
             let (tasks, health) = start_workers(
@@ -92,6 +98,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     }
     // After the state: it installs the metrics recorder the task reports to.
     let housekeeping = start_retention(&config, &store, shutdown_rx);
+    drop(work);
     serve_http(&config, state, shutdown_tx).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");

@@ -1,6 +1,7 @@
 //! Durability with the real binary: every delivery answered 2xx survives a
 //! kill -9, the service refuses to run unsigned, shuts down cleanly on
-//! SIGTERM, and (on PostgreSQL) two processes share one queue.
+//! SIGTERM, and (on PostgreSQL) two processes share one queue; the default
+//! process runs its workers below its intake's CPU priority.
 
 use std::time::Duration;
 
@@ -202,4 +203,55 @@ async fn two_processes_share_one_postgres_queue_without_double_work() {
     for process in [intake, worker_a, worker_b] {
         assert_eq!(process.terminate().await.code(), Some(0));
     }
+}
+
+/// Each thread of process `pid`: its name and nice value.
+fn threads_of(pid: u32) -> Vec<(String, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+    tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_owned();
+            // Fields from the third (state) on; nice is the nineteenth.
+            let nice = rest.split_whitespace().nth(16)?.parse().ok()?;
+            Some((name, nice))
+        })
+        .collect()
+}
+
+/// The default process's workers run below its intake's CPU priority
+/// (decision 195): on a busy machine the kernel answers GitHub first. A
+/// process that only takes deliveries has no such threads.
+#[tokio::test]
+async fn the_workers_threads_run_below_intakes_priority() {
+    let db = TestDb::new("work_nice").await;
+    let server = CloserProcess::serve(&db.url, None, &[]).await;
+    let threads = threads_of(server.child.id().expect("running"));
+    let work: Vec<i32> = threads
+        .iter()
+        .filter(|(name, _)| name == closer::work_runtime::THREAD_NAME)
+        .map(|(_, nice)| *nice)
+        .collect();
+    let intake: Vec<i32> = threads
+        .iter()
+        .filter(|(name, _)| name.starts_with("tokio-r"))
+        .map(|(_, nice)| *nice)
+        .collect();
+    assert!(!work.is_empty() && !intake.is_empty(), "{threads:?}");
+    // Relative to intake's: the tests may themselves run niced.
+    let lowered = (intake[0] + closer::work_runtime::WORK_NICE).min(19);
+    assert!(intake.iter().all(|n| *n == intake[0]), "{threads:?}");
+    assert!(work.iter().all(|n| *n == lowered), "{threads:?}");
+    assert_eq!(server.terminate().await.code(), Some(0));
+
+    let intake_only = CloserProcess::serve(&db.url, None, &["--role", "intake"]).await;
+    let threads = threads_of(intake_only.child.id().expect("running"));
+    assert!(
+        threads
+            .iter()
+            .all(|(name, _)| name != closer::work_runtime::THREAD_NAME),
+        "{threads:?}"
+    );
+    assert_eq!(intake_only.terminate().await.code(), Some(0));
 }
