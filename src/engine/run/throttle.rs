@@ -186,12 +186,20 @@ mod tests {
         assert_eq!(throttle.reserve(a, later), later);
     }
 
+    /// A throttle a second apart, now, and an installation.
+    fn one_installation() -> (EditThrottle, Instant, InstallationId, Duration) {
+        let gap = Duration::from_secs(1);
+        (
+            EditThrottle::new(gap),
+            Instant::now(),
+            InstallationId(1),
+            gap,
+        )
+    }
+
     #[test]
     fn a_slot_beyond_the_patience_is_booked_for_its_writer_who_comes_back_for_it() {
-        let gap = Duration::from_secs(1);
-        let throttle = EditThrottle::new(gap);
-        let t0 = Instant::now();
-        let a = InstallationId(1);
+        let (throttle, t0, a, gap) = one_installation();
         assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
         // The next slot is a gap off: within the patience, taken.
         assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
@@ -214,10 +222,7 @@ mod tests {
 
     #[test]
     fn a_booking_passed_is_dropped_and_its_writer_gets_a_new_slot() {
-        let gap = Duration::from_secs(1);
-        let throttle = EditThrottle::new(gap);
-        let t0 = Instant::now();
-        let a = InstallationId(1);
+        let (throttle, t0, a, gap) = one_installation();
         assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
         assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
         assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0 + gap)));
@@ -228,10 +233,7 @@ mod tests {
 
     #[test]
     fn a_live_line_takes_a_slot_only_when_it_is_near_and_books_nothing() {
-        let gap = Duration::from_secs(1);
-        let throttle = EditThrottle::new(gap);
-        let t0 = Instant::now();
-        let a = InstallationId(1);
+        let (throttle, t0, a, gap) = one_installation();
         assert_eq!(throttle.take_if_within(a, t0, gap), Some(t0));
         assert_eq!(throttle.take_if_within(a, t0, gap), Some(t0 + gap));
         assert_eq!(throttle.take_if_within(a, t0, gap), None);
