@@ -10,7 +10,14 @@ use closer::github::types::IssueNumber;
 use serde_json::json;
 
 use crate::support::fake_github::state::{FakeUser, RecordedRequest};
+use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, MAINTAINER, Story, user_json};
+
+/// One iteration each, judged incomplete: every run of the story fails at
+/// its limit, and its comment must end saying so.
+fn config() -> String {
+    format!("{CONFIG}completion:\n  max_iterations: 1\n")
+}
 
 /// The other installation's id and repository.
 const OTHER: i64 = 78;
@@ -41,7 +48,7 @@ async fn open_elsewhere(s: &mut Story) -> IssueNumber {
     let repo = s.github.add_repo(OTHER, OTHER_REPO);
     s.github.set_clone_url(&repo, &s.origin.url);
     s.github
-        .set_file(&repo, "main", ".github/closer.yml", CONFIG);
+        .set_file(&repo, "main", ".github/closer.yml", &config());
     s.github.set_permission(&repo, MAINTAINER, "write");
     let n = s.github.open_issue(&repo, MAINTAINER, "elsewhere", "");
     for label in ["closer", "type:bug"] {
@@ -63,8 +70,11 @@ async fn open_elsewhere(s: &mut Story) -> IssueNumber {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
-    let mut s = Story::start("burst", Some(CONFIG)).await;
+    let mut s = Story::start("burst", Some(&config())).await;
     s.github.add_installation(OTHER, "elsewhere");
+    s.agent_step(1, "echo '{\"summary\": \"Tried.\"}'\n");
+    s.llm
+        .push((0..=BURST).map(|_| Reply::closer(false, 0.5, &["more to do"])));
     let mut busy = Vec::new();
     for i in 0..BURST {
         busy.push(
@@ -72,7 +82,7 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
                 .await,
         );
     }
-    open_elsewhere(&mut s).await;
+    let elsewhere = open_elsewhere(&mut s).await;
     s.deliveries_handled().await;
 
     // The other installation's status comment came right after the first
@@ -102,5 +112,16 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
             pair[1].path
         );
     }
+
+    // Steps sent back after saving their transition still wrote it: once
+    // the queue is empty every comment shows its run's failure.
+    s.idle().await;
+    for n in &busy {
+        let status = s.status_comment(*n).body;
+        assert!(status.contains("see the diagnosis"), "{n:?}: {status}");
+    }
+    let repo = closer::github::types::RepoName::parse(OTHER_REPO).unwrap();
+    let other = s.github.comments(&repo, elsewhere);
+    assert!(other.iter().any(|c| c.body.contains("see the diagnosis")));
     s.stop().await;
 }

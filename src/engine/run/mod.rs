@@ -402,7 +402,10 @@ impl Engine {
             Step::Reverify => return self.reverify(&mut ctx).await,
             Step::PullClosed => return self.pull_closed(&mut ctx).await,
             Step::Merged => return self.merged(&mut ctx).await,
-            _ if ctx.run.state != step.acts_in() => return Ok(()),
+            // The run moved on: a step of it sent back before its status
+            // write (decision 194) writes the status now; a no-op when the
+            // comment already shows it.
+            _ if ctx.run.state != step.acts_in() => return self.status.publish(&mut ctx).await,
             _ => {}
         }
         match step {
@@ -446,10 +449,14 @@ impl RunStepRunner {
                 tracing::warn!(run = %payload.run_id, "a take_edit job without its edit; skipped");
                 Ok(())
             }
-            (step, _) => self.0.step(&payload.run_id, step).await,
+            (step, _) => status::sending_back(self.0.step(&payload.run_id, step)).await,
         };
         match done {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),
+            Err(e @ EngineError::Busy(_)) => {
+                tracing::debug!(run = %payload.run_id, step = ?payload.step, reason = %e, "run step postponed");
+                Err(self.0.job_error(e))
+            }
             Err(e) => {
                 tracing::warn!(run = %payload.run_id, step = ?payload.step, error = %e, "run step failed");
                 Err(self.0.job_error(e))

@@ -91,7 +91,12 @@ impl Engine {
         self.runs.save(ctx).await?;
         let pool = self.runs.store().pool();
         runs::discard_iteration(pool, &ctx.run.id, iteration.n).await?;
-        self.status.publish(ctx).await?;
+        // The outage's backoff comes first: a booked status write waits
+        // for the next step's edit rather than send this one back soon.
+        match self.status.publish(ctx).await {
+            Ok(()) | Err(EngineError::Busy(_)) => {}
+            Err(e) => return Err(e),
+        }
         Err(EngineError::AgentModelUnavailable(detail.to_owned()))
     }
 

@@ -72,8 +72,9 @@ impl Engine {
         ctx.run.outcome = None;
         ctx.run.max_iterations = ctx.run.iteration + ctx.config.completion.max_iterations;
         self.runs.save(ctx).await?;
-        self.status.publish(ctx).await?;
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+        // Queued before the status write, which may send this step back.
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        self.status.publish(ctx).await
     }
 
     /// A person reviewed or asked on the pull request of a run that failed
@@ -184,8 +185,9 @@ impl Engine {
         self.follow_branch(ctx, worktree).await?;
         ctx.run.state = RunState::Running;
         self.runs.save(ctx).await?;
-        self.status.publish(ctx).await?;
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+        // Queued before the status write, which may send this step back.
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        self.status.publish(ctx).await
     }
 
     /// The `reverify` step: a person pushed to the branch; the verification

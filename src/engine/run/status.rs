@@ -15,6 +15,19 @@ use crate::comment::{self, StatusView};
 use crate::github::{CommentId, InstallationClient};
 use crate::model::{IssueNumber, RepoName, RunState};
 
+tokio::task_local! {
+    /// Set while a queue job that may be sent back runs (a run's step, a
+    /// trigger's first status write): there, a status write whose slot is
+    /// far off ends the job with [`EngineError::Busy`]. Elsewhere
+    /// (reconciliation, commands, an edit taken) it waits for its slot.
+    static SENDS_BACK: ();
+}
+
+/// Runs `work` as a queue job that may be sent back at its status write.
+pub async fn sending_back<F: std::future::Future>(work: F) -> F::Output {
+    SENDS_BACK.scope((), work).await
+}
+
 /// Writes the run's texts on GitHub.
 pub struct StatusPublisher {
     runs: Runs,
@@ -134,10 +147,12 @@ impl StatusPublisher {
     /// Writes the status comment if its text changed: edits the known one,
     /// else finds ours by marker, else creates it (and remembers its id).
     /// Writes of one installation are at least a second apart; each step
-    /// calls this at most once. A slot more than a second off is booked for
-    /// the run and not waited for: [`EngineError::Busy`] sends the step back
-    /// to the queue until then (every step is safe to run again from the
-    /// start).
+    /// calls this at most once. Within [`sending_back`], a slot more than a
+    /// second off is booked for the run and not waited for:
+    /// [`EngineError::Busy`] sends the job back to the queue until shortly
+    /// before it. A caller saves its transition
+    /// and queues its next step first; a step sent back that finds its run
+    /// moved on writes the status then (`Engine::step`).
     pub async fn publish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped
             && let Some(stored) = self.runs.load(&ctx.run.id).await?
@@ -152,7 +167,9 @@ impl StatusPublisher {
             return Ok(());
         }
         let (installation, key) = (ctx.run.installation_id, ctx.run.id.as_str());
-        if let Err(ComeBack(back)) = self.throttle.wait_for_turn(installation, key).await {
+        if SENDS_BACK.try_with(|_| ()).is_err() {
+            self.throttle.wait_however_long(installation, key).await;
+        } else if let Err(ComeBack(back)) = self.throttle.wait_for_turn(installation, key).await {
             let wait = back.saturating_duration_since(tokio::time::Instant::now());
             return Err(EngineError::Busy(wait));
         }

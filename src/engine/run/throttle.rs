@@ -2,12 +2,14 @@
 //! second per installation, shared by every run of the process, so a busy
 //! installation cannot trip GitHub's secondary limit on content creation.
 //!
-//! It only spaces writes out; it must never drop a step's write, never give
-//! one slot to two writes, and never hold its lock while waiting. A step's
-//! writer waits at most one gap ([`EditThrottle::take`]): a slot further
-//! off is booked for its run and the step goes back to the queue until a
-//! gap before it (decision 194), so one installation's burst of runs holds
-//! at most two workers, and never the other installations' work.
+//! It only spaces writes out; it must never give one slot to two writes,
+//! and never hold its lock while waiting. A step's writer waits at most a
+//! gap for a fresh slot, or [`RETURN_LEAD`] more for one booked for it
+//! ([`EditThrottle::take`]): a slot further off is booked for its run and
+//! the step goes back to the queue until shortly before it (decision 194),
+//! so one installation's burst of runs holds a few workers for a few
+//! seconds, never the other installations' work. A write that must land
+//! (a stopped run's status restored) still waits however long.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,6 +21,11 @@ use crate::github::types::InstallationId;
 
 /// The least time between two status-comment writes of one installation.
 pub const STATUS_EDIT_GAP: Duration = Duration::from_secs(1);
+
+/// How long before its booked slot a writer sent away comes back: long
+/// enough to be claimed from the queue (idle workers look every half
+/// second) and to redo its step up to the write.
+pub const RETURN_LEAD: Duration = Duration::from_secs(2);
 
 /// Installations kept before those with nothing booked are forgotten.
 const KEEP_INSTALLATIONS: usize = 64;
@@ -76,7 +83,10 @@ impl EditThrottle {
         };
         if all.len() > KEEP_INSTALLATIONS {
             let gap = self.gap;
-            all.retain(|_, s| !s.booked.is_empty() || s.last.is_some_and(|l| l + gap > now));
+            all.retain(|_, s| {
+                s.booked.retain(|_, at| *at >= now);
+                !s.booked.is_empty() || s.last.is_some_and(|l| l + gap > now)
+            });
         }
         let slots = all.entry(installation).or_default();
         slots.booked.retain(|_, at| *at >= now);
@@ -84,9 +94,11 @@ impl EditThrottle {
     }
 
     /// The slot for `key`'s write, if it comes within `patience` of `now`
-    /// (the caller writes once it has come): the one booked for `key`, else
-    /// the installation's next. A slot further off is booked for `key`, and
-    /// the caller comes back `patience` before it.
+    /// (the caller writes once it has come): the installation's next, or
+    /// the one booked for `key`, which the caller comes back for and waits
+    /// up to `RETURN_LEAD` more for. A slot further off is booked for
+    /// `key`, and the caller comes back `RETURN_LEAD` before it: the time
+    /// a job has to be claimed again and reach its write.
     pub fn take(
         &self,
         installation: InstallationId,
@@ -95,16 +107,17 @@ impl EditThrottle {
         patience: Duration,
     ) -> Result<Instant, ComeBack> {
         let gap = self.gap;
+        let lead = RETURN_LEAD;
         self.with(installation, now, |slots| {
-            let slot = match slots.booked.remove(key) {
-                Some(booked) => booked,
-                None => slots.next(now, gap),
+            let (slot, waits) = match slots.booked.remove(key) {
+                Some(booked) => (booked, patience.saturating_add(lead)),
+                None => (slots.next(now, gap), patience),
             };
-            if slot.saturating_duration_since(now) <= patience {
+            if slot.saturating_duration_since(now) <= waits {
                 return Ok(slot);
             }
             slots.booked.insert(key.to_owned(), slot);
-            Err(ComeBack(slot.checked_sub(patience).unwrap_or(slot)))
+            Err(ComeBack(slot.checked_sub(lead).unwrap_or(slot)))
         })
     }
 
@@ -147,6 +160,15 @@ impl EditThrottle {
         let slot = self.take(installation, key, Instant::now(), self.gap)?;
         tokio::time::sleep_until(slot).await;
         Ok(())
+    }
+
+    /// Waits for `key`'s booked slot, else the installation's next, however
+    /// far off: for a caller that cannot be sent back.
+    pub async fn wait_however_long(&self, installation: InstallationId, key: &str) {
+        let slot = match self.take(installation, key, Instant::now(), Duration::MAX) {
+            Ok(slot) | Err(ComeBack(slot)) => slot,
+        };
+        tokio::time::sleep_until(slot).await;
     }
 
     /// Waits for the installation's next slot if it comes within one gap
@@ -203,18 +225,18 @@ mod tests {
         assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
         // The next slot is a gap off: within the patience, taken.
         assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
-        // The next two are further off: booked; come back a gap before.
-        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0 + gap)));
-        assert_eq!(throttle.take(a, "r4", t0, gap), Err(ComeBack(t0 + 2 * gap)));
-        // A newcomer gets the slot after the booked ones.
-        assert_eq!(throttle.take(a, "r5", t0, gap), Err(ComeBack(t0 + 3 * gap)));
-        // Back at its time, r3 finds its slot; back too early, r4 is sent
-        // away again for the same slot.
-        assert_eq!(throttle.take(a, "r3", t0 + gap, gap), Ok(t0 + 2 * gap));
-        assert_eq!(
-            throttle.take(a, "r4", t0 + gap, gap),
-            Err(ComeBack(t0 + 2 * gap))
-        );
+        // The next ones are further off: booked; come back two seconds
+        // (RETURN_LEAD) before them. Each newcomer gets the slot after the
+        // booked ones.
+        assert_eq!(RETURN_LEAD, 2 * gap);
+        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0)));
+        assert_eq!(throttle.take(a, "r4", t0, gap), Err(ComeBack(t0 + gap)));
+        assert_eq!(throttle.take(a, "r5", t0, gap), Err(ComeBack(t0 + 2 * gap)));
+        // Back at its time, r3 finds its slot two gaps off and waits for it;
+        // back too early, r5 is sent away again for the same slot.
+        assert_eq!(throttle.take(a, "r3", t0, gap), Ok(t0 + 2 * gap));
+        assert_eq!(throttle.take(a, "r5", t0, gap), Err(ComeBack(t0 + 2 * gap)));
+        assert_eq!(throttle.take(a, "r5", t0 + 2 * gap, gap), Ok(t0 + 4 * gap));
         // Another installation is not held up.
         let b = InstallationId(2);
         assert_eq!(throttle.take(b, "r9", t0, gap), Ok(t0));
@@ -225,7 +247,7 @@ mod tests {
         let (throttle, t0, a, gap) = one_installation();
         assert_eq!(throttle.take(a, "r1", t0, gap), Ok(t0));
         assert_eq!(throttle.take(a, "r2", t0, gap), Ok(t0 + gap));
-        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0 + gap)));
+        assert_eq!(throttle.take(a, "r3", t0, gap), Err(ComeBack(t0)));
         // r3 comes back after its slot (t0 + 2 gaps) passed: a new slot.
         let late = t0 + 5 * gap;
         assert_eq!(throttle.take(a, "r3", late, gap), Ok(late));

@@ -512,7 +512,8 @@ impl Engine {
             let id = run.id.clone();
             let names = self.agents.names();
             let mut ctx = super::RunContext::load_lenient(run, client.clone(), &names)?;
-            self.status.publish(&mut ctx).await?;
+            // Safe to send back: done again, the run is found and queued.
+            super::status::sending_back(self.status.publish(&mut ctx)).await?;
             self.runs.enqueue(&id, Step::Start).await?;
             return Ok(format!("run {id} queued"));
         }
