@@ -449,7 +449,14 @@ impl RunStepRunner {
                 tracing::warn!(run = %payload.run_id, "a take_edit job without its edit; skipped");
                 Ok(())
             }
-            (step, _) => status::sending_back(self.0.step(&payload.run_id, step)).await,
+            // Sent back, these find their run moved on and write its status
+            // (`Engine::step`). The pull request's steps read a review or a
+            // merge as new when they run again: they wait for their slot.
+            (
+                step @ (Step::Start | Step::Iterate | Step::Finish | Step::Resume | Step::ShowStop),
+                _,
+            ) => status::sending_back(self.0.step(&payload.run_id, step)).await,
+            (step, _) => self.0.step(&payload.run_id, step).await,
         };
         match done {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),

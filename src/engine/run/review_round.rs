@@ -72,9 +72,11 @@ impl Engine {
         ctx.run.outcome = None;
         ctx.run.max_iterations = ctx.run.iteration + ctx.config.completion.max_iterations;
         self.runs.save(ctx).await?;
-        // Queued before the status write, which may send this step back.
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
-        self.status.publish(ctx).await
+        // The review step is never sent back at this write (it waits for
+        // its slot): a review step queued meanwhile runs before the
+        // iteration and finds the run at work.
+        self.status.publish(ctx).await?;
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
     }
 
     /// A person reviewed or asked on the pull request of a run that failed

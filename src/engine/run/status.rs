@@ -16,10 +16,11 @@ use crate::github::{CommentId, InstallationClient};
 use crate::model::{IssueNumber, RepoName, RunState};
 
 tokio::task_local! {
-    /// Set while a queue job that may be sent back runs (a run's step, a
-    /// trigger's first status write): there, a status write whose slot is
-    /// far off ends the job with [`EngineError::Busy`]. Elsewhere
-    /// (reconciliation, commands, an edit taken) it waits for its slot.
+    /// Set while a queue job that may be sent back runs (a run's step that
+    /// is safe to run again, a trigger's first status write): there, a
+    /// status write whose slot is far off ends the job with
+    /// [`EngineError::Busy`]. Elsewhere (the pull request's steps,
+    /// reconciliation, commands, an edit taken) it waits for its slot.
     static SENDS_BACK: ();
 }
 
@@ -150,9 +151,9 @@ impl StatusPublisher {
     /// calls this at most once. Within [`sending_back`], a slot more than a
     /// second off is booked for the run and not waited for:
     /// [`EngineError::Busy`] sends the job back to the queue until shortly
-    /// before it. A caller saves its transition
-    /// and queues its next step first; a step sent back that finds its run
-    /// moved on writes the status then (`Engine::step`).
+    /// before it. A caller saves its transition and queues its next step
+    /// first; a step sent back that finds its run moved on writes the
+    /// status then (`Engine::step`).
     pub async fn publish(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.run.state != RunState::Stopped
             && let Some(stored) = self.runs.load(&ctx.run.id).await?
