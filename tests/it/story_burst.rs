@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use closer::github::types::IssueNumber;
+use closer::model::RunState;
 use serde_json::json;
 
+use crate::story_review::{done, fix_add};
 use crate::support::fake_github::state::{FakeUser, RecordedRequest};
 use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, MAINTAINER, Story, user_json};
@@ -40,6 +42,17 @@ fn status_writes(s: &Story, repo: &str) -> Vec<RecordedRequest> {
         .collect();
     writes.sort_by_key(|r| r.at);
     writes
+}
+
+/// How many of the burst's status writes came before the other
+/// installation's first, counting those after `since`.
+fn burst_writes_first(s: &Story, since: std::time::Instant) -> usize {
+    let theirs = status_writes(s, OTHER_REPO);
+    let first_elsewhere = theirs.first().expect("the other run's status comment").at;
+    status_writes(s, "octo/calc")
+        .iter()
+        .filter(|w| w.at > since && w.at < first_elsewhere)
+        .count()
 }
 
 /// Opens an issue with the trigger label in the other installation and
@@ -75,6 +88,7 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
     s.agent_step(1, "echo '{\"summary\": \"Tried.\"}'\n");
     s.llm
         .push((0..=BURST).map(|_| Reply::closer(false, 0.5, &["more to do"])));
+    let since = std::time::Instant::now();
     let mut busy = Vec::new();
     for i in 0..BURST {
         busy.push(
@@ -87,10 +101,7 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
 
     // The other installation's status comment came right after the first
     // of the burst's, not after the burst had been written a second apart.
-    let ours = status_writes(&s, "octo/calc");
-    let theirs = status_writes(&s, OTHER_REPO);
-    let first_elsewhere = theirs.first().expect("the other run's status comment").at;
-    let before = ours.iter().filter(|w| w.at < first_elsewhere).count();
+    let before = burst_writes_first(&s, since);
     assert!(
         before <= 3,
         "{before} of the burst's status writes came first\n{}",
@@ -123,5 +134,78 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
     let repo = closer::github::types::RepoName::parse(OTHER_REPO).unwrap();
     let other = s.github.comments(&repo, elsewhere);
     assert!(other.iter().any(|c| c.body.contains("see the diagnosis")));
+    s.stop().await;
+}
+
+/// Runs at rest with their pull requests open, in one installation. The
+/// maintainer closes half of the pull requests unmerged and asks for a
+/// change on the others, all at once; then an issue is labelled in another
+/// installation. The pull request's steps are sent back at their status
+/// writes like the others (decision 196): the other installation's comment
+/// comes after a few of the burst's writes, every closed one's run ends
+/// failed with its comment saying so, and every reviewed one's round runs
+/// (and fails: its change breaks the tests) without its review step, back
+/// from the queue, taking the review for a new one on a failed run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_on_pull_requests_in_one_installation_holds_up_no_other_installation() {
+    const PULLS: usize = 6;
+    let mut s = Story::start("burst-pulls", Some(&config())).await;
+    s.github.add_installation(OTHER, "elsewhere");
+    s.llm.push((0..PULLS).map(|_| done()));
+    s.agent_step(1, &fix_add());
+    let mut runs = Vec::new();
+    for i in 0..PULLS {
+        let n = s
+            .open_issue(&format!("add subtracts {i}"), "", &["closer", "type:bug"])
+            .await;
+        runs.push(n);
+    }
+    s.idle().await;
+    let mut pulls = Vec::new();
+    for n in &runs {
+        let run = s.run(*n).await.expect("a run");
+        let pull = run.pull_request.expect("a pull request");
+        pulls.push((*n, pull));
+    }
+
+    // The burst: the first half closed, the rest reviewed (their round's
+    // change breaks the tests, so each round fails at its limit).
+    s.agent_step(
+        2,
+        "echo 'exit 1' > tests/add.sh\necho '{\"message\": \"break it\", \"summary\": \"Done.\"}'\n",
+    );
+    s.llm.push((0..=PULLS).map(|_| done()));
+    let since = std::time::Instant::now();
+    let (closed, reviewed) = pulls.split_at(PULLS / 2);
+    for (_, pull) in closed {
+        s.close_pull_as(*pull, MAINTAINER).await;
+    }
+    for (_, pull) in reviewed {
+        s.review_as(*pull, MAINTAINER, "CHANGES_REQUESTED", "Try again.", &[])
+            .await;
+    }
+    open_elsewhere(&mut s).await;
+    s.deliveries_handled().await;
+
+    let before = burst_writes_first(&s, since);
+    assert!(
+        before <= 3,
+        "{before} of the burst's status writes came first\n{}",
+        s.journal().await
+    );
+
+    s.idle().await;
+    for (n, _) in closed {
+        let status = s.status_comment(*n).body;
+        assert!(status.contains("closer: failed"), "{n:?}: {status}");
+    }
+    for (n, pull) in reviewed {
+        let run = s.run(*n).await.unwrap();
+        assert_eq!((run.state, run.iteration), (RunState::Failed, 2), "{n:?}");
+        let status = s.status_comment(*n).body;
+        assert!(status.contains("see the diagnosis"), "{n:?}: {status}");
+        let said = s.bot_comments(*pull);
+        assert!(said.is_empty(), "{pull:?}: {said:#?}");
+    }
     s.stop().await;
 }

@@ -131,6 +131,17 @@ impl Step {
             .map_or(RunState::Queued, |(_, state)| *state)
     }
 
+    /// The state a pull request's end moves a run to: `Failed` for
+    /// `PullClosed`, `Done` for `Merged` (`Queued`, no step's end, for the
+    /// others).
+    fn ends_in(self) -> RunState {
+        match self {
+            Step::PullClosed => RunState::Failed,
+            Step::Merged => RunState::Done,
+            _ => RunState::Queued,
+        }
+    }
+
     /// The step that carries a run in `state` forward, if one does.
     fn carrying(state: RunState) -> Option<Step> {
         STEP_STATES
@@ -349,7 +360,9 @@ impl Engine {
     /// Runs one step of a run: loads its context once and hands it on,
     /// holding the run's files meanwhile (the retention task leaves them
     /// alone, see `workspace`).
-    async fn step(&self, run_id: &RunId, step: Step) -> Result<(), EngineError> {
+    /// `job` is the queue job's id: the `review` step tells by it a round
+    /// it started itself.
+    async fn step(&self, run_id: &RunId, step: Step, job: i64) -> Result<(), EngineError> {
         let _files = self.workspace.hold_files(run_id).await?;
         if step == Step::ShowStop {
             // A stopped run whose config no longer parses is shown too.
@@ -398,8 +411,14 @@ impl Engine {
         }
         match step {
             // The pull request's steps act on a run at rest; each checks.
-            Step::Review => return self.review_round(&mut ctx).await,
+            Step::Review => return self.review_round(&mut ctx, job).await,
             Step::Reverify => return self.reverify(&mut ctx).await,
+            // The run ended as this step ends it (the step sent back at its
+            // status write, or a delivery replayed): the status is written;
+            // a no-op when the comment already shows it.
+            Step::PullClosed | Step::Merged if ctx.run.state == step.ends_in() => {
+                return self.status.publish(&mut ctx).await;
+            }
             Step::PullClosed => return self.pull_closed(&mut ctx).await,
             Step::Merged => return self.merged(&mut ctx).await,
             // The run moved on: a step of it sent back before its status
@@ -450,13 +469,21 @@ impl RunStepRunner {
                 Ok(())
             }
             // Sent back, these find their run moved on and write its status
-            // (`Engine::step`). The pull request's steps read a review or a
-            // merge as new when they run again: they wait for their slot.
+            // (`Engine::step`); a review step finds the round it started
+            // (`review_round.rs`). `reverify` writes no status, and would
+            // verify again if sent back.
             (
-                step @ (Step::Start | Step::Iterate | Step::Finish | Step::Resume | Step::ShowStop),
+                step @ (Step::Start
+                | Step::Iterate
+                | Step::Finish
+                | Step::Resume
+                | Step::ShowStop
+                | Step::Review
+                | Step::PullClosed
+                | Step::Merged),
                 _,
-            ) => status::sending_back(self.0.step(&payload.run_id, step)).await,
-            (step, _) => self.0.step(&payload.run_id, step).await,
+            ) => status::sending_back(self.0.step(&payload.run_id, step, job.id)).await,
+            (step, _) => self.0.step(&payload.run_id, step, job.id).await,
         };
         match done {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),

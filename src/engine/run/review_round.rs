@@ -44,7 +44,21 @@ impl Engine {
     /// address (an open thread, a review's summary, a request), the run
     /// goes back to work on its branch for up to `max_iterations` more
     /// iterations; its phase label stays as it is.
-    pub(super) async fn review_round(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+    ///
+    /// `job` is the step's queue job: the round it started is saved with
+    /// it, and the same job run again (sent back at its status write, or
+    /// retried) only writes the status. Otherwise it would find the run at
+    /// work, or ended by the round, and take its review for a new one. (A
+    /// round's iteration whose queueing failed is queued by reconciliation,
+    /// as any step's.)
+    pub(super) async fn review_round(
+        &self,
+        ctx: &mut RunContext,
+        job: i64,
+    ) -> Result<(), EngineError> {
+        if ctx.data.round_job == Some(job) {
+            return self.status.publish(ctx).await;
+        }
         let Some(pull) = self.open_pull_at_rest(ctx).await? else {
             return self.hint_if_ended(ctx).await;
         };
@@ -71,12 +85,11 @@ impl Engine {
         ctx.run.state = RunState::Running;
         ctx.run.outcome = None;
         ctx.run.max_iterations = ctx.run.iteration + ctx.config.completion.max_iterations;
+        ctx.data.round_job = Some(job);
         self.runs.save(ctx).await?;
-        // The review step is never sent back at this write (it waits for
-        // its slot): a review step queued meanwhile runs before the
-        // iteration and finds the run at work.
-        self.status.publish(ctx).await?;
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+        // Queued before the status write, which may send this step back.
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        self.status.publish(ctx).await
     }
 
     /// A person reviewed or asked on the pull request of a run that failed

@@ -129,7 +129,9 @@ impl StatusPublisher {
                 return;
             }
         };
-        self.throttle.wait(ctx.run.installation_id).await;
+        self.throttle
+            .wait_however_long(ctx.run.installation_id, ctx.run.id.as_str())
+            .await;
         // Restarted while this waited its turn: the new life's status stands.
         let generation = fresh.run.generation;
         match self.runs.load(&ctx.run.id).await {

@@ -136,20 +136,6 @@ impl EditThrottle {
         })
     }
 
-    /// Takes the installation's next slot at or after `now`, however far
-    /// off, and returns it.
-    pub fn reserve(&self, installation: InstallationId, now: Instant) -> Instant {
-        let gap = self.gap;
-        self.with(installation, now, |slots| slots.next(now, gap))
-    }
-
-    /// Waits until `installation` may write again (and takes that slot),
-    /// however long that is: for a write that must land now.
-    pub async fn wait(&self, installation: InstallationId) {
-        let slot = self.reserve(installation, Instant::now());
-        tokio::time::sleep_until(slot).await;
-    }
-
     /// Waits for `key`'s slot ([`Self::take`]) if it comes within one gap;
     /// else books it and says when to come back.
     pub async fn wait_for_turn(
@@ -163,7 +149,8 @@ impl EditThrottle {
     }
 
     /// Waits for `key`'s booked slot, else the installation's next, however
-    /// far off: for a caller that cannot be sent back.
+    /// far off (and takes it): for a caller that cannot be sent back, or a
+    /// write that must land (a stopped run's status restored).
     pub async fn wait_however_long(&self, installation: InstallationId, key: &str) {
         let slot = match self.take(installation, key, Instant::now(), Duration::MAX) {
             Ok(slot) | Err(ComeBack(slot)) => slot,
@@ -188,24 +175,32 @@ impl EditThrottle {
 mod tests {
     use super::*;
 
+    /// The slot `key`'s writer takes at `now`, however far off (a writer
+    /// that waits for it).
+    fn slot(throttle: &EditThrottle, a: InstallationId, key: &str, now: Instant) -> Instant {
+        match throttle.take(a, key, now, Duration::MAX) {
+            Ok(slot) | Err(ComeBack(slot)) => slot,
+        }
+    }
+
     #[test]
     fn writes_of_one_installation_are_a_gap_apart_others_are_not_held_up() {
         let throttle = EditThrottle::new(Duration::from_secs(1));
         let t0 = Instant::now();
         let a = InstallationId(1);
         let b = InstallationId(2);
-        assert_eq!(throttle.reserve(a, t0), t0);
+        assert_eq!(slot(&throttle, a, "r1", t0), t0);
         // Two more writes at once: queued one second apart each.
-        assert_eq!(throttle.reserve(a, t0), t0 + Duration::from_secs(1));
+        assert_eq!(slot(&throttle, a, "r2", t0), t0 + Duration::from_secs(1));
         assert_eq!(
-            throttle.reserve(a, t0 + Duration::from_millis(200)),
+            slot(&throttle, a, "r3", t0 + Duration::from_millis(200)),
             t0 + Duration::from_secs(2)
         );
         // Another installation is not held up.
-        assert_eq!(throttle.reserve(b, t0), t0);
+        assert_eq!(slot(&throttle, b, "r4", t0), t0);
         // After a quiet spell, a write goes at once.
         let later = t0 + Duration::from_secs(10);
-        assert_eq!(throttle.reserve(a, later), later);
+        assert_eq!(slot(&throttle, a, "r1", later), later);
     }
 
     /// A throttle a second apart, now, and an installation.
@@ -260,17 +255,17 @@ mod tests {
         assert_eq!(throttle.take_if_within(a, t0, gap), Some(t0 + gap));
         assert_eq!(throttle.take_if_within(a, t0, gap), None);
         // Nothing was booked: the next writer gets the slot after t0 + gap.
-        assert_eq!(throttle.reserve(a, t0), t0 + 2 * gap);
+        assert_eq!(slot(&throttle, a, "r1", t0), t0 + 2 * gap);
     }
 
     #[tokio::test]
-    async fn wait_returns_at_once_for_the_first_write_and_a_gap_later_for_the_next() {
+    async fn a_write_that_waits_goes_at_once_first_and_a_gap_later_next() {
         let throttle = EditThrottle::new(Duration::from_millis(100));
         let a = InstallationId(7);
         let start = Instant::now();
-        throttle.wait(a).await;
+        throttle.wait_however_long(a, "r1").await;
         assert!(start.elapsed() < Duration::from_millis(100));
-        throttle.wait(a).await;
+        throttle.wait_however_long(a, "r2").await;
         assert!(start.elapsed() >= Duration::from_millis(100));
     }
 }
