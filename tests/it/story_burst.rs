@@ -138,17 +138,18 @@ async fn a_burst_of_runs_in_one_installation_holds_up_no_other_installation() {
 }
 
 /// Runs at rest with their pull requests open, in one installation. The
-/// maintainer closes half of the pull requests unmerged and asks for a
-/// change on the others, all at once; then an issue is labelled in another
+/// maintainer closes six of the pull requests unmerged, then asks for a
+/// change on the last two; then an issue is labelled in another
 /// installation. The pull request's steps are sent back at their status
 /// writes like the others (decision 196): the other installation's comment
 /// comes after a few of the burst's writes, every closed one's run ends
-/// failed with its comment saying so, and every reviewed one's round runs
+/// failed with its comment saying so, and each reviewed one's round runs
 /// (and fails: its change breaks the tests) without its review step, back
-/// from the queue, taking the review for a new one on a failed run.
+/// from the queue after the round failed, taking the review for a new one
+/// (a hint on the pull request that the run failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_on_pull_requests_in_one_installation_holds_up_no_other_installation() {
-    const PULLS: usize = 6;
+    const PULLS: usize = 8;
     let mut s = Story::start("burst-pulls", Some(&config())).await;
     s.github.add_installation(OTHER, "elsewhere");
     s.llm.push((0..PULLS).map(|_| done()));
@@ -176,7 +177,7 @@ async fn a_burst_on_pull_requests_in_one_installation_holds_up_no_other_installa
     );
     s.llm.push((0..=PULLS).map(|_| done()));
     let since = std::time::Instant::now();
-    let (closed, reviewed) = pulls.split_at(PULLS / 2);
+    let (closed, reviewed) = pulls.split_at(PULLS - 2);
     for (_, pull) in closed {
         s.close_pull_as(*pull, MAINTAINER).await;
     }
@@ -184,6 +185,8 @@ async fn a_burst_on_pull_requests_in_one_installation_holds_up_no_other_installa
         s.review_as(*pull, MAINTAINER, "CHANGES_REQUESTED", "Try again.", &[])
             .await;
     }
+    // The burst's steps are queued before the other installation's trigger.
+    s.deliveries_handled().await;
     open_elsewhere(&mut s).await;
     s.deliveries_handled().await;
 
