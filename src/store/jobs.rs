@@ -473,6 +473,15 @@ pub async fn enqueue_unless_live(
     Ok(done.rows_affected() == 1)
 }
 
+/// The id of the newest job queued so far (0 when none was): ids only
+/// grow, so a job of a lower id was queued before this was read.
+pub async fn newest_id(pool: &AnyPool) -> Result<i64, StoreError> {
+    let row = sqlx::query("SELECT MAX(id) AS newest FROM jobs")
+        .fetch_one(pool)
+        .await?;
+    Ok(row.try_get::<Option<i64>, _>("newest")?.unwrap_or(0))
+}
+
 /// Whether a job with this key is queued or leased (a run's next step is
 /// on its way); used by reconciliation.
 pub async fn has_live_job(pool: &AnyPool, key: &str) -> Result<bool, StoreError> {

@@ -86,11 +86,12 @@ pub struct RunData {
     /// A review round is under way: iterations started by reviews or
     /// requests on the run's pull request, after it was verified.
     pub review_round: bool,
-    /// The queue job of the `review` step that started the latest round,
-    /// saved with the round: run again (sent back at its status write, or
-    /// retried), that job only writes the status, and does not take the
-    /// round's review for a new one.
-    pub round_job: Option<i64>,
+    /// The newest queue job when the latest review round started: the
+    /// round took what the `review` steps queued up to it asked (its own
+    /// step among them), so such a step, run again (sent back at its status
+    /// write, retried) or late (queued by another delivery of the same
+    /// review), only writes the status.
+    pub round_covers: Option<i64>,
     /// The review threads (their first comments' ids) the prompts of this
     /// round carried, answered once the round is verified.
     pub pending_threads: Vec<u64>,

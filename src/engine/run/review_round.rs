@@ -45,23 +45,28 @@ impl Engine {
     /// goes back to work on its branch for up to `max_iterations` more
     /// iterations; its phase label stays as it is.
     ///
-    /// `job` is the step's queue job: the round it started is saved with
-    /// it, and the same job run again (sent back at its status write, or
-    /// retried) only writes the status. Otherwise it would find the run at
-    /// work, or ended by the round, and take its review for a new one. (A
-    /// round's iteration whose queueing failed is queued by reconciliation,
-    /// as any step's.)
+    /// `job` is the step's queue job. A round saves the newest job at its
+    /// start, and a step queued up to it only writes the status: the round
+    /// took what it was queued for (it is the step that started the round,
+    /// run again after being sent back at its status write, or another
+    /// delivery's step for the same review). Otherwise it would find the
+    /// run at work, or ended by the round, and take the review for a new
+    /// one. (A round's iteration whose queueing failed is queued by
+    /// reconciliation, as any step's.)
     pub(super) async fn review_round(
         &self,
         ctx: &mut RunContext,
         job: i64,
     ) -> Result<(), EngineError> {
-        if ctx.data.round_job == Some(job) {
+        if ctx.data.round_covers.is_some_and(|newest| job <= newest) {
             return self.status.publish(ctx).await;
         }
         let Some(pull) = self.open_pull_at_rest(ctx).await? else {
             return self.hint_if_ended(ctx).await;
         };
+        // Read before what was asked: a delivery keeps its words, then
+        // queues its step, so a step queued up to here finds them below.
+        let newest = self.runs.newest_job().await?;
         let asked = self
             .runs
             .messages(&ctx.run.id)
@@ -85,7 +90,7 @@ impl Engine {
         ctx.run.state = RunState::Running;
         ctx.run.outcome = None;
         ctx.run.max_iterations = ctx.run.iteration + ctx.config.completion.max_iterations;
-        ctx.data.round_job = Some(job);
+        ctx.data.round_covers = Some(newest);
         self.runs.save(ctx).await?;
         // Queued before the status write, which may send this step back.
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;

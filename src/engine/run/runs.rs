@@ -174,6 +174,11 @@ impl Runs {
         Ok(runs::save_if_still(self.store.pool(), &ctx.run, was).await?)
     }
 
+    /// The id of the newest queue job ([`jobs::newest_id`]).
+    pub async fn newest_job(&self) -> Result<i64, EngineError> {
+        Ok(jobs::newest_id(self.store.pool()).await?)
+    }
+
     /// Whether a step of the run is queued or running.
     pub async fn has_live_step(&self, run_id: &RunId) -> Result<bool, EngineError> {
         Ok(jobs::has_live_job(self.store.pool(), &run_job_key(run_id)).await?)
