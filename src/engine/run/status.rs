@@ -19,8 +19,8 @@ tokio::task_local! {
     /// Set while a queue job that may be sent back runs (a run's step that
     /// is safe to run again, a trigger's first status write): there, a
     /// status write whose slot is far off ends the job with
-    /// [`EngineError::Busy`]. Elsewhere (the pull request's steps,
-    /// reconciliation, commands, an edit taken) it waits for its slot.
+    /// [`EngineError::Busy`]. Elsewhere (`reverify`, reconciliation,
+    /// commands, an edit taken) it waits for its slot.
     static SENDS_BACK: ();
 }
 
