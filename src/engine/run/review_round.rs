@@ -8,7 +8,9 @@
 //! merge; a run that failed or was stopped gets one hint on its pull
 //! request (how to start it again) instead of a round, and so does one
 //! whose budget is spent (how to raise it); a step that finds it
-//! anywhere else does nothing (a round that is
+//! anywhere else does nothing, and a step queued before the latest round
+//! started (that round took what it was queued for) only writes the
+//! status (a round that is
 //! under way asks for the next one when it ends, see `finish.rs`). A run
 //! with a pull request waiting for the answer to its question is not at
 //! work either: the end of its pull request, closed here or merged

@@ -698,6 +698,9 @@ fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
         // Work an earlier life kept for judging, and counted, is judged by
         // this one without being counted again.
         usage_counted: old.usage_counted,
+        // A review step the earlier life's last round took, retried late,
+        // stays covered (ids only grow: no step of this life is).
+        round_covers: old.round_covers,
         ..fresh
     }
 }
@@ -707,10 +710,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_restart_carries_the_branch_the_labels_and_what_was_counted_and_takes_the_rest_fresh() {
+    fn a_restart_carries_what_the_earlier_life_settled_and_takes_the_rest_fresh() {
         let old = RunData {
             branch_head: Some("abc".into()),
             usage_counted: Some(3),
+            round_covers: Some(41),
             agent_session: Some("old-session".into()),
             issue_title: "old title".into(),
             ..RunData::default()
@@ -725,6 +729,11 @@ mod tests {
             data.usage_counted,
             Some(3),
             "kept work is not counted twice"
+        );
+        assert_eq!(
+            data.round_covers,
+            Some(41),
+            "the last round's steps stay covered"
         );
         assert_eq!(data.agent_session, None, "a fresh session");
         assert_eq!(data.issue_title, "new title");
