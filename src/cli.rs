@@ -55,6 +55,10 @@ pub enum Command {
     /// (closer runs it itself: `prompts::confined`).
     #[command(hide = true)]
     RenderPrompt,
+    /// Runs one live goal's server and requests its URL, from inside the
+    /// goal's sandbox (closer runs it itself: `engine::goals::probe`).
+    #[command(hide = true)]
+    GoalProbe,
 }
 
 /// Flags of `closer serve`.

@@ -19,8 +19,10 @@ fn main() -> ExitCode {
     forbid_inspection();
     tune_memory();
     let cli = Cli::parse();
-    if let Command::RenderPrompt = cli.command {
-        return closer::prompts::confined::child_main();
+    match cli.command {
+        Command::RenderPrompt => return closer::prompts::confined::child_main(),
+        Command::GoalProbe => return closer::engine::goals::probe::child_main(),
+        _ => {}
     }
     closer::install_crypto_provider();
     init_tracing();
@@ -81,7 +83,10 @@ async fn run(cli: Cli, work: Option<tokio::runtime::Handle>) -> anyhow::Result<E
     let config = ServerConfig::load(&cli.settings)?;
     match cli.command {
         // Answered above, before the configuration could fail to load.
-        Command::Doctor | Command::RenderPrompt | Command::CheckConfig { .. } => {}
+        Command::Doctor
+        | Command::RenderPrompt
+        | Command::GoalProbe
+        | Command::CheckConfig { .. } => {}
         Command::Serve(args) => {
             let options = ServeOptions {
                 role: args.role,

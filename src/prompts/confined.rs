@@ -75,6 +75,17 @@ impl Renderer {
         std::env::current_exe().map(Renderer::new)
     }
 
+    /// The binary's file, if it still exists: the path given, or the one
+    /// `/proc/self/exe` names (a process in a sandbox cannot follow that
+    /// link to its parent's binary).
+    pub fn program_file(&self) -> Option<std::path::PathBuf> {
+        let file = match self.program == std::path::Path::new("/proc/self/exe") {
+            true => std::fs::read_link(&self.program).ok()?,
+            false => self.program.clone(),
+        };
+        file.is_file().then_some(file)
+    }
+
     /// `template` rendered with `params` in the child.
     pub async fn render(
         &self,

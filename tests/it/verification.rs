@@ -100,6 +100,7 @@ impl Fixture {
             scratch: root.path().join("goals"),
             default_timeout: Duration::from_secs(30),
             max_output_bytes: 1024 * 1024,
+            prober: Some(env!("CARGO_BIN_EXE_closer").into()),
         };
         Fixture {
             origin,

@@ -5,8 +5,11 @@
 //! failure; a live goal's response body is read up to its cap.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use closer::agent::confine::{Backend, Confinement};
 use closer::agent::process::BaseEnv;
 use closer::agent::sandbox::git::GitError;
 use closer::agent::sandbox::{RepoSource, Sandbox, SandboxOptions, Worktree};
@@ -52,6 +55,11 @@ impl Fixture {
             sandbox,
             base_env,
         }
+    }
+
+    /// The sandbox goal commands run in (bwrap where it works).
+    fn confinement(&self) -> Confinement {
+        crate::support::confinement(self._root.path(), &self._root.path().join("sandbox"))
     }
 
     async fn worktree(&self, run: &str) -> Worktree {
@@ -210,15 +218,29 @@ async fn a_diff_larger_than_closer_reads_is_a_named_failure() {
     assert_eq!(why, "the diff against the base is over 32 MiB");
 }
 
-/// Evaluates `kind` as a required DoD goal in `wt`.
+/// Evaluates `kind` as a required DoD goal in `wt`, a live goal's server on
+/// the host's network.
 async fn evaluate(fx: &Fixture, wt: &Worktree, kind: GoalKind) -> goals::GoalResult {
+    evaluate_with(fx, wt, kind, None, Duration::from_secs(30)).await
+}
+
+/// [`evaluate`], a live goal's server probed from inside its sandbox by
+/// `prober` (closer's binary) when that is given, each goal given `timeout`.
+async fn evaluate_with(
+    fx: &Fixture,
+    wt: &Worktree,
+    kind: GoalKind,
+    prober: Option<&str>,
+    timeout: Duration,
+) -> goals::GoalResult {
     let collected = fx.collect(wt).await.expect("collected");
     let settings = GoalSettings {
         base_env: fx.base_env.clone(),
-        confinement: crate::support::confinement(fx._root.path(), &fx._root.path().join("sandbox")),
+        confinement: fx.confinement(),
         scratch: fx._root.path().join("goals"),
-        default_timeout: Duration::from_secs(30),
+        default_timeout: timeout,
         max_output_bytes: 1024 * 1024,
+        prober: prober.map(Into::into),
     };
     let ctx = GoalContext {
         worktree: &wt.path,
@@ -308,4 +330,77 @@ async fn a_live_goal_does_not_pass_on_a_server_that_was_already_listening() {
         "{}",
         result.evidence
     );
+}
+
+/// A stranger on the host listening at `127.0.0.1:<port>` and answering
+/// every request with `body`; the port, and how many it answered.
+fn stranger_answering(body: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heard = Arc::new(AtomicUsize::new(0));
+    let count = heard.clone();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (port, heard)
+}
+
+/// Under bwrap a live goal's server has a network of its own, probed by
+/// closer's binary beside it (decision 197). A stranger on the host (a
+/// hostile agent of another run, racing for the port) answers at the
+/// goal's address with exactly what the goal looks for: a goal whose own
+/// command never serves fails, and the stranger is never asked; the goal's
+/// own server binds the very port the stranger holds on the host, and
+/// answers. Before, the goal shared the host's network and only a check
+/// before its command started stood between it and the stranger.
+#[tokio::test]
+async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
+    let fx = Fixture::new();
+    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+        return;
+    }
+    let prober = Some(env!("CARGO_BIN_EXE_closer"));
+    let wt = fx.worktree("http-own-net").await;
+    let (port, heard) = stranger_answering("the expected text");
+    let url = format!("http://127.0.0.1:{port}/");
+    let silent = GoalKind::ResponseContains {
+        command: "sleep 30".into(),
+        url: url.clone(),
+        json_path: None,
+        expected: None,
+        contains: Some("the expected text".into()),
+    };
+    let result = evaluate_with(&fx, &wt, silent, prober, Duration::from_secs(3)).await;
+    assert!(!result.passed, "{}", result.evidence);
+    assert!(
+        result.evidence.contains("did not accept connections"),
+        "{}",
+        result.evidence
+    );
+    assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
+
+    let own = GoalKind::ResponseContains {
+        command: format!(
+            "mkdir -p web && echo 'the expected text, served' > web/index.html && \
+             exec python3 -m http.server {port} --bind 127.0.0.1 --directory web"
+        ),
+        url,
+        json_path: None,
+        expected: None,
+        contains: Some("served".into()),
+    };
+    let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
+    assert!(result.passed, "{}", result.evidence);
+    assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
 }

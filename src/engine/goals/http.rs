@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::sandbox::GoalJail;
 use super::{GoalContext, GoalLevel, GoalResult};
-use crate::agent::confine::Kind;
+use crate::agent::confine::{Backend, Kind};
 use crate::agent::process::{self, GroupGuard};
 use crate::config::repo::MAX_GOAL_TIMEOUT_SECS;
 use crate::config::repo::{GoalKind, GoalSpec};
@@ -28,21 +28,23 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// How long a stopped server may take to release its port.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-struct Response {
-    status: u16,
-    body: String,
+pub(super) struct Response {
+    pub status: u16,
+    pub body: String,
 }
 
 /// What a goal needs of the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Want {
+pub(super) enum Want {
     /// The status alone: the body is never read.
     Status,
     /// The status and the body (capped).
     Body,
 }
 
-/// Starts `command`, waits for `url`'s port, GETs `url`.
+/// Starts `command`, waits for `url`'s port, GETs `url`: in a network of
+/// the server's own when bwrap confines goals and closer's binary is known
+/// (`probe.rs`), else on the host's network.
 async fn fetch(
     ctx: GoalContext<'_>,
     command: &str,
@@ -51,6 +53,24 @@ async fn fetch(
     want: Want,
 ) -> Result<Response, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    let sandbox = GoalJail::new(ctx, Kind::Server)
+        .await
+        .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
+    if let (Some(prober), Backend::Bwrap { .. }) = (&ctx.settings.prober, sandbox.jail.backend()) {
+        return super::probe::fetch(ctx, prober, sandbox, command, url, timeout, want).await;
+    }
+    fetch_shared(ctx, sandbox, command, parsed, timeout, want).await
+}
+
+/// [`fetch`] on the host's network, shared with everything else there.
+async fn fetch_shared(
+    ctx: GoalContext<'_>,
+    sandbox: GoalJail,
+    command: &str,
+    parsed: reqwest::Url,
+    timeout: Duration,
+    want: Want,
+) -> Result<Response, String> {
     let host = parsed.host_str().ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
     // One live goal per address at a time in this process, and none while
@@ -67,9 +87,6 @@ async fn fetch(
         ));
     }
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
-    let sandbox = GoalJail::new(ctx, Kind::Server)
-        .await
-        .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
     let (mut cmd, lifeline) =
         process::command(&argv, ctx.worktree, &sandbox.env, Some(&sandbox.jail))
             .map_err(|e| e.to_string())?;
@@ -116,13 +133,15 @@ async fn port_lock(host: &str, port: u16) -> tokio::sync::OwnedMutexGuard<()> {
 }
 
 /// Where the goal's request goes.
-struct Target<'a> {
-    host: &'a str,
-    port: u16,
-    url: reqwest::Url,
+pub(super) struct Target<'a> {
+    pub host: &'a str,
+    pub port: u16,
+    pub url: reqwest::Url,
 }
 
-async fn request(
+/// Waits for `target`'s port while `child` (the server) runs, then makes
+/// the request; the body is read only when it is wanted.
+pub(super) async fn request(
     child: &mut tokio::process::Child,
     target: Target<'_>,
     timeout: Duration,

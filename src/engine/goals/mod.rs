@@ -8,6 +8,7 @@
 mod command;
 mod files;
 mod http;
+pub mod probe;
 mod sandbox;
 mod setup;
 
@@ -62,6 +63,10 @@ pub struct GoalSettings {
     pub default_timeout: Duration,
     /// Cap on captured output per stream.
     pub max_output_bytes: usize,
+    /// closer's own binary, run beside a live goal's server as its probe
+    /// (`closer goal-probe`), so that under bwrap the server has a network
+    /// of its own; `None`: the server shares the host's network.
+    pub prober: Option<PathBuf>,
 }
 
 impl GoalSettings {
@@ -73,7 +78,13 @@ impl GoalSettings {
             scratch,
             default_timeout: Duration::from_secs(600),
             max_output_bytes: 1024 * 1024,
+            prober: None,
         }
+    }
+
+    /// These settings with `prober` as closer's binary for live goals.
+    pub fn with_prober(self, prober: Option<PathBuf>) -> GoalSettings {
+        GoalSettings { prober, ..self }
     }
 }
 

@@ -37,7 +37,8 @@ impl Checks {
     ) -> Checks {
         Checks {
             llm,
-            goals: GoalSettings::new(base_env.clone(), confinement.clone(), scratch),
+            goals: GoalSettings::new(base_env.clone(), confinement.clone(), scratch)
+                .with_prober(renderer.program_file()),
             prompt_caches: Mutex::new(HashMap::new()),
             renderer,
         }
