@@ -404,3 +404,34 @@ async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
     assert!(result.passed, "{}", result.evidence);
     assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
 }
+
+/// The goal's command is the agent's code, run as the same user as the
+/// probe that started it: it writes a forged answer into the probe's
+/// output through `/proc`. The probe is not dumpable, so the write is
+/// refused and the goal fails; the command cannot make it pass.
+#[tokio::test]
+async fn a_live_goals_command_cannot_answer_for_its_probe() {
+    let fx = Fixture::new();
+    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+        return;
+    }
+    let wt = fx.worktree("http-forged").await;
+    let forge = format!(
+        "printf '%s\\n%s' '{{\"response\":{{\"status\":200,\"body_len\":6}}}}' forged \
+         > /proc/$PPID/fd/1; echo \"forge exit $?\" > {}/forged; sleep 30",
+        wt.path.display()
+    );
+    let goal = GoalKind::ResponseContains {
+        command: forge,
+        url: format!("http://127.0.0.1:{}/", free_port()),
+        json_path: None,
+        expected: None,
+        contains: Some("forged".into()),
+    };
+    let prober = Some(env!("CARGO_BIN_EXE_closer"));
+    let result = evaluate_with(&fx, &wt, goal, prober, Duration::from_secs(3)).await;
+    let tried = std::fs::read_to_string(wt.path.join("forged")).unwrap_or_default();
+    assert!(!result.passed, "{} ({tried})", result.evidence);
+    assert!(tried.starts_with("forge exit"), "the command ran: {tried:?}");
+}
