@@ -433,5 +433,8 @@ async fn a_live_goals_command_cannot_answer_for_its_probe() {
     let result = evaluate_with(&fx, &wt, goal, prober, Duration::from_secs(3)).await;
     let tried = std::fs::read_to_string(wt.path.join("forged")).unwrap_or_default();
     assert!(!result.passed, "{} ({tried})", result.evidence);
-    assert!(tried.starts_with("forge exit"), "the command ran: {tried:?}");
+    assert!(
+        tried.starts_with("forge exit"),
+        "the command ran: {tried:?}"
+    );
 }

@@ -130,13 +130,9 @@ async fn talk(child: &mut tokio::process::Child, job: &[u8]) -> Result<Response,
 
 /// `closer goal-probe`: reads a [`ProbeJob`], answers on standard output.
 pub fn child_main() -> ExitCode {
-    let mut input = Vec::new();
-    let answer = match std::io::Read::read_to_end(&mut std::io::stdin(), &mut input) {
-        Ok(_) => match serde_json::from_slice::<ProbeJob>(&input) {
-            Ok(job) => run_job(job),
-            Err(e) => Err(format!("bad probe job: {e}")),
-        },
-        Err(e) => Err(format!("could not read the probe job: {e}")),
+    let answer = match protect_output() {
+        Ok(()) => read_job().and_then(run_job),
+        Err(why) => Err(why),
     };
     let (header, body) = match answer {
         Ok(response) => {
@@ -156,6 +152,26 @@ pub fn child_main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }
+}
+
+/// Marks this process non-dumpable (closer's `main` already does; the
+/// probe does not rely on it), before it starts the goal's command: a
+/// process of the same user can then neither open its descriptors through
+/// `/proc` nor trace it.
+fn protect_output() -> Result<(), String> {
+    // SAFETY: PR_SET_DUMPABLE takes plain integers and touches no memory.
+    match unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } {
+        0 => Ok(()),
+        _ => Err("the goal's probe could not protect its output".to_owned()),
+    }
+}
+
+/// The job on standard input.
+fn read_job() -> Result<ProbeJob, String> {
+    let mut input = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)
+        .map_err(|e| format!("could not read the probe job: {e}"))?;
+    serde_json::from_slice(&input).map_err(|e| format!("bad probe job: {e}"))
 }
 
 /// Starts the job's command, requests its URL, stops the command.
