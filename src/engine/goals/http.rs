@@ -4,9 +4,12 @@
 //! killed when the guard drops, on every path out of here). A response body
 //! is read up to [`MAX_RESPONSE_BYTES`] as it streams; past that the goal
 //! fails, named, instead of closer holding whatever the server sends.
-//! The address must be free when the goal starts (else it fails, named:
-//! whatever answered would not be the goal's server), and live goals of
-//! one process take turns on it.
+//! Under bwrap, with closer's binary known and a URL on this machine, the
+//! server runs in a network of its own, probed from inside its sandbox
+//! (`probe.rs`). Otherwise it shares the host's network: the address must
+//! be free when the goal starts (else it fails, named: whatever answered
+//! would not be the goal's server), and live goals of one process take
+//! turns on it.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -56,10 +59,24 @@ async fn fetch(
     let sandbox = GoalJail::new(ctx, Kind::Server)
         .await
         .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
-    if let (Some(prober), Backend::Bwrap { .. }) = (&ctx.settings.prober, sandbox.jail.backend()) {
+    if let (Some(prober), Backend::Bwrap { .. }) = (&ctx.settings.prober, sandbox.jail.backend())
+        && names_this_machine(&parsed)
+    {
         return super::probe::fetch(ctx, prober, sandbox, command, url, timeout, want).await;
     }
     fetch_shared(ctx, sandbox, command, parsed, timeout, want).await
+}
+
+/// Whether `url` names this machine (`localhost`, a loopback or unspecified
+/// address): only then can the goal's server be given a network of its own,
+/// which reaches nothing else.
+fn names_this_machine(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
 }
 
 /// [`fetch`] on the host's network, shared with everything else there.
@@ -316,6 +333,27 @@ pub fn json_path_get<'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_address_of_this_machine_gets_a_network_of_its_own() {
+        let names = |u: &str| names_this_machine(&reqwest::Url::parse(u).unwrap());
+        for here in [
+            "http://127.0.0.1:8080/",
+            "http://127.1.2.3/",
+            "http://LOCALHOST:3000/health",
+            "http://[::1]:8080/",
+            "http://0.0.0.0:8080/",
+        ] {
+            assert!(names(here), "{here}");
+        }
+        for elsewhere in [
+            "http://10.0.0.1/",
+            "https://example.com/",
+            "http://[fe80::1]/",
+        ] {
+            assert!(!names(elsewhere), "{elsewhere}");
+        }
+    }
 
     #[test]
     fn json_path_subset() {
