@@ -36,6 +36,9 @@ const MAX_HEADER_BYTES: u64 = 64 * 1024;
 /// server's stop).
 const PROBE_GRACE: Duration = Duration::from_secs(15);
 
+/// The probe's allocator setting, not passed on to the goal's command.
+const ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
+
 /// What the probe is given on its standard input.
 #[derive(Serialize, Deserialize)]
 struct ProbeJob {
@@ -67,8 +70,12 @@ pub(super) async fn fetch(
     let mut jail = sandbox.jail.clone();
     jail.network = Network::None;
     let argv = vec![prober.display().to_string(), "goal-probe".to_owned()];
-    let (mut cmd, lifeline) = process::command(&argv, ctx.worktree, &sandbox.env, Some(&jail))
-        .map_err(|e| e.to_string())?;
+    // mimalloc reserves 1 GiB arenas by default, which an operator's
+    // address-space limit (`[sandbox.limits] memory_mb`) would refuse.
+    let mut env = sandbox.env.clone();
+    env.insert(ARENA_RESERVE.to_owned(), "64MiB".to_owned());
+    let (mut cmd, lifeline) =
+        process::command(&argv, ctx.worktree, &env, Some(&jail)).map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -186,6 +193,7 @@ fn run_job(job: ProbeJob) -> Result<Response, String> {
     runtime.block_on(async {
         let mut server = tokio::process::Command::new("sh")
             .args(["-c", &job.command])
+            .env_remove(ARENA_RESERVE)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
