@@ -405,6 +405,35 @@ async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
     assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
 }
 
+/// closer's binary sits in a directory the sandbox hides (beside its key,
+/// say): the probe's sandbox shows the binary alone, and the goal runs.
+#[tokio::test]
+async fn a_live_goals_probe_runs_from_a_hidden_directory() {
+    let fx = Fixture::new();
+    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+        return;
+    }
+    // The fixture's confinement hides `<root>/sandbox`, closer's data.
+    let hidden = fx._root.path().join("sandbox").join("bin");
+    std::fs::create_dir_all(&hidden).unwrap();
+    std::fs::write(hidden.join("key.pem"), MARKER).unwrap();
+    let prober = hidden.join("closer");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_closer"), &prober).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_closer"), &prober).unwrap();
+    }
+    let wt = fx.worktree("http-hidden-prober").await;
+    let port = free_port();
+    let own = GoalKind::EndpointResponds {
+        command: format!("exec python3 -m http.server {port} --bind 127.0.0.1"),
+        url: format!("http://127.0.0.1:{port}/"),
+        status: None,
+    };
+    let prober = prober.to_str();
+    let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
+    assert!(result.passed, "{}", result.evidence);
+}
+
 /// The goal's command is the agent's code, run as the same user as the
 /// probe that started it: it writes a forged answer into the probe's
 /// output through `/proc`. The probe is not dumpable, so the write is

@@ -69,6 +69,9 @@ pub(super) async fn fetch(
 ) -> Result<Response, String> {
     let mut jail = sandbox.jail.clone();
     jail.network = Network::None;
+    // The binary alone, visible even where its directory is hidden (beside
+    // closer's config or key): its siblings stay hidden.
+    jail.view.read_only.push(prober.to_path_buf());
     let argv = vec![prober.display().to_string(), "goal-probe".to_owned()];
     // mimalloc reserves 1 GiB arenas by default, which an operator's
     // address-space limit (`[sandbox.limits] memory_mb`) would refuse.
