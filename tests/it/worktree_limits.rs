@@ -414,8 +414,9 @@ async fn a_live_goals_probe_runs_from_a_hidden_directory() {
         eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
         return;
     }
-    // The fixture's confinement hides `<root>/sandbox`, closer's data.
-    let hidden = fx._root.path().join("sandbox").join("bin");
+    // The fixture's confinement hides `<root>/sandbox`, closer's data: the
+    // binary's directory is the hidden one itself.
+    let hidden = fx._root.path().join("sandbox");
     std::fs::create_dir_all(&hidden).unwrap();
     std::fs::write(hidden.join("key.pem"), MARKER).unwrap();
     let prober = hidden.join("closer");
