@@ -425,14 +425,20 @@ async fn a_live_goals_probe_runs_from_a_hidden_directory() {
     }
     let wt = fx.worktree("http-hidden-prober").await;
     let port = free_port();
+    // The server tries the key beside the binary on its way up.
     let own = GoalKind::EndpointResponds {
-        command: format!("exec python3 -m http.server {port} --bind 127.0.0.1"),
+        command: format!(
+            "cat {}/key.pem > leaked 2>&1; exec python3 -m http.server {port} --bind 127.0.0.1",
+            hidden.display()
+        ),
         url: format!("http://127.0.0.1:{port}/"),
         status: None,
     };
     let prober = prober.to_str();
     let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
     assert!(result.passed, "{}", result.evidence);
+    let leaked = std::fs::read_to_string(wt.path.join("leaked")).expect("the command ran");
+    assert!(!leaked.contains(MARKER), "{leaked}");
 }
 
 /// The goal's command is the agent's code, run as the same user as the
