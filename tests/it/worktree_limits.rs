@@ -62,6 +62,15 @@ impl Fixture {
         crate::support::confinement(self._root.path(), &self._root.path().join("sandbox"))
     }
 
+    /// Whether that sandbox is bwrap; says so loudly when it is not.
+    fn has_bwrap(&self) -> bool {
+        let bwrap = matches!(self.confinement().backend(), Backend::Bwrap { .. });
+        if !bwrap {
+            eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+        }
+        bwrap
+    }
+
     async fn worktree(&self, run: &str) -> Worktree {
         let source = RepoSource {
             url: self.origin.url.clone(),
@@ -366,8 +375,7 @@ fn stranger_answering(body: &'static str) -> (u16, Arc<AtomicUsize>) {
 #[tokio::test]
 async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
     let fx = Fixture::new();
-    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
-        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+    if !fx.has_bwrap() {
         return;
     }
     let prober = Some(env!("CARGO_BIN_EXE_closer"));
@@ -410,8 +418,7 @@ async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
 #[tokio::test]
 async fn a_live_goals_probe_runs_from_a_hidden_directory() {
     let fx = Fixture::new();
-    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
-        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+    if !fx.has_bwrap() {
         return;
     }
     // The fixture's confinement hides `<root>/sandbox`, closer's data: the
@@ -448,8 +455,7 @@ async fn a_live_goals_probe_runs_from_a_hidden_directory() {
 #[tokio::test]
 async fn a_live_goals_command_cannot_answer_for_its_probe() {
     let fx = Fixture::new();
-    if !matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
-        eprintln!("SKIPPED: a network of the goal's own needs bwrap (.ci/run installs it)");
+    if !fx.has_bwrap() {
         return;
     }
     let wt = fx.worktree("http-forged").await;
