@@ -459,9 +459,12 @@ async fn a_live_goals_command_cannot_answer_for_its_probe() {
         return;
     }
     let wt = fx.worktree("http-forged").await;
+    // Through the probe (its parent), and through process 1 (bwrap's own,
+    // which held the probe's output open: the review's attack).
     let forge = format!(
-        "printf '%s\\n%s' '{{\"response\":{{\"status\":200,\"body_len\":6}}}}' forged \
-         > /proc/$PPID/fd/1; echo \"forge exit $?\" > {}/forged; sleep 30",
+        "for p in $PPID 1; do printf '%s\\n%s' \
+         '{{\"response\":{{\"status\":200,\"body_len\":6}}}}' forged > /proc/$p/fd/1; \
+         echo \"forge $p exit $?\" >> {}/forged; done; sleep 30",
         wt.path.display()
     );
     let goal = GoalKind::ResponseContains {
@@ -475,8 +478,5 @@ async fn a_live_goals_command_cannot_answer_for_its_probe() {
     let result = evaluate_with(&fx, &wt, goal, prober, Duration::from_secs(3)).await;
     let tried = std::fs::read_to_string(wt.path.join("forged")).unwrap_or_default();
     assert!(!result.passed, "{} ({tried})", result.evidence);
-    assert!(
-        tried.starts_with("forge exit"),
-        "the command ran: {tried:?}"
-    );
+    assert_eq!(tried.lines().count(), 2, "the command ran: {tried:?}");
 }

@@ -70,6 +70,9 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     if jail.network == Network::None {
         a.flags(&["--unshare-net"]);
     }
+    if jail.pid_one {
+        a.flags(&["--as-pid-1"]);
+    }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         let id = NOBODY.to_string();

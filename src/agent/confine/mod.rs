@@ -344,6 +344,7 @@ impl Confinement {
             confinement: self.clone(),
             network: self.inner.network.of(kind),
             view,
+            pid_one: false,
         }
     }
 }
@@ -354,6 +355,11 @@ pub struct Jail {
     confinement: Confinement,
     pub network: Network,
     pub view: View,
+    /// bwrap: the program is process 1 of its PID namespace, with no
+    /// process of bwrap's beside it, which would hold the program's
+    /// standard descriptors open to every process of the sandbox through
+    /// `/proc/1/fd` (the goal probe's answer, decision 197).
+    pub pid_one: bool,
 }
 
 impl Jail {

@@ -11,10 +11,12 @@
 //! group and writes the answer: one JSON header line, then the body.
 //!
 //! The server is the agent's code and runs as the same user as the probe,
-//! so the probe marks itself non-dumpable before it starts the server
-//! (`main`'s first act): the server cannot open the probe's standard output
-//! through `/proc`, nor trace it, and gets none of its descriptors. It can
-//! kill the probe; then no answer comes back and the goal fails.
+//! so the probe marks itself non-dumpable before it starts the server: the
+//! server cannot open the probe's standard output through `/proc`, nor
+//! trace it, and gets none of its descriptors. The probe is process 1 of
+//! the sandbox (`--as-pid-1`): bwrap's own process 1 would hold the same
+//! output open, dumpable, and process 1 takes no signal it has no handler
+//! for from inside its namespace, so the server cannot kill it either.
 
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -69,6 +71,9 @@ pub(super) async fn fetch(
 ) -> Result<Response, String> {
     let mut jail = sandbox.jail.clone();
     jail.network = Network::None;
+    // No bwrap process beside the probe: it would hold the probe's output
+    // open to the command through `/proc/1/fd/1`, and it is dumpable.
+    jail.pid_one = true;
     // The binary alone, visible even where its directory is hidden (beside
     // closer's config or key): its siblings stay hidden.
     jail.view.read_only.push(prober.to_path_buf());
