@@ -287,24 +287,32 @@ while True: s.wfile.write(b'needle ' * 8192)\n\
 h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
     );
     let url = format!("http://127.0.0.1:{port}/");
-    let contains = GoalKind::ResponseContains {
-        command: server.clone(),
-        url: url.clone(),
-        json_path: None,
-        expected: None,
-        contains: Some("needle".into()),
-    };
-    let result = evaluate(&fx, &wt, contains).await;
-    assert!(!result.passed);
-    assert_eq!(result.evidence, "the response body is larger than 8 MiB");
-    // Control: the status alone does not read the body, and passes.
-    let status = GoalKind::EndpointResponds {
-        command: server,
-        url,
-        status: None,
-    };
-    let result = evaluate(&fx, &wt, status).await;
-    assert!(result.passed, "{}", result.evidence);
+    // On the host's network, and (under bwrap) through the goal's probe in
+    // a network of the server's own: the probe reads no more either.
+    let mut probers = vec![None];
+    if matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        probers.push(Some(env!("CARGO_BIN_EXE_closer")));
+    }
+    for prober in probers {
+        let contains = GoalKind::ResponseContains {
+            command: server.clone(),
+            url: url.clone(),
+            json_path: None,
+            expected: None,
+            contains: Some("needle".into()),
+        };
+        let result = evaluate_with(&fx, &wt, contains, prober, Duration::from_secs(30)).await;
+        assert!(!result.passed, "{prober:?}");
+        assert_eq!(result.evidence, "the response body is larger than 8 MiB");
+        // Control: the status alone does not read the body, and passes.
+        let status = GoalKind::EndpointResponds {
+            command: server.clone(),
+            url: url.clone(),
+            status: None,
+        };
+        let result = evaluate_with(&fx, &wt, status, prober, Duration::from_secs(30)).await;
+        assert!(result.passed, "{prober:?}: {}", result.evidence);
+    }
 }
 
 /// Something already answers at the goal's address (another run's server,
