@@ -360,8 +360,8 @@ impl Engine {
     /// Runs one step of a run: loads its context once and hands it on,
     /// holding the run's files meanwhile (the retention task leaves them
     /// alone, see `workspace`).
-    /// `job` is the queue job's id: the `review` step tells by it a round
-    /// it started itself.
+    /// `job` is the queue job's id: the `review` step tells by it whether
+    /// the latest round already took what it was queued for.
     async fn step(&self, run_id: &RunId, step: Step, job: i64) -> Result<(), EngineError> {
         let _files = self.workspace.hold_files(run_id).await?;
         if step == Step::ShowStop {
