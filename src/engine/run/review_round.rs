@@ -115,11 +115,36 @@ impl Engine {
         if ctx.client.get_pull(ctx.repo(), pull).await?.state != PullState::Open {
             return Ok(());
         }
+        if !self.asked_since_last_prompt(ctx, pull).await? {
+            return Ok(());
+        }
         let key = format!("{}:ended-{}", ctx.run.id, ctx.run.generation);
         let body = crate::comment::ended_run_hint(ctx.issue().0, state);
         self.status
             .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
             .await
+    }
+
+    /// Whether something on the pull request was asked that no prompt
+    /// carried: a review's or comment's words not yet used, or a thread
+    /// with a comment newer than the prompts saw. A step of a review its
+    /// failed round already took (the review and each of its threads
+    /// queue one, and one may come after the round started) finds nothing.
+    async fn asked_since_last_prompt(
+        &self,
+        ctx: &RunContext,
+        pull: IssueNumber,
+    ) -> Result<bool, EngineError> {
+        let messages = self.runs.messages(&ctx.run.id).await?;
+        if messages.iter().any(|m| m.used_in.is_none()) {
+            return Ok(true);
+        }
+        let seen = &ctx.data.threads_seen;
+        Ok(self
+            .open_threads(ctx, pull)
+            .await?
+            .iter()
+            .any(|t| seen.get(&t.root).is_none_or(|s| t.newest > *s)))
     }
 
     /// A review asks for more from a run that spent its budget: the round
