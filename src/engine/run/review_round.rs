@@ -6,7 +6,8 @@
 //!
 //! A run is at rest here when it is done, or verified and waiting for its
 //! merge; a run that failed or was stopped gets one hint on its pull
-//! request (how to start it again) instead of a round, and so does one
+//! request (how to start it again) instead of a round, for what no prompt
+//! carried, and so does one
 //! whose budget is spent (how to raise it); a step that finds it
 //! anywhere else does nothing, and a step queued before the latest round
 //! started (that round took what it was queued for) only writes the
