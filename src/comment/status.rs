@@ -137,7 +137,10 @@ fn header(out: &mut String, view: &StatusView) {
         super::view::state_icon(view.state),
         view.state.label()
     );
-    let mut facts = vec![format!("**Phase:** {}", view.phase.as_str())];
+    let mut facts = Vec::new();
+    if let Some(phase) = view.phase {
+        facts.push(format!("**Phase:** {}", phase.as_str()));
+    }
     if let Some(t) = view.task_type {
         facts.push(format!("**Task:** `{t}`"));
     }
@@ -197,6 +200,10 @@ pub fn next_step(next: &NextStep) -> String {
         NextStep::Failed => {
             "nothing until a maintainer comments `/closer retry` (see the diagnosis)".to_owned()
         }
+        NextStep::PullClosed { number } => format!(
+            "nothing: pull request #{number} was closed without being merged; a maintainer \
+             comments `/closer retry` to start again"
+        ),
         NextStep::Stopped => "nothing until a maintainer comments `/closer run`".to_owned(),
     }
 }

@@ -337,10 +337,13 @@ pub fn status_answer(view: Option<&StatusView>, status_comment_url: Option<&str>
                 commenting `/closer run` or by adding the trigger label."
             .to_owned();
     };
+    let phase = v
+        .phase
+        .map(|p| format!("phase {}, ", p.as_str()))
+        .unwrap_or_default();
     let mut out = format!(
-        "closer is **{}** (phase {}, iteration {} of {}, stage {}). Next: {}.",
+        "closer is **{}** ({phase}iteration {} of {}, stage {}). Next: {}.",
         v.state.label(),
-        v.phase.as_str(),
         v.iteration,
         v.max_iterations,
         v.stage.number(),

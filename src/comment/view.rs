@@ -156,6 +156,9 @@ pub enum NextStep {
     MergedUnverified { head: String },
     /// Failed: the issue stays open until someone retries.
     Failed,
+    /// Failed: a maintainer closed the run's pull request without merging
+    /// it; the issue stays open until someone retries.
+    PullClosed { number: IssueNumber },
     /// Stopped by a maintainer or by the issue being closed.
     Stopped,
 }
@@ -165,7 +168,9 @@ pub enum NextStep {
 pub struct StatusView {
     pub run_id: String,
     pub state: RunState,
-    pub phase: Phase,
+    /// `None` once the run holds no phase (its pull request was closed
+    /// unmerged: the `phase:*` label is gone too).
+    pub phase: Option<Phase>,
     pub task_type: Option<TaskType>,
     /// The current iteration (0 before the first).
     pub iteration: u32,

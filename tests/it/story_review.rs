@@ -665,6 +665,16 @@ async fn a_pull_request_closed_unmerged_reopens_the_issue_with_one_comment() {
     );
     assert!(said.contains("/closer retry"), "{said}");
     assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    // The status comment agrees: no phase (the label is gone), and why.
+    let status = s.status_comment(n).body;
+    assert!(!status.contains("**Phase:**"), "{status}");
+    assert!(
+        status.contains(&format!(
+            "**Next:** nothing: pull request #{} was closed without being merged",
+            pull.0
+        )),
+        "{status}"
+    );
     s.stop().await;
 }
 

@@ -421,6 +421,49 @@ async fn a_live_goal_hears_only_its_own_server_in_a_network_of_its_own() {
     assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
 }
 
+/// This machine spelt otherwise than `127.0.0.1` or `localhost`: as an
+/// IPv4-mapped address, and by its host name when that resolves to a
+/// loopback address. Each still gets a network of its own: the goal's own
+/// server binds the port a stranger holds on the host, and is heard.
+/// Before, such a URL kept the host's network, where the stranger's port
+/// refused the goal (or, had it bound later, answered for it).
+#[tokio::test]
+async fn a_live_goal_on_this_machine_by_another_name_gets_a_network_of_its_own() {
+    let fx = Fixture::new();
+    if !fx.has_bwrap() {
+        return;
+    }
+    let prober = Some(env!("CARGO_BIN_EXE_closer"));
+    let wt = fx.worktree("http-other-name").await;
+    let (port, heard) = stranger_answering("the stranger's text");
+    let mut hosts = vec!["[::ffff:127.0.0.1]".to_owned()];
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = name.trim();
+    let found: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name, port))
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    if !found.is_empty() && found.iter().all(|a| a.ip().is_loopback()) {
+        hosts.push(name.to_owned());
+    } else {
+        eprintln!("SKIPPED (in part): this machine's name {name:?} is not a loopback name");
+    }
+    for host in hosts {
+        let own = GoalKind::ResponseContains {
+            command: format!(
+                "mkdir -p web && echo 'served by its own server' > web/index.html && \
+                 exec python3 -m http.server {port} --bind 127.0.0.1 --directory web"
+            ),
+            url: format!("http://{host}:{port}/"),
+            json_path: None,
+            expected: None,
+            contains: Some("its own server".into()),
+        };
+        let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
+        assert!(result.passed, "{host}: {}", result.evidence);
+    }
+    assert_eq!(heard.load(Ordering::SeqCst), 0, "the stranger was asked");
+}
+
 /// closer's binary sits in a directory the sandbox hides (beside its key,
 /// say): the probe's sandbox shows the binary alone, and the goal runs.
 #[tokio::test]

@@ -77,7 +77,7 @@ fn running_view() -> StatusView {
     StatusView {
         run_id: "run-7f3a9c".to_owned(),
         state: RunState::Running,
-        phase: Phase::Processing,
+        phase: Some(Phase::Processing),
         task_type: Some(TaskType::Bug),
         iteration: 2,
         max_iterations: 10,

@@ -80,7 +80,7 @@ fn snapshot_status_with_the_baseline_spelled_out() {
 fn snapshot_status_review() {
     let view = StatusView {
         state: RunState::Done,
-        phase: Phase::Review,
+        phase: Some(Phase::Review),
         iteration: 3,
         stage: Stage::MinimalFix,
         checklist: running_view()
@@ -104,6 +104,26 @@ fn snapshot_status_review() {
         ..running_view()
     };
     insta::assert_snapshot!(status_comment(&view));
+}
+
+/// A maintainer closed the verified run's pull request unmerged: no phase
+/// (its label is gone), and the next line says why the run failed.
+#[test]
+fn snapshot_status_pull_request_closed_unmerged() {
+    let view = StatusView {
+        state: RunState::Failed,
+        phase: None,
+        iteration: 3,
+        pending_actions: vec![],
+        verification: Some(tests_passing()),
+        next: NextStep::PullClosed {
+            number: IssueNumber(13),
+        },
+        ..running_view()
+    };
+    let body = status_comment(&view);
+    assert!(!body.contains("**Phase:**"), "{body}");
+    insta::assert_snapshot!(body);
 }
 
 #[test]
@@ -138,7 +158,7 @@ fn snapshot_status_waiting_for_the_model_provider() {
 fn snapshot_status_queued() {
     let view = StatusView {
         state: RunState::Queued,
-        phase: Phase::Preparation,
+        phase: Some(Phase::Preparation),
         task_type: None,
         iteration: 0,
         summary: None,

@@ -11,6 +11,7 @@
 //! would not be the goal's server), and live goals of one process take
 //! turns on it.
 
+use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,23 +61,39 @@ async fn fetch(
         .await
         .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
     if let (Some(prober), Backend::Bwrap { .. }) = (&ctx.settings.prober, sandbox.jail.backend())
-        && names_this_machine(&parsed)
+        && let Some(address) = on_this_machine(&parsed).await
     {
-        return super::probe::fetch(ctx, prober, sandbox, command, url, timeout, want).await;
+        let local = super::probe::Local { url, address };
+        return super::probe::fetch(ctx, prober, sandbox, command, local, timeout, want).await;
     }
     fetch_shared(ctx, sandbox, command, parsed, timeout, want).await
 }
 
-/// Whether `url` names this machine (`localhost`, a loopback or unspecified
-/// address): only then can the goal's server be given a network of its own,
-/// which reaches nothing else.
-fn names_this_machine(url: &reqwest::Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+/// Where `url` leads when it names this machine, `None` when it does not:
+/// only then can the goal's server be given a network of its own, which
+/// reaches nothing else. This machine is `localhost`, a loopback or
+/// unspecified address (IPv4-mapped ones too), or a name every address of
+/// which is one (`localhost.`, an alias in `/etc/hosts`). `Some(None)`: the
+/// probe resolves the name itself (an address, or `localhost`, which its
+/// sandbox's `/etc/hosts` answers); `Some(Some(address))`: the address the
+/// name resolved to here, which the probe connects to, since a name
+/// resolved by DNS cannot be resolved in its network.
+async fn on_this_machine(url: &reqwest::Url) -> Option<Option<SocketAddr>> {
+    let local = |ip: IpAddr| {
+        let ip = ip.to_canonical();
+        ip.is_loopback() || ip.is_unspecified()
+    };
+    let host = url.host_str()?;
+    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
+        return local(ip).then_some(None);
+    }
+    if host.eq_ignore_ascii_case("localhost") {
+        return Some(None);
+    }
+    let port = url.port_or_known_default()?;
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.ok()?.collect();
+    let first = *found.first()?;
+    found.iter().all(|a| local(a.ip())).then_some(Some(first))
 }
 
 /// [`fetch`] on the host's network, shared with everything else there.
@@ -117,6 +134,7 @@ async fn fetch_shared(
         host: &host,
         port,
         url: parsed,
+        address: None,
     };
     let result = request(&mut child, target, timeout, want).await;
     // Stop what was started, and wait until it no longer listens, so a
@@ -154,6 +172,9 @@ pub(super) struct Target<'a> {
     pub host: &'a str,
     pub port: u16,
     pub url: reqwest::Url,
+    /// The address `host` resolved to elsewhere, used instead of resolving
+    /// it again.
+    pub address: Option<SocketAddr>,
 }
 
 /// Waits for `target`'s port while `child` (the server) runs, then makes
@@ -164,12 +185,21 @@ pub(super) async fn request(
     timeout: Duration,
     want: Want,
 ) -> Result<Response, String> {
-    let Target { host, port, url } = target;
+    let Target {
+        host,
+        port,
+        url,
+        address,
+    } = target;
     let deadline = Instant::now()
         .checked_add(timeout)
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_GOAL_TIMEOUT_SECS));
     loop {
-        if tokio::net::TcpStream::connect((host, port)).await.is_ok() {
+        let open = match address {
+            Some(address) => tokio::net::TcpStream::connect(address).await,
+            None => tokio::net::TcpStream::connect((host, port)).await,
+        };
+        if open.is_ok() {
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
@@ -186,7 +216,11 @@ pub(super) async fn request(
         tokio::time::sleep(PORT_POLL).await;
     }
     crate::install_crypto_provider();
-    let client = reqwest::Client::builder()
+    let mut client = reqwest::Client::builder();
+    if let Some(address) = address {
+        client = client.resolve(host, address);
+    }
+    let client = client
         .no_proxy()
         .timeout(
             deadline
@@ -334,25 +368,54 @@ pub fn json_path_get<'v>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_an_address_of_this_machine_gets_a_network_of_its_own() {
-        let names = |u: &str| names_this_machine(&reqwest::Url::parse(u).unwrap());
-        for here in [
+    #[tokio::test]
+    async fn only_an_address_of_this_machine_gets_a_network_of_its_own() {
+        async fn here(u: &str) -> Option<Option<SocketAddr>> {
+            on_this_machine(&reqwest::Url::parse(u).unwrap()).await
+        }
+        for literal in [
             "http://127.0.0.1:8080/",
             "http://127.1.2.3/",
+            "http://127.1:8080/",
             "http://LOCALHOST:3000/health",
             "http://[::1]:8080/",
             "http://0.0.0.0:8080/",
+            "http://[::ffff:127.0.0.1]:8080/",
+            "http://[::ffff:0.0.0.0]:8080/",
+            "http://[::]:8080/",
         ] {
-            assert!(names(here), "{here}");
+            assert_eq!(here(literal).await, Some(None), "{literal}");
         }
         for elsewhere in [
             "http://10.0.0.1/",
-            "https://example.com/",
+            "http://[::ffff:10.0.0.1]/",
+            "https://example.invalid/",
             "http://[fe80::1]/",
         ] {
-            assert!(!names(elsewhere), "{elsewhere}");
+            assert_eq!(here(elsewhere).await, None, "{elsewhere}");
         }
+    }
+
+    /// A name other than `localhost` is resolved here, and taken for this
+    /// machine when every address it has is one; the probe is given it.
+    #[tokio::test]
+    async fn a_name_that_resolves_to_this_machine_is_this_machine() {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let name = name.trim();
+        let resolved: Vec<SocketAddr> = match tokio::net::lookup_host((name, 80)).await {
+            Ok(found) => found.collect(),
+            Err(_) => Vec::new(),
+        };
+        if name.is_empty() || resolved.is_empty() {
+            eprintln!("SKIPPED: this machine's name {name:?} does not resolve");
+            return;
+        }
+        let url = reqwest::Url::parse(&format!("http://{name}:80/")).unwrap();
+        let want = resolved
+            .iter()
+            .all(|a| a.ip().to_canonical().is_loopback())
+            .then_some(Some(resolved[0]));
+        assert_eq!(on_this_machine(&url).await, want, "{resolved:?}");
     }
 
     #[test]

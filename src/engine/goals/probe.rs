@@ -8,7 +8,9 @@
 //! `closer goal-probe` (hidden from `--help`) reads the goal from its
 //! standard input, starts the command in a process group of its own, waits
 //! for the port, makes the request ([`super::http::request`]), stops the
-//! group and writes the answer: one JSON header line, then the body.
+//! group and writes the answer: one JSON header line, then the body. A host
+//! name the probe's network cannot resolve comes with the address it
+//! resolved to outside.
 //!
 //! The server is the agent's code and runs as the same user as the probe,
 //! so the probe marks itself non-dumpable before it starts the server: the
@@ -18,6 +20,7 @@
 //! output open, dumpable, and process 1 takes no signal it has no handler
 //! for from inside its namespace, so the server cannot kill it either.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
@@ -46,6 +49,8 @@ const ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
 struct ProbeJob {
     command: String,
     url: String,
+    /// What the URL's host resolved to outside, when the probe is to use it.
+    address: Option<SocketAddr>,
     timeout_ms: u64,
     want_body: bool,
 }
@@ -58,6 +63,13 @@ enum Answer {
     Error(String),
 }
 
+/// A URL on this machine, and the address its host resolved to when the
+/// probe is to connect there instead of resolving it.
+pub(super) struct Local<'a> {
+    pub url: &'a str,
+    pub address: Option<SocketAddr>,
+}
+
 /// Runs the goal's `command` with the probe `prober` (closer's binary) in
 /// `sandbox`, its network taken away, and reads the probe's answer.
 pub(super) async fn fetch(
@@ -65,7 +77,7 @@ pub(super) async fn fetch(
     prober: &Path,
     sandbox: GoalJail,
     command: &str,
-    url: &str,
+    local: Local<'_>,
     timeout: Duration,
     want: Want,
 ) -> Result<Response, String> {
@@ -92,7 +104,8 @@ pub(super) async fn fetch(
     let mut group = GroupGuard::new(child.id(), lifeline);
     let job = serde_json::to_vec(&ProbeJob {
         command: command.to_owned(),
-        url: url.to_owned(),
+        url: local.url.to_owned(),
+        address: local.address,
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         want_body: want == Want::Body,
     })
@@ -213,6 +226,7 @@ fn run_job(job: ProbeJob) -> Result<Response, String> {
             host: &host,
             port,
             url: url.clone(),
+            address: job.address,
         };
         let want = if job.want_body {
             Want::Body

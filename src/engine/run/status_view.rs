@@ -4,6 +4,7 @@
 
 use super::context::RunContext;
 use super::data::IterationRecord;
+use super::failure::RunFailure;
 use crate::comment::{
     BaselineRow, ChecklistRow, GoalRow, GoalStatus, NextStep, QuestionView, RunState, ScopeRow,
     SignalRow, StatusView, UsageView, VerificationView,
@@ -14,6 +15,7 @@ use crate::engine::goals::GoalResult;
 use crate::engine::question::{QuestionVerdict, SignalKind, THRESHOLD};
 use crate::engine::tolerance::failure_id;
 use crate::engine::verify::IterationVerification;
+use crate::model::IssueNumber;
 
 /// Everything the status comment shows, from the run and its last record.
 pub fn status_view(
@@ -25,7 +27,7 @@ pub fn status_view(
     let mut view = StatusView {
         run_id: run.id.to_string(),
         state: run.state,
-        phase: run.phase,
+        phase: Some(run.phase).filter(|_| !pull_closed(ctx)),
         task_type: run.task_type,
         iteration: run.iteration,
         max_iterations: run.max_iterations,
@@ -62,6 +64,13 @@ pub fn status_view(
     view
 }
 
+/// Whether the run failed because its pull request was closed unmerged:
+/// it holds no phase then (its label is gone).
+fn pull_closed(ctx: &RunContext) -> bool {
+    ctx.run.state == RunState::Failed
+        && matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. }))
+}
+
 /// The line that says what happens next.
 fn next_step(ctx: &RunContext, last: Option<&IterationRecord>) -> NextStep {
     let run = &ctx.run;
@@ -92,7 +101,12 @@ fn next_step(ctx: &RunContext, last: Option<&IterationRecord>) -> NextStep {
             Some(head) => NextStep::MergedUnverified { head: head.clone() },
             None => NextStep::Closed,
         },
-        RunState::Failed => NextStep::Failed,
+        RunState::Failed => match ctx.data.failure {
+            Some(RunFailure::PullRequestClosed { number }) => NextStep::PullClosed {
+                number: IssueNumber(number),
+            },
+            _ => NextStep::Failed,
+        },
         RunState::Stopped => NextStep::Stopped,
     }
 }
@@ -228,7 +242,7 @@ mod tests {
         StatusView {
             run_id: "r-1".to_owned(),
             state: RunState::AwaitingResponse,
-            phase: crate::model::Phase::Processing,
+            phase: Some(crate::model::Phase::Processing),
             task_type: None,
             iteration: 1,
             max_iterations: 10,
