@@ -315,6 +315,35 @@ h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
     }
 }
 
+/// A goal whose URL is an IPv6 address (`http://[::1]:…/`), on the host's
+/// network and through the probe: its server is heard. Before, the port
+/// was tried with the brackets the URL writes the address in, which no
+/// resolver takes, and the goal always failed as "did not accept
+/// connections".
+#[tokio::test]
+async fn a_live_goal_at_an_ipv6_address_hears_its_server() {
+    let fx = Fixture::new();
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("SKIPPED: this machine has no IPv6 loopback");
+        return;
+    }
+    let wt = fx.worktree("http-ipv6").await;
+    let mut probers = vec![None];
+    if matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        probers.push(Some(env!("CARGO_BIN_EXE_closer")));
+    }
+    for prober in probers {
+        let port = free_port();
+        let own = GoalKind::EndpointResponds {
+            command: format!("exec python3 -m http.server {port} --bind ::1"),
+            url: format!("http://[::1]:{port}/"),
+            status: None,
+        };
+        let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
+        assert!(result.passed, "{prober:?}: {}", result.evidence);
+    }
+}
+
 /// Something already answers at the goal's address (another run's server,
 /// a hostile agent of another run: the host's network is shared). A goal
 /// whose own command never starts a server must not pass on that answer.
@@ -451,7 +480,7 @@ async fn a_live_goal_on_this_machine_by_another_name_gets_a_network_of_its_own()
         let own = GoalKind::ResponseContains {
             command: format!(
                 "mkdir -p web && echo 'served by its own server' > web/index.html && \
-                 exec python3 -m http.server {port} --bind 127.0.0.1 --directory web"
+                 exec python3 -m http.server {port} --bind 0.0.0.0 --directory web"
             ),
             url: format!("http://{host}:{port}/"),
             json_path: None,

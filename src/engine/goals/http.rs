@@ -61,39 +61,58 @@ async fn fetch(
         .await
         .map_err(|e| format!("could not prepare its sandbox: {e}"))?;
     if let (Some(prober), Backend::Bwrap { .. }) = (&ctx.settings.prober, sandbox.jail.backend())
-        && let Some(address) = on_this_machine(&parsed).await
+        && let Some(addresses) = on_this_machine(&parsed).await
     {
-        let local = super::probe::Local { url, address };
+        let local = super::probe::Local { url, addresses };
         return super::probe::fetch(ctx, prober, sandbox, command, local, timeout, want).await;
     }
     fetch_shared(ctx, sandbox, command, parsed, timeout, want).await
 }
 
+/// The most a host name's lookup may take when deciding where a URL leads.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Where `url` leads when it names this machine, `None` when it does not:
 /// only then can the goal's server be given a network of its own, which
 /// reaches nothing else. This machine is `localhost`, a loopback or
 /// unspecified address (IPv4-mapped ones too), or a name every address of
-/// which is one (`localhost.`, an alias in `/etc/hosts`). `Some(None)`: the
-/// probe resolves the name itself (an address, or `localhost`, which its
-/// sandbox's `/etc/hosts` answers); `Some(Some(address))`: the address the
-/// name resolved to here, which the probe connects to, since a name
-/// resolved by DNS cannot be resolved in its network.
-async fn on_this_machine(url: &reqwest::Url) -> Option<Option<SocketAddr>> {
+/// which is one (`localhost.`, an alias in `/etc/hosts`). Empty: the probe
+/// resolves the host itself (an address, or `localhost`, which its
+/// sandbox's `/etc/hosts` answers); else the addresses the name resolved to
+/// here, which the probe connects to, since a name resolved by DNS cannot
+/// be resolved in its network. A name that takes longer than
+/// [`LOOKUP_TIMEOUT`] to resolve is taken for elsewhere.
+async fn on_this_machine(url: &reqwest::Url) -> Option<Vec<SocketAddr>> {
     let local = |ip: IpAddr| {
         let ip = ip.to_canonical();
         ip.is_loopback() || ip.is_unspecified()
     };
-    let host = url.host_str()?;
-    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse() {
-        return local(ip).then_some(None);
+    let host = url_host(url)?;
+    if let Ok(ip) = host.parse() {
+        return local(ip).then(Vec::new);
     }
     if host.eq_ignore_ascii_case("localhost") {
-        return Some(None);
+        return Some(Vec::new());
     }
     let port = url.port_or_known_default()?;
-    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.ok()?.collect();
-    let first = *found.first()?;
-    found.iter().all(|a| local(a.ip())).then_some(Some(first))
+    let lookup = tokio::net::lookup_host((host, port));
+    let found: Vec<SocketAddr> = tokio::time::timeout(LOOKUP_TIMEOUT, lookup)
+        .await
+        .ok()?
+        .ok()?
+        .collect();
+    (!found.is_empty() && found.iter().all(|a| local(a.ip()))).then_some(found)
+}
+
+/// The URL's host as a connection takes it: an IPv6 address without the
+/// brackets the URL writes it in.
+pub(super) fn url_host(url: &reqwest::Url) -> Option<&str> {
+    let host = url.host_str()?;
+    Some(
+        host.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host),
+    )
 }
 
 /// [`fetch`] on the host's network, shared with everything else there.
@@ -105,7 +124,7 @@ async fn fetch_shared(
     timeout: Duration,
     want: Want,
 ) -> Result<Response, String> {
-    let host = parsed.host_str().ok_or("url has no host")?.to_owned();
+    let host = url_host(&parsed).ok_or("url has no host")?.to_owned();
     let port = parsed.port_or_known_default().ok_or("url has no port")?;
     // One live goal per address at a time in this process, and none while
     // anything else answers there: the goal must hear its own server.
@@ -134,7 +153,7 @@ async fn fetch_shared(
         host: &host,
         port,
         url: parsed,
-        address: None,
+        addresses: Vec::new(),
     };
     let result = request(&mut child, target, timeout, want).await;
     // Stop what was started, and wait until it no longer listens, so a
@@ -172,9 +191,9 @@ pub(super) struct Target<'a> {
     pub host: &'a str,
     pub port: u16,
     pub url: reqwest::Url,
-    /// The address `host` resolved to elsewhere, used instead of resolving
-    /// it again.
-    pub address: Option<SocketAddr>,
+    /// What `host` resolved to elsewhere, used instead of resolving it
+    /// again; empty: resolve it.
+    pub addresses: Vec<SocketAddr>,
 }
 
 /// Waits for `target`'s port while `child` (the server) runs, then makes
@@ -189,15 +208,16 @@ pub(super) async fn request(
         host,
         port,
         url,
-        address,
+        addresses,
     } = target;
     let deadline = Instant::now()
         .checked_add(timeout)
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_GOAL_TIMEOUT_SECS));
     loop {
-        let open = match address {
-            Some(address) => tokio::net::TcpStream::connect(address).await,
-            None => tokio::net::TcpStream::connect((host, port)).await,
+        let open = if addresses.is_empty() {
+            tokio::net::TcpStream::connect((host, port)).await
+        } else {
+            tokio::net::TcpStream::connect(&addresses[..]).await
         };
         if open.is_ok() {
             break;
@@ -217,8 +237,8 @@ pub(super) async fn request(
     }
     crate::install_crypto_provider();
     let mut client = reqwest::Client::builder();
-    if let Some(address) = address {
-        client = client.resolve(host, address);
+    if !addresses.is_empty() {
+        client = client.resolve_to_addrs(host, &addresses);
     }
     let client = client
         .no_proxy()
@@ -370,7 +390,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_an_address_of_this_machine_gets_a_network_of_its_own() {
-        async fn here(u: &str) -> Option<Option<SocketAddr>> {
+        async fn here(u: &str) -> Option<Vec<SocketAddr>> {
             on_this_machine(&reqwest::Url::parse(u).unwrap()).await
         }
         for literal in [
@@ -384,7 +404,7 @@ mod tests {
             "http://[::ffff:0.0.0.0]:8080/",
             "http://[::]:8080/",
         ] {
-            assert_eq!(here(literal).await, Some(None), "{literal}");
+            assert_eq!(here(literal).await, Some(Vec::new()), "{literal}");
         }
         for elsewhere in [
             "http://10.0.0.1/",
@@ -396,8 +416,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_urls_host_is_taken_without_brackets() {
+        let host = |u: &str| url_host(&reqwest::Url::parse(u).unwrap()).map(str::to_owned);
+        assert_eq!(host("http://[::1]:8080/").as_deref(), Some("::1"));
+        assert_eq!(
+            host("http://[::ffff:127.0.0.1]/").as_deref(),
+            Some("::ffff:7f00:1")
+        );
+        assert_eq!(host("http://127.0.0.1/").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host("http://Example.COM/").as_deref(), Some("example.com"));
+    }
+
     /// A name other than `localhost` is resolved here, and taken for this
-    /// machine when every address it has is one; the probe is given it.
+    /// machine when every address it has is one; the probe is given them.
     #[tokio::test]
     async fn a_name_that_resolves_to_this_machine_is_this_machine() {
         let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -414,7 +446,7 @@ mod tests {
         let want = resolved
             .iter()
             .all(|a| a.ip().to_canonical().is_loopback())
-            .then_some(Some(resolved[0]));
+            .then(|| resolved.clone());
         assert_eq!(on_this_machine(&url).await, want, "{resolved:?}");
     }
 

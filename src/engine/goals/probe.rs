@@ -49,8 +49,10 @@ const ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
 struct ProbeJob {
     command: String,
     url: String,
-    /// What the URL's host resolved to outside, when the probe is to use it.
-    address: Option<SocketAddr>,
+    /// What the URL's host resolved to outside, when the probe is to use
+    /// it; empty: the probe resolves it.
+    #[serde(default)]
+    addresses: Vec<SocketAddr>,
     timeout_ms: u64,
     want_body: bool,
 }
@@ -63,11 +65,11 @@ enum Answer {
     Error(String),
 }
 
-/// A URL on this machine, and the address its host resolved to when the
+/// A URL on this machine, and the addresses its host resolved to when the
 /// probe is to connect there instead of resolving it.
 pub(super) struct Local<'a> {
     pub url: &'a str,
-    pub address: Option<SocketAddr>,
+    pub addresses: Vec<SocketAddr>,
 }
 
 /// Runs the goal's `command` with the probe `prober` (closer's binary) in
@@ -105,7 +107,7 @@ pub(super) async fn fetch(
     let job = serde_json::to_vec(&ProbeJob {
         command: command.to_owned(),
         url: local.url.to_owned(),
-        address: local.address,
+        addresses: local.addresses,
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         want_body: want == Want::Body,
     })
@@ -205,7 +207,9 @@ fn read_job() -> Result<ProbeJob, String> {
 /// Starts the job's command, requests its URL, stops the command.
 fn run_job(job: ProbeJob) -> Result<Response, String> {
     let url = reqwest::Url::parse(&job.url).map_err(|e| format!("bad url: {e}"))?;
-    let host = url.host_str().ok_or("url has no host")?.to_owned();
+    let host = super::http::url_host(&url)
+        .ok_or("url has no host")?
+        .to_owned();
     let port = url.port_or_known_default().ok_or("url has no port")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -226,7 +230,7 @@ fn run_job(job: ProbeJob) -> Result<Response, String> {
             host: &host,
             port,
             url: url.clone(),
-            address: job.address,
+            addresses: job.addresses,
         };
         let want = if job.want_body {
             Want::Body
