@@ -79,6 +79,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0010_queued_jobs_by_key.sql"),
         postgres: include_str!("../../migrations/postgres/0010_queued_jobs_by_key.sql"),
     },
+    Migration {
+        version: 11,
+        name: "message_standing",
+        sqlite: include_str!("../../migrations/sqlite/0011_message_standing.sql"),
+        postgres: include_str!("../../migrations/postgres/0011_message_standing.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -643,25 +643,65 @@ pub struct MessageRow {
     pub body: String,
     /// The iteration whose prompt carried it.
     pub used_in: Option<u32>,
+    /// How it was let in; `None` for a reply stored before closer kept it.
+    #[serde(default)]
+    pub standing: Option<Standing>,
+}
+
+/// With what standing a reply was let in, decided by the event that
+/// brought it (a login compared later may have changed hands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// The issue's author (their answer to closer's question, whatever
+    /// their permission).
+    Author,
+    /// A user with the permission to steer the run.
+    Steering,
+}
+
+impl Standing {
+    fn as_str(self) -> &'static str {
+        match self {
+            Standing::Author => "author",
+            Standing::Steering => "steering",
+        }
+    }
+
+    fn read(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "author" => Ok(Standing::Author),
+            "steering" => Ok(Standing::Steering),
+            other => Err(unknown("messages.standing", other)),
+        }
+    }
+}
+
+/// A reply to store: the comment it came in and who wrote it, with what
+/// standing.
+pub struct NewMessage<'a> {
+    pub comment_id: i64,
+    pub author: &'a str,
+    pub standing: Standing,
+    pub body: &'a str,
 }
 
 /// Stores a reply once per comment; `true` when it is new.
 pub async fn add_message(
     pool: &AnyPool,
     run_id: &RunId,
-    comment_id: i64,
-    author: &str,
-    body: &str,
+    message: NewMessage<'_>,
     now: Millis,
 ) -> Result<bool, StoreError> {
     let done = sqlx::query(
-        "INSERT INTO messages (run_id, comment_id, author, body, created_at) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, comment_id) DO NOTHING",
+        "INSERT INTO messages (run_id, comment_id, author, standing, body, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, comment_id) DO NOTHING",
     )
     .bind(run_id.as_str())
-    .bind(comment_id)
-    .bind(author)
-    .bind(body)
+    .bind(message.comment_id)
+    .bind(message.author)
+    .bind(message.standing.as_str())
+    .bind(message.body)
     .bind(now)
     .execute(pool)
     .await?;
@@ -688,7 +728,8 @@ pub async fn drop_unused_message(
 /// Every reply of a run, oldest first.
 pub async fn messages(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>, StoreError> {
     let rows = sqlx::query(
-        "SELECT comment_id, author, body, used_in FROM messages WHERE run_id = $1 ORDER BY id",
+        "SELECT comment_id, author, body, used_in, standing FROM messages WHERE run_id = $1 \
+         ORDER BY id",
     )
     .bind(run_id.as_str())
     .fetch_all(pool)
@@ -702,6 +743,10 @@ pub async fn messages(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>,
                 used_in: r
                     .try_get::<Option<i64>, _>("used_in")?
                     .map(|n| small("messages.used_in", n))
+                    .transpose()?,
+                standing: r
+                    .try_get::<Option<String>, _>("standing")?
+                    .map(|s| Standing::read(&s))
                     .transpose()?,
             })
         })

@@ -40,6 +40,7 @@ mod security;
 mod store;
 mod stories;
 mod story_agents;
+mod story_author_renamed;
 mod story_branch_rewritten;
 mod story_burst;
 mod story_issue_edit;

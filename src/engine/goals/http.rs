@@ -134,9 +134,10 @@ async fn fetch_shared(
         .is_ok()
     {
         return Err(format!(
-            "{host}:{port} already accepted connections before the command started: something \
+            "{} already accepted connections before the command started: something \
              else listens there (another run's server or agent?), and the goal cannot tell \
-             its own server from it"
+             its own server from it",
+            shown(&host, port)
         ));
     }
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
@@ -186,6 +187,15 @@ async fn port_lock(host: &str, port: u16) -> tokio::sync::OwnedMutexGuard<()> {
     lock.lock_owned().await
 }
 
+/// `host:port` as a URL writes it (an IPv6 address in brackets).
+fn shown(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// Where the goal's request goes.
 pub(super) struct Target<'a> {
     pub host: &'a str,
@@ -224,12 +234,14 @@ pub(super) async fn request(
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!(
-                "command exited ({status}) before {host}:{port} accepted connections"
+                "command exited ({status}) before {} accepted connections",
+                shown(host, port)
             ));
         }
         if Instant::now() >= deadline {
             return Err(format!(
-                "{host}:{port} did not accept connections within {} s",
+                "{} did not accept connections within {} s",
+                shown(host, port),
                 timeout.as_secs()
             ));
         }
@@ -426,6 +438,8 @@ mod tests {
         );
         assert_eq!(host("http://127.0.0.1/").as_deref(), Some("127.0.0.1"));
         assert_eq!(host("http://Example.COM/").as_deref(), Some("example.com"));
+        assert_eq!(shown("::1", 80), "[::1]:80");
+        assert_eq!(shown("localhost", 80), "localhost:80");
     }
 
     /// A name other than `localhost` is resolved here, and taken for this

@@ -26,7 +26,7 @@ use crate::events::{Actor, CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
 use crate::store::commands as store_commands;
-use crate::store::runs;
+use crate::store::runs::{self, NewMessage, Standing};
 
 impl Engine {
     /// A comment created (`previous` is `None`) or edited by `sender`.
@@ -62,7 +62,7 @@ impl Engine {
                 // An unknown word after the App's name is the author's
                 // wording, not a command they could not give.
                 let worded = commands.iter().all(Result::is_err);
-                if created && worded && self.answers_question(&client, thread, comment).await? {
+                if created && worded && self.answers_question(thread, comment).await? {
                     return self.on_reply(&client, thread, comment).await;
                 }
                 self.refuse(&client, thread, comment, &who.login, minimum)
@@ -196,7 +196,7 @@ impl Engine {
         }
         let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
         let login = &comment.author.login;
-        let is_author = is_issue_author(&ctx, thread, login);
+        let is_author = is_issue_author(thread, login);
         // The author may answer the run's question; only authorised users
         // steer a run at work (their words reach the prompt as a
         // maintainer's reply, and start a review round once it is verified).
@@ -207,15 +207,20 @@ impl Engine {
             ));
         }
         let run_id = &ctx.run.id;
-        runs::add_message(
-            store.pool(),
-            run_id,
-            comment.id,
-            login,
-            &comment.body,
-            store.now_ms(),
-        )
-        .await?;
+        // The standing is kept with the reply: the prompt shows it as this
+        // event let it in, whatever the login means later.
+        let standing = if is_author {
+            Standing::Author
+        } else {
+            Standing::Steering
+        };
+        let message = NewMessage {
+            comment_id: comment.id,
+            author: login,
+            standing,
+            body: &comment.body,
+        };
+        runs::add_message(store.pool(), run_id, message, store.now_ms()).await?;
         if !awaiting {
             return Ok(format!("reply by {login}: stored for the next prompt"));
         }
@@ -231,17 +236,15 @@ impl Engine {
     /// as a request, "@closer-bot option 2" as a command).
     async fn answers_question(
         &self,
-        client: &Arc<InstallationClient>,
         thread: &Thread<'_>,
         comment: &CommentRef,
     ) -> Result<bool, EngineError> {
+        if !is_issue_author(thread, &comment.author.login) {
+            return Ok(false);
+        }
         let pool = self.runs.store().pool();
         let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
-        let Some(run) = run.filter(|r| r.state == RunState::AwaitingResponse) else {
-            return Ok(false);
-        };
-        let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
-        Ok(is_issue_author(&ctx, thread, &comment.author.login))
+        Ok(run.is_some_and(|r| r.state == RunState::AwaitingResponse))
     }
 
     /// A request written to the App ("@closer-bot please also update the
@@ -260,7 +263,7 @@ impl Engine {
         let minimum = config.min_permission();
         let login = &comment.author.login;
         if !self.permitted(client, repo, login, minimum).await? {
-            if self.answers_question(client, thread, comment).await? {
+            if self.answers_question(thread, comment).await? {
                 return self.on_reply(client, thread, comment).await;
             }
             self.refuse(client, thread, comment, login, minimum).await?;
@@ -416,7 +419,10 @@ fn reply_key(comment: &CommentRef) -> String {
 }
 
 /// Whether `login` wrote the run's issue (the deleted-user ghost never
-/// did).
-fn is_issue_author(ctx: &RunContext, thread: &Thread<'_>, login: &str) -> bool {
-    login != GHOST_LOGIN && (login == ctx.data.issue_author || login == thread.issue.author.login)
+/// did), as the event's own issue says: GitHub writes each payload with
+/// the logins of the moment, so an author who renamed themselves is still
+/// the author, and a stranger who took their old login is not. The login
+/// the run saw at its start is not asked.
+fn is_issue_author(thread: &Thread<'_>, login: &str) -> bool {
+    login != GHOST_LOGIN && login == thread.issue.author.login
 }

@@ -23,7 +23,7 @@ use crate::events::{
 use crate::github::InstallationClient;
 use crate::model::{InstallationId, Run, branch_issue};
 use crate::store::review_texts::{self, KeptText};
-use crate::store::runs;
+use crate::store::runs::{self, NewMessage, Standing};
 
 /// A pull request event, as the review loop reads it.
 pub(super) struct PullEvent<'a> {
@@ -280,7 +280,14 @@ impl Engine {
         body: &str,
     ) -> Result<(), EngineError> {
         let store = self.runs.store();
-        runs::add_message(store.pool(), &run.id, id, author, body, store.now_ms()).await?;
+        // Only words of users with the permission to steer come here.
+        let message = NewMessage {
+            comment_id: id,
+            author,
+            standing: Standing::Steering,
+            body,
+        };
+        runs::add_message(store.pool(), &run.id, message, store.now_ms()).await?;
         Ok(())
     }
 }

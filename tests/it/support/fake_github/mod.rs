@@ -367,6 +367,26 @@ impl FakeGitHub {
         });
     }
 
+    /// `old` renames their account to `new`: from then on GitHub writes
+    /// `new` wherever the user appears (their issues and comments, their
+    /// permission), and `old` is free for anyone to register. (The fake
+    /// derives a user's id from the login, so the id changes too; closer
+    /// reads no user id.)
+    pub fn rename_user(&self, old: &str, new: &str) {
+        self.with(|st| {
+            for repo in st.repos.values_mut() {
+                let issues = repo.issues.values_mut().map(|i| &mut i.author);
+                let comments = repo.comments.values_mut().map(|c| &mut c.author);
+                for author in issues.chain(comments).filter(|a| a.login == old) {
+                    author.login = new.to_owned();
+                }
+                if let Some(role) = repo.permissions.remove(old) {
+                    repo.permissions.insert(new.to_owned(), role);
+                }
+            }
+        });
+    }
+
     // ---- issues, comments, labels ----
 
     /// Opens an issue as `author`.
