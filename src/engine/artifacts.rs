@@ -193,6 +193,7 @@ async fn changed_files(
             &[
                 "diff",
                 "--numstat",
+                "--ignore-submodules=all",
                 "--no-renames",
                 "--no-textconv",
                 "--no-ext-diff",
@@ -208,6 +209,7 @@ async fn changed_files(
             &[
                 "diff",
                 "--name-status",
+                "--ignore-submodules=all",
                 "--no-renames",
                 "--no-ext-diff",
                 "-z",
@@ -248,6 +250,7 @@ async fn diff_against_base(
     let args = [
         "diff",
         "--no-color",
+        "--ignore-submodules=all",
         "--no-ext-diff",
         "--no-textconv",
         "--no-renames",

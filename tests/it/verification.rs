@@ -1132,6 +1132,89 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
     assert!(fired.exists(), "the probe would not have fired");
 }
 
+/// A process the agent left running (under Landlock below ABI 6 it can
+/// kill its reaper and outlive its iteration) puts a nested repository
+/// back as fast as closer takes it apart: a gitlink `sub` in the worktree's
+/// index, and a `sub/.git` whose clean filter runs a program. Whenever
+/// closer reads the worktree (the artifacts' diffs, the push check's
+/// status) the repository may be back, so git must not go into it at all.
+/// Before (decision 201), `git status` and `git diff <base>` ran `status`
+/// inside it, and the filter, in closer's unconfined git.
+#[tokio::test]
+async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-nested-back").await;
+    let fired = fx.scratch().join("filter-ran");
+    let template = fx.scratch().join("template");
+    let sh = |dir: &std::path::Path, script: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(dir)
+            .output_apart()
+            .expect("sh runs");
+        assert!(out.status.success(), "{script}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    std::fs::create_dir_all(&template).unwrap();
+    let head = sh(
+        &template,
+        &format!(
+            "git init -q . && echo a > f && git add f && \
+             git -c user.name=a -c user.email=a@b commit -qm s && \
+             git config filter.x.clean 'sh -c \"touch {}; cat\"' && \
+             mkdir -p .git/info && echo '* filter=x' > .git/info/attributes && \
+             git rev-parse HEAD",
+            fired.display()
+        ),
+    );
+    std::fs::create_dir_all(wt.path.join("sub")).unwrap();
+    std::fs::write(wt.path.join("sub/f"), "a\n").unwrap();
+    sh(
+        &wt.path,
+        &format!("git update-index --add --cacheinfo 160000,{head},sub"),
+    );
+    // The agent's process: `sub/.git` back at once whenever it is gone,
+    // and `sub/f` newer than its index says, so git would look inside.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = {
+        let (stop, sub, template) = (stop.clone(), wt.path.join("sub"), template.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if !sub.join(".git").exists() {
+                    let fresh = sub.join(format!(".git-{rounds}"));
+                    let copied = std::process::Command::new("cp")
+                        .arg("-a")
+                        .arg(template.join(".git"))
+                        .arg(&fresh)
+                        .status();
+                    if copied.is_ok_and(|s| s.success()) {
+                        let _ = std::fs::rename(&fresh, sub.join(".git"));
+                    }
+                    rounds += 1;
+                }
+                if let Ok(file) = std::fs::File::options().write(true).open(sub.join("f")) {
+                    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+                    let _ = file.set_modified(later);
+                }
+                std::thread::yield_now();
+            }
+            rounds
+        })
+    };
+    let git = fx.sandbox.git();
+    for _ in 0..25 {
+        // Errors are fine (the racer's half-copied repository): the filter
+        // is what must never run.
+        let _ = closer::engine::artifacts::collect(git, &wt).await;
+        let _ = fx.sandbox.push_refusal(&wt, Some(&wt.base_commit)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = racer.join().unwrap();
+    assert!(rounds >= 10, "the repository was put back only {rounds} times");
+    assert!(!fired.exists(), "closer's git went into a nested repository");
+}
+
 #[tokio::test]
 async fn the_base_commit_closer_stored_wins_over_a_base_ref_the_agent_moved() {
     let fx = Fixture::new(false);

@@ -64,6 +64,7 @@ pub async fn commit_changes(
                 "diff",
                 "--cached",
                 "--name-only",
+                "--ignore-submodules=all",
                 "--no-renames",
                 "--no-ext-diff",
             ],

@@ -2,11 +2,15 @@
 //! closer's git reads the worktree. A nested repository keeps a config and
 //! attributes of its own (`.git/config`, `.git/info/attributes`) that
 //! closer's `-c` flags and `GIT_ATTR_SOURCE` do not reach, and git runs
-//! `status` inside it whenever it reads the outer worktree (`add -A`
-//! included): a filter named there would run in closer's unconfined git.
-//! So each nested repository's `.git` is removed and its files become the
-//! worktree's own. Listing them is safe: `ls-files` reads no file's
-//! content, so it runs no filter.
+//! `status` inside a populated submodule when it compares the outer
+//! worktree (`status`, `diff`): a filter named there would run in closer's
+//! unconfined git. So each nested repository's `.git` is removed and its
+//! files become the worktree's own, and, since a process the agent left
+//! running could put one back right after (decision 201), every `status`
+//! and `diff` closer runs on a worktree also passes
+//! `--ignore-submodules=all` on its command line (a `.gitmodules` in the
+//! worktree overrides the same setting given as config). Listing them is
+//! safe: `ls-files` reads no file's content, so it runs no filter.
 
 use std::path::{Component, Path};
 

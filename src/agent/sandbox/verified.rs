@@ -44,6 +44,7 @@ impl Sandbox {
                     "status",
                     "--porcelain",
                     "--untracked-files=all",
+                    "--ignore-submodules=all",
                 ],
             )
             .await?;
