@@ -292,6 +292,47 @@ async fn a_sandboxed_process_has_a_session_of_its_own() {
     }
 }
 
+/// Another terminal of closer's user (an operator's `ssh` or `kubectl exec
+/// -it` session: a `/dev/pts` entry closer's user owns) cannot be opened
+/// from the sandbox, so nothing there reads the operator's keystrokes or
+/// writes to their screen; a program still gets a terminal of its own.
+/// Before (decision 202), Landlock allowed all of `/dev/pts`.
+#[tokio::test]
+async fn another_terminal_of_closers_user_cannot_be_opened() {
+    let i = Install::new();
+    let (mut operator, mut terminal) = (-1, -1);
+    // SAFETY: openpty fills the two descriptors; the name, window size
+    // and terminal settings are not asked for.
+    let opened = unsafe {
+        libc::openpty(
+            &mut operator,
+            &mut terminal,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "{}", std::io::Error::last_os_error());
+    let path = std::fs::read_link(format!("/proc/self/fd/{terminal}")).unwrap();
+    let script = format!(
+        "python3 -c \"import os; os.close(os.open('{}', os.O_RDWR | os.O_NOCTTY))\"",
+        path.display()
+    );
+    blocked_everywhere(&i, Kind::Agent, "opening another terminal", &script).await;
+    allowed_in_every_sandbox(
+        &i,
+        Kind::Agent,
+        "a terminal of its own",
+        "python3 -c \"import os; m, s = os.openpty(); os.write(s, b'x'); os.read(m, 1)\"",
+    )
+    .await;
+    // SAFETY: both descriptors are ours, closed once.
+    unsafe {
+        libc::close(operator);
+        libc::close(terminal);
+    }
+}
+
 #[tokio::test]
 async fn a_sandboxed_process_holds_no_privilege() {
     let i = Install::new();
