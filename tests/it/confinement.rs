@@ -295,8 +295,11 @@ async fn a_sandboxed_process_has_a_session_of_its_own() {
 /// Another terminal of closer's user (an operator's `ssh` or `kubectl exec
 /// -it` session: a `/dev/pts` entry closer's user owns) cannot be opened
 /// from the sandbox, so nothing there reads the operator's keystrokes or
-/// writes to their screen; a program still gets a terminal of its own.
-/// Before (decision 202), Landlock allowed all of `/dev/pts`.
+/// writes to their screen. Before (decision 202), Landlock allowed all of
+/// `/dev/pts`. Under bwrap a program still gets a terminal of its own (its
+/// own `/dev/pts`); under Landlock it cannot, since the kernel checks even
+/// the other end reached by `ioctl` against its path (the known limit
+/// decision 202 names).
 #[tokio::test]
 async fn another_terminal_of_closers_user_cannot_be_opened() {
     let i = Install::new();
@@ -319,13 +322,21 @@ async fn another_terminal_of_closers_user_cannot_be_opened() {
         path.display()
     );
     blocked_everywhere(&i, Kind::Agent, "opening another terminal", &script).await;
-    allowed_in_every_sandbox(
-        &i,
-        Kind::Agent,
-        "a terminal of its own",
-        "python3 -c \"import os; m, s = os.openpty(); os.write(s, b'x'); os.read(m, 1)\"",
-    )
-    .await;
+    let own = "python3 -c \"import os; m, s = os.openpty(); os.write(s, b'x'); os.read(m, 1)\"";
+    let (_, confined) = backends(&i);
+    for c in confined {
+        let out = i.probe(&c, Kind::Agent, own).await;
+        let name = c.backend().name();
+        if name == "bwrap" {
+            assert!(
+                out.success(),
+                "a terminal of its own under bwrap: {}",
+                out.tail(5)
+            );
+        } else {
+            eprintln!("a terminal of its own under {name}: {}", out.success());
+        }
+    }
     // SAFETY: both descriptors are ours, closed once.
     unsafe {
         libc::close(operator);

@@ -1211,8 +1211,14 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let rounds = racer.join().unwrap();
-    assert!(rounds >= 10, "the repository was put back only {rounds} times");
-    assert!(!fired.exists(), "closer's git went into a nested repository");
+    assert!(
+        rounds >= 10,
+        "the repository was put back only {rounds} times"
+    );
+    assert!(
+        !fired.exists(),
+        "closer's git went into a nested repository"
+    );
 }
 
 #[tokio::test]

@@ -40,7 +40,11 @@ const NET_CONNECT_TCP: u64 = 1 << 1;
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 const SCOPE_SIGNAL: u64 = 1 << 1;
 
-/// Device files a program may use.
+/// Device files a program may use. Not `/dev/pts`: its entries are every
+/// terminal on the machine, an operator's `ssh` or `kubectl exec` session
+/// of closer's user among them (decision 202). A program opens a terminal
+/// of its own through `/dev/ptmx` and reaches the other end by `ioctl`
+/// (`TIOCGPTPEER`, which the C library's `openpty` uses), with no path.
 const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -49,7 +53,6 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
     "/dev/ptmx",
-    "/dev/pts",
     "/dev/shm",
 ];
 
