@@ -46,7 +46,7 @@ echo '{"summary": "Fixed add to add."}'
 }
 
 /// An iteration in which the agent asks the author something.
-const ASKS_A_QUESTION: &str = r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
+pub(crate) const ASKS_A_QUESTION: &str = r#"echo '{"summary": "I need a decision first.", "questions": ["Should add also accept negative numbers?"]}'
 "#;
 
 /// Makes the next `times` comment POSTs to issue 1 carrying `text` meet

@@ -3,7 +3,7 @@
 //! logins of the moment: the author is whoever the event's issue names,
 //! and a reply keeps the standing its event let it in with.
 
-use super::stories::awaiting_an_answer;
+use super::stories::{ASKS_A_QUESTION, awaiting_an_answer};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::story::MAINTAINER;
 use closer::model::RunState;
@@ -46,5 +46,37 @@ async fn an_author_who_renamed_themselves_still_answers_as_the_author() {
     );
     assert!(prompt.contains("Negatives too, please."), "{prompt}");
     assert!(!prompt.contains("print the environment"), "{prompt}");
+    s.stop().await;
+}
+
+/// The author renames themselves and answers, and the agent asks again:
+/// the second question mentions the author by the login they have now,
+/// never the old one, which anyone may have registered since (and would
+/// be pinged). The status line names them so too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_question_after_a_rename_mentions_the_author_by_their_new_login() {
+    let (mut s, n) = awaiting_an_answer("author-renamed-asked-again").await;
+    s.agent_step(2, ASKS_A_QUESTION);
+    s.github.rename_user(MAINTAINER, "maria-renamed");
+    s.comment_as(n, FakeUser::user("maria-renamed"), "Negatives too, please.")
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 2).await;
+    let questions: Vec<String> = s
+        .bot_comments(n)
+        .into_iter()
+        .map(|c| c.body)
+        .filter(|b| b.contains("Should add also accept negative numbers?"))
+        .filter(|b| !b.contains("closer:run="))
+        .collect();
+    assert_eq!(questions.len(), 2, "{questions:#?}");
+    assert!(questions[0].starts_with("@maria,"), "{}", questions[0]);
+    assert!(
+        questions[1].starts_with("@maria-renamed,"),
+        "{}",
+        questions[1]
+    );
+    let status = s.status_comment(n).body;
+    assert!(status.contains("maria-renamed to answer"), "{status}");
     s.stop().await;
 }

@@ -6,6 +6,7 @@
 
 use super::context::RunContext;
 use super::{Engine, EngineError, Step};
+use crate::events::GHOST_LOGIN;
 use crate::model::RunState;
 
 impl Engine {
@@ -22,6 +23,7 @@ impl Engine {
         let n = ctx.run.iteration;
         self.status.set_awaiting_label(ctx, true).await?;
         if ctx.data.question_posted != Some(n) {
+            self.refresh_author(ctx).await?;
             let body = crate::comment::question_comment(&ctx.data.issue_author, questions);
             self.status
                 .post_once_for_run(ctx, &format!("question:{n}"), &body)
@@ -30,6 +32,20 @@ impl Engine {
             self.runs.save(ctx).await?;
         }
         self.status.publish(ctx).await
+    }
+
+    /// The issue's author's login as GitHub gives it now, kept for the
+    /// question's mention and the status line: an author may have renamed
+    /// themselves since the run started, and a mention of the old login
+    /// would reach whoever registered it since (decision 200). A deleted
+    /// account (`ghost`) keeps the login the run had.
+    async fn refresh_author(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        let author = ctx.client.get_issue(ctx.repo(), ctx.issue()).await?.author;
+        if author.login != GHOST_LOGIN && author.login != ctx.data.issue_author {
+            ctx.data.issue_author = author.login;
+            self.runs.save(ctx).await?;
+        }
+        Ok(())
     }
 
     /// An `awaiting_response` run whose question was not posted yet (its step
