@@ -193,7 +193,7 @@ async fn changed_files(
             &[
                 "diff",
                 "--numstat",
-                "--ignore-submodules=all",
+                "--ignore-submodules=dirty",
                 "--no-renames",
                 "--no-textconv",
                 "--no-ext-diff",
@@ -209,7 +209,7 @@ async fn changed_files(
             &[
                 "diff",
                 "--name-status",
-                "--ignore-submodules=all",
+                "--ignore-submodules=dirty",
                 "--no-renames",
                 "--no-ext-diff",
                 "-z",
@@ -250,7 +250,7 @@ async fn diff_against_base(
     let args = [
         "diff",
         "--no-color",
-        "--ignore-submodules=all",
+        "--ignore-submodules=dirty",
         "--no-ext-diff",
         "--no-textconv",
         "--no-renames",

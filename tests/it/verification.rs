@@ -1208,6 +1208,7 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
         // is what must never run.
         let _ = closer::engine::artifacts::collect(git, &wt).await;
         let _ = fx.sandbox.push_refusal(&wt, Some(&wt.base_commit)).await;
+        let _ = fx.sandbox.commit_changes(&wt, "a change", "a change").await;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let rounds = racer.join().unwrap();
@@ -1219,6 +1220,67 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
         !fired.exists(),
         "closer's git went into a nested repository"
     );
+}
+
+/// A submodule shows in the artifacts, and when the agent removes it (its
+/// directory gone) closer's commit records the removal, though closer's
+/// `add -A` leaves gitlinks out and its diffs keep out of submodules
+/// (decision 201).
+#[tokio::test]
+async fn a_submodule_the_agent_removed_is_committed_as_removed() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-submodule-gone").await;
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&wt.path)
+            .output_apart()
+            .expect("git runs");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The branch has a submodule `vendor` (a gitlink; its directory, as a
+    // checkout without submodules leaves it, empty).
+    let base = wt.base_commit.clone();
+    git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{base},vendor"),
+    ]);
+    git(&[
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "commit",
+        "-qm",
+        "vendor",
+    ]);
+    std::fs::create_dir_all(wt.path.join("vendor")).unwrap();
+    // The artifacts show the gitlink, added since the base.
+    let collected = closer::engine::artifacts::collect(fx.sandbox.git(), &wt)
+        .await
+        .unwrap();
+    let changed = &collected.artifacts.changed_files;
+    assert!(changed.iter().any(|f| f.path == "vendor"), "{changed:?}");
+    // Left as it is, nothing changes.
+    let none = fx
+        .sandbox
+        .commit_changes(&wt, "nothing", "nothing")
+        .await
+        .unwrap();
+    assert_eq!(none, None);
+    // The agent removes it.
+    std::fs::remove_dir(wt.path.join("vendor")).unwrap();
+    let commit = fx
+        .sandbox
+        .commit_changes(&wt, "Drop vendor", "x")
+        .await
+        .unwrap();
+    assert!(commit.is_some(), "the removal was not committed");
+    let tree = git(&["ls-tree", "--name-only", "HEAD"]);
+    assert!(!tree.lines().any(|l| l == "vendor"), "{tree}");
 }
 
 #[tokio::test]

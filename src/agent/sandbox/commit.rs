@@ -33,6 +33,34 @@ pub const BUILD_OUTPUT: &[&str] = &[
     ".cache/",
 ];
 
+/// `git add -A`, kept out of every submodule: git runs `status` inside a
+/// populated one, and a process the agent left running may have put its
+/// `.git` back since the take-apart (decision 201). A gitlink whose
+/// directory is there is left out of the pathspec (its entry stays, as
+/// `add -A` leaves a gitlink whose repository is gone); one whose directory
+/// is not (removed, or a file now) is taken out of the index first, so its
+/// removal is staged and whatever is at its path now is added like any new
+/// file.
+async fn add_all(git: &GitRunner, worktree: &Worktree, excludes: &str) -> Result<(), GitError> {
+    let gitlinks = super::nested::gitlinks(git, worktree).await?;
+    let (present, gone): (Vec<String>, Vec<String>) = gitlinks.into_iter().partition(|path| {
+        std::fs::symlink_metadata(worktree.path.join(path)).is_ok_and(|m| m.is_dir())
+    });
+    if !gone.is_empty() {
+        let mut args = vec!["update-index", "--force-remove", "--"];
+        args.extend(gone.iter().map(String::as_str));
+        worktree.git(git, &args).await?;
+    }
+    let left_out: Vec<String> = present
+        .iter()
+        .map(|path| format!(":(top,literal,exclude){path}"))
+        .collect();
+    let mut args = vec!["-c", excludes, "add", "-A", "--", "."];
+    args.extend(left_out.iter().map(String::as_str));
+    worktree.git(git, &args).await?;
+    Ok(())
+}
+
 /// The longest commit subject closer writes.
 const MAX_SUBJECT_CHARS: usize = 72;
 
@@ -56,7 +84,7 @@ pub async fn commit_changes(
     let exclude = exclude_file(worktree).await?;
     let excludes = format!("core.excludesFile={}", exclude.display());
     super::nested::unnest(git, worktree).await?;
-    worktree.git(git, &["-c", &excludes, "add", "-A"]).await?;
+    add_all(git, worktree, &excludes).await?;
     let staged = worktree
         .git(
             git,
@@ -64,7 +92,6 @@ pub async fn commit_changes(
                 "diff",
                 "--cached",
                 "--name-only",
-                "--ignore-submodules=all",
                 "--no-renames",
                 "--no-ext-diff",
             ],

@@ -5,12 +5,14 @@
 //! `status` inside a populated submodule when it compares the outer
 //! worktree (`status`, `diff`): a filter named there would run in closer's
 //! unconfined git. So each nested repository's `.git` is removed and its
-//! files become the worktree's own, and, since a process the agent left
-//! running could put one back right after (decision 201), every `status`
-//! and `diff` closer runs on a worktree also passes
-//! `--ignore-submodules=all` on its command line (a `.gitmodules` in the
-//! worktree overrides the same setting given as config). Listing them is
-//! safe: `ls-files` reads no file's content, so it runs no filter.
+//! files become the worktree's own. Since a process the agent left running
+//! could put one back right after (decision 201), closer's git also keeps
+//! out of them on its own: every `status` and `diff` of a worktree passes
+//! `--ignore-submodules=dirty` on its command line (a `.gitmodules` in the
+//! worktree overrides the same setting given as config; gitlinks added or
+//! removed still show), and the commit's `add -A` leaves every gitlink out
+//! of its pathspec (`commit.rs`). Listing them is safe: `ls-files` reads
+//! no file's content, so it runs no filter.
 
 use std::path::{Component, Path};
 
@@ -50,21 +52,31 @@ async fn nested_repositories(
     git: &GitRunner,
     worktree: &Worktree,
 ) -> Result<Vec<String>, GitError> {
-    let staged = worktree.git(git, &["ls-files", "--stage", "-z"]).await?;
+    let gitlinks = gitlinks(git, worktree).await?;
     let untracked = worktree
         .git(git, &["ls-files", "--others", "--exclude-standard", "-z"])
         .await?;
-    let gitlinks = staged
-        .split('\0')
-        .filter_map(|entry| entry.strip_prefix("160000 "))
-        .filter_map(|rest| rest.split_once('\t').map(|(_, path)| path));
     let repositories = untracked
         .split('\0')
-        .filter_map(|entry| entry.strip_suffix('/'));
+        .filter_map(|entry| entry.strip_suffix('/'))
+        .map(str::to_owned);
     Ok(gitlinks
+        .into_iter()
         .chain(repositories)
         .filter(|path| std::fs::symlink_metadata(worktree.path.join(path).join(".git")).is_ok())
-        .map(str::to_owned)
+        .collect())
+}
+
+/// The paths of the worktree's index that are gitlinks (submodules).
+pub(super) async fn gitlinks(
+    git: &GitRunner,
+    worktree: &Worktree,
+) -> Result<Vec<String>, GitError> {
+    let staged = worktree.git(git, &["ls-files", "--stage", "-z"]).await?;
+    Ok(staged
+        .split('\0')
+        .filter_map(|entry| entry.strip_prefix("160000 "))
+        .filter_map(|rest| rest.split_once('\t').map(|(_, path)| path.to_owned()))
         .collect())
 }
 

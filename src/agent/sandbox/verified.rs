@@ -44,7 +44,7 @@ impl Sandbox {
                     "status",
                     "--porcelain",
                     "--untracked-files=all",
-                    "--ignore-submodules=all",
+                    "--ignore-submodules=dirty",
                 ],
             )
             .await?;
