@@ -16,6 +16,7 @@ pub mod dry_run;
 pub mod handled_events;
 pub mod installations;
 pub mod jobs;
+pub mod messages;
 pub mod migrate;
 mod nodelay;
 pub mod open_work;

@@ -1,9 +1,8 @@
-//! Runs, iterations and the maintainer's replies: the engine's persistent
-//! state. One run per (repository, issue); a retry reuses the row and keeps
+//! Runs and their iterations: the engine's persistent state (the replies
+//! the prompts carry are in `messages.rs`). One run per (repository, issue); a retry reuses the row and keeps
 //! its iterations. Every state change goes through [`save`], so the row is
 //! always the whole truth about a run.
 
-use serde::{Deserialize, Serialize};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{AnyPool, Row};
@@ -73,7 +72,7 @@ fn from_row(row: &AnyRow) -> Result<Run, StoreError> {
     })
 }
 
-fn unknown(column: &'static str, value: &str) -> StoreError {
+pub(super) fn unknown(column: &'static str, value: &str) -> StoreError {
     StoreError::Unknown(UnknownValue {
         column,
         value: value.to_owned(),
@@ -84,7 +83,7 @@ fn unsigned(column: &'static str, n: i64) -> Result<u64, StoreError> {
     u64::try_from(n).map_err(|_| unknown(column, &n.to_string()))
 }
 
-fn small(column: &'static str, n: i64) -> Result<u32, StoreError> {
+pub(super) fn small(column: &'static str, n: i64) -> Result<u32, StoreError> {
     u32::try_from(n).map_err(|_| unknown(column, &n.to_string()))
 }
 
@@ -633,144 +632,4 @@ pub async fn prune_output(pool: &AnyPool, before: Millis) -> Result<u64, StoreEr
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
-}
-
-/// A maintainer's reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MessageRow {
-    pub comment_id: i64,
-    pub author: String,
-    pub body: String,
-    /// The iteration whose prompt carried it.
-    pub used_in: Option<u32>,
-    /// How it was let in; `None` for a reply stored before closer kept it.
-    #[serde(default)]
-    pub standing: Option<Standing>,
-}
-
-/// With what standing a reply was let in, decided by the event that
-/// brought it (a login compared later may have changed hands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Standing {
-    /// The issue's author (their answer to closer's question, whatever
-    /// their permission).
-    Author,
-    /// A user with the permission to steer the run.
-    Steering,
-}
-
-impl Standing {
-    fn as_str(self) -> &'static str {
-        match self {
-            Standing::Author => "author",
-            Standing::Steering => "steering",
-        }
-    }
-
-    fn read(text: &str) -> Result<Self, StoreError> {
-        match text {
-            "author" => Ok(Standing::Author),
-            "steering" => Ok(Standing::Steering),
-            other => Err(unknown("messages.standing", other)),
-        }
-    }
-}
-
-/// A reply to store: the comment it came in and who wrote it, with what
-/// standing.
-pub struct NewMessage<'a> {
-    pub comment_id: i64,
-    pub author: &'a str,
-    pub standing: Standing,
-    pub body: &'a str,
-}
-
-/// Stores a reply once per comment; `true` when it is new.
-pub async fn add_message(
-    pool: &AnyPool,
-    run_id: &RunId,
-    message: NewMessage<'_>,
-    now: Millis,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "INSERT INTO messages (run_id, comment_id, author, standing, body, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, comment_id) DO NOTHING",
-    )
-    .bind(run_id.as_str())
-    .bind(message.comment_id)
-    .bind(message.author)
-    .bind(message.standing.as_str())
-    .bind(message.body)
-    .bind(now)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Removes the reply `comment_id` if no prompt carried it yet; `true`
-/// when it did.
-pub async fn drop_unused_message(
-    pool: &AnyPool,
-    run_id: &RunId,
-    comment_id: i64,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "DELETE FROM messages WHERE run_id = $1 AND comment_id = $2 AND used_in IS NULL",
-    )
-    .bind(run_id.as_str())
-    .bind(comment_id)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Every reply of a run, oldest first.
-pub async fn messages(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT comment_id, author, body, used_in, standing FROM messages WHERE run_id = $1 \
-         ORDER BY id",
-    )
-    .bind(run_id.as_str())
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(MessageRow {
-                comment_id: r.try_get("comment_id")?,
-                author: r.try_get("author")?,
-                body: r.try_get("body")?,
-                used_in: r
-                    .try_get::<Option<i64>, _>("used_in")?
-                    .map(|n| small("messages.used_in", n))
-                    .transpose()?,
-                standing: r
-                    .try_get::<Option<String>, _>("standing")?
-                    .map(|s| Standing::read(&s))
-                    .transpose()?,
-            })
-        })
-        .collect()
-}
-
-/// Marks the replies `comment_ids` (those a prompt carried) as used by
-/// `iteration`; a reply stored meanwhile stays unused for the next prompt.
-pub async fn mark_messages_used_by_id(
-    pool: &AnyPool,
-    run_id: &RunId,
-    comment_ids: &[i64],
-    iteration: u32,
-) -> Result<(), StoreError> {
-    for comment_id in comment_ids {
-        sqlx::query(
-            "UPDATE messages SET used_in = $1 \
-             WHERE run_id = $2 AND comment_id = $3 AND used_in IS NULL",
-        )
-        .bind(i64::from(iteration))
-        .bind(run_id.as_str())
-        .bind(*comment_id)
-        .execute(pool)
-        .await?;
-    }
-    Ok(())
 }

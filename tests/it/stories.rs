@@ -1399,7 +1399,7 @@ async fn a_reply_while_an_iteration_runs_reaches_the_next_prompt() {
     let run_id = s.run(n).await.unwrap().id;
     // The delivery jobs run beside the blocked run job; wait for both to settle.
     s.deliveries_handled().await;
-    let messages = closer::store::runs::messages(s.store.pool(), &run_id)
+    let messages = closer::store::messages::of_run(s.store.pool(), &run_id)
         .await
         .unwrap();
     assert_eq!(messages.len(), 1, "{messages:#?}");
@@ -2097,7 +2097,9 @@ async fn an_unauthorised_authors_comment_while_the_run_works_steers_nothing() {
         .await;
     s.deliveries_handled().await;
     let run = s.run(n).await.unwrap();
-    let messages = runs::messages(s.store.pool(), &run.id).await.unwrap();
+    let messages = closer::store::messages::of_run(s.store.pool(), &run.id)
+        .await
+        .unwrap();
     assert!(messages.is_empty(), "{messages:#?}");
     gate.open();
     s.idle().await;

@@ -1225,7 +1225,8 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
 /// A submodule shows in the artifacts, and when the agent removes it (its
 /// directory gone) closer's commit records the removal, though closer's
 /// `add -A` leaves gitlinks out and its diffs keep out of submodules
-/// (decision 201).
+/// (decision 201). Control: with `--ignore-submodules=all` (the first
+/// version) the artifacts do not show the submodule.
 #[tokio::test]
 async fn a_submodule_the_agent_removed_is_committed_as_removed() {
     let fx = Fixture::new(false);

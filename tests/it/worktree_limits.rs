@@ -465,7 +465,12 @@ async fn a_live_goal_on_this_machine_by_another_name_gets_a_network_of_its_own()
     let prober = Some(env!("CARGO_BIN_EXE_closer"));
     let wt = fx.worktree("http-other-name").await;
     let (port, heard) = stranger_answering("the stranger's text");
-    let mut hosts = vec!["[::ffff:127.0.0.1]".to_owned()];
+    let mut hosts = Vec::new();
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        hosts.push("[::ffff:127.0.0.1]".to_owned());
+    } else {
+        eprintln!("SKIPPED (in part): this machine has no IPv6");
+    }
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let name = name.trim();
     let found: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name, port))

@@ -37,10 +37,11 @@ pub const BUILD_OUTPUT: &[&str] = &[
 /// populated one, and a process the agent left running may have put its
 /// `.git` back since the take-apart (decision 201). A gitlink whose
 /// directory is there is left out of the pathspec (its entry stays, as
-/// `add -A` leaves a gitlink whose repository is gone); one whose directory
-/// is not (removed, or a file now) is taken out of the index first, so its
-/// removal is staged and whatever is at its path now is added like any new
-/// file.
+/// `add -A` leaves a gitlink whose repository is gone). One whose directory
+/// is not (removed, or a file now) is taken out of the index first: its
+/// removal is staged, whatever is at its path now is added like any new
+/// file, and should a repository appear there meanwhile, `add -A` takes it
+/// for a new one, which it records without going into it.
 async fn add_all(git: &GitRunner, worktree: &Worktree, excludes: &str) -> Result<(), GitError> {
     let gitlinks = super::nested::gitlinks(git, worktree).await?;
     let (present, gone): (Vec<String>, Vec<String>) = gitlinks.into_iter().partition(|path| {

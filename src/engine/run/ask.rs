@@ -2,7 +2,7 @@
 //! asked something does (label `awaiting-response`, one question comment, the
 //! status), written so that a step which failed half-way resumes where it
 //! stopped when its job is retried; and the `resume` step a reply queues
-//! (`triggers.rs` stores the reply).
+//! (`commands.rs` stores the reply).
 
 use super::context::RunContext;
 use super::{Engine, EngineError, Step};

@@ -26,7 +26,8 @@ use crate::events::{Actor, CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunState};
 use crate::store::commands as store_commands;
-use crate::store::runs::{self, NewMessage, Standing};
+use crate::store::messages::{self, NewMessage, Standing};
+use crate::store::runs;
 
 impl Engine {
     /// A comment created (`previous` is `None`) or edited by `sender`.
@@ -220,7 +221,7 @@ impl Engine {
             standing,
             body: &comment.body,
         };
-        runs::add_message(store.pool(), run_id, message, store.now_ms()).await?;
+        messages::add(store.pool(), run_id, message, store.now_ms()).await?;
         if !awaiting {
             return Ok(format!("reply by {login}: stored for the next prompt"));
         }

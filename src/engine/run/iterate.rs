@@ -46,7 +46,7 @@ use crate::engine::verify::{self, IterationVerification, VerifyContext};
 use crate::llm::LlmClient;
 use crate::model::{Decision, IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
-use crate::store::runs;
+use crate::store::{messages, runs};
 
 /// How long a stopped agent's result is waited for once its group is killed.
 const STOPPED_AGENT_GRACE: Duration = Duration::from_secs(10);
@@ -224,7 +224,7 @@ impl Engine {
         let now = self.runs.store().now_ms();
         let n = iteration.n;
         runs::start_iteration(pool, &ctx.run.id, n, &prompt.text, now).await?;
-        runs::mark_messages_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
+        messages::mark_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
         ctx.run.iteration = n;
         for (root, newest) in prompt.threads {
             if !ctx.data.pending_threads.contains(&root) {

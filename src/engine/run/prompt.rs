@@ -11,7 +11,7 @@ use super::threads::threads_section;
 use super::{Engine, EngineError, other};
 use crate::engine::handlers::{Continuation, IterationSummary};
 use crate::model::Stage;
-use crate::store::runs::{MessageRow, Standing};
+use crate::store::messages::{MessageRow, Standing};
 
 /// A prompt, the comment ids of the replies it carries and the review
 /// threads it asks the agent to address (each thread's first and newest
@@ -134,7 +134,7 @@ fn edited_section(editor: &str, title: &str, body: &str) -> String {
 /// caveat as the issue's text; every other reply was stored only for a
 /// user with that permission (`commands.rs`, `review.rs`). The standing is
 /// the one the reply was stored with; a reply stored before closer kept it
-/// is the author's when its login is the one the run started with.
+/// is the author's when its login is the author's as the run knows it.
 fn reply_text(m: &MessageRow, issue_author: &str) -> String {
     let by_author = match m.standing {
         Some(standing) => standing == Standing::Author,

@@ -22,8 +22,9 @@ use crate::events::{
 };
 use crate::github::InstallationClient;
 use crate::model::{InstallationId, Run, branch_issue};
+use crate::store::messages::{self, NewMessage, Standing};
 use crate::store::review_texts::{self, KeptText};
-use crate::store::runs::{self, NewMessage, Standing};
+use crate::store::runs;
 
 /// A pull request event, as the review loop reads it.
 pub(super) struct PullEvent<'a> {
@@ -136,8 +137,7 @@ impl Engine {
         if !self.may_review(&client, &run, sender).await? {
             return Ok(format!("review dismissed by {}: ignored", sender.login));
         }
-        let dropped =
-            runs::drop_unused_message(self.runs.store().pool(), &run.id, -review.id).await?;
+        let dropped = messages::drop_unused(self.runs.store().pool(), &run.id, -review.id).await?;
         Ok(format!(
             "review dismissed by {}: {}",
             sender.login,
@@ -287,7 +287,7 @@ impl Engine {
             standing: Standing::Steering,
             body,
         };
-        runs::add_message(store.pool(), &run.id, message, store.now_ms()).await?;
+        messages::add(store.pool(), &run.id, message, store.now_ms()).await?;
         Ok(())
     }
 }

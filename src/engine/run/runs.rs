@@ -13,7 +13,8 @@ use crate::clock::Millis;
 use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, RunState, run_job_key};
 use crate::store::Store;
 use crate::store::jobs::{self, NewJob};
-use crate::store::runs::{self, MessageRow};
+use crate::store::messages::{self, MessageRow};
+use crate::store::runs;
 use crate::worker::JobError;
 
 /// Runs in the store, and the queue of their steps.
@@ -286,7 +287,7 @@ impl Runs {
 
     /// The replies of a run, oldest first.
     pub async fn messages(&self, run_id: &RunId) -> Result<Vec<MessageRow>, EngineError> {
-        Ok(runs::messages(self.store.pool(), run_id).await?)
+        Ok(messages::of_run(self.store.pool(), run_id).await?)
     }
 
     /// Whether a reply is stored that no prompt has carried yet, other than
