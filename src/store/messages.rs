@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::{AnyPool, Row};
 
 use super::StoreError;
-use super::runs::{small, unknown};
+use super::runs::small;
 use crate::clock::Millis;
-use crate::model::RunId;
+use crate::model::{Named, RunId};
 
 /// A reply stored for the run's prompts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,19 +37,13 @@ pub enum Standing {
     Steering,
 }
 
-impl Standing {
+impl Named for Standing {
+    const ALL: &'static [Standing] = &[Standing::Author, Standing::Steering];
+
     fn as_str(self) -> &'static str {
         match self {
             Standing::Author => "author",
             Standing::Steering => "steering",
-        }
-    }
-
-    fn read(text: &str) -> Result<Self, StoreError> {
-        match text {
-            "author" => Ok(Standing::Author),
-            "steering" => Ok(Standing::Steering),
-            other => Err(unknown("messages.standing", other)),
         }
     }
 }
@@ -123,7 +117,7 @@ pub async fn of_run(pool: &AnyPool, run_id: &RunId) -> Result<Vec<MessageRow>, S
                     .transpose()?,
                 standing: r
                     .try_get::<Option<String>, _>("standing")?
-                    .map(|s| Standing::read(&s))
+                    .map(|s| Standing::read("messages.standing", &s))
                     .transpose()?,
             })
         })

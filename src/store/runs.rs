@@ -72,7 +72,7 @@ fn from_row(row: &AnyRow) -> Result<Run, StoreError> {
     })
 }
 
-pub(super) fn unknown(column: &'static str, value: &str) -> StoreError {
+fn unknown(column: &'static str, value: &str) -> StoreError {
     StoreError::Unknown(UnknownValue {
         column,
         value: value.to_owned(),

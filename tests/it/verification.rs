@@ -1169,9 +1169,10 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
     );
     std::fs::create_dir_all(wt.path.join("sub")).unwrap();
     std::fs::write(wt.path.join("sub/f"), "a\n").unwrap();
-    sh(
+    let gitlink = format!("160000,{head},sub");
+    git(
         &wt.path,
-        &format!("git update-index --add --cacheinfo 160000,{head},sub"),
+        &["update-index", "--add", "--cacheinfo", &gitlink],
     );
     // The agent's process: `sub/.git` back at once whenever it is gone,
     // and `sub/f` newer than its index says, so git would look inside.
@@ -1231,33 +1232,15 @@ async fn a_nested_repository_put_back_after_the_take_apart_is_never_entered() {
 async fn a_submodule_the_agent_removed_is_committed_as_removed() {
     let fx = Fixture::new(false);
     let wt = fx.prepare("run-submodule-gone").await;
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&wt.path)
-            .output_apart()
-            .expect("git runs");
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     // The branch has a submodule `vendor` (a gitlink; its directory, as a
     // checkout without submodules leaves it, empty).
     let base = wt.base_commit.clone();
-    git(&[
-        "update-index",
-        "--add",
-        "--cacheinfo",
-        &format!("160000,{base},vendor"),
-    ]);
-    git(&[
-        "-c",
-        "user.name=a",
-        "-c",
-        "user.email=a@b",
-        "commit",
-        "-qm",
-        "vendor",
-    ]);
+    let gitlink = format!("160000,{base},vendor");
+    git(
+        &wt.path,
+        &["update-index", "--add", "--cacheinfo", &gitlink],
+    );
+    git(&wt.path, &["commit", "-qm", "vendor"]);
     std::fs::create_dir_all(wt.path.join("vendor")).unwrap();
     // The artifacts show the gitlink, added since the base.
     let collected = closer::engine::artifacts::collect(fx.sandbox.git(), &wt)
@@ -1280,7 +1263,7 @@ async fn a_submodule_the_agent_removed_is_committed_as_removed() {
         .await
         .unwrap();
     assert!(commit.is_some(), "the removal was not committed");
-    let tree = git(&["ls-tree", "--name-only", "HEAD"]);
+    let tree = git(&wt.path, &["ls-tree", "--name-only", "HEAD"]);
     assert!(!tree.lines().any(|l| l == "vendor"), "{tree}");
 }
 

@@ -268,6 +268,17 @@ async fn evaluate_with(
 }
 
 /// A free port on 127.0.0.1.
+/// The probers a live goal is tried with: none (the host's network), and
+/// closer's binary when goals run under bwrap (a network of the server's
+/// own, `closer goal-probe`).
+fn both_paths(fx: &Fixture) -> Vec<Option<&'static str>> {
+    let mut probers = vec![None];
+    if matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
+        probers.push(Some(env!("CARGO_BIN_EXE_closer")));
+    }
+    probers
+}
+
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
@@ -289,11 +300,7 @@ h.HTTPServer(('127.0.0.1', {port}), E).serve_forever()\""
     let url = format!("http://127.0.0.1:{port}/");
     // On the host's network, and (under bwrap) through the goal's probe in
     // a network of the server's own: the probe reads no more either.
-    let mut probers = vec![None];
-    if matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
-        probers.push(Some(env!("CARGO_BIN_EXE_closer")));
-    }
-    for prober in probers {
+    for prober in both_paths(&fx) {
         let contains = GoalKind::ResponseContains {
             command: server.clone(),
             url: url.clone(),
@@ -328,11 +335,7 @@ async fn a_live_goal_at_an_ipv6_address_hears_its_server() {
         return;
     }
     let wt = fx.worktree("http-ipv6").await;
-    let mut probers = vec![None];
-    if matches!(fx.confinement().backend(), Backend::Bwrap { .. }) {
-        probers.push(Some(env!("CARGO_BIN_EXE_closer")));
-    }
-    for prober in probers {
+    for prober in both_paths(&fx) {
         let port = free_port();
         let own = GoalKind::EndpointResponds {
             command: format!("exec python3 -m http.server {port} --bind ::1"),

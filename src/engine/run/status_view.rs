@@ -24,10 +24,14 @@ pub fn status_view(
     dashboard_url: Option<&str>,
 ) -> StatusView {
     let run = &ctx.run;
+    let next = next_step(ctx, last);
+    // A run whose pull request was closed unmerged holds no phase (its
+    // label is gone).
+    let pull_closed = matches!(next, NextStep::PullClosed { .. });
     let mut view = StatusView {
         run_id: run.id.to_string(),
         state: run.state,
-        phase: Some(run.phase).filter(|_| !pull_closed(ctx)),
+        phase: Some(run.phase).filter(|_| !pull_closed),
         task_type: run.task_type,
         iteration: run.iteration,
         max_iterations: run.max_iterations,
@@ -45,7 +49,7 @@ pub fn status_view(
         },
         dashboard_url: dashboard_url
             .map(|u| format!("{}/runs/{}", u.trim_end_matches('/'), run.id)),
-        next: next_step(ctx, last),
+        next,
         notices: ctx.data.board_problem.iter().cloned().collect(),
         agent_problem: last.and_then(|l| l.summary.agent_failure.clone()),
         progress: None,
@@ -62,13 +66,6 @@ pub fn status_view(
         view.agent_problem = Some(outage.describe());
     }
     view
-}
-
-/// Whether the run failed because its pull request was closed unmerged:
-/// it holds no phase then (its label is gone).
-fn pull_closed(ctx: &RunContext) -> bool {
-    ctx.run.state == RunState::Failed
-        && matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. }))
 }
 
 /// The line that says what happens next.
