@@ -38,6 +38,31 @@ async fn read_environ_as_nobody(pid: u32) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Waits up to 30 s for `closer` to answer `/healthz` on `port`; panics with
+/// its standard error if it exits first (a port another test took, say).
+async fn wait_healthy(closer: &mut tokio::process::Child, port: u16) {
+    let client = crate::support::client();
+    for _ in 0..600 {
+        if let Some(status) = closer.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = closer.stderr.take() {
+                use tokio::io::AsyncReadExt;
+                let _ = pipe.read_to_string(&mut stderr).await;
+            }
+            panic!("closer did not start as nobody ({status}): {stderr}");
+        }
+        let response = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await;
+        if response.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("closer did not answer /healthz as nobody within 30 s");
+}
+
 fn can_switch_users() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -57,7 +82,10 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let bin = dir.path().join("closer");
-    std::fs::copy(env!("CARGO_BIN_EXE_closer"), &bin).unwrap();
+    // Copied by a process of its own: a descriptor this process held open
+    // for writing, inherited by another test's fork, would make the `exec`
+    // fail with "Text file busy".
+    crate::support::copy_executable(env!("CARGO_BIN_EXE_closer").as_ref(), &bin);
 
     // The control: an ordinary process of that user is readable, so the
     // probe below can fail.
@@ -99,25 +127,18 @@ async fn an_agent_running_as_the_same_user_cannot_read_closers_environment() {
         .env("CLOSER_BIND", format!("127.0.0.1:{port}"))
         .env("CLOSER_DATA_DIR", dir.path().join("data"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn_apart()
         .unwrap();
-    let client = crate::support::client();
-    let mut ready = false;
-    for _ in 0..100 {
-        let response = client
-            .get(format!("http://127.0.0.1:{port}/healthz"))
-            .send()
-            .await;
-        if response.is_ok_and(|r| r.status().is_success()) {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready, "closer did not start as nobody");
+    wait_healthy(&mut closer, port).await;
     let environ = read_environ_as_nobody(closer.id().unwrap()).await;
+    // A closer that had exited meanwhile would leave an empty environment
+    // readable and fail the assertions below for the wrong reason.
+    assert!(
+        closer.try_wait().unwrap().is_none(),
+        "closer exited while its environment was read"
+    );
     assert!(
         environ.as_deref().is_none_or(|e| !e.contains(SECRET)),
         "the webhook secret was readable: {environ:?}"

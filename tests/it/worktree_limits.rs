@@ -516,7 +516,7 @@ async fn a_live_goals_probe_runs_from_a_hidden_directory() {
     std::fs::write(hidden.join("key.pem"), MARKER).unwrap();
     let prober = hidden.join("closer");
     if std::fs::hard_link(env!("CARGO_BIN_EXE_closer"), &prober).is_err() {
-        std::fs::copy(env!("CARGO_BIN_EXE_closer"), &prober).unwrap();
+        crate::support::copy_executable(env!("CARGO_BIN_EXE_closer").as_ref(), &prober);
     }
     let wt = fx.worktree("http-hidden-prober").await;
     let port = free_port();

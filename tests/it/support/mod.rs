@@ -132,8 +132,14 @@ pub async fn wait_for_file(file: &std::path::Path) {
 pub fn write_executable(path: &std::path::Path, contents: &str) {
     let source = tempfile::NamedTempFile::new().expect("a temporary file");
     std::fs::write(source.path(), contents).expect("write the source");
+    copy_executable(source.path(), path);
+}
+
+/// Copies the program at `from` to `path`, executable, the way
+/// [`write_executable`] writes one: by a process of its own.
+pub fn copy_executable(from: &std::path::Path, path: &std::path::Path) {
     let mut install = std::process::Command::new("install");
-    install.args(["-m", "0755"]).arg(source.path()).arg(path);
+    install.args(["-m", "0755"]).arg(from).arg(path);
     // Apart from closer's own copies of files it runs next (`fork_lock`).
     let out = closer::agent::fork_lock::output(&mut install).expect("run install");
     assert!(
