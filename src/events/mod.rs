@@ -14,7 +14,7 @@ pub mod signals;
 pub use actions::*;
 pub use parse::{ParseError, parse_event};
 
-use crate::github::types::{InstallationId, IssueNumber, RepoName};
+use crate::github::types::{InstallationId, IssueNumber, RepoName, RepositoryId};
 
 /// The events closer subscribes to; anything else is stored as ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,6 +81,9 @@ pub const GHOST_LOGIN: &str = "ghost";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repo {
     pub name: RepoName,
+    /// GitHub's id of the repository (`repository.id`, which GitHub's
+    /// schema requires; `None` only when a payload leaves it out).
+    pub id: Option<RepositoryId>,
     pub clone_url: Option<String>,
     pub default_branch: Option<String>,
     pub private: bool,
@@ -281,4 +284,21 @@ pub enum Event {
         previous: Option<RepoName>,
         sender: Actor,
     },
+}
+
+impl Event {
+    /// The repository the event happened in, for the events that have one.
+    pub fn repo(&self) -> Option<&Repo> {
+        match self {
+            Event::Issues { repo, .. }
+            | Event::IssueComment { repo, .. }
+            | Event::PullRequest { repo, .. }
+            | Event::PullRequestReview { repo, .. }
+            | Event::PullRequestReviewComment { repo, .. }
+            | Event::Repository { repo, .. } => Some(repo),
+            Event::Ping { .. } | Event::Installation { .. } | Event::InstallationRepositories { .. } => {
+                None
+            }
+        }
+    }
 }

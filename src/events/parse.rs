@@ -78,6 +78,8 @@ struct RawRepoName {
 struct RawRepo {
     full_name: String,
     #[serde(default)]
+    id: Option<i64>,
+    #[serde(default)]
     clone_url: Option<String>,
     #[serde(default)]
     default_branch: Option<String>,
@@ -439,6 +441,7 @@ fn repo(raw: Option<RawRepo>, err: &dyn Fn(String) -> ParseError) -> Result<Repo
         .ok_or_else(|| err(format!("bad repository name {:?}", raw.full_name)))?;
     Ok(Repo {
         name,
+        id: raw.id.map(RepositoryId),
         clone_url: raw.clone_url,
         default_branch: raw.default_branch,
         private: raw.private,

@@ -6,11 +6,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{IssueNumber, RepoName};
+use super::types::{IssueNumber, RepoName, RepositoryId};
 
 /// A repository as the engine needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repository {
+    /// GitHub's id: the same through renames, new for a name taken again.
+    pub id: RepositoryId,
     pub full_name: RepoName,
     pub default_branch: String,
     pub clone_url: String,

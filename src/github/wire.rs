@@ -11,7 +11,7 @@ use super::models::{
     Actor, AppInfo, Comment, CommentId, Issue, IssueState, Label, ProjectBoard, ProjectField,
     ProjectOption, PullRequest, PullState, Repository, ReviewComment, StateReason,
 };
-use super::types::{IssueNumber, RepoName};
+use super::types::{IssueNumber, RepoName, RepositoryId};
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireUser {
@@ -219,6 +219,7 @@ impl From<WireReviewComment> for ReviewComment {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireRepository {
+    pub id: i64,
     pub full_name: String,
     #[serde(default)]
     pub default_branch: Option<String>,
@@ -238,6 +239,7 @@ impl TryFrom<WireRepository> for Repository {
             )
         })?;
         Ok(Repository {
+            id: RepositoryId(w.id),
             full_name,
             default_branch: w.default_branch.unwrap_or_else(|| "main".to_owned()),
             clone_url: w.clone_url,

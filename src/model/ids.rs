@@ -17,6 +17,19 @@ impl fmt::Display for InstallationId {
     }
 }
 
+/// GitHub's id of a repository (`repository.id`): it stays with the
+/// repository through renames and transfers, and a repository created
+/// under a name another one had gets a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RepositoryId(pub i64);
+
+impl fmt::Display for RepositoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// An issue or pull request number within a repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -24,7 +24,7 @@ mod task_type;
 pub use completion::CompletionType;
 pub use decision::{Decision, IterationEnd};
 pub use delivery::DeliveryStatus;
-pub use ids::{DeliveryId, InstallationId, IssueNumber, RepoName, RunId};
+pub use ids::{DeliveryId, InstallationId, IssueNumber, RepoName, RepositoryId, RunId};
 pub use job::{JobKind, JobState, run_job_key};
 pub use named::{Named, UnknownValue};
 pub use outcome::Outcome;

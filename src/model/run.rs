@@ -3,8 +3,8 @@
 //! opaque here and read once per step by the engine.
 
 use super::{
-    CompletionType, InstallationId, IssueNumber, Outcome, Phase, RepoName, RunId, RunState, Stage,
-    TaskType,
+    CompletionType, InstallationId, IssueNumber, Outcome, Phase, RepoName, RepositoryId, RunId,
+    RunState, Stage, TaskType,
 };
 use crate::clock::Millis;
 
@@ -14,6 +14,10 @@ pub struct Run {
     pub id: RunId,
     pub installation_id: InstallationId,
     pub repository: RepoName,
+    /// GitHub's id of the repository, from the event that started (or
+    /// restarted) the run; `None` for runs stored before closer kept it.
+    /// A name can pass to another repository; the id cannot.
+    pub repository_id: Option<RepositoryId>,
     pub issue_number: IssueNumber,
     pub state: RunState,
     pub phase: Phase,

@@ -85,6 +85,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0011_message_standing.sql"),
         postgres: include_str!("../../migrations/postgres/0011_message_standing.sql"),
     },
+    Migration {
+        version: 12,
+        name: "run_repository_id",
+        sqlite: include_str!("../../migrations/sqlite/0012_run_repository_id.sql"),
+        postgres: include_str!("../../migrations/postgres/0012_run_repository_id.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -20,6 +20,7 @@ pub mod messages;
 pub mod migrate;
 mod nodelay;
 pub mod open_work;
+pub mod replaced;
 pub mod review_texts;
 pub mod runs;
 pub mod verification;

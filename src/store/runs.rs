@@ -12,7 +12,7 @@ use super::jobs::{self, NewJob};
 use crate::clock::Millis;
 use crate::model::{
     CompletionType, InstallationId, IssueNumber, IterationEnd, Named, Outcome, Phase, RepoName,
-    Run, RunId, RunState, Stage, TaskType, UnknownValue,
+    RepositoryId, Run, RunId, RunState, Stage, TaskType, UnknownValue,
 };
 
 type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments>;
@@ -20,7 +20,7 @@ type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments>;
 const COLUMNS: &str = "id, installation_id, repository, issue_number, state, phase, \
     completion_type, task_type, stage, iteration, max_iterations, branch, base_commit, \
     clone_url, default_branch, pull_request, status_comment_id, tokens_used, cost_usd, \
-    outcome, data, created_at, updated_at, generation";
+    outcome, data, created_at, updated_at, generation, repository_id";
 
 /// A row read as a [`Run`]; every text column that holds a name is read
 /// strictly (an unknown one is [`StoreError::Unknown`]).
@@ -34,6 +34,9 @@ fn from_row(row: &AnyRow) -> Result<Run, StoreError> {
         installation_id: InstallationId(row.try_get("installation_id")?),
         repository: RepoName::parse(&repository)
             .ok_or_else(|| unknown("runs.repository", &repository))?,
+        repository_id: row
+            .try_get::<Option<i64>, _>("repository_id")?
+            .map(RepositoryId),
         issue_number: IssueNumber(unsigned("runs.issue_number", row.try_get("issue_number")?)?),
         state: RunState::read("runs.state", &row.try_get::<String, _>("state")?)?,
         phase: Phase::read("runs.phase", &row.try_get::<String, _>("phase")?)?,
@@ -101,8 +104,9 @@ pub async fn insert_or_get(pool: &AnyPool, run: &Run) -> Result<(Run, bool), Sto
         "INSERT INTO runs (state, phase, completion_type, task_type, stage, iteration, \
          max_iterations, branch, base_commit, clone_url, default_branch, pull_request, \
          status_comment_id, tokens_used, cost_usd, outcome, data, updated_at, installation_id, \
-         generation, id, repository, issue_number, created_at) VALUES ($1, $2, $3, $4, $5, $6, \
-         $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
+         generation, id, repository, issue_number, created_at, repository_id) VALUES ($1, $2, $3, \
+         $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+         $23, $24, $25) \
          ON CONFLICT (repository, issue_number) DO NOTHING",
     );
     let inserted = bind_mutable(query, run)
@@ -110,6 +114,7 @@ pub async fn insert_or_get(pool: &AnyPool, run: &Run) -> Result<(Run, bool), Sto
         .bind(run.repository.to_string())
         .bind(db_int(run.issue_number.0))
         .bind(run.created_at)
+        .bind(run.repository_id.map(|id| id.0))
         .execute(pool)
         .await?
         .rows_affected()
@@ -143,6 +148,16 @@ pub async fn by_issue(
     row.map(|r| from_row(&r)).transpose()
 }
 
+/// The states a run ends in, as an SQL list (`'done', 'failed', …`).
+pub(super) fn ended_states_sql() -> String {
+    RunState::ALL
+        .iter()
+        .filter(|s| s.is_final())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether an issue or pull request has a run that has not ended: the run
 /// of that issue, or the run whose pull request it is.
 pub async fn open_on_thread(
@@ -150,12 +165,7 @@ pub async fn open_on_thread(
     repository: &RepoName,
     number: IssueNumber,
 ) -> Result<bool, StoreError> {
-    let ended = RunState::ALL
-        .iter()
-        .filter(|s| s.is_final())
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let ended = ended_states_sql();
     let sql = format!(
         "SELECT COUNT(*) AS n FROM runs WHERE repository = $1 \
          AND (issue_number = $2 OR pull_request = $2) AND state NOT IN ({ended})"
@@ -324,22 +334,27 @@ pub async fn mark_stopped(
 /// that owner's installation): the repository was renamed or moved.
 /// A run whose issue number a run under `new` already has (a deleted
 /// repository's name taken again) keeps the old name, since one issue has
-/// one run. Answers how many were renamed.
+/// one run. Only the runs of repository `id` (GitHub's answer for the old
+/// name) follow, and those stored without an id: a run of another
+/// repository that once had the name stays. Answers how many were renamed.
 pub async fn rename_repository(
     pool: &AnyPool,
     old: &RepoName,
     new: &RepoName,
+    id: RepositoryId,
     installation: InstallationId,
 ) -> Result<u64, StoreError> {
     let done = sqlx::query(
         "UPDATE runs SET repository = $1, installation_id = $2 \
          WHERE LOWER(repository) = LOWER($3) AND repository <> $1 \
+         AND (repository_id IS NULL OR repository_id = $4) \
          AND NOT EXISTS (SELECT 1 FROM runs AS there \
          WHERE there.repository = $1 AND there.issue_number = runs.issue_number)",
     )
     .bind(new.to_string())
     .bind(installation.0)
     .bind(old.to_string())
+    .bind(id.0)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())

@@ -39,6 +39,7 @@ async fn a_run(store: &Store, id: &str, issue: u64, state: RunState, updated_at:
         id: RunId::from_stored(id),
         installation_id: InstallationId(1),
         repository: RepoName::new("octo", "calc"),
+        repository_id: None,
         issue_number: IssueNumber(issue),
         state,
         phase: Phase::Processing,

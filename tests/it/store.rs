@@ -4,7 +4,7 @@
 
 use closer::model::{
     CompletionType, DeliveryStatus, InstallationId, IssueNumber, JobKind, Outcome, Phase, RepoName,
-    Run, RunId, RunState, Stage, TaskType,
+    RepositoryId, Run, RunId, RunState, Stage, TaskType,
 };
 use closer::store::deliveries::{self, NewDelivery};
 use closer::store::jobs::{self, NewJob};
@@ -373,6 +373,7 @@ fn a_run(id: &str) -> Run {
         id: RunId::from_stored(id),
         installation_id: InstallationId(1),
         repository: RepoName::new("octo", "calc"),
+        repository_id: None,
         issue_number: IssueNumber(7),
         state: RunState::Running,
         phase: Phase::Processing,
@@ -624,7 +625,8 @@ async fn a_runs_failure_is_written_once_and_only_as_it_was_read() {
 
 /// A renamed repository's runs take the new name and the installation that
 /// reaches it; a run whose issue number the new name already has a run for
-/// (a deleted repository's name taken again) keeps the old name.
+/// (a deleted repository's name taken again) keeps the old name, and so
+/// does a run of another repository that had the old name before.
 #[tokio::test]
 async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() {
     let db = TestDb::new("rename-runs").await;
@@ -635,15 +637,29 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
         issue_number: IssueNumber(issue),
         ..a_run(id)
     };
+    // GitHub's answer for the old name is repository 4; repository 5 had
+    // the name before it, and #9 is its run.
+    let of = |id: i64, run: Run| Run {
+        repository_id: Some(RepositoryId(id)),
+        ..run
+    };
     for r in [
         run("r7", &old, 7),
-        run("r8", &old, 8),
+        of(4, run("r8", &old, 8)),
+        of(5, run("r9", &old, 9)),
+        run("r10", &old, 10),
         run("there-7", &new, 7),
     ] {
         runs::insert_or_get(store.pool(), &r).await.unwrap();
     }
-    let renamed = runs::rename_repository(store.pool(), &old, &new, InstallationId(9));
-    assert_eq!(renamed.await.unwrap(), 1);
+    let renamed = runs::rename_repository(
+        store.pool(),
+        &old,
+        &new,
+        RepositoryId(4),
+        InstallationId(9),
+    );
+    assert_eq!(renamed.await.unwrap(), 2);
     let get = |id: &str| {
         let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
         async move { runs::get(&pool, &id).await.unwrap().unwrap() }
@@ -653,6 +669,8 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
         (moved.repository, moved.installation_id),
         (new.clone(), InstallationId(9))
     );
+    assert_eq!(get("r10").await.repository, new, "stored without an id");
     assert_eq!(get("r7").await.repository, old, "#7 is taken there");
+    assert_eq!(get("r9").await.repository, old, "another repository's");
     assert_eq!(get("there-7").await.repository, new);
 }

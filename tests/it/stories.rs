@@ -1041,7 +1041,7 @@ async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
 
 /// Story 10's question, asked on a repository with `config` and answered
 /// by the agent; the story is idle after it.
-async fn story_10_asked(name: &str, config: &str) -> (Story, IssueNumber) {
+pub(crate) async fn story_10_asked(name: &str, config: &str) -> (Story, IssueNumber) {
     let mut s = Story::start(name, Some(config)).await;
     s.agent_step(
         1,

@@ -105,6 +105,7 @@ fn a_run(issue: u64, state: RunState, pull_request: Option<u64>) -> Run {
         id: RunId::generate(),
         installation_id: InstallationId(1),
         repository: RepoName::parse(REPO).unwrap(),
+        repository_id: None,
         issue_number: IssueNumber(issue),
         state,
         phase: Phase::Processing,

@@ -116,6 +116,7 @@ impl Fixture {
             url: self.origin.url.clone(),
             token: Some(SecretString::from(TOKEN)),
             default_branch: None,
+            repository_id: None,
         }
     }
 
@@ -1483,6 +1484,7 @@ async fn over_http_the_token_reaches_git_through_its_credential_pipe_only() {
         url: format!("http://127.0.0.1:{port}/octo/calc.git"),
         token: Some(SecretString::from(TOKEN)),
         default_branch: Some("main".into()),
+        repository_id: None,
     };
     let err = fx
         .sandbox

@@ -76,6 +76,7 @@ impl Fixture {
             url: self.origin.url.clone(),
             token: None,
             default_branch: None,
+            repository_id: None,
         };
         self.sandbox
             .prepare(&source, 1, run, None)

@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use self::git::{GitError, GitRunner, wants_token};
 use self::purpose::Purpose;
 use crate::agent::process::BaseEnv;
+use crate::model::RepositoryId;
 
 /// Where a repository is fetched from.
 #[derive(Debug, Clone)]
@@ -41,6 +42,10 @@ pub struct RepoSource {
     pub token: Option<SecretString>,
     /// The default branch when known (webhook payload); else asked of the remote.
     pub default_branch: Option<String>,
+    /// GitHub's id of the repository, when known: the mirror is the
+    /// repository's, not the URL's, so a repository created under a name
+    /// another one had (the same URL) never shares that one's objects.
+    pub repository_id: Option<RepositoryId>,
 }
 
 impl RepoSource {
@@ -175,7 +180,7 @@ impl Sandbox {
         known_base: Option<&str>,
         start_at: Option<&str>,
     ) -> Result<Worktree, SandboxError> {
-        let mirror = self.mirror_path(&source.url);
+        let mirror = self.mirror_path(source);
         let path = self.options.root.join("worktrees").join(safe_name(run_id));
         let branch = crate::model::issue_branch(crate::model::IssueNumber(issue));
         let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
@@ -433,8 +438,16 @@ impl Sandbox {
         Ok(())
     }
 
-    fn mirror_path(&self, url: &str) -> PathBuf {
-        let digest = hex::encode(Sha256::digest(url.as_bytes()));
+    /// `mirrors/<name>-<digest>.git`, the digest of the repository's id
+    /// (`id:<n>`) when known, else of its URL (runs stored before closer
+    /// kept the id).
+    fn mirror_path(&self, source: &RepoSource) -> PathBuf {
+        let url = &source.url;
+        let key = match source.repository_id {
+            Some(id) => format!("id:{id}"),
+            None => url.clone(),
+        };
+        let digest = hex::encode(Sha256::digest(key.as_bytes()));
         let tail = url
             .trim_end_matches('/')
             .trim_end_matches(".git")

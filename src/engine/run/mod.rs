@@ -34,6 +34,7 @@ mod progress;
 mod prompt;
 mod reconcile;
 mod renamed;
+mod replaced;
 mod reproduce;
 mod review;
 mod review_round;

@@ -6,7 +6,10 @@
 //! installation's record of its repositories, take the new name, once
 //! GitHub confirms that the old name leads to it: a replayed delivery of an
 //! older rename changes nothing. From a `repository` event, or found by
-//! reconciliation when that event was missed (`reconcile.rs`).
+//! reconciliation when that event was missed (`reconcile.rs`). Only the
+//! runs of the repository GitHub answers for (by its id), and those stored
+//! without an id, follow: a run of another repository that once had the
+//! name is not handed over (`store/replaced.rs`).
 
 use super::{Engine, EngineError};
 use crate::events::Repo;
@@ -45,8 +48,8 @@ impl Engine {
         installation: InstallationId,
         old: &RepoName,
     ) -> Result<Option<RepoName>, EngineError> {
-        let now = match client.get_repository(old).await {
-            Ok(repo) => repo.full_name,
+        let (now, id) = match client.get_repository(old).await {
+            Ok(repo) => (repo.full_name, repo.id),
             Err(e) if e.is_gone() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
@@ -56,7 +59,7 @@ impl Engine {
             return Ok(None);
         }
         let pool = self.runs.store().pool();
-        let renamed = runs::rename_repository(pool, old, &now, installation).await?;
+        let renamed = runs::rename_repository(pool, old, &now, id, installation).await?;
         let (from, to) = (old.to_string(), now.to_string());
         installations::rename_repository(pool, installation.0, &from, &to).await?;
         tracing::info!(%old, %now, runs = renamed, "a repository was renamed: its runs follow");

@@ -36,7 +36,7 @@ use crate::model::{
     InstallationId, IssueNumber, Permission, RepoName, Run, RunId, RunState, Stage, branch_issue,
     issue_branch,
 };
-use crate::store::{handled_events, runs};
+use crate::store::{handled_events, replaced, runs};
 
 /// A change of the trigger label (its name) that a user may not make.
 #[derive(Clone, Copy)]
@@ -59,6 +59,7 @@ impl Engine {
         if !self.can_matter(event).await? {
             return Ok("triage: nothing to act on and no open run".to_owned());
         }
+        self.set_aside_replaced(event).await?;
         match self.dispatch(event).await {
             Err(EngineError::Stopped) => Ok("the run was stopped meanwhile".to_owned()),
             other => other,
@@ -540,6 +541,12 @@ impl Engine {
         run.clone_url = fresh.clone_url.or(run.clone_url);
         run.default_branch = fresh.default_branch.or(run.default_branch);
         run.data = restarted.to_json();
+        // A run stored without the id takes this repository's (an event
+        // under the name with another id set it aside first).
+        if let (None, Some(id)) = (run.repository_id, thread.repo.id) {
+            replaced::adopt_id(self.runs.store().pool(), &run.id, id).await?;
+            run.repository_id = Some(id);
+        }
         self.runs.save_restart(&mut run).await?;
         self.runs.enqueue(&run.id, Step::Start).await?;
         Ok(format!("run {} restarted", run.id))
@@ -614,6 +621,7 @@ impl Engine {
             id: RunId::generate(),
             installation_id: thread.installation,
             repository: thread.repo.name.clone(),
+            repository_id: thread.repo.id,
             issue_number: thread.issue.number,
             state: RunState::Queued,
             phase: crate::model::Phase::Preparation,

@@ -177,6 +177,7 @@ impl Workspace {
             url,
             token,
             default_branch: Some(branch),
+            repository_id: run.repository_id,
         })
     }
 

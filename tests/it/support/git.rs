@@ -77,6 +77,17 @@ impl Origin {
         Origin { dir, bare, url }
     }
 
+    /// Replaces the repository at this origin's URL with another one,
+    /// whose `main` holds `files` and shares no history with the old one
+    /// (a repository deleted and another created under its name). The
+    /// seed checkout keeps the old history: [`Origin::push_change`] is for
+    /// the old one.
+    pub fn start_over(&self, files: &[(&str, &str)]) {
+        let other = Origin::with_files(files);
+        std::fs::remove_dir_all(&self.bare).expect("remove the old repository");
+        std::fs::rename(&other.bare, &self.bare).expect("move the new one in");
+    }
+
     /// Adds a commit to `main` (someone else pushing meanwhile).
     pub fn push_change(&self, path: &str, content: &str) {
         let work = self.dir.path().join("seed");
@@ -202,6 +213,7 @@ impl Origin {
             url: self.url.clone(),
             token: None,
             default_branch: Some("main".into()),
+            repository_id: None,
         }
     }
 }

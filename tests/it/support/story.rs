@@ -572,6 +572,7 @@ impl Story {
     pub async fn deliver(&mut self, event: &str, mut payload: Value) -> StatusCode {
         payload["installation"] = json!({"id": INSTALLATION});
         payload["repository"] = json!({
+            "id": self.github.repo_id(&self.repo),
             "full_name": self.repo.to_string(), "clone_url": self.origin.url,
             "default_branch": "main", "private": false,
         });
@@ -580,6 +581,24 @@ impl Story {
         self.deliveries += 1;
         let id = super::unique(&format!("story-{}", self.deliveries));
         self.deliver_raw(event, &id, &body).await
+    }
+
+    /// The repository is deleted and another created under its name, in
+    /// the same installation: a new GitHub id, no issues yet (numbers start
+    /// at 1 again), and the same clone URL serving `files` with none of the
+    /// old history. The maintainer has write access to it, and `config` is
+    /// its `.github/closer.yml`.
+    pub fn recreate_repo(&mut self, files: &[(&str, &str)], config: Option<&str>) {
+        self.github.delete_repo(&self.repo);
+        let repo = self.github.add_repo(INSTALLATION, &self.repo.to_string());
+        self.origin.start_over(files);
+        self.github.set_clone_url(&repo, &self.origin.url);
+        if let Some(text) = config {
+            self.github
+                .set_file(&repo, "main", ".github/closer.yml", text);
+        }
+        self.github.set_permission(&repo, MAINTAINER, "write");
+        self.repo = repo;
     }
 
     /// The repository is renamed (or moved) on GitHub to `new_full_name`;

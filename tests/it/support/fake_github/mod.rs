@@ -210,6 +210,24 @@ impl FakeGitHub {
         name
     }
 
+    /// GitHub's id of the repository now called `repo`.
+    pub fn repo_id(&self, repo: &RepoName) -> u64 {
+        self.with(|st| st.repo(&repo.to_string()).id)
+    }
+
+    /// Deletes a repository, as its owner can: its issues and everything
+    /// else go with it, and its name is free to be taken again.
+    pub fn delete_repo(&self, repo: &RepoName) {
+        let name = repo.to_string();
+        self.with(|st| {
+            st.repos.remove(&name).expect("a repository to delete");
+            for installation in st.installations.values_mut() {
+                installation.repos.remove(&name);
+            }
+            st.moved.remove(&name);
+        });
+    }
+
     pub fn set_default_branch(&self, repo: &RepoName, branch: &str) {
         self.with(|st| st.repo_mut(&repo.to_string()).default_branch = branch.to_owned());
     }

@@ -1,0 +1,79 @@
+//! A repository's name taken again: the repository deleted (or its owner's
+//! account renamed or deleted) and another created under the name, by its
+//! owner starting over or by a stranger who registered the freed login.
+//! Runs are found by name, so without GitHub's repository id the new
+//! repository's issue #1 would be handed the old repository's run: its
+//! history, its worktree and a mirror holding the old repository's
+//! commits.
+
+use closer::model::{RepoName, RepositoryId, RunState};
+use closer::store::runs;
+
+use crate::stories::{classify, story_10_asked};
+use crate::support::story::CONFIG;
+use crate::support::fake_llm::Reply;
+
+/// The agent's probe in the new repository: can it reach the old one's
+/// commit?
+fn probe(old_head: &str) -> String {
+    format!(
+        "if git cat-file -e '{old_head}^{{commit}}' 2>/dev/null; then \
+         echo 'The old commit {old_head} is here.'; \
+         else echo 'Nothing of the old repository is here: tests/ holds fresh.sh.'; fi\n"
+    )
+}
+
+/// Issue #1 of a repository is answered and closed; the repository is
+/// deleted and another created under its name. Its own issue #1, labelled
+/// by the maintainer, starts a run of its own, from a mirror of the new
+/// repository alone: a hostile agent there finds none of the old one's
+/// commits. The old run is set aside unchanged, under a name no event
+/// carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
+    let (mut s, n) = story_10_asked("name-reused", CONFIG).await;
+    let old = s.run(n).await.expect("the first repository's run");
+    assert_eq!(old.state, RunState::Done, "{}", s.journal().await);
+    let old_id = RepositoryId(s.github.repo_id(&s.repo) as i64);
+    assert_eq!(old.repository_id, Some(old_id));
+    let old_head = s.origin.branch_head("main").expect("the old main");
+
+    let files = [("tests/fresh.sh", "echo fresh\n"), ("run_tests.sh", "exit 0\n")];
+    s.recreate_repo(&files, Some(CONFIG));
+    let new_id = RepositoryId(s.github.repo_id(&s.repo) as i64);
+    assert_ne!(new_id, old_id);
+    s.agent_step(1, &probe(&old_head));
+    s.llm
+        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
+    let m = s
+        .open_issue("list the files in tests/", "What is in tests/?", &["closer"])
+        .await;
+    assert_eq!(m, n, "the new repository's issue has the old run's number");
+    s.idle().await;
+
+    let new = s.run(m).await.expect("the new repository's run");
+    assert_ne!(new.id, old.id, "a run of its own");
+    assert_eq!(new.repository_id, Some(new_id));
+    assert_eq!(new.state, RunState::Done, "{}", s.journal().await);
+    let answer = s
+        .bot_comments(m)
+        .into_iter()
+        .find(|c| c.body.contains("old repository") || c.body.contains("old commit"))
+        .expect("the agent's answer");
+    assert!(
+        answer.body.contains("Nothing of the old repository is here"),
+        "{}",
+        answer.body
+    );
+    s.status_comment(m);
+
+    let aside = runs::get(s.store.pool(), &old.id).await.unwrap().unwrap();
+    let aside_name = RepoName::parse(&format!("{}~{}", s.repo, old.id)).unwrap();
+    assert_eq!(aside.repository, aside_name);
+    assert_eq!(
+        (aside.state, aside.outcome, aside.repository_id),
+        (old.state, old.outcome, old.repository_id),
+        "set aside unchanged"
+    );
+    s.stop().await;
+}
