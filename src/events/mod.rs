@@ -296,9 +296,9 @@ impl Event {
             | Event::PullRequestReview { repo, .. }
             | Event::PullRequestReviewComment { repo, .. }
             | Event::Repository { repo, .. } => Some(repo),
-            Event::Ping { .. } | Event::Installation { .. } | Event::InstallationRepositories { .. } => {
-                None
-            }
+            Event::Ping { .. }
+            | Event::Installation { .. }
+            | Event::InstallationRepositories { .. } => None,
         }
     }
 }

@@ -4,4 +4,6 @@
 //! model's (`crate::model`), shared by every layer; they are re-exported here
 //! for the GitHub layer's callers.
 
-pub use crate::model::{DeliveryId, InstallationId, IssueNumber, Permission, RepoName, RepositoryId};
+pub use crate::model::{
+    DeliveryId, InstallationId, IssueNumber, Permission, RepoName, RepositoryId,
+};

@@ -652,13 +652,8 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
     ] {
         runs::insert_or_get(store.pool(), &r).await.unwrap();
     }
-    let renamed = runs::rename_repository(
-        store.pool(),
-        &old,
-        &new,
-        RepositoryId(4),
-        InstallationId(9),
-    );
+    let renamed =
+        runs::rename_repository(store.pool(), &old, &new, RepositoryId(4), InstallationId(9));
     assert_eq!(renamed.await.unwrap(), 2);
     let get = |id: &str| {
         let (pool, id) = (store.pool().clone(), RunId::from_stored(id));

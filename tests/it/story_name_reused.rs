@@ -6,12 +6,13 @@
 //! history, its worktree and a mirror holding the old repository's
 //! commits.
 
-use closer::model::{RepoName, RepositoryId, RunState};
+use closer::model::{Outcome, RepoName, RepositoryId, RunState};
+use closer::store::replaced::SET_ASIDE;
 use closer::store::runs;
 
-use crate::stories::{classify, story_10_asked};
-use crate::support::story::CONFIG;
+use crate::stories::{awaiting_an_answer, classify, story_10_asked};
 use crate::support::fake_llm::Reply;
+use crate::support::story::CONFIG;
 
 /// The agent's probe in the new repository: can it reach the old one's
 /// commit?
@@ -38,7 +39,10 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
     assert_eq!(old.repository_id, Some(old_id));
     let old_head = s.origin.branch_head("main").expect("the old main");
 
-    let files = [("tests/fresh.sh", "echo fresh\n"), ("run_tests.sh", "exit 0\n")];
+    let files = [
+        ("tests/fresh.sh", "echo fresh\n"),
+        ("run_tests.sh", "exit 0\n"),
+    ];
     s.recreate_repo(&files, Some(CONFIG));
     let new_id = RepositoryId(s.github.repo_id(&s.repo) as i64);
     assert_ne!(new_id, old_id);
@@ -46,7 +50,11 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
     s.llm
         .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
     let m = s
-        .open_issue("list the files in tests/", "What is in tests/?", &["closer"])
+        .open_issue(
+            "list the files in tests/",
+            "What is in tests/?",
+            &["closer"],
+        )
         .await;
     assert_eq!(m, n, "the new repository's issue has the old run's number");
     s.idle().await;
@@ -61,7 +69,9 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
         .find(|c| c.body.contains("old repository") || c.body.contains("old commit"))
         .expect("the agent's answer");
     assert!(
-        answer.body.contains("Nothing of the old repository is here"),
+        answer
+            .body
+            .contains("Nothing of the old repository is here"),
         "{}",
         answer.body
     );
@@ -75,5 +85,39 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
         (old.state, old.outcome, old.repository_id),
         "set aside unchanged"
     );
+    s.stop().await;
+}
+
+/// The same while the old run waits for an answer: the new repository's
+/// labelled issue #1 stops the old run (set aside, with nothing written
+/// to GitHub, where its issue is gone) and starts its own, which works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_open_run_of_a_deleted_repository_is_stopped_when_its_name_is_taken() {
+    let (mut s, n) = awaiting_an_answer("name-reused-open").await;
+    let old = s.run(n).await.expect("the first repository's run");
+    let files = [
+        ("tests/fresh.sh", "echo fresh\n"),
+        ("run_tests.sh", "exit 0\n"),
+    ];
+    s.recreate_repo(&files, Some(CONFIG));
+    s.agent_step(1, "echo 'tests/ holds fresh.sh.'\n");
+    s.llm
+        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
+    let m = s
+        .open_issue(
+            "list the files in tests/",
+            "What is in tests/?",
+            &["closer"],
+        )
+        .await;
+    s.idle().await;
+
+    let new = s.run(m).await.expect("the new repository's run");
+    assert_ne!(new.id, old.id);
+    assert_eq!(new.state, RunState::Done, "{}", s.journal().await);
+    let aside = runs::get(s.store.pool(), &old.id).await.unwrap().unwrap();
+    assert_eq!(aside.state, RunState::Stopped);
+    assert_eq!(aside.outcome, Some(Outcome::Stopped(SET_ASIDE.to_owned())));
+    assert_eq!(aside.generation, old.generation, "not restarted");
     s.stop().await;
 }
