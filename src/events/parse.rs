@@ -705,11 +705,18 @@ mod tests {
     #[test]
     fn labeled_issue_names_the_label() {
         let event = parse_event(EventKind::Issues, &fixture("issues.labeled.json")).unwrap();
-        let Event::Issues { action, label, .. } = event else {
+        let Event::Issues {
+            action,
+            label,
+            repo,
+            ..
+        } = event
+        else {
             panic!("not an issues event");
         };
         assert_eq!(action, IssuesAction::Labeled);
         assert_eq!(label.as_deref(), Some("bug"));
+        assert_eq!(repo.id, Some(RepositoryId(186_853_002)), "GitHub's id");
     }
 
     #[test]
