@@ -345,6 +345,9 @@ pub async fn run_agent(
                 detail,
             }));
         }
+        Err(ProcessError::Escaped { .. }) => {
+            return Ok(AgentResult::failed(AgentFailure::Escaped));
+        }
         Err(e) => return Err(e.into()),
     };
     Ok(result(adapter, &output, seen, config.timeout_secs))

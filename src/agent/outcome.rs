@@ -73,6 +73,10 @@ pub enum AgentFailure {
     CommitFailed {
         detail: String,
     },
+    /// The agent killed its reaper, so what it started may outlive it and
+    /// change the worktree while closer verifies it: where that is
+    /// possible (no sandbox, Landlock below ABI 6) it is always possible.
+    Escaped,
 }
 
 impl AgentFailure {
@@ -84,6 +88,7 @@ impl AgentFailure {
                 | AgentFailure::NoSandbox { .. }
                 | AgentFailure::Authentication { .. }
                 | AgentFailure::RefusedToStart { .. }
+                | AgentFailure::Escaped
         )
     }
 
@@ -137,6 +142,11 @@ impl AgentFailure {
             AgentFailure::CommitFailed { detail } => {
                 format!("closer could not commit the agent's changes: {detail}")
             }
+            AgentFailure::Escaped => "the agent killed the process closer watches it with, so \
+                 processes it started may still be running and changing its worktree; closer \
+                 verifies nothing such a process could change (run agents under bubblewrap, or \
+                 Landlock ABI 6 or later, where an agent cannot do this)"
+                .into(),
         }
     }
 }

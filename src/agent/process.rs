@@ -21,7 +21,7 @@ use tokio::process::Command;
 use super::capture::capture;
 use super::confine::{Backend, Jail, landlock::Ruleset, limits, view};
 use super::fork_lock;
-use super::reaper::{self, Lifeline};
+use super::reaper::{self, Lifeline, Report};
 
 pub use super::search_path::{BaseEnv, absolute_dirs, resolve_program};
 
@@ -164,6 +164,13 @@ pub enum ProcessError {
         program: String,
         source: std::io::Error,
     },
+    /// The reaper exited without reporting the tree gone: something (the
+    /// program, where no sandbox stops it) killed it first.
+    #[error(
+        "`{program}` killed the process closer watches it with (its reaper), so what it \
+         started may still be running"
+    )]
+    Escaped { program: String },
 }
 
 /// A started child in its own process group, under a [`reaper`]. Dropping
@@ -174,15 +181,25 @@ pub enum ProcessError {
 pub struct GroupGuard {
     pgid: Option<i32>,
     lifeline: Option<Lifeline>,
+    report: Option<Report>,
 }
 
 impl GroupGuard {
     /// Guards the group led by `pid` (a child started with [`command`]).
-    pub fn new(pid: Option<u32>, lifeline: Lifeline) -> Self {
+    pub fn new(pid: Option<u32>, mut lifeline: Lifeline) -> Self {
         GroupGuard {
             pgid: pid.and_then(|p| i32::try_from(p).ok()),
+            report: lifeline.take_report(),
             lifeline: Some(lifeline),
         }
+    }
+
+    /// Whether the reaper reported the whole tree gone before it exited
+    /// (ask once it has: after [`GroupGuard::finished`] or
+    /// [`GroupGuard::stop`]). A reaper that exited without the report was
+    /// killed, and what the program started may still run.
+    pub fn cleaned_up(&self) -> bool {
+        self.report.as_ref().is_some_and(Report::cleaned_up)
     }
 
     /// Stops everything: closes the lifeline, gives the reaper
@@ -368,28 +385,19 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
         .take()
         .map(|s| tokio::spawn(capture(s, cap, false, stopped.clone(), None)));
 
-    let ended = tokio::select! {
-        ended = tokio::time::timeout(spec.timeout, child.wait()) => Some(ended),
-        () = stop_requested(watch.stop) => None,
-    };
+    let ended = wait_or_stop(&mut child, &mut group, spec.timeout, watch.stop).await;
     let (status, timed_out, cut_short) = match ended {
-        Some(Ok(status)) => {
-            group.finished();
+        Ended::Exited(status) => {
             let status = status.map_err(|source| ProcessError::Wait {
                 program: program.clone(),
                 source,
             })?;
             (Some(status), false, false)
         }
-        Some(Err(_)) => {
-            group.stop(&mut child).await;
-            (None, true, false)
-        }
-        None => {
-            group.stop(&mut child).await;
-            (None, false, true)
-        }
+        Ended::TimedOut => (None, true, false),
+        Ended::Stopped => (None, false, true),
     };
+    let cleaned_up = group.cleaned_up();
     // The reaper killed every descendant before it exited; the readers get
     // a grace period in case something else holds the pipes.
     let stopper = tokio::spawn(async move {
@@ -399,6 +407,9 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
     let stdout = collect(stdout).await;
     let stderr = collect(stderr).await;
     stopper.abort();
+    if !cleaned_up {
+        return Err(ProcessError::Escaped { program });
+    }
     Ok(ProcessOutput {
         exit_code: status.and_then(|s| s.code()),
         timed_out,
@@ -407,6 +418,42 @@ pub async fn run_watched(spec: &ProcessSpec, watch: Watch) -> Result<ProcessOutp
         stdout,
         stderr,
     })
+}
+
+/// How a process under a reaper ended.
+enum Ended {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    TimedOut,
+    Stopped,
+}
+
+/// Waits for the reaper to exit, until `timeout` or `stop`, then stops the
+/// tree (the reaper has exited in every case but the last resort of the
+/// group kill).
+async fn wait_or_stop(
+    child: &mut tokio::process::Child,
+    group: &mut GroupGuard,
+    timeout: Duration,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Ended {
+    let ended = tokio::select! {
+        ended = tokio::time::timeout(timeout, child.wait()) => Some(ended),
+        () = stop_requested(stop) => None,
+    };
+    match ended {
+        Some(Ok(status)) => {
+            group.finished();
+            Ended::Exited(status)
+        }
+        Some(Err(_)) => {
+            group.stop(child).await;
+            Ended::TimedOut
+        }
+        None => {
+            group.stop(child).await;
+            Ended::Stopped
+        }
+    }
 }
 
 /// The child gets `fd` as its descriptor 3.

@@ -16,6 +16,13 @@
 //!   end the reaper watches; closer closes it at the deadline, when a run is
 //!   stopped, or by dying. No signal has to reach the reaper for cleanup.
 //!
+//! Once every descendant is gone, the reaper writes one byte to its
+//! *report* pipe before it exits. A reaper that exited without it was
+//! killed before it could clean up (where the sandbox cannot stop the
+//! program from signalling it: no sandbox, or Landlock below ABI 6), so
+//! whatever the program started may still run: [`Report::cleaned_up`] says
+//! which, and the caller treats the second as a failure of its own.
+//!
 //! The reaper never returns to Rust code after the fork: it only calls
 //! async-signal-safe functions (`waitpid`, `poll`, `read`, `open`, `kill`,
 //! `_exit`) and allocates nothing, as a forked child of a threaded program
@@ -40,32 +47,67 @@ const MAX_KILL_ROUNDS: usize = 10_000;
 #[derive(Debug)]
 pub struct Lifeline {
     _write: OwnedFd,
+    report: Option<Report>,
+}
+
+impl Lifeline {
+    /// The reaper's report, read once the reaper has exited.
+    pub fn take_report(&mut self) -> Option<Report> {
+        self.report.take()
+    }
+}
+
+/// closer's end of the reaper's report pipe (non-blocking).
+#[derive(Debug)]
+pub struct Report {
+    read: OwnedFd,
+}
+
+impl Report {
+    /// Whether the reaper reported every descendant gone. Ask once the
+    /// reaper has exited: it writes before it exits, so the byte is there
+    /// then or never.
+    pub fn cleaned_up(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte read into a stack byte from a descriptor we own.
+        unsafe { libc::read(self.read.as_raw_fd(), (&raw mut byte).cast(), 1) == 1 }
+    }
+}
+
+/// A pipe, both ends close-on-exec (so kept out of every other program
+/// closer starts), plus `flags`: `(read, write)`.
+fn pipe(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Arranges for `command` to run under a reaper. Returns the lifeline,
 /// which must be kept until the child has been waited for.
 pub fn install(command: &mut Command) -> io::Result<Lifeline> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 fills the two descriptors; O_CLOEXEC keeps both ends out
-    // of every other program closer starts.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // The read end moves into the closure: the parent closes its copy when
-    // the command is dropped, the child keeps it across fork.
+    let (read, write) = pipe(0)?;
+    let (report, report_write) = pipe(libc::O_NONBLOCK)?;
+    // The lifeline's read end and the report's write end move into the
+    // closure: the child keeps them across fork (the program loses them at
+    // its exec), the parent closes its copies when the command is dropped.
     // SAFETY: the closure runs in the forked child before exec and only
     // calls async-signal-safe functions (see `become_reaper`).
     unsafe {
-        command.pre_exec(move || become_reaper(read.as_raw_fd()));
+        command.pre_exec(move || become_reaper(read.as_raw_fd(), report_write.as_raw_fd()));
     }
-    Ok(Lifeline { _write: write })
+    Ok(Lifeline {
+        _write: write,
+        report: Some(Report { read: report }),
+    })
 }
 
 /// In the forked child: fork the program off and stay behind as its reaper.
 /// Returns (in the grandchild only) to let the exec go ahead.
-fn become_reaper(lifeline: RawFd) -> io::Result<()> {
+fn become_reaper(lifeline: RawFd, report: RawFd) -> io::Result<()> {
     // SAFETY: prctl and fork are async-signal-safe; see the module note.
     unsafe {
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
@@ -74,23 +116,23 @@ fn become_reaper(lifeline: RawFd) -> io::Result<()> {
         match libc::fork() {
             -1 => Err(io::Error::last_os_error()),
             0 => Ok(()),
-            program => reap(program, lifeline),
+            program => reap(program, lifeline, report),
         }
     }
 }
 
 /// The reaper's life: wait for the program or the lifeline, kill the tree,
-/// exit as the program did.
+/// report it gone, exit as the program did.
 ///
 /// # Safety
 /// Only in the forked child, single-threaded; never returns.
-unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
+unsafe fn reap(program: libc::pid_t, lifeline: RawFd, report: RawFd) -> ! {
     // SAFETY: async-signal-safe calls only; the descriptors kept are the
     // lifeline and stdio (std's exec-error pipe and every other inherited
     // descriptor are closed, so the parent sees the program's exec, not ours).
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        close_all_but(lifeline);
+        close_all_but([lifeline, report]);
         // A pidfd turns readable when the program exits: the wait below
         // wakes at once for either event. Without one (kernels before 5.3)
         // the wait wakes every POLL_MS to look.
@@ -109,7 +151,9 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd) -> ! {
                 exited = true;
             }
         }
-        kill_descendants();
+        if kill_descendants() {
+            libc::write(report, c"1".as_ptr().cast(), 1);
+        }
         exit_as(status)
     }
 }
@@ -141,31 +185,32 @@ unsafe fn lifeline_closed(fd: RawFd, pidfd: RawFd) -> bool {
     unsafe { libc::poll(fds.as_mut_ptr(), count, timeout) > 0 && fds[0].revents != 0 }
 }
 
-/// Closes every descriptor above stderr except `keep`.
+/// Closes every descriptor above stderr except the two in `keep`.
 ///
 /// # Safety
 /// Async-signal-safe (`close_range` is a plain system call).
-unsafe fn close_all_but(keep: RawFd) {
-    let keep = keep as libc::c_uint;
+unsafe fn close_all_but(keep: [RawFd; 2]) {
+    let (low, high) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
     // SAFETY: closing descriptors we own in this process only.
-    unsafe {
-        let below = keep <= 3
-            || libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                keep - 1,
-                0 as libc::c_uint,
-            ) == 0;
-        let above = libc::syscall(
-            libc::SYS_close_range,
-            keep + 1,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        ) == 0;
-        if !(below && above) {
-            // Kernels before 5.9 have no close_range: close one by one.
-            for fd in 3..FALLBACK_MAX_FD {
-                if fd != keep as RawFd {
+    let close_range = |from: libc::c_uint, to: libc::c_uint| unsafe {
+        from > to || libc::syscall(libc::SYS_close_range, from, to, 0 as libc::c_uint) == 0
+    };
+    let mut from: libc::c_uint = 3;
+    let mut closed = true;
+    for kept in [low, high] {
+        let kept = kept as libc::c_uint;
+        if kept > from {
+            closed &= close_range(from, kept - 1);
+        }
+        from = from.max(kept + 1);
+    }
+    closed &= close_range(from, libc::c_uint::MAX);
+    if !closed {
+        // Kernels before 5.9 have no close_range: close one by one.
+        for fd in 3..FALLBACK_MAX_FD {
+            if fd != low && fd != high {
+                // SAFETY: as above.
+                unsafe {
                     libc::close(fd);
                 }
             }
@@ -177,11 +222,12 @@ unsafe fn close_all_but(keep: RawFd) {
 /// there are none: the grandchildren of a killed child are re-parented here
 /// and killed next. Each round reads the whole `children` file (thousands
 /// of orphans fill many reads) and reaps all the dead at once, so the dead
-/// never crowd the living out of a round.
+/// never crowd the living out of a round. True once none is left; false
+/// when the rounds ran out first.
 ///
 /// # Safety
 /// Async-signal-safe; only in the reaper.
-unsafe fn kill_descendants() {
+unsafe fn kill_descendants() -> bool {
     for _ in 0..MAX_KILL_ROUNDS {
         // SAFETY: our own unreaped children; their ids cannot have been reused.
         unsafe {
@@ -194,16 +240,17 @@ unsafe fn kill_descendants() {
                 match libc::waitpid(-1, &mut status, libc::WNOHANG) {
                     0 => break,
                     // ECHILD: none are left.
-                    gone if gone < 0 => return,
+                    gone if gone < 0 => return true,
                     _ => reaped = true,
                 }
             }
             // Children left, none dead yet: wait for the first to go.
             if !reaped && libc::waitpid(-1, &mut status, 0) < 0 {
-                return;
+                return true;
             }
         }
     }
+    false
 }
 
 /// Calls `kill` with each pid in `/proc/thread-self/children`, read to its

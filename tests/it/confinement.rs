@@ -395,6 +395,63 @@ async fn a_daemon_left_behind_dies_with_the_sandbox() {
     }
 }
 
+/// A program that kills its reaper (what keeps nothing it starts alive
+/// past it) and leaves a daemon: where nothing stops the kill (no sandbox,
+/// and Landlock below ABI 6), closer is told the tree was not cleaned up,
+/// instead of taking the reaper's death for the program's exit; in every
+/// sandbox here the kill fails or takes the sandbox down, and the daemon
+/// dies. A program that kills itself is an ordinary exit by a signal.
+#[tokio::test]
+async fn a_program_that_kills_its_reaper_is_reported_escaped() {
+    let i = Install::new();
+    let (control, confined) = backends(&i);
+    let escape = |marker: &str| {
+        format!("setsid sleep {marker} >/dev/null 2>&1 < /dev/null & kill -9 $PPID; sleep 1")
+    };
+    let run = |c: &Confinement, script: String| {
+        let worktree = i.path("data/worktrees/run-a");
+        let path = ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned());
+        let mut spec = ProcessSpec::shell(
+            &script,
+            &worktree,
+            BTreeMap::from([path]),
+            Duration::from_secs(30),
+        );
+        spec.jail = Some(c.jail(Kind::Agent, i.view()));
+        async move { process::run(&spec).await }
+    };
+
+    let marker = format!("601.{}", std::process::id());
+    let escaped = run(&control, escape(&marker)).await;
+    let daemon = crate::support::process::process_with_argument(&marker);
+    if let Some(pid) = daemon {
+        // SAFETY: kill(2) on the daemon the probe left.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    assert!(
+        matches!(escaped, Err(process::ProcessError::Escaped { .. })),
+        "unconfined: {escaped:?}"
+    );
+    assert!(daemon.is_some(), "the control's daemon did outlive it");
+
+    let itself = run(&control, "kill -9 $$".to_owned()).await;
+    assert_eq!(itself.expect("an ordinary exit").exit_code, None);
+
+    for c in confined {
+        let marker = format!("602.{}{}", std::process::id(), c.backend().name().len());
+        let out = run(&c, escape(&marker)).await;
+        assert!(out.is_ok(), "{}: {out:?}", c.backend().name());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            crate::support::process::process_with_argument(&marker).is_none(),
+            "a daemon outlived the sandbox under {}",
+            c.backend().name()
+        );
+    }
+}
+
 #[tokio::test]
 async fn memory_and_file_size_limits_hold_under_every_backend() {
     let i = Install::new();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::sandbox::GoalJail;
 use super::{GoalContext, GoalLevel, GoalResult, list};
 use crate::agent::confine::Kind;
-use crate::agent::process::{self, ProcessSpec};
+use crate::agent::process::{self, ProcessError, ProcessSpec};
 use crate::config::repo::GoalSpec;
 use crate::engine::fingerprint::{parse_failures, passed_tests, started_tests};
 
@@ -33,6 +33,11 @@ pub(super) async fn run(
     process_spec.jail = Some(sandbox.jail.clone());
     let output = match process::run(&process_spec).await {
         Ok(output) => output,
+        Err(e @ ProcessError::Escaped { .. }) => {
+            result.not_runnable = true;
+            result.evidence = e.to_string();
+            return result;
+        }
         Err(e) => {
             result.not_runnable = true;
             result.evidence = format!("could not start: {e}");

@@ -140,7 +140,8 @@ fn session_lost(resumed: bool, stopped: bool, result: &AgentResult) -> bool {
         | AgentFailure::NoSandbox { .. }
         | AgentFailure::Authentication { .. }
         | AgentFailure::RefusedToStart { .. }
-        | AgentFailure::CommitFailed { .. } => false,
+        | AgentFailure::CommitFailed { .. }
+        | AgentFailure::Escaped => false,
     };
     resumed
         && !stopped
