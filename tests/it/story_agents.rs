@@ -179,3 +179,50 @@ async fn a_dry_run_pushes_nothing_and_records_the_push_it_did_not_make() {
     );
     assert!(s.github.writes().is_empty(), "{:#?}", s.github.writes());
 }
+
+/// Where no sandbox stops it (here unconfined, as `[sandbox] mode =
+/// "none"` runs agents; Landlock below ABI 6 is the same), the agent
+/// leaves a daemon and kills the reaper that would have killed it
+/// (the leader of the session closer starts each agent in).
+/// The run fails at once, saying so, instead of verifying a worktree the
+/// daemon may still change; no iteration follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_that_kills_its_reaper_fails_the_run_at_once_saying_why() {
+    let mut s = Story::start("agents-escape", Some(crate::support::story::CONFIG)).await;
+    s.kill_workers();
+    s.confinement = Some(closer::agent::confine::Confinement::unconfined());
+    s.spawn_workers();
+    let marker = format!("603.{}", std::process::id());
+    for n in 1..=3 {
+        s.agent_step(
+            n,
+            &format!(
+                "setsid sleep {marker} >/dev/null 2>&1 < /dev/null &\n\
+                 kill -9 \"$(awk '{{print $6}}' /proc/$$/stat)\"\n\
+                 sleep 1\necho 'fixed add'\n"
+            ),
+        );
+    }
+    let n = s
+        .open_issue("add subtracts", "fix add", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let daemon = crate::support::process::process_with_argument(&marker);
+    if let Some(pid) = daemon {
+        // SAFETY: kill(2) on the daemon the agent left.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+
+    let run = s.run(n).await.expect("a run");
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(run.iteration, 1, "no iteration was burnt after the first");
+    let why = "the agent killed the process closer watches it with";
+    let status = s.status_comment(n).body;
+    assert!(status.contains(why), "{status}");
+    assert!(
+        daemon.is_some(),
+        "the daemon outlived the agent, unconfined"
+    );
+}
