@@ -84,6 +84,10 @@ pub struct Repo {
     /// GitHub's id of the repository (`repository.id`, which GitHub's
     /// schema requires; `None` only when a payload leaves it out).
     pub id: Option<RepositoryId>,
+    /// When GitHub says the repository was created (`repository.created_at`,
+    /// milliseconds since the epoch; an ISO 8601 text in most events, a
+    /// number of seconds in `push`).
+    pub created_at: Option<i64>,
     pub clone_url: Option<String>,
     pub default_branch: Option<String>,
     pub private: bool,

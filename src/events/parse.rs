@@ -80,6 +80,8 @@ struct RawRepo {
     #[serde(default)]
     id: Option<i64>,
     #[serde(default)]
+    created_at: Option<serde_json::Value>,
+    #[serde(default)]
     clone_url: Option<String>,
     #[serde(default)]
     default_branch: Option<String>,
@@ -442,10 +444,23 @@ fn repo(raw: Option<RawRepo>, err: &dyn Fn(String) -> ParseError) -> Result<Repo
     Ok(Repo {
         name,
         id: raw.id.map(RepositoryId),
+        created_at: raw.created_at.as_ref().and_then(millis),
         clone_url: raw.clone_url,
         default_branch: raw.default_branch,
         private: raw.private,
     })
+}
+
+/// A time as GitHub writes it in a payload, in milliseconds since the epoch:
+/// an ISO 8601 text, or a number of seconds; `None` for anything else.
+fn millis(value: &serde_json::Value) -> Option<i64> {
+    match value {
+        serde_json::Value::String(text) => chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.timestamp_millis()),
+        serde_json::Value::Number(secs) => secs.as_i64()?.checked_mul(1000),
+        _ => None,
+    }
 }
 
 fn issue(raw: RawIssue) -> IssueRef {
@@ -717,6 +732,8 @@ mod tests {
         assert_eq!(action, IssuesAction::Labeled);
         assert_eq!(label.as_deref(), Some("bug"));
         assert_eq!(repo.id, Some(RepositoryId(186_853_002)), "GitHub's id");
+        // "2019-05-15T15:19:25Z"
+        assert_eq!(repo.created_at, Some(1_557_933_565_000));
     }
 
     #[test]

@@ -30,7 +30,9 @@ pub use named::{Named, UnknownValue};
 pub use outcome::Outcome;
 pub use permission::Permission;
 pub use phase::Phase;
-pub use run::{BRANCH_PREFIX, DEFAULT_TRIGGER_LABEL, Run, branch_issue, issue_branch};
+pub use run::{
+    BRANCH_PREFIX, DEFAULT_TRIGGER_LABEL, Run, SET_ASIDE_MARK, branch_issue, issue_branch,
+};
 pub use stage::Stage;
 pub use state::RunState;
 pub use task_type::TaskType;

@@ -47,6 +47,19 @@ pub struct Run {
     pub generation: u32,
 }
 
+/// What a set-aside run's repository name carries after the name: `~` and
+/// the run's id (`store/replaced.rs`). `~` is in no GitHub name, so no
+/// event finds such a run.
+pub const SET_ASIDE_MARK: char = '~';
+
+impl Run {
+    /// Whether the run was set aside: its repository's name passed to
+    /// another repository. Nothing is done for it any more.
+    pub fn is_set_aside(&self) -> bool {
+        self.repository.name().contains(SET_ASIDE_MARK)
+    }
+}
+
 /// The branch closer works an issue on.
 pub fn issue_branch(issue: IssueNumber) -> String {
     format!("{BRANCH_PREFIX}{issue}")

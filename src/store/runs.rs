@@ -329,9 +329,11 @@ pub async fn mark_stopped(
     Ok(marked)
 }
 
-/// Gives the runs of repository `old` (whatever its case) the name `new`,
-/// under `installation` (a repository moved to another owner belongs to
-/// that owner's installation): the repository was renamed or moved.
+/// Gives the runs of repository `old` (whatever its case) the name `new`
+/// and the clone URL `clone_url` (the old name's URL may lead to another
+/// repository one day), under `installation` (a repository moved to another
+/// owner belongs to that owner's installation): the repository was renamed
+/// or moved.
 /// A run whose issue number a run under `new` already has (a deleted
 /// repository's name taken again) keeps the old name, since one issue has
 /// one run. Only the runs of repository `id` (GitHub's answer for the old
@@ -342,10 +344,11 @@ pub async fn rename_repository(
     old: &RepoName,
     new: &RepoName,
     id: RepositoryId,
+    clone_url: &str,
     installation: InstallationId,
 ) -> Result<u64, StoreError> {
     let done = sqlx::query(
-        "UPDATE runs SET repository = $1, installation_id = $2 \
+        "UPDATE runs SET repository = $1, installation_id = $2, clone_url = $5 \
          WHERE LOWER(repository) = LOWER($3) AND repository <> $1 \
          AND (repository_id IS NULL OR repository_id = $4) \
          AND NOT EXISTS (SELECT 1 FROM runs AS there \
@@ -355,6 +358,7 @@ pub async fn rename_repository(
     .bind(installation.0)
     .bind(old.to_string())
     .bind(id.0)
+    .bind(clone_url)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())

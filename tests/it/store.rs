@@ -632,6 +632,7 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
     let db = TestDb::new("rename-runs").await;
     let store = db.store().await;
     let (old, new) = (RepoName::new("octo", "calc"), RepoName::new("acme", "calc"));
+    const URL: &str = "https://github.com/acme/calc.git";
     let run = |id: &str, repo: &RepoName, issue: u64| Run {
         repository: repo.clone(),
         issue_number: IssueNumber(issue),
@@ -652,8 +653,14 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
     ] {
         runs::insert_or_get(store.pool(), &r).await.unwrap();
     }
-    let renamed =
-        runs::rename_repository(store.pool(), &old, &new, RepositoryId(4), InstallationId(9));
+    let renamed = runs::rename_repository(
+        store.pool(),
+        &old,
+        &new,
+        RepositoryId(4),
+        URL,
+        InstallationId(9),
+    );
     assert_eq!(renamed.await.unwrap(), 2);
     let get = |id: &str| {
         let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
@@ -664,8 +671,82 @@ async fn a_renamed_repositorys_runs_follow_unless_the_new_name_has_that_issue() 
         (moved.repository, moved.installation_id),
         (new.clone(), InstallationId(9))
     );
+    assert_eq!(moved.clone_url.as_deref(), Some(URL), "the new name's");
     assert_eq!(get("r10").await.repository, new, "stored without an id");
     assert_eq!(get("r7").await.repository, old, "#7 is taken there");
     assert_eq!(get("r9").await.repository, old, "another repository's");
     assert_eq!(get("there-7").await.repository, new);
+}
+
+/// The runs stored under a name that another repository now holds are set
+/// aside: of another id or of none, and created before the holder was
+/// (ended ones as they were, open ones stopped in a new generation); the
+/// holder's own runs, runs created after it (a run stored without an id
+/// that is the holder's), a differently written name and, for a late
+/// delivery from a repository older than the runs, nothing.
+#[tokio::test]
+async fn runs_of_a_name_another_repository_holds_are_set_aside_and_no_others() {
+    use closer::store::replaced::{self, Holder, SET_ASIDE};
+    let db = TestDb::new("set-aside").await;
+    let store = db.store().await;
+    let calc = RepoName::new("octo", "calc");
+    let run = |id: &str, issue: u64, repo_id: Option<i64>, created: i64, state| Run {
+        repository: calc.clone(),
+        issue_number: IssueNumber(issue),
+        repository_id: repo_id.map(RepositoryId),
+        created_at: created,
+        state,
+        ..a_run(id)
+    };
+    for r in [
+        run("ended", 1, Some(1), 1_000, RunState::Done),
+        run("open", 2, Some(1), 1_000, RunState::Running),
+        run("no-id-before", 3, None, 1_000, RunState::Done),
+        run("no-id-after", 4, None, 9_000, RunState::Done),
+        run("holders", 5, Some(2), 1_000, RunState::Running),
+        Run {
+            repository: RepoName::new("Octo", "Calc"),
+            ..run("other-case", 1, Some(1), 1_000, RunState::Done)
+        },
+    ] {
+        runs::insert_or_get(store.pool(), &r).await.unwrap();
+    }
+    let get = |id: &str| {
+        let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
+        async move { runs::get(&pool, &id).await.unwrap().unwrap() }
+    };
+    let holder = |id: i64, created_at: Option<i64>| Holder {
+        name: &calc,
+        id: RepositoryId(id),
+        created_at,
+    };
+    let now = 10_000;
+
+    // A late delivery from the repository that had the name, created
+    // before every run: nothing is set aside.
+    let late = replaced::set_aside(store.pool(), holder(1, Some(500)), now);
+    assert!(late.await.unwrap().is_empty());
+
+    let mut aside = replaced::set_aside(store.pool(), holder(2, Some(5_000)), now)
+        .await
+        .unwrap();
+    aside.sort();
+    let ids = ["ended", "no-id-before", "open"].map(RunId::from_stored);
+    assert_eq!(aside, ids.to_vec());
+    let ended = get("ended").await;
+    assert!(ended.is_set_aside());
+    assert_eq!(ended.repository.to_string(), "octo/calc~ended");
+    assert_eq!((ended.state, ended.outcome), (RunState::Done, None));
+    let open = get("open").await;
+    assert_eq!(open.state, RunState::Stopped);
+    assert_eq!(open.outcome, Some(Outcome::Stopped(SET_ASIDE.into())));
+    assert_eq!(open.generation, 1, "a step in flight cannot save it");
+    for kept in ["no-id-after", "holders", "other-case"] {
+        assert!(!get(kept).await.is_set_aside(), "{kept}");
+    }
+
+    // Not knowing when the holder was created: another id only.
+    let aside = replaced::set_aside(store.pool(), holder(3, None), now);
+    assert_eq!(aside.await.unwrap(), vec![RunId::from_stored("holders")]);
+    assert!(!get("no-id-after").await.is_set_aside());
 }

@@ -10,7 +10,7 @@ use closer::model::{Outcome, RepoName, RepositoryId, RunState};
 use closer::store::replaced::SET_ASIDE;
 use closer::store::runs;
 
-use crate::stories::{awaiting_an_answer, classify, story_10_asked};
+use crate::stories::{awaiting_an_answer, classify, fix_add, story_10_asked};
 use crate::support::fake_llm::Reply;
 use crate::support::story::CONFIG;
 
@@ -118,6 +118,55 @@ async fn an_open_run_of_a_deleted_repository_is_stopped_when_its_name_is_taken()
     let aside = runs::get(s.store.pool(), &old.id).await.unwrap().unwrap();
     assert_eq!(aside.state, RunState::Stopped);
     assert_eq!(aside.outcome, Some(Outcome::Stopped(SET_ASIDE.to_owned())));
-    assert_eq!(aside.generation, old.generation, "not restarted");
+    assert!(aside.is_set_aside(), "{}", aside.repository);
+    assert_eq!(
+        aside.generation,
+        old.generation + 1,
+        "no step in flight saves it"
+    );
+    assert_eq!(aside.iteration, old.iteration, "not restarted");
+    s.stop().await;
+}
+
+/// The name taken by somebody who never sends closer an event (no App, or
+/// events that miss triage): the old run, sent to work again by
+/// reconciliation, asks GitHub before its worktree is fetched or pushed,
+/// finds another repository at its name and is set aside. Nothing of it
+/// reaches the new repository: no push, no comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_finding_its_name_taken_before_it_fetches_is_set_aside() {
+    let (mut s, n) = awaiting_an_answer("name-reused-quiet").await;
+    let old = s.run(n).await.expect("the first repository's run");
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let files = [
+        ("tests/fresh.sh", "echo fresh\n"),
+        ("run_tests.sh", "exit 0\n"),
+    ];
+    s.recreate_repo(&files, Some(CONFIG));
+    // The stranger's issue #1, labelled as the old one was; no delivery.
+    let m = s.github.open_issue(&s.repo, "stranger", "hello", "");
+    s.github.label_issue(&s.repo, m, "closer");
+    assert_eq!(m, n);
+    // The old run's step was lost (a crash): reconciliation queues it.
+    sqlx::query("UPDATE runs SET state = 'running' WHERE id = $1")
+        .bind(old.id.as_str())
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    let engine = s.engine.clone().unwrap();
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.requeued, vec![old.id.clone()], "{done:?}");
+    s.idle().await;
+
+    let aside = runs::get(s.store.pool(), &old.id).await.unwrap().unwrap();
+    assert!(aside.is_set_aside(), "{}", aside.repository);
+    assert_eq!(aside.state, RunState::Stopped, "{}", s.journal().await);
+    assert_eq!(
+        s.origin.branch_head("closer/issue-1"),
+        None,
+        "nothing pushed"
+    );
+    assert!(s.bot_comments(m).is_empty(), "{:?}", s.bot_comments(m));
     s.stop().await;
 }

@@ -68,7 +68,7 @@ use crate::agent::process::BaseEnv;
 use crate::config::agents::Agents;
 use crate::github::{GitHubApp, GitHubError};
 use crate::llm::LlmClient;
-use crate::model::{RunId, RunState};
+use crate::model::{RepoName, RepositoryId, RunId, RunState};
 use crate::store::jobs::LeasedJob;
 use crate::store::{Store, StoreError};
 use crate::worker::delivery::EventReactor;
@@ -219,6 +219,14 @@ pub enum EngineError {
     /// The run was stopped while this step ran; the step ends quietly.
     #[error("the run was stopped meanwhile")]
     Stopped,
+    /// GitHub answers the run's repository name with another repository
+    /// (`holder`): the name changed hands. The run is set aside and the
+    /// step ends quietly (`replaced.rs`).
+    #[error("{name} is now another repository's name (id {holder})")]
+    NameTaken {
+        name: RepoName,
+        holder: RepositoryId,
+    },
     /// The LLM could not be reached (timeout, connection, 5xx, 429 after
     /// the client's own retries): the step waits for it, no iteration is
     /// spent.
@@ -351,7 +359,7 @@ impl Engine {
     /// `/closer status`): a config that no longer parses reads as the
     /// defaults here (the run's next step fails the run with it).
     async fn context(&self, run_id: &RunId) -> Result<Option<RunContext>, EngineError> {
-        let Some(run) = self.runs.load(run_id).await? else {
+        let Some(run) = self.runs.load_active(run_id).await? else {
             return Ok(None);
         };
         let client = self.github.client(run.installation_id).await?;
@@ -376,7 +384,7 @@ impl Engine {
             ctx.data.awaiting_label = true;
             return self.show_stop(&mut ctx).await;
         }
-        let Some(run) = self.runs.load(run_id).await? else {
+        let Some(run) = self.runs.load_active(run_id).await? else {
             return Ok(());
         };
         let client = self.github.client(run.installation_id).await?;
@@ -488,6 +496,11 @@ impl RunStepRunner {
         };
         match done {
             Ok(()) | Err(EngineError::Stopped) => Ok(()),
+            Err(EngineError::NameTaken { name, holder }) => self
+                .0
+                .name_taken(&name, holder)
+                .await
+                .map_err(|e| self.0.job_error(e)),
             Err(e @ EngineError::Busy(_)) => {
                 tracing::debug!(run = %payload.run_id, step = ?payload.step, reason = %e, "run step postponed");
                 Err(self.0.job_error(e))

@@ -15,6 +15,7 @@ use super::{Engine, EngineError};
 use crate::events::Repo;
 use crate::github::InstallationClient;
 use crate::model::{InstallationId, RepoName};
+use crate::store::replaced::{self, Holder};
 use crate::store::{installations, runs};
 
 impl Engine {
@@ -48,8 +49,8 @@ impl Engine {
         installation: InstallationId,
         old: &RepoName,
     ) -> Result<Option<RepoName>, EngineError> {
-        let (now, id) = match client.get_repository(old).await {
-            Ok(repo) => (repo.full_name, repo.id),
+        let (now, id, url) = match client.get_repository(old).await {
+            Ok(repo) => (repo.full_name, repo.id, repo.clone_url),
             Err(e) if e.is_gone() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
@@ -58,8 +59,17 @@ impl Engine {
         if now == *old {
             return Ok(None);
         }
-        let pool = self.runs.store().pool();
-        let renamed = runs::rename_repository(pool, old, &now, id, installation).await?;
+        let store = self.runs.store();
+        let pool = store.pool();
+        // GitHub says `now` is repository `id`'s name: runs of another
+        // repository stored under it would keep this one's from it.
+        let holder = Holder {
+            name: &now,
+            id,
+            created_at: None,
+        };
+        replaced::set_aside(pool, holder, store.now_ms()).await?;
+        let renamed = runs::rename_repository(pool, old, &now, id, &url, installation).await?;
         let (from, to) = (old.to_string(), now.to_string());
         installations::rename_repository(pool, installation.0, &from, &to).await?;
         tracing::info!(%old, %now, runs = renamed, "a repository was renamed: its runs follow");

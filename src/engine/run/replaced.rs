@@ -1,15 +1,19 @@
 //! An event under a name whose runs belong to another repository (the name
 //! changed hands: `store/replaced.rs`) sets those runs aside before it is
 //! acted on, so the repository now holding the name gets runs of its own
-//! and never another repository's run, status, history or worktree.
+//! and never another repository's run, status, history or worktree. A step
+//! that finds GitHub answering its run's name with another repository
+//! before it fetches or pushes (`workspace.rs`, [`EngineError::NameTaken`])
+//! sets its run aside too: the new holder may never send an event.
 
 use super::{Engine, EngineError};
 use crate::events::Event;
-use crate::store::replaced;
+use crate::model::{RepoName, RepositoryId};
+use crate::store::replaced::{self, Holder};
 
 impl Engine {
-    /// Sets aside the runs stored under the event's repository name for
-    /// another repository id than the event's.
+    /// Sets aside the runs stored under the event's repository name that
+    /// are not that repository's (`store/replaced.rs`).
     pub(super) async fn set_aside_replaced(&self, event: &Event) -> Result<(), EngineError> {
         let Some(repo) = event.repo() else {
             return Ok(());
@@ -18,7 +22,12 @@ impl Engine {
             return Ok(());
         };
         let store = self.runs.store();
-        let aside = replaced::set_aside(store.pool(), &repo.name, id, store.now_ms()).await?;
+        let holder = Holder {
+            name: &repo.name,
+            id,
+            created_at: repo.created_at,
+        };
+        let aside = replaced::set_aside(store.pool(), holder, store.now_ms()).await?;
         if !aside.is_empty() {
             tracing::warn!(
                 repository = %repo.name,
@@ -27,6 +36,29 @@ impl Engine {
                 "the name now belongs to another repository: its earlier runs are set aside"
             );
         }
+        Ok(())
+    }
+
+    /// A step found `name` held by repository `holder`: the runs stored
+    /// under it for another repository are set aside.
+    pub(super) async fn name_taken(
+        &self,
+        name: &RepoName,
+        holder: RepositoryId,
+    ) -> Result<(), EngineError> {
+        let store = self.runs.store();
+        let holder = Holder {
+            name,
+            id: holder,
+            created_at: None,
+        };
+        let aside = replaced::set_aside(store.pool(), holder, store.now_ms()).await?;
+        tracing::warn!(
+            repository = %name,
+            id = %holder.id,
+            runs = ?aside,
+            "a step found the name belongs to another repository: its runs are set aside"
+        );
         Ok(())
     }
 }

@@ -55,6 +55,13 @@ impl Runs {
         Ok(runs::get(self.store.pool(), id).await?)
     }
 
+    /// The run a step works on: `None` for one that is gone or was set
+    /// aside (its repository's name passed to another repository; its
+    /// steps still queued do nothing, not even write its status).
+    pub async fn load_active(&self, id: &RunId) -> Result<Option<Run>, EngineError> {
+        Ok(self.load(id).await?.filter(|run| !run.is_set_aside()))
+    }
+
     /// Writes the run with its data and stamps `updated_at`; refused (as
     /// [`EngineError::Stopped`]) once the stored run was stopped. An
     /// iteration judged since the last save ([`RunContext::judged`]) is

@@ -152,21 +152,34 @@ impl Workspace {
 
     /// Where the repository is cloned from, with a token for http(s)
     /// minted for this repository alone and `scope` (read to fetch, push
-    /// to push).
+    /// to push). The repository at the run's name must still be the run's
+    /// (by GitHub's id; [`EngineError::NameTaken`] otherwise): a fetch
+    /// from a stranger's repository of the same name would mix its objects
+    /// into the run's mirror, a push would send the run's work there.
     pub async fn source(
         &self,
         ctx: &RunContext,
         scope: TokenScope,
     ) -> Result<RepoSource, EngineError> {
         let run = &ctx.run;
-        let (url, branch) = match (&run.clone_url, &run.default_branch) {
-            (Some(u), Some(b)) => (u.clone(), b.clone()),
-            _ => {
+        let (url, branch) = match (run.repository_id, &run.clone_url, &run.default_branch) {
+            // Stored before closer kept the id: nothing to check it by.
+            (None, Some(u), Some(b)) => (u.clone(), b.clone()),
+            (id, url, branch) => {
                 let r = ctx.client.get_repository(ctx.repo()).await?;
-                (
-                    run.clone_url.clone().unwrap_or(r.clone_url),
-                    run.default_branch.clone().unwrap_or(r.default_branch),
-                )
+                if id.is_some_and(|id| id != r.id) {
+                    return Err(EngineError::NameTaken {
+                        name: ctx.repo().clone(),
+                        holder: r.id,
+                    });
+                }
+                // The URL GitHub gives now: the stored one's name may lead
+                // to another repository one day.
+                let url = match id {
+                    Some(_) => r.clone_url,
+                    None => url.clone().unwrap_or(r.clone_url),
+                };
+                (url, branch.clone().unwrap_or(r.default_branch))
             }
         };
         let token = match url.starts_with("http") {

@@ -571,11 +571,7 @@ impl Story {
     /// Posts a signed delivery of `event` (repository and installation added).
     pub async fn deliver(&mut self, event: &str, mut payload: Value) -> StatusCode {
         payload["installation"] = json!({"id": INSTALLATION});
-        payload["repository"] = json!({
-            "id": self.github.repo_id(&self.repo),
-            "full_name": self.repo.to_string(), "clone_url": self.origin.url,
-            "default_branch": "main", "private": false,
-        });
+        payload["repository"] = self.github.repo_payload(&self.repo);
         let body = serde_json::to_vec(&payload).unwrap();
         self.sent.push((event.to_owned(), body.clone()));
         self.deliveries += 1;

@@ -243,9 +243,9 @@ pub fn repository(base: &str, r: &Repo) -> Value {
         "visibility": if r.private { "private" } else { "public" },
         "archived": false,
         "disabled": false,
-        "created_at": time(0),
-        "updated_at": time(0),
-        "pushed_at": time(0),
+        "created_at": time(r.created_at),
+        "updated_at": time(r.created_at),
+        "pushed_at": time(r.created_at),
     })
 }
 
@@ -326,6 +326,7 @@ mod tests {
         files.insert(("main".into(), "a".into()), FakeFile::new(b"x"));
         let repo = Repo {
             id: 9,
+            created_at: 0,
             owner: "acme".into(),
             name: "widget".into(),
             default_branch: "main".into(),

@@ -180,10 +180,12 @@ impl FakeGitHub {
         self.with(|st| {
             let id = st.take_id();
             let base = st.base_url.clone();
+            let created_at = st.now();
             st.repos.insert(
                 full_name.to_owned(),
                 Repo {
                     id,
+                    created_at,
                     owner: name.owner().to_owned(),
                     name: name.name().to_owned(),
                     default_branch: "main".to_owned(),
@@ -213,6 +215,21 @@ impl FakeGitHub {
     /// GitHub's id of the repository now called `repo`.
     pub fn repo_id(&self, repo: &RepoName) -> u64 {
         self.with(|st| st.repo(&repo.to_string()).id)
+    }
+
+    /// The repository now called `repo` as a webhook payload shows it.
+    pub fn repo_payload(&self, repo: &RepoName) -> serde_json::Value {
+        self.with(|st| {
+            let r = st.repo(&repo.to_string());
+            serde_json::json!({
+                "id": r.id,
+                "full_name": r.full_name(),
+                "clone_url": r.clone_url,
+                "default_branch": r.default_branch,
+                "private": r.private,
+                "created_at": json::time(r.created_at),
+            })
+        })
     }
 
     /// Deletes a repository, as its owner can: its issues and everything

@@ -202,6 +202,8 @@ pub struct FakeReviewComment {
 #[derive(Debug, Clone)]
 pub struct Repo {
     pub id: u64,
+    /// When it was created (`created_at`).
+    pub created_at: Millis,
     pub owner: String,
     pub name: String,
     pub default_branch: String,
