@@ -1043,10 +1043,15 @@ async fn story_7_duplicate_and_repeated_deliveries_make_one_run() {
 /// by the agent; the story is idle after it.
 pub(crate) async fn story_10_asked(name: &str, config: &str) -> (Story, IssueNumber) {
     let mut s = Story::start(name, Some(config)).await;
-    s.agent_step(
-        1,
-        "echo 'The tests folder holds one script: existing.sh.'\n",
-    );
+    let answer = "echo 'The tests folder holds one script: existing.sh.'\n";
+    let n = ask_what_is_in_tests(&mut s, answer).await;
+    (s, n)
+}
+
+/// Story 10's question asked on the story's repository, the agent's
+/// `answer` script the first iteration's; the story is idle after it.
+pub(crate) async fn ask_what_is_in_tests(s: &mut Story, answer: &str) -> IssueNumber {
+    s.agent_step(1, answer);
     s.llm
         .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
     let n = s
@@ -1057,7 +1062,7 @@ pub(crate) async fn story_10_asked(name: &str, config: &str) -> (Story, IssueNum
         )
         .await;
     s.idle().await;
-    (s, n)
+    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

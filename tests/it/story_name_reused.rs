@@ -10,9 +10,15 @@ use closer::model::{Outcome, RepoName, RepositoryId, RunState};
 use closer::store::replaced::SET_ASIDE;
 use closer::store::runs;
 
-use crate::stories::{awaiting_an_answer, classify, fix_add, story_10_asked};
+use crate::stories::{ask_what_is_in_tests, awaiting_an_answer, fix_add, story_10_asked};
 use crate::support::fake_llm::Reply;
 use crate::support::story::CONFIG;
+
+/// What the repository created under the old name holds.
+const NEW_FILES: [(&str, &str); 2] = [
+    ("tests/fresh.sh", "echo fresh\n"),
+    ("run_tests.sh", "exit 0\n"),
+];
 
 /// The agent's probe in the new repository: can it reach the old one's
 /// commit?
@@ -39,25 +45,11 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
     assert_eq!(old.repository_id, Some(old_id));
     let old_head = s.origin.branch_head("main").expect("the old main");
 
-    let files = [
-        ("tests/fresh.sh", "echo fresh\n"),
-        ("run_tests.sh", "exit 0\n"),
-    ];
-    s.recreate_repo(&files, Some(CONFIG));
+    s.recreate_repo(&NEW_FILES, Some(CONFIG));
     let new_id = RepositoryId(s.github.repo_id(&s.repo) as i64);
     assert_ne!(new_id, old_id);
-    s.agent_step(1, &probe(&old_head));
-    s.llm
-        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
-    let m = s
-        .open_issue(
-            "list the files in tests/",
-            "What is in tests/?",
-            &["closer"],
-        )
-        .await;
+    let m = ask_what_is_in_tests(&mut s, &probe(&old_head)).await;
     assert_eq!(m, n, "the new repository's issue has the old run's number");
-    s.idle().await;
 
     let new = s.run(m).await.expect("the new repository's run");
     assert_ne!(new.id, old.id, "a run of its own");
@@ -95,22 +87,8 @@ async fn a_repository_created_under_a_deleted_ones_name_gets_runs_of_its_own() {
 async fn an_open_run_of_a_deleted_repository_is_stopped_when_its_name_is_taken() {
     let (mut s, n) = awaiting_an_answer("name-reused-open").await;
     let old = s.run(n).await.expect("the first repository's run");
-    let files = [
-        ("tests/fresh.sh", "echo fresh\n"),
-        ("run_tests.sh", "exit 0\n"),
-    ];
-    s.recreate_repo(&files, Some(CONFIG));
-    s.agent_step(1, "echo 'tests/ holds fresh.sh.'\n");
-    s.llm
-        .push([classify("read_info"), Reply::closer(true, 0.95, &[])]);
-    let m = s
-        .open_issue(
-            "list the files in tests/",
-            "What is in tests/?",
-            &["closer"],
-        )
-        .await;
-    s.idle().await;
+    s.recreate_repo(&NEW_FILES, Some(CONFIG));
+    let m = ask_what_is_in_tests(&mut s, "echo 'tests/ holds fresh.sh.'\n").await;
 
     let new = s.run(m).await.expect("the new repository's run");
     assert_ne!(new.id, old.id);
@@ -139,11 +117,7 @@ async fn a_run_finding_its_name_taken_before_it_fetches_is_set_aside() {
     let old = s.run(n).await.expect("the first repository's run");
     s.agent_step(2, &fix_add());
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let files = [
-        ("tests/fresh.sh", "echo fresh\n"),
-        ("run_tests.sh", "exit 0\n"),
-    ];
-    s.recreate_repo(&files, Some(CONFIG));
+    s.recreate_repo(&NEW_FILES, Some(CONFIG));
     // The stranger's issue #1, labelled as the old one was; no delivery.
     let m = s.github.open_issue(&s.repo, "stranger", "hello", "");
     s.github.label_issue(&s.repo, m, "closer");
