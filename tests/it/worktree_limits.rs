@@ -243,10 +243,22 @@ async fn evaluate_with(
     prober: Option<&str>,
     timeout: Duration,
 ) -> goals::GoalResult {
+    evaluate_in(fx, wt, kind, prober, timeout, fx.confinement()).await
+}
+
+/// [`evaluate_with`] in `confinement` instead of the tests' sandbox.
+async fn evaluate_in(
+    fx: &Fixture,
+    wt: &Worktree,
+    kind: GoalKind,
+    prober: Option<&str>,
+    timeout: Duration,
+    confinement: Confinement,
+) -> goals::GoalResult {
     let collected = fx.collect(wt).await.expect("collected");
     let settings = GoalSettings {
         base_env: fx.base_env.clone(),
-        confinement: fx.confinement(),
+        confinement,
         scratch: fx._root.path().join("goals"),
         default_timeout: timeout,
         max_output_bytes: 1024 * 1024,
@@ -345,6 +357,37 @@ async fn a_live_goal_at_an_ipv6_address_hears_its_server() {
         };
         let result = evaluate_with(&fx, &wt, own, prober, Duration::from_secs(30)).await;
         assert!(result.passed, "{prober:?}: {}", result.evidence);
+    }
+}
+
+/// A live goal's server command that kills its reaper (where nothing stops
+/// it: no sandbox, Landlock below ABI 6) and then serves: the answer may
+/// come from something it left behind, so the goal does not pass on it,
+/// saying why. The control: the same server without the kill passes.
+#[tokio::test]
+async fn a_live_goal_whose_server_kills_its_reaper_does_not_pass() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("http-escape").await;
+    for kill in ["", "kill -9 $PPID; "] {
+        let port = free_port();
+        let goal = GoalKind::EndpointResponds {
+            command: format!("{kill}exec python3 -m http.server {port} --bind 127.0.0.1"),
+            url: format!("http://127.0.0.1:{port}/"),
+            status: None,
+        };
+        let unconfined = Confinement::unconfined();
+        let result = evaluate_in(&fx, &wt, goal, None, Duration::from_secs(30), unconfined).await;
+        match kill {
+            "" => assert!(result.passed, "the control: {}", result.evidence),
+            _ => {
+                assert!(!result.passed, "{}", result.evidence);
+                assert!(
+                    result.evidence.contains("(its reaper)"),
+                    "{}",
+                    result.evidence
+                );
+            }
+        }
     }
 }
 

@@ -168,6 +168,12 @@ async fn fetch_shared(
     {
         tokio::time::sleep(PORT_POLL).await;
     }
+    // A server that killed its reaper (no sandbox, Landlock below ABI 6)
+    // may have left what answered behind: its answer proves nothing.
+    if !group.cleaned_up() {
+        let program = "the goal's server command".to_owned();
+        return Err(process::ProcessError::Escaped { program }.to_string());
+    }
     result
 }
 
