@@ -360,25 +360,34 @@ async fn a_live_goal_at_an_ipv6_address_hears_its_server() {
     }
 }
 
-/// A live goal's server command that kills its reaper (where nothing stops
-/// it: no sandbox, Landlock below ABI 6) and then serves: the answer may
-/// come from something it left behind, so the goal does not pass on it,
-/// saying why. The control: the same server without the kill passes.
+/// A live goal's server that kills its reaper (where nothing stops it: no
+/// sandbox, Landlock below ABI 6) while it answers the goal's request: the
+/// answer came from a tree closer no longer holds, so the goal does not
+/// pass on it, saying why. The control: the same server answering without
+/// the kill passes. (A reaper killed before the request reads as the
+/// command exiting before its server listened, and fails anyway.)
 #[tokio::test]
 async fn a_live_goal_whose_server_kills_its_reaper_does_not_pass() {
     let fx = Fixture::new();
     let wt = fx.worktree("http-escape").await;
-    for kill in ["", "kill -9 $PPID; "] {
+    for kill in ["pass", "os.kill(int(os.environ['R']), 9)"] {
         let port = free_port();
+        let server = format!(
+            "R=$PPID exec python3 -c \"import http.server as h, os\n\
+             class H(h.BaseHTTPRequestHandler):\n  \
+             def do_GET(self):\n    {kill}\n    \
+             self.send_response(200); self.end_headers()\n\
+             h.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\""
+        );
         let goal = GoalKind::EndpointResponds {
-            command: format!("{kill}exec python3 -m http.server {port} --bind 127.0.0.1"),
+            command: server,
             url: format!("http://127.0.0.1:{port}/"),
             status: None,
         };
         let unconfined = Confinement::unconfined();
         let result = evaluate_in(&fx, &wt, goal, None, Duration::from_secs(30), unconfined).await;
         match kill {
-            "" => assert!(result.passed, "the control: {}", result.evidence),
+            "pass" => assert!(result.passed, "the control: {}", result.evidence),
             _ => {
                 assert!(!result.passed, "{}", result.evidence);
                 assert!(
