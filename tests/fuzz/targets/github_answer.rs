@@ -151,7 +151,7 @@ pub const ANSWERS: &[Answer] = &[
         what: "repository",
         decode: |b, _| debug(decode::repository(b)),
         graphql: false,
-        required: &["full_name", "clone_url"],
+        required: &["id", "full_name", "clone_url"],
         closed: &["full_name"],
     },
     Answer {
