@@ -182,6 +182,10 @@ pub struct GroupGuard {
     pgid: Option<i32>,
     lifeline: Option<Lifeline>,
     report: Option<Report>,
+    /// What the report said, once read (reading takes the byte).
+    reported: Option<bool>,
+    /// closer killed the reaper itself: its cleanup outlasted the grace.
+    reaper_killed: bool,
 }
 
 impl GroupGuard {
@@ -191,30 +195,48 @@ impl GroupGuard {
             pgid: pid.and_then(|p| i32::try_from(p).ok()),
             report: lifeline.take_report(),
             lifeline: Some(lifeline),
+            reported: None,
+            reaper_killed: false,
         }
     }
 
-    /// Whether the reaper reported the whole tree gone before it exited
-    /// (ask once it has: after [`GroupGuard::finished`] or
-    /// [`GroupGuard::stop`]). A reaper that exited without the report was
-    /// killed, and what the program started may still run.
-    pub fn cleaned_up(&self) -> bool {
-        self.report.as_ref().is_some_and(Report::cleaned_up)
+    /// Whether the reaper, after it exited, left the whole tree gone or was
+    /// stopped by closer (ask after [`GroupGuard::finished`] or
+    /// [`GroupGuard::stop`]). `false`: something else killed it before its
+    /// report (the program, where no sandbox stops it), and what the
+    /// program started may still run.
+    pub fn cleaned_up(&mut self) -> bool {
+        if self.reaper_killed {
+            return true;
+        }
+        let report = &self.report;
+        *self
+            .reported
+            .get_or_insert_with(|| report.as_ref().is_some_and(Report::cleaned_up))
     }
 
     /// Stops everything: closes the lifeline, gives the reaper
-    /// [`STOP_GRACE`] to kill the tree and exit, then kills the group.
+    /// [`STOP_GRACE`] to kill the tree and exit, then kills the group (the
+    /// reaper with it, when it is still at work).
     pub async fn stop(&mut self, child: &mut tokio::process::Child) {
         self.lifeline = None;
-        let _ = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+        if tokio::time::timeout(STOP_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            self.reaper_killed = true;
+        }
         self.kill_group();
         self.pgid = None;
     }
 
-    /// The reaper exited by itself (and so killed every descendant first):
-    /// nothing is left to stop.
+    /// The reaper exited by itself: nothing is left to stop, unless it was
+    /// killed before its report, when what is left of its group is killed.
     pub fn finished(&mut self) {
         self.lifeline = None;
+        if !self.cleaned_up() {
+            self.kill_group();
+        }
         self.pgid = None;
     }
 

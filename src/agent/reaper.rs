@@ -239,18 +239,28 @@ unsafe fn kill_descendants() -> bool {
             loop {
                 match libc::waitpid(-1, &mut status, libc::WNOHANG) {
                     0 => break,
-                    // ECHILD: none are left.
-                    gone if gone < 0 => return true,
+                    gone if gone < 0 && no_children() => return true,
+                    gone if gone < 0 => break,
                     _ => reaped = true,
                 }
             }
             // Children left, none dead yet: wait for the first to go.
-            if !reaped && libc::waitpid(-1, &mut status, 0) < 0 {
+            if !reaped && libc::waitpid(-1, &mut status, 0) < 0 && no_children() {
                 return true;
             }
         }
     }
     false
+}
+
+/// Whether the last `waitpid` failed for want of children (`ECHILD`), not
+/// for an interruption.
+///
+/// # Safety
+/// Async-signal-safe: reads this thread's `errno`.
+unsafe fn no_children() -> bool {
+    // SAFETY: the calling thread's errno location is always valid.
+    unsafe { *libc::__errno_location() == libc::ECHILD }
 }
 
 /// Calls `kill` with each pid in `/proc/thread-self/children`, read to its
