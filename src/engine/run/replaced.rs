@@ -21,22 +21,12 @@ impl Engine {
         let Some(id) = repo.id else {
             return Ok(());
         };
-        let store = self.runs.store();
         let holder = Holder {
             name: &repo.name,
             id,
             created_at: repo.created_at,
         };
-        let aside = replaced::set_aside(store.pool(), holder, store.now_ms()).await?;
-        if !aside.is_empty() {
-            tracing::warn!(
-                repository = %repo.name,
-                %id,
-                runs = ?aside,
-                "the name now belongs to another repository: its earlier runs are set aside"
-            );
-        }
-        Ok(())
+        self.set_aside(holder, "an event").await
     }
 
     /// A step found `name` held by repository `holder`: the runs stored
@@ -46,19 +36,28 @@ impl Engine {
         name: &RepoName,
         holder: RepositoryId,
     ) -> Result<(), EngineError> {
-        let store = self.runs.store();
         let holder = Holder {
             name,
             id: holder,
             created_at: None,
         };
+        self.set_aside(holder, "a step").await
+    }
+
+    /// Sets aside the runs under `holder`'s name that are not its own, and
+    /// says so when there were any; `by` is what found the name taken.
+    async fn set_aside(&self, holder: Holder<'_>, by: &str) -> Result<(), EngineError> {
+        let store = self.runs.store();
         let aside = replaced::set_aside(store.pool(), holder, store.now_ms()).await?;
-        tracing::warn!(
-            repository = %name,
-            id = %holder.id,
-            runs = ?aside,
-            "a step found the name belongs to another repository: its runs are set aside"
-        );
+        if !aside.is_empty() {
+            tracing::warn!(
+                repository = %holder.name,
+                id = %holder.id,
+                runs = ?aside,
+                found_by = by,
+                "the name now belongs to another repository: its earlier runs are set aside"
+            );
+        }
         Ok(())
     }
 }
