@@ -63,6 +63,7 @@ pub fn triage(signals: &Signals<'_>, app_slug: Option<&str>) -> Verdict {
         },
         EventKind::Repository => match signals.action {
             "renamed" | "transferred" => Verdict::Matters("repository renamed or moved"),
+            "deleted" => Verdict::Matters("repository deleted"),
             _ => Verdict::Never,
         },
     }
@@ -181,6 +182,11 @@ mod tests {
                 "moved repository",
                 signals(Repository, "transferred"),
                 Matters("repository renamed or moved"),
+            ),
+            (
+                "deleted repository",
+                signals(Repository, "deleted"),
+                Matters("repository deleted"),
             ),
             (
                 "edited repository",

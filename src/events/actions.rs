@@ -218,6 +218,7 @@ impl ReviewAction {
 pub enum RepositoryAction {
     Renamed,
     Transferred,
+    Deleted,
     Other(String),
 }
 
@@ -226,6 +227,7 @@ impl RepositoryAction {
         match s {
             "renamed" => Self::Renamed,
             "transferred" => Self::Transferred,
+            "deleted" => Self::Deleted,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -235,6 +237,7 @@ impl RepositoryAction {
         match self {
             Self::Renamed => "renamed",
             Self::Transferred => "transferred",
+            Self::Deleted => "deleted",
             Self::Other(other) => other,
         }
     }

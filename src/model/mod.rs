@@ -20,6 +20,7 @@ mod run;
 mod stage;
 mod state;
 mod task_type;
+mod withdrawal;
 
 pub use completion::CompletionType;
 pub use decision::{Decision, IterationEnd};
@@ -36,6 +37,7 @@ pub use run::{
 pub use stage::Stage;
 pub use state::RunState;
 pub use task_type::TaskType;
+pub use withdrawal::Withdrawal;
 
 #[cfg(test)]
 mod tests {

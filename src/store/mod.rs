@@ -24,6 +24,7 @@ pub mod replaced;
 pub mod review_texts;
 pub mod runs;
 pub mod verification;
+pub mod withdrawn;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

@@ -3,10 +3,13 @@
 //!
 //! A payload that cannot be typed is marked `failed` with the reason and not
 //! retried (the same bytes will not parse better next time); a database error
-//! is retried. Installation bookkeeping happens here; issue, comment, pull
-//! request, review and review comment events go to the [`EventReactor`] it
-//! was given (the engine, wired
-//! in `service.rs`), which it knows by that interface only.
+//! is retried. Installation bookkeeping happens here, and so does stopping
+//! the open runs of repositories closer loses its access to (the App
+//! uninstalled or suspended, a repository removed from it or deleted:
+//! `store/withdrawn.rs`); issue, comment, pull request, review, review
+//! comment and repository events then go to the [`EventReactor`] it was
+//! given (the engine, wired in `service.rs`), which it knows by that
+//! interface only.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,9 +18,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::{JobError, JobFuture, JobRunner};
-use crate::events::{Event, EventKind, InstallationAction, RepositoriesAction, parse_event};
-use crate::model::{DeliveryStatus, Named};
+use crate::events::{
+    Event, EventKind, InstallationAction, RepositoriesAction, RepositoryAction, parse_event,
+};
+use crate::model::{DeliveryStatus, Named, RepoName, Withdrawal};
 use crate::store::jobs::LeasedJob;
+use crate::store::withdrawn::{self, Scope};
 use crate::store::{Store, StoreError, deliveries, installations};
 
 /// What acts on issue, comment, pull request and review events: returns a short
@@ -135,8 +141,34 @@ impl DeliveryRunner {
             Event::Ping { zen, .. } => Ok(format!("ping: {}", zen.as_deref().unwrap_or(""))),
             Event::Installation { .. } => self.installation(event).await,
             Event::InstallationRepositories { .. } => self.installation_repositories(event).await,
+            Event::Repository {
+                action: RepositoryAction::Deleted,
+                installation: Some(installation),
+                repo,
+                ..
+            } => {
+                let scope = Scope::Repository {
+                    installation: *installation,
+                    name: &repo.name,
+                    id: repo.id,
+                };
+                let stopped = self.withdraw(scope, Withdrawal::Deleted).await?;
+                Ok(format!("repository {} deleted{stopped}", repo.name))
+            }
             other => Ok(describe(other)),
         }
+    }
+
+    /// Stops the open runs in `scope`, which closer can no longer reach
+    /// (`store/withdrawn.rs`); answers what to add to the outcome.
+    async fn withdraw(&self, scope: Scope<'_>, why: Withdrawal) -> Result<String, StoreError> {
+        let pool = self.store.pool();
+        let stopped = withdrawn::stop_runs(pool, scope, why, self.store.now_ms()).await?;
+        if stopped.is_empty() {
+            return Ok(String::new());
+        }
+        tracing::warn!(?scope, runs = ?stopped, reason = why.reason(), "open runs stopped: closer lost its access");
+        Ok(format!("; {} open runs stopped", stopped.len()))
     }
 
     /// `installation`: the installation's row follows it.
@@ -154,23 +186,30 @@ impl DeliveryRunner {
         };
         let (pool, now, id) = (self.store.pool(), self.store.now_ms(), installation.0);
         let upsert = || installations::upsert(pool, id, account_login, account_type, now);
-        match action {
+        let all = Scope::Installation(*installation);
+        let stopped = match action {
             InstallationAction::Created | InstallationAction::NewPermissionsAccepted => {
                 upsert().await?;
                 installations::add_repositories(pool, id, repositories).await?;
+                String::new()
             }
-            InstallationAction::Deleted => installations::delete(pool, id).await?,
+            InstallationAction::Deleted => {
+                installations::delete(pool, id).await?;
+                self.withdraw(all, Withdrawal::Uninstalled).await?
+            }
             InstallationAction::Suspend => {
                 upsert().await?;
                 installations::set_suspended(pool, id, Some(now), now).await?;
+                self.withdraw(all, Withdrawal::Suspended).await?
             }
             InstallationAction::Unsuspend => {
                 upsert().await?;
                 installations::set_suspended(pool, id, None, now).await?;
+                String::new()
             }
-            InstallationAction::Other(_) => {}
-        }
-        Ok(format!("installation {id}: {action:?}"))
+            InstallationAction::Other(_) => String::new(),
+        };
+        Ok(format!("installation {id}: {action:?}{stopped}"))
     }
 
     /// `installation_repositories`: repositories added to or removed from
@@ -192,8 +231,17 @@ impl DeliveryRunner {
         let pool = self.store.pool();
         installations::add_repositories(pool, installation.0, added).await?;
         installations::remove_repositories(pool, installation.0, removed).await?;
+        let mut stopped = String::new();
+        for name in removed.iter().filter_map(|name| RepoName::parse(name)) {
+            let scope = Scope::Repository {
+                installation: *installation,
+                name: &name,
+                id: None,
+            };
+            stopped += &self.withdraw(scope, Withdrawal::Removed).await?;
+        }
         Ok(format!(
-            "installation {installation}: +{} -{} repositories",
+            "installation {installation}: +{} -{} repositories{stopped}",
             added.len(),
             removed.len()
         ))

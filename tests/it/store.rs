@@ -750,3 +750,84 @@ async fn runs_of_a_name_another_repository_holds_are_set_aside_and_no_others() {
     assert_eq!(aside.await.unwrap(), vec![RunId::from_stored("holders")]);
     assert!(!get("no-id-after").await.is_set_aside());
 }
+
+/// The open runs of repositories closer can no longer reach are stopped,
+/// each with the reason, in a new generation; nothing else is: ended runs,
+/// another repository of the installation, another installation, a run of
+/// another repository that once had the name.
+#[tokio::test]
+async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
+    use closer::model::Withdrawal;
+    use closer::store::withdrawn::{Scope, stop_runs};
+    let db = TestDb::new("withdrawn").await;
+    let store = db.store().await;
+    let (calc, docs) = (RepoName::new("octo", "calc"), RepoName::new("octo", "docs"));
+    let run = |id: &str, issue: u64, repo: &RepoName, repo_id: Option<i64>, state| Run {
+        repository: repo.clone(),
+        issue_number: IssueNumber(issue),
+        repository_id: repo_id.map(RepositoryId),
+        state,
+        ..a_run(id)
+    };
+    for r in [
+        run("open", 1, &calc, Some(10), RunState::Running),
+        run("no-id", 2, &calc, None, RunState::Queued),
+        run("ended", 3, &calc, Some(10), RunState::Done),
+        run("older-repo", 4, &calc, Some(9), RunState::AwaitingResponse),
+        run("docs", 5, &docs, Some(11), RunState::Running),
+        Run {
+            installation_id: InstallationId(2),
+            ..run("other-installation", 6, &calc, Some(10), RunState::Running)
+        },
+    ] {
+        runs::insert_or_get(store.pool(), &r).await.unwrap();
+    }
+    let get = |id: &str| {
+        let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
+        async move { runs::get(&pool, &id).await.unwrap().unwrap() }
+    };
+    let ids = |list: &[&str]| list.iter().map(|id| RunId::from_stored(*id)).collect::<Vec<_>>();
+    let (pool, now) = (store.pool(), 10_000);
+
+    let deleted = Scope::Repository {
+        installation: InstallationId(1),
+        name: &calc,
+        id: Some(RepositoryId(10)),
+    };
+    let mut stopped = stop_runs(pool, deleted, Withdrawal::Deleted, now)
+        .await
+        .unwrap();
+    stopped.sort();
+    assert_eq!(stopped, ids(&["no-id", "open"]));
+    let open = get("open").await;
+    assert_eq!(open.state, RunState::Stopped);
+    assert_eq!(open.outcome, Some(Withdrawal::Deleted.outcome()));
+    assert_eq!(open.withdrawn(), Some(Withdrawal::Deleted));
+    assert_eq!(open.generation, 1, "a step in flight cannot save it");
+    let ended = get("ended").await;
+    assert_eq!((ended.state, ended.outcome), (RunState::Done, None));
+    for kept in ["older-repo", "docs", "other-installation"] {
+        assert!(!get(kept).await.state.is_final(), "{kept}");
+    }
+
+    let removed = Scope::Repository {
+        installation: InstallationId(1),
+        name: &docs,
+        id: None,
+    };
+    let stopped = stop_runs(pool, removed, Withdrawal::Removed, now);
+    assert_eq!(stopped.await.unwrap(), ids(&["docs"]));
+    assert_eq!(get("docs").await.withdrawn(), Some(Withdrawal::Removed));
+
+    let uninstalled = Scope::Installation(InstallationId(2));
+    let stopped = stop_runs(pool, uninstalled, Withdrawal::Uninstalled, now);
+    assert_eq!(stopped.await.unwrap(), ids(&["other-installation"]));
+    assert!(!get("older-repo").await.state.is_final(), "installation 1's");
+
+    // A run stopped by a person is not withdrawn: its steps still show it.
+    let by_hand = Run {
+        outcome: Some(Outcome::Stopped("stopped by @octo".into())),
+        ..run("by-hand", 7, &calc, Some(10), RunState::Stopped)
+    };
+    assert_eq!(by_hand.withdrawn(), None);
+}

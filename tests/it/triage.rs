@@ -372,15 +372,17 @@ async fn a_comment_batched_behind_a_label_on_its_issue_is_kept() {
     let other = comment(62, "Here are the logs.");
     let first = app.deliver("issues", "d-label-61", &label);
     let second = async {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        writer_waits_for_the_lock(&app).await;
         app.deliver("issue_comment", "d-reply-61", &reply).await
     };
     let third = async {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        writer_waits_for_the_lock(&app).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         app.deliver("issue_comment", "d-other-62", &other).await
     };
     let release = async {
-        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        writer_waits_for_the_lock(&app).await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         sqlx::raw_sql("COMMIT")
             .execute(&mut *blocker)
             .await
@@ -403,6 +405,32 @@ async fn a_comment_batched_behind_a_label_on_its_issue_is_kept() {
     );
     assert!(!job_for(&app, "d-other-62").await, "control: another issue");
     app.stop().await;
+}
+
+/// Returns once the intake writer is waiting for the lock the test holds,
+/// so the label's delivery is in its hands before the comments are sent. On
+/// PostgreSQL the wait shows in `pg_stat_activity`; SQLite's writer waits in
+/// its busy handler, which shows nowhere, so there a second stands in for it
+/// (the label's request reaches the writer in milliseconds on an idle
+/// machine).
+async fn writer_waits_for_the_lock(app: &TestApp) {
+    if app.store.backend() == Backend::Sqlite {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        return;
+    }
+    let waiting = "SELECT COUNT(*) FROM pg_stat_activity \
+                   WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    for _ in 0..600 {
+        let n: i64 = sqlx::query_scalar(waiting)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+        if n > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the intake writer never waited for the test's lock");
 }
 
 /// The engine answers as intake does for a delivery that reaches it anyway

@@ -55,11 +55,14 @@ impl Runs {
         Ok(runs::get(self.store.pool(), id).await?)
     }
 
-    /// The run a step works on: `None` for one that is gone or was set
-    /// aside (its repository's name passed to another repository; its
-    /// steps still queued do nothing, not even write its status).
+    /// The run a step works on: `None` for one that is gone, was set
+    /// aside (its repository's name passed to another repository), or was
+    /// stopped because closer lost its access to the repository
+    /// ([`crate::model::Withdrawal`]). Their steps still queued do nothing,
+    /// not even write the status.
     pub async fn load_active(&self, id: &RunId) -> Result<Option<Run>, EngineError> {
-        Ok(self.load(id).await?.filter(|run| !run.is_set_aside()))
+        let active = |run: &Run| !run.is_set_aside() && run.withdrawn().is_none();
+        Ok(self.load(id).await?.filter(active))
     }
 
     /// Writes the run with its data and stamps `updated_at`; refused (as

@@ -29,7 +29,7 @@ use crate::engine::triage::{Verdict, triage};
 use crate::events::signals::Signals;
 use crate::events::{
     Actor, CommentAction, Event, IssueChanges, IssueRef, IssuesAction, PullRef, PullRequestAction,
-    Repo,
+    Repo, RepositoryAction,
 };
 use crate::github::{AppInfo, InstallationClient, Issue, IssueState, PullState};
 use crate::model::{
@@ -219,6 +219,7 @@ impl Engine {
                 self.on_review_comment(&on, action, comment, sender).await
             }
             Event::Repository {
+                action: RepositoryAction::Renamed | RepositoryAction::Transferred,
                 installation: Some(installation),
                 repo,
                 previous,

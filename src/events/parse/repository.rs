@@ -1,5 +1,5 @@
 //! `repository` events: a repository renamed, or moved to another owner,
-//! with the name it had (its other actions carry none).
+//! with the name it had (its other actions carry none), or deleted.
 
 use serde::Deserialize;
 
@@ -50,7 +50,7 @@ pub(super) fn event(raw: RawPayload, p: Parts) -> Result<Event, ParseError> {
                 (None, None) => None,
             })
             .map(|old| RepoName::new(old, repo.name.name())),
-        RepositoryAction::Other(_) => None,
+        RepositoryAction::Deleted | RepositoryAction::Other(_) => None,
     };
     Ok(Event::Repository {
         action,

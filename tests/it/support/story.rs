@@ -980,6 +980,9 @@ impl Story {
     /// check, nothing left verifying) and exactly one phase label,
     /// `phase:complete` (the false-close figure of docs/judgment.md).
     pub fn assert_one_truth(&self) {
+        if !self.github.has_repo(&self.repo) {
+            return; // deleted, with its issues
+        }
         for issue in self.github.issues(&self.repo) {
             if issue.state != "closed" || issue.state_reason.as_deref() != Some("completed") {
                 continue;

@@ -124,6 +124,25 @@ impl FakeGitHub {
         });
     }
 
+    /// Uninstalls the App from an installation's account: the installation
+    /// is gone (no token is minted for it) and its tokens are revoked.
+    pub fn uninstall(&self, id: i64) {
+        self.with(|st| {
+            st.installations.remove(&id);
+            st.tokens.retain(|_, t| t.installation != id);
+        });
+    }
+
+    /// Takes a repository out of an installation: its tokens no longer
+    /// reach the repository (404).
+    pub fn remove_from_installation(&self, id: i64, repo: &RepoName) {
+        self.with(|st| {
+            if let Some(installation) = st.installations.get_mut(&id) {
+                installation.repos.remove(&repo.to_string());
+            }
+        });
+    }
+
     /// How long issued tokens live (GitHub: one hour).
     pub fn set_token_ttl(&self, ttl: Duration) {
         self.with(|st| st.token_ttl = ttl);
@@ -215,6 +234,11 @@ impl FakeGitHub {
     /// GitHub's id of the repository now called `repo`.
     pub fn repo_id(&self, repo: &RepoName) -> u64 {
         self.with(|st| st.repo(&repo.to_string()).id)
+    }
+
+    /// Whether a repository is called `repo` now.
+    pub fn has_repo(&self, repo: &RepoName) -> bool {
+        self.with(|st| st.repos.contains_key(&repo.to_string()))
     }
 
     /// The repository now called `repo` as a webhook payload shows it.

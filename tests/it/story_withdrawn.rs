@@ -1,0 +1,131 @@
+//! closer loses its access to a repository: the App uninstalled, the
+//! repository taken out of the App's installation, or deleted. GitHub tells
+//! by a webhook and answers closer nothing more for it, so the open runs
+//! there are stopped at once, with the reason, and nothing more is tried:
+//! no agent works on for a repository that cannot receive its work, and no
+//! step retries GitHub calls that cannot succeed until its job dies.
+
+use std::time::{Duration, Instant};
+
+use closer::model::{IterationEnd, Outcome, RunState, Withdrawal};
+use closer::store::runs;
+use serde_json::{Value, json};
+
+use crate::stories::awaiting_an_answer;
+use crate::support::fixture;
+use crate::support::process::{alive, process_with_argument, unique_sleep};
+use crate::support::story::{CONFIG, INSTALLATION, MAINTAINER, Story, user_json};
+use crate::support::fake_github::state::FakeUser;
+use crate::support::{unique, wait_for_file};
+
+/// A fixture delivered for the story's installation, with `edit` applied.
+async fn deliver_fixture(s: &Story, event: &str, name: &str, edit: impl FnOnce(&mut Value)) {
+    let mut payload: Value = serde_json::from_slice(&fixture(name)).unwrap();
+    payload["installation"]["id"] = INSTALLATION.into();
+    edit(&mut payload);
+    let body = serde_json::to_vec(&payload).unwrap();
+    s.deliver_raw(event, &unique("withdrawn"), &body).await;
+}
+
+/// The App is uninstalled while the agent works: the run is stopped with
+/// the reason, the agent and what it started are ended within seconds,
+/// nothing is judged, and nothing more is sent to GitHub (where the
+/// installation's tokens are revoked). Without the stop, the agent worked
+/// on until its timeout, and the run's steps then failed on GitHub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent() {
+    let mut s = Story::start("uninstalled", Some(CONFIG)).await;
+    let started = s.path("started");
+    let marker = unique_sleep();
+    s.agent_step(
+        1,
+        &format!(
+            "sleep {marker} &\ntouch '{}'\nwait\n",
+            started.display()
+        ),
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    wait_for_file(&started).await;
+    let child = process_with_argument(&marker).expect("the agent's sleeper");
+    let writes = s.github.writes().len();
+
+    s.github.uninstall(INSTALLATION);
+    let uninstalled_at = Instant::now();
+    deliver_fixture(&s, "installation", "installation.deleted.json", |_| {}).await;
+    s.idle().await;
+    assert!(
+        uninstalled_at.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        uninstalled_at.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while alive(child) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(child), "the agent's child {child} outlived the uninstall");
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
+    assert_eq!(run.outcome, Some(Withdrawal::Uninstalled.outcome()));
+    let iterations = runs::iterations(s.store.pool(), &run.id).await.unwrap();
+    assert_eq!(iterations.len(), 1);
+    assert_eq!(iterations[0].decision, Some(IterationEnd::Stopped));
+    assert!(s.llm.requests().is_empty(), "nothing judged");
+    assert_eq!(
+        s.github.writes().len(),
+        writes,
+        "nothing sent to GitHub after the uninstall: {:#?}",
+        &s.github.writes()[writes..]
+    );
+    s.stop().await;
+}
+
+/// A run waiting for its answer when its repository is taken out of the
+/// App's installation, or deleted: stopped with the reason, and nothing
+/// sent to GitHub for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repository_taken_from_the_app_or_deleted_stops_its_waiting_run() {
+    for (name, why) in [
+        ("withdrawn-removed", Withdrawal::Removed),
+        ("withdrawn-deleted", Withdrawal::Deleted),
+    ] {
+        let (mut s, n) = awaiting_an_answer(name).await;
+        let run = s.run(n).await.unwrap();
+        assert_eq!(run.state, RunState::AwaitingResponse);
+        let writes = s.github.writes().len();
+        let repository = s.github.repo_payload(&s.repo);
+        let full_name = s.repo.to_string();
+        match why {
+            Withdrawal::Removed => {
+                s.github.remove_from_installation(INSTALLATION, &s.repo);
+                let removed = json!([{"id": repository["id"], "full_name": full_name}]);
+                let event = "installation_repositories";
+                deliver_fixture(&s, event, "installation_repositories.removed.json", |p| {
+                    p["repositories_removed"] = removed;
+                })
+                .await;
+            }
+            _ => {
+                s.github.delete_repo(&s.repo);
+                let payload = json!({
+                    "action": "deleted",
+                    "repository": repository,
+                    "installation": {"id": INSTALLATION},
+                    "sender": user_json(&FakeUser::user(MAINTAINER)),
+                });
+                let body = serde_json::to_vec(&payload).unwrap();
+                s.deliver_raw("repository", &unique(name), &body).await;
+            }
+        }
+        s.idle().await;
+
+        let stopped = s.run(n).await.unwrap();
+        assert_eq!(stopped.state, RunState::Stopped, "{name}");
+        assert_eq!(stopped.outcome, Some(Outcome::Stopped(why.reason().into())));
+        assert_eq!(stopped.generation, run.generation + 1);
+        assert_eq!(s.github.writes().len(), writes, "{name}: nothing sent");
+        s.stop().await;
+    }
+}
