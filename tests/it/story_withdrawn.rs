@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use closer::model::{IterationEnd, Outcome, RunState, Withdrawal};
+use closer::model::{IterationEnd, JobKind, Outcome, RunState, Withdrawal, run_job_key};
+use closer::store::jobs::{self, NewJob};
 use closer::store::runs;
 use serde_json::{Value, json};
 
@@ -84,7 +85,8 @@ async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent()
 
 /// A run waiting for its answer when its repository is taken out of the
 /// App's installation, or deleted: stopped with the reason, and nothing
-/// sent to GitHub for it.
+/// sent to GitHub for it, by that delivery or by the run's steps still
+/// queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_repository_taken_from_the_app_or_deleted_stops_its_waiting_run() {
     for (name, why) in [
@@ -125,7 +127,23 @@ async fn a_repository_taken_from_the_app_or_deleted_stops_its_waiting_run() {
         assert_eq!(stopped.state, RunState::Stopped, "{name}");
         assert_eq!(stopped.outcome, Some(Outcome::Stopped(why.reason().into())));
         assert_eq!(stopped.generation, run.generation + 1);
+
+        // Steps of the run still queued (an answer's resume, a stop's
+        // showing) do nothing: a stopped run's steps would write its status.
+        for step in ["resume", "show_stop"] {
+            let job = NewJob {
+                kind: JobKind::Run,
+                key: run_job_key(&run.id),
+                payload: json!({"run_id": run.id, "step": step}).to_string(),
+                max_attempts: 3,
+                run_at: s.store.now_ms(),
+            };
+            let now = s.store.now_ms();
+            jobs::enqueue(s.store.pool(), &job, now).await.unwrap();
+        }
+        s.idle().await;
         assert_eq!(s.github.writes().len(), writes, "{name}: nothing sent");
+        assert_eq!(s.run(n).await.unwrap(), stopped, "{name}");
         s.stop().await;
     }
 }
