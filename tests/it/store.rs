@@ -786,7 +786,11 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
         let (pool, id) = (store.pool().clone(), RunId::from_stored(id));
         async move { runs::get(&pool, &id).await.unwrap().unwrap() }
     };
-    let ids = |list: &[&str]| list.iter().map(|id| RunId::from_stored(*id)).collect::<Vec<_>>();
+    let ids = |list: &[&str]| {
+        list.iter()
+            .map(|id| RunId::from_stored(*id))
+            .collect::<Vec<_>>()
+    };
     let (pool, now) = (store.pool(), 10_000);
 
     let deleted = Scope::Repository {
@@ -822,7 +826,10 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
     let uninstalled = Scope::Installation(InstallationId(2));
     let stopped = stop_runs(pool, uninstalled, Withdrawal::Uninstalled, now);
     assert_eq!(stopped.await.unwrap(), ids(&["other-installation"]));
-    assert!(!get("older-repo").await.state.is_final(), "installation 1's");
+    assert!(
+        !get("older-repo").await.state.is_final(),
+        "installation 1's"
+    );
 
     // A run stopped by a person is not withdrawn: its steps still show it.
     let by_hand = Run {

@@ -13,10 +13,10 @@ use closer::store::runs;
 use serde_json::{Value, json};
 
 use crate::stories::awaiting_an_answer;
+use crate::support::fake_github::state::FakeUser;
 use crate::support::fixture;
 use crate::support::process::{alive, process_with_argument, unique_sleep};
 use crate::support::story::{CONFIG, INSTALLATION, MAINTAINER, Story, user_json};
-use crate::support::fake_github::state::FakeUser;
 use crate::support::{unique, wait_for_file};
 
 /// A fixture delivered for the story's installation, with `edit` applied.
@@ -40,10 +40,7 @@ async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent()
     let marker = unique_sleep();
     s.agent_step(
         1,
-        &format!(
-            "sleep {marker} &\ntouch '{}'\nwait\n",
-            started.display()
-        ),
+        &format!("sleep {marker} &\ntouch '{}'\nwait\n", started.display()),
     );
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -65,7 +62,10 @@ async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent()
     while alive(child) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!alive(child), "the agent's child {child} outlived the uninstall");
+    assert!(
+        !alive(child),
+        "the agent's child {child} outlived the uninstall"
+    );
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
@@ -84,14 +84,15 @@ async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent()
 }
 
 /// A run waiting for its answer when its repository is taken out of the
-/// App's installation, or deleted: stopped with the reason, and nothing
+/// App's installation or deleted, or the installation suspended: stopped with the reason, and nothing
 /// sent to GitHub for it, by that delivery or by the run's steps still
 /// queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_repository_taken_from_the_app_or_deleted_stops_its_waiting_run() {
+async fn a_waiting_run_stops_when_closer_loses_its_repository() {
     for (name, why) in [
         ("withdrawn-removed", Withdrawal::Removed),
         ("withdrawn-deleted", Withdrawal::Deleted),
+        ("withdrawn-suspended", Withdrawal::Suspended),
     ] {
         let (mut s, n) = awaiting_an_answer(name).await;
         let run = s.run(n).await.unwrap();
@@ -108,6 +109,11 @@ async fn a_repository_taken_from_the_app_or_deleted_stops_its_waiting_run() {
                     p["repositories_removed"] = removed;
                 })
                 .await;
+            }
+            Withdrawal::Suspended => {
+                s.github.suspend(INSTALLATION);
+                let event = "installation";
+                deliver_fixture(&s, event, "installation.suspend.json", |_| {}).await;
             }
             _ => {
                 s.github.delete_repo(&s.repo);

@@ -105,4 +105,26 @@ mod tests {
         moved["action"] = json!("edited");
         assert_eq!(names(&moved).1, None);
     }
+
+    /// A deleted repository: the action, its name and id, no earlier name.
+    #[test]
+    fn a_deleted_repository_is_read_with_its_id() {
+        let mut deleted = fixture("repository.renamed.json");
+        deleted["action"] = json!("deleted");
+        let body = deleted.to_string();
+        match parse_event(EventKind::Repository, body.as_bytes()) {
+            Ok(Event::Repository {
+                action,
+                repo,
+                previous,
+                ..
+            }) => {
+                assert_eq!(action, crate::events::RepositoryAction::Deleted);
+                assert_eq!(repo.name.to_string(), "Octocoders/Hello-World");
+                assert!(repo.id.is_some());
+                assert_eq!(previous, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

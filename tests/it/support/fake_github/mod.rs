@@ -119,6 +119,7 @@ impl FakeGitHub {
                     id,
                     account: account.to_owned(),
                     repos: BTreeSet::new(),
+                    suspended: false,
                 },
             );
         });
@@ -129,6 +130,17 @@ impl FakeGitHub {
     pub fn uninstall(&self, id: i64) {
         self.with(|st| {
             st.installations.remove(&id);
+            st.tokens.retain(|_, t| t.installation != id);
+        });
+    }
+
+    /// Suspends an installation: its tokens are revoked and no new one is
+    /// minted (403, "This installation has been suspended").
+    pub fn suspend(&self, id: i64) {
+        self.with(|st| {
+            if let Some(installation) = st.installations.get_mut(&id) {
+                installation.suspended = true;
+            }
             st.tokens.retain(|_, t| t.installation != id);
         });
     }

@@ -63,6 +63,8 @@ pub struct Installation {
     pub account: String,
     /// `owner/name` of the repositories it covers.
     pub repos: BTreeSet<String>,
+    /// Suspended: no token is minted for it (403).
+    pub suspended: bool,
 }
 
 #[derive(Debug, Clone)]

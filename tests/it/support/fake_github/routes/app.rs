@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::super::auth;
@@ -35,6 +36,10 @@ pub async fn create_token(
     let Some(installation) = st.installations.get(&id).cloned() else {
         return Err(auth::not_found());
     };
+    if installation.suspended {
+        let message = json::error("This installation has been suspended");
+        return Err((StatusCode::FORBIDDEN, axum::Json(message)).into_response());
+    }
     let request = if bytes.is_empty() {
         json!({})
     } else {
