@@ -212,6 +212,14 @@ pub struct ReviewCommentRef {
 }
 
 /// One typed webhook event.
+/// A repository an installation event lists: its name and, when the
+/// payload gives it, GitHub's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedRepo {
+    pub name: String,
+    pub id: Option<RepositoryId>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     Ping {
@@ -230,7 +238,7 @@ pub enum Event {
         action: RepositoriesAction,
         installation: InstallationId,
         added: Vec<String>,
-        removed: Vec<String>,
+        removed: Vec<ListedRepo>,
         sender: Actor,
     },
     Issues {

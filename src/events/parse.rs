@@ -72,6 +72,8 @@ struct RawInstallation {
 #[derive(Deserialize)]
 struct RawRepoName {
     full_name: String,
+    #[serde(default)]
+    id: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -344,7 +346,14 @@ fn installation_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Even
             action: RepositoriesAction::parse(&p.action),
             installation: p.installation.ok_or_else(|| p.missing("installation"))?,
             added: names(raw.repositories_added),
-            removed: names(raw.repositories_removed),
+            removed: raw
+                .repositories_removed
+                .into_iter()
+                .map(|r| ListedRepo {
+                    name: r.full_name,
+                    id: r.id.map(RepositoryId),
+                })
+                .collect(),
             sender: p.sender,
         });
     }

@@ -4,11 +4,14 @@
 //! fail on every GitHub call until their job died, and an agent at work
 //! would go on spending on a repository nobody can receive its work.
 //!
-//! Each run is stopped with the withdrawal's reason as its outcome and moved
-//! to a new generation, so that a step in flight saves nothing more; the
-//! agent's watch (`engine/run/interrupt.rs`) ends its agent within seconds.
-//! Nothing is written to GitHub: closer's access is gone. Ended runs stay as
-//! they are, and a stopped run can be retried once the App is back.
+//! Each run is stopped with the withdrawal's reason as its outcome, as
+//! `/closer stop` stops one (`runs::mark_stopped`: state, outcome and time
+//! only, in the same generation): a step in flight saves nothing more but
+//! what it spent, and the agent's watch (`engine/run/interrupt.rs`) ends its
+//! agent within seconds. Nothing is written to GitHub: closer's access is
+//! gone, and the engine leaves such runs alone (`Run::withdrawn`). Ended
+//! runs stay as they are, and a stopped run can be retried once the App is
+//! back.
 
 use sqlx::{AnyPool, Row};
 
@@ -22,9 +25,11 @@ use crate::model::{InstallationId, RepoName, RepositoryId, RunId, Withdrawal};
 pub enum Scope<'a> {
     /// Every run of the installation.
     Installation(InstallationId),
-    /// The installation's runs of the repository of that name and, when
-    /// known, that id (a run of another repository that once had the name
-    /// is not this one's; runs stored before closer kept ids match by name).
+    /// The installation's runs of one repository: by its id when known
+    /// (whatever name the run has: a rename not followed yet), and runs
+    /// stored without an id (before closer kept it) by the name, in any
+    /// case; a run of another repository that once had the name is not
+    /// this one's. Without the id, by the name.
     Repository {
         installation: InstallationId,
         name: &'a RepoName,
@@ -41,14 +46,15 @@ pub async fn stop_runs(
 ) -> Result<Vec<RunId>, StoreError> {
     let which = match scope {
         Scope::Installation(_) => "",
-        Scope::Repository { id: None, .. } => " AND repository = $4",
+        Scope::Repository { id: None, .. } => " AND LOWER(repository) = LOWER($4)",
         Scope::Repository { id: Some(_), .. } => {
-            " AND repository = $4 AND (repository_id IS NULL OR repository_id = $5)"
+            " AND (repository_id = $5 \
+             OR (repository_id IS NULL AND LOWER(repository) = LOWER($4)))"
         }
     };
     let sql = format!(
-        "UPDATE runs SET state = 'stopped', outcome = $1, generation = generation + 1, \
-         updated_at = $2 WHERE installation_id = $3 AND state NOT IN ({}){which} RETURNING id",
+        "UPDATE runs SET state = 'stopped', outcome = $1, updated_at = $2 \
+         WHERE installation_id = $3 AND state NOT IN ({}){which} RETURNING id",
         ended_states_sql()
     );
     let query = sqlx::query(sqlx::AssertSqlSafe(sql))

@@ -230,13 +230,17 @@ impl DeliveryRunner {
         }
         let pool = self.store.pool();
         installations::add_repositories(pool, installation.0, added).await?;
-        installations::remove_repositories(pool, installation.0, removed).await?;
+        let names: Vec<String> = removed.iter().map(|r| r.name.clone()).collect();
+        installations::remove_repositories(pool, installation.0, &names).await?;
         let mut stopped = String::new();
-        for name in removed.iter().filter_map(|name| RepoName::parse(name)) {
+        for repo in removed {
+            let Some(name) = RepoName::parse(&repo.name) else {
+                continue;
+            };
             let scope = Scope::Repository {
                 installation: *installation,
                 name: &name,
-                id: None,
+                id: repo.id,
             };
             stopped += &self.withdraw(scope, Withdrawal::Removed).await?;
         }

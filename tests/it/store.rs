@@ -752,7 +752,10 @@ async fn runs_of_a_name_another_repository_holds_are_set_aside_and_no_others() {
 }
 
 /// The open runs of repositories closer can no longer reach are stopped,
-/// each with the reason, in a new generation; nothing else is: ended runs,
+/// each with the reason, as `/closer stop` stops them (same generation, so
+/// a step in flight still adds what it spent): the repository's runs by
+/// its id under any name (a rename not followed yet), and those stored
+/// without an id by the name in any case. Nothing else is: ended runs,
 /// another repository of the installation, another installation, a run of
 /// another repository that once had the name.
 #[tokio::test]
@@ -771,7 +774,8 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
     };
     for r in [
         run("open", 1, &calc, Some(10), RunState::Running),
-        run("no-id", 2, &calc, None, RunState::Queued),
+        run("no-id", 2, &RepoName::new("Octo", "Calc"), None, RunState::Queued),
+        run("old-name", 8, &RepoName::new("octo", "abacus"), Some(10), RunState::Queued),
         run("ended", 3, &calc, Some(10), RunState::Done),
         run("older-repo", 4, &calc, Some(9), RunState::AwaitingResponse),
         run("docs", 5, &docs, Some(11), RunState::Running),
@@ -802,12 +806,22 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
         .await
         .unwrap();
     stopped.sort();
-    assert_eq!(stopped, ids(&["no-id", "open"]));
+    assert_eq!(stopped, ids(&["no-id", "old-name", "open"]));
     let open = get("open").await;
     assert_eq!(open.state, RunState::Stopped);
     assert_eq!(open.outcome, Some(Withdrawal::Deleted.outcome()));
     assert_eq!(open.withdrawn(), Some(Withdrawal::Deleted));
-    assert_eq!(open.generation, 1, "a step in flight cannot save it");
+    assert_eq!(open.generation, 0, "as a person's stop");
+    let mut in_flight = Run {
+        state: RunState::Running,
+        tokens_used: 500,
+        ..open.clone()
+    };
+    in_flight.outcome = None;
+    assert!(!runs::save_unless_stopped(pool, &in_flight).await.unwrap());
+    let open = get("open").await;
+    assert_eq!(open.withdrawn(), Some(Withdrawal::Deleted), "not saved over");
+    assert_eq!(open.tokens_used, 500, "what the step spent is kept");
     let ended = get("ended").await;
     assert_eq!((ended.state, ended.outcome), (RunState::Done, None));
     for kept in ["older-repo", "docs", "other-installation"] {

@@ -110,11 +110,16 @@ impl StatusPublisher {
     /// Writes the stopped run's status again after an edit made for it
     /// while it worked: the stop (`Engine::stop`, another job) may have
     /// written its status before that edit landed, and the issue must end
-    /// on the stop's. Best effort: a failure is logged.
+    /// on the stop's. Best effort: a failure is logged. A run stopped
+    /// because closer lost its access to the repository
+    /// ([`crate::model::Withdrawal`]) is not written to.
     async fn restore_stopped(&self, ctx: &RunContext, stored: crate::model::Run) {
         let Some(id) = stored.status_comment_id else {
             return;
         };
+        if stored.withdrawn().is_some() {
+            return;
+        }
         let fresh = match RunContext::stopped(ctx, stored) {
             Ok(fresh) => fresh,
             Err(e) => {
