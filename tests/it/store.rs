@@ -774,8 +774,20 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
     };
     for r in [
         run("open", 1, &calc, Some(10), RunState::Running),
-        run("no-id", 2, &RepoName::new("Octo", "Calc"), None, RunState::Queued),
-        run("old-name", 8, &RepoName::new("octo", "abacus"), Some(10), RunState::Queued),
+        run(
+            "no-id",
+            2,
+            &RepoName::new("Octo", "Calc"),
+            None,
+            RunState::Queued,
+        ),
+        run(
+            "old-name",
+            8,
+            &RepoName::new("octo", "abacus"),
+            Some(10),
+            RunState::Queued,
+        ),
         run("ended", 3, &calc, Some(10), RunState::Done),
         run("older-repo", 4, &calc, Some(9), RunState::AwaitingResponse),
         run("docs", 5, &docs, Some(11), RunState::Running),
@@ -820,7 +832,11 @@ async fn open_runs_closer_lost_access_to_are_stopped_and_no_others() {
     in_flight.outcome = None;
     assert!(!runs::save_unless_stopped(pool, &in_flight).await.unwrap());
     let open = get("open").await;
-    assert_eq!(open.withdrawn(), Some(Withdrawal::Deleted), "not saved over");
+    assert_eq!(
+        open.withdrawn(),
+        Some(Withdrawal::Deleted),
+        "not saved over"
+    );
     assert_eq!(open.tokens_used, 500, "what the step spent is kept");
     let ended = get("ended").await;
     assert_eq!((ended.state, ended.outcome), (RunState::Done, None));

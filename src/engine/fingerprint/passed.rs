@@ -17,18 +17,20 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::cargo::LIBTEST_NAME;
 use super::normalize::{re, strip_ansi};
 
 static TAP: LazyLock<Regex> = LazyLock::new(|| re(r"^ok \d+(?: -)? (.+?)\s*$"));
 static UNITTEST: LazyLock<Regex> = LazyLock::new(|| re(r"^(\w+) \(([\w.]+)\) \.\.\. ok$"));
 static PYTEST_VERBOSE: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+::\S+) PASSED"));
 static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| re(r"^PASSED (\S+)"));
-static CARGO: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\. ok$"));
+static CARGO: LazyLock<Regex> = LazyLock::new(|| re(&format!(r"^test {LIBTEST_NAME} \.\.\. ok$")));
 static GO: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- PASS: (\S+)"));
 
 static UNITTEST_START: LazyLock<Regex> = LazyLock::new(|| re(r"^(\w+) \(([\w.]+)\)(.*)$"));
 static PYTEST_START: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+::\S+)(.*)$"));
-static CARGO_START: LazyLock<Regex> = LazyLock::new(|| re(r"^test (\S+) \.\.\.(.*)$"));
+static CARGO_START: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!(r"^test {LIBTEST_NAME} \.\.\.(.*)$")));
 static GO_RUN: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*=== RUN\s+(\S+)"));
 static GO_SKIP: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*--- SKIP: (\S+)"));
 

@@ -64,6 +64,96 @@ fn cargo_test_quiet_and_verbose_runs_agree() {
     );
 }
 
+/// Real `cargo test --no-fail-fast` output of a crate with a unit test
+/// failing as it did at base (`tests::legacy`), a `#[should_panic]` test
+/// and a doctest failing, the same test name failing in two integration
+/// test binaries, and a test binary whose test exits the process. Every
+/// failure libtest counts must be named, or one failure names no test (no
+/// tolerance excuses it): otherwise a new failure could hide behind the
+/// tolerated one.
+#[test]
+fn cargo_failures_it_cannot_name_apart_are_never_all_named() {
+    let head = parse_failures("cargo test", fixture!("cargo-workspace.txt"), None);
+    assert_eq!(
+        names(&head),
+        [
+            "roundtrip",
+            "src/lib.rs - div (line 12)",
+            "tests::legacy",
+            "tests::rejects_zero"
+        ],
+        "{head:#?}"
+    );
+    let unnamed: Vec<&Failure> = head.iter().filter(|f| f.test.is_none()).collect();
+    assert_eq!(unnamed.len(), 1, "{head:#?}");
+    assert!(
+        unnamed[0].error.contains("counted 5 failed tests") && unnamed[0].error.contains("4 of"),
+        "{}",
+        unnamed[0].error
+    );
+    let rejects = head
+        .iter()
+        .find(|f| f.test.as_deref() == Some("tests::rejects_zero"));
+    assert!(
+        rejects.is_some_and(|f| f.error.contains("did not panic as expected")),
+        "{rejects:#?}"
+    );
+
+    // The same crate at base: every failure named, every binary's result
+    // read, so nothing is added; passes are read in every form.
+    let base_output = fixture!("cargo-workspace-base.txt");
+    let base = parse_failures("cargo test", base_output, None);
+    assert_eq!(
+        names(&base),
+        ["roundtrip", "src/lib.rs - div (line 12)", "tests::legacy"],
+        "{base:#?}"
+    );
+    assert!(base.iter().all(|f| f.test.is_some()), "{base:#?}");
+    let passed = passed_tests(base_output);
+    for name in [
+        "tests::rejects_zero",
+        "src/lib.rs - add (line 3)",
+        "roundtrip",
+    ] {
+        assert!(passed.iter().any(|p| p == name), "{name}: {passed:?}");
+    }
+    assert!(
+        started_tests(base_output)
+            .iter()
+            .any(|s| s == "src/lib.rs - div (line 12)")
+    );
+
+    // A binary that printed no result line: one more failure.
+    let early = "     Running tests/early.rs (target/debug/deps/early-1)\n\nrunning 1 test\n\
+                 test legacy ... FAILED\n\ntest result: FAILED. 0 passed; 1 failed;\n\
+                 \x20    Running tests/other.rs (target/debug/deps/other-1)\n\nrunning 2 tests\n";
+    let f = parse_failures("cargo test", early, None);
+    assert!(
+        f.iter()
+            .any(|f| f.test.is_none() && f.error.contains("1 test binaries ended")),
+        "{f:#?}"
+    );
+}
+
+/// nextest counts its failures too: the same name failing in two binaries
+/// is one name read for two counted.
+#[test]
+fn nextest_failures_it_cannot_name_apart_are_never_all_named() {
+    let out = "        FAIL [   0.004s] (1/3) democrate::json roundtrip\n\
+                       FAIL [   0.004s] (2/3) democrate::yaml roundtrip\n\
+               ------------\n     Summary [   0.010s] 3 tests run: 1 passed, 2 failed, 0 skipped\n";
+    let f = parse_failures("cargo nextest run", out, None);
+    assert_eq!(names(&f), ["roundtrip"], "{f:#?}");
+    assert!(f.iter().any(|f| f.test.is_none()), "{f:#?}");
+    let one = "        FAIL [   0.004s] (1/3) democrate::json roundtrip\n\
+               ------------\n     Summary [   0.010s] 3 tests run: 2 passed, 1 failed, 0 skipped\n";
+    assert!(
+        parse_failures("cargo nextest run", one, None)
+            .iter()
+            .all(|f| f.test.is_some())
+    );
+}
+
 #[test]
 fn nextest_runs_agree_and_match_libtest_names() {
     same_across_runs(
