@@ -349,6 +349,32 @@ mod tests {
         }
     }
 
+    /// Real `cargo test --no-fail-fast` output (tests/fixtures/fingerprint):
+    /// at base a unit test, an integration test `roundtrip` and a doctest
+    /// fail, all tolerated. At the head the same three fail, and so do a
+    /// `#[should_panic]` test, `roundtrip` in a second binary, and a binary
+    /// ends without its result: the goal is not excused. The control, the
+    /// base's own output again, is.
+    #[test]
+    fn a_new_cargo_failure_never_hides_behind_a_tolerated_one() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fingerprint");
+        let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+        let (base_out, head_out) = (read("cargo-workspace-base.txt"), read("cargo-workspace.txt"));
+        let command = "cargo test --no-fail-fast";
+        let baseline = Baseline {
+            base_commit: "b".into(),
+            failures: failures(command, &base_out),
+            goals: vec![goal(command, &base_out)],
+        };
+        let all = Tolerance::new(&config(Tolerate::Preexisting, &[])).unwrap();
+        assert!(all.excuses_goal(&baseline, &goal(command, &base_out)), "control");
+        let head = goal(command, &head_out);
+        assert!(!all.excuses_goal(&baseline, &head), "{:#?}", head.failures);
+        let sorted = all.sort(&baseline, &head.failures);
+        let ids: Vec<String> = sorted.new.iter().map(failure_id).collect();
+        assert!(ids.iter().any(|id| id == "tests::rejects_zero"), "{ids:?}");
+    }
+
     #[test]
     fn strict_by_default_a_failure_present_at_base_still_blocks() {
         let out = "not ok 1 - tests/add.sh\nnot ok 2 - tests/legacy.sh\n";
