@@ -187,7 +187,9 @@ impl Redactor {
             report(channel, kind);
         }
         match clean {
-            Cow::Owned(text) => Cow::Owned(no_mention_after_redaction(text)),
+            Cow::Owned(text) => {
+                Cow::Owned(no_keyword_after_redaction(no_mention_after_redaction(text)))
+            }
             borrowed => borrowed,
         }
     }
@@ -259,6 +261,29 @@ fn no_mention_after_redaction(text: String) -> String {
         return text;
     }
     text.replace(&made, &format!("{made}\u{200D}"))
+}
+
+/// `[redacted]fixes #7` closes issue 7 when it reaches a pull request or
+/// a commit on the default branch: `]` ends a word, although the text's
+/// closing keywords were broken before (`github::closing`), and the value
+/// redacted (a model name closer gives the agent, say) was what kept
+/// `…5fixes #7` from being one. A keyword right after a redaction is broken
+/// the same way; the text's others are as they were (closer's own
+/// `Closes #n` among them).
+fn no_keyword_after_redaction(text: String) -> String {
+    if !text.contains(REDACTED) {
+        return text;
+    }
+    let mut pieces = text.split(REDACTED);
+    let mut out = pieces.next().unwrap_or_default().to_owned();
+    for piece in pieces {
+        out.push_str(REDACTED);
+        match crate::github::closing::break_leading_keyword(piece) {
+            Some(broken) => out.push_str(&broken),
+            None => out.push_str(piece),
+        }
+    }
+    out
 }
 
 impl Redactor {
@@ -356,6 +381,32 @@ mod tests {
         assert!(no_mention_after_redaction(String::from("x")) == "x");
         let plain = clean.replace('\u{200D}', "");
         assert!(plain.contains("[redacted]@victim"), "{plain}");
+    }
+
+    /// An issue titled `claude-sonnet-4-5fixes #7 …` (the model name is a
+    /// value closer gives the agent): its closing keyword is no keyword to
+    /// the escaping (a digit before it), and was one to GitHub once the
+    /// value was redacted, in the pull request title a squash merge makes a
+    /// commit subject. The keyword after the redaction is broken; closer's
+    /// own `Closes #3` further on is left as it is.
+    #[test]
+    fn a_redacted_value_before_a_closing_keyword_makes_no_keyword() {
+        use crate::github::closing::neutralize_closing_keywords;
+        let r = Redactor::new();
+        r.register(SecretSource::AgentEnv, &secret("claude-sonnet-4-5"));
+        let title = "fix: claude-sonnet-4-5fixes #7 parser crash";
+        let escaped = neutralize_closing_keywords(title);
+        assert_eq!(escaped, title, "the escaping sees no keyword");
+        let body = format!("{escaped}\n\nCloses #3");
+        let clean = r.redact(Channel::GitHub, &body);
+        assert_eq!(
+            clean,
+            "fix: [redacted]fixes\u{2060} #7 parser crash\n\nCloses #3"
+        );
+        // The control: without the joiner, the keyword is one.
+        let plain = clean.replace('\u{2060}', "");
+        assert_ne!(neutralize_closing_keywords(&plain), plain, "{plain}");
+        assert_eq!(no_keyword_after_redaction("x".into()), "x");
     }
 
     #[test]

@@ -359,7 +359,10 @@ mod tests {
     fn a_new_cargo_failure_never_hides_behind_a_tolerated_one() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fingerprint");
         let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
-        let (base_out, head_out) = (read("cargo-workspace-base.txt"), read("cargo-workspace.txt"));
+        let (base_out, head_out) = (
+            read("cargo-workspace-base.txt"),
+            read("cargo-workspace.txt"),
+        );
         let command = "cargo test --no-fail-fast";
         let baseline = Baseline {
             base_commit: "b".into(),
@@ -367,7 +370,10 @@ mod tests {
             goals: vec![goal(command, &base_out)],
         };
         let all = Tolerance::new(&config(Tolerate::Preexisting, &[])).unwrap();
-        assert!(all.excuses_goal(&baseline, &goal(command, &base_out)), "control");
+        assert!(
+            all.excuses_goal(&baseline, &goal(command, &base_out)),
+            "control"
+        );
         let head = goal(command, &head_out);
         assert!(!all.excuses_goal(&baseline, &head), "{:#?}", head.failures);
         let sorted = all.sort(&baseline, &head.failures);

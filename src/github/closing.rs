@@ -43,6 +43,25 @@ pub fn neutralize_closing_keywords(text: &str) -> String {
         .into_owned()
 }
 
+/// `tail` with the closing keyword it starts with broken, when it starts
+/// with one before an issue reference; `None` otherwise. For text that
+/// something put right before `tail` made a keyword of (the outgoing
+/// filter's `[redacted]`, `redact.rs`), where breaking every keyword
+/// would break closer's own `Closes #n` too.
+pub fn break_leading_keyword(tail: &str) -> Option<String> {
+    let c = CLOSING.captures(tail)?;
+    let whole = c.get(0)?;
+    if whole.start() != 0 || !c[1].is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}{WORD_JOINER}{}{}",
+        &c[2],
+        &c[3],
+        &tail[whole.end()..]
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
