@@ -598,7 +598,8 @@ async fn a_mention_with_a_request_starts_a_run_with_the_request_in_the_prompt() 
     let mut s = Story::start("review-mention", Some(CONFIG)).await;
     s.llm.push([done()]);
     s.agent_step(1, &fix_add());
-    let n = s.open_issue("add subtracts", "", &["type:bug"]).await;
+    let body = "`add 2 3` prints -1 instead of 5.";
+    let n = s.open_issue("add subtracts", body, &["type:bug"]).await;
     s.idle().await;
     s.comment_as(
         n,
@@ -614,6 +615,10 @@ async fn a_mention_with_a_request_starts_a_run_with_the_request_in_the_prompt() 
         "{}",
         s.prompt(1)
     );
+    // The first prompt is the issue's whole (its body too), the request
+    // after it; before, a run started by a request got the continuation
+    // prompt, which has no body.
+    assert!(s.prompt(1).contains(body), "{}", s.prompt(1));
     // Not answered as an unknown command.
     assert!(
         !s.bot_comments(n)

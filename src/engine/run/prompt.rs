@@ -43,13 +43,20 @@ impl Engine {
             .collect();
         let carried = carried.iter().map(|m| m.comment_id).collect();
         let (handler, prompts, issue) = (&iteration.handler, &iteration.prompts, &iteration.issue);
-        let initial = records.is_empty() && replies.is_empty();
+        // The first iteration gets the issue whole, with the replies it
+        // already has (the request a mention started the run with).
+        let initial = records.is_empty();
         let mut text = if initial {
-            handler
+            let mut text = handler
                 .initial_prompt(prompts, issue)
                 .await
                 .map_err(other)?
-                .text
+                .text;
+            if !replies.is_empty() {
+                text.push_str("\n\n");
+                text.push_str(&replies_section(&replies));
+            }
+            text
         } else {
             let history: Vec<IterationSummary> =
                 records.iter().map(|r| r.summary.clone()).collect();
@@ -115,6 +122,17 @@ fn add_notes(text: &mut String, ctx: &RunContext, records: &[IterationRecord], i
         text.push_str("\n\n## The branch moved\n\n");
         text.push_str(note);
     }
+}
+
+/// The replies a first iteration already has, quoted as the continuation
+/// prompts quote them (each [`reply_text`] names its writer and fences its
+/// words).
+fn replies_section(replies: &[String]) -> String {
+    let quoted: Vec<String> = replies
+        .iter()
+        .map(|reply| format!("> {}", reply.replace('\n', "\n> ")))
+        .collect();
+    format!("## Replies on the issue\n\n{}", quoted.join("\n\n"))
 }
 
 /// The issue as `editor` left it.
