@@ -5,6 +5,7 @@
 
 pub mod builtin;
 pub mod confined;
+pub mod fence;
 pub mod github_source;
 pub mod resolver;
 pub mod source;

@@ -619,6 +619,11 @@ async fn a_mention_with_a_request_starts_a_run_with_the_request_in_the_prompt() 
     // after it; before, a run started by a request got the continuation
     // prompt, which has no body.
     assert!(s.prompt(1).contains(body), "{}", s.prompt(1));
+    assert!(
+        s.prompt(1).contains(&format!("```text\n{body}\n```")),
+        "the body in a fence: {}",
+        s.prompt(1)
+    );
     // Not answered as an unknown command.
     assert!(
         !s.bot_comments(n)

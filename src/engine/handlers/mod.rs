@@ -26,6 +26,7 @@ use crate::engine::completion_check::CheckResult;
 use crate::engine::goal_outcome::{GoalOutcome, failed_required};
 use crate::llm::BoxFuture;
 use crate::model::TaskType;
+use crate::prompts::fence::fenced;
 use crate::prompts::{PromptError, PromptId, PromptResolver, RenderedPrompt};
 
 /// The completion criteria: short for logs, detailed for the prompt.
@@ -196,7 +197,9 @@ fn common_params(issue: &IssueContext, criteria: &CompletionCriteria) -> Map<Str
     let mut m = Map::new();
     m.insert("issue_ref".into(), json!(issue.issue_ref));
     m.insert("issue_title".into(), json!(issue.title));
-    m.insert("issue_body".into(), json!(issue.body));
+    // Fenced, so that no line of it passes for the prompt's own (a reply
+    // section, say: the replies are fenced the same way, `run/prompt.rs`).
+    m.insert("issue_body".into(), json!(fenced(&issue.body)));
     m.insert(
         "task_type".into(),
         json!(issue.task_type.map_or("unclassified", TaskType::as_str)),
