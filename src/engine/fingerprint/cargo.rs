@@ -1,22 +1,16 @@
 //! `cargo test` (libtest) and `cargo nextest` output, and rustc's compile
 //! errors (a build that fails names `error[E…]: … --> file:line:col`).
 //!
-//! A failed goal is excused only when every failure read from it is a
-//! tolerated one, so a failure the parser misses could hide behind a
-//! tolerated one. The runners count their failures (libtest's `test
-//! result:` line per test binary, nextest's `Summary`): when they count
-//! more than were named (the same test name in two binaries, a name in a
-//! form not read), or a test binary ended without its result line (a test
-//! that exits the process), one more failure is added that names no test,
-//! which no tolerance excuses.
+//! What the runners count against what was named is checked in
+//! `cargo_counts.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::RawFailure;
 use super::normalize::re;
+use super::{RawFailure, cargo_counts};
 
 static PANIC: LazyLock<Regex> = LazyLock::new(|| {
     re(r"^\s*thread '([^']+)'(?: \(\d+\))? panicked at ([^\s:]+):(\d+)(?::\d+)?:\s*(.*)$")
@@ -25,22 +19,11 @@ static PANIC: LazyLock<Regex> = LazyLock::new(|| {
 /// `file - item (line N)`, then the test's mode when it has one (` - should
 /// panic`, ` - compile fail`, ` - compile`), which is not part of the name.
 pub(super) const LIBTEST_NAME: &str =
-    r"(\S+ - .+? \(line \d+\)|\S+)(?: - (?:should panic|compile fail|compile))?";
+    r"(\S+ - (?:.+? )?\(line \d+\)|\S+)(?: - (?:should panic|compile fail|compile))?";
 static FAILED_VERBOSE: LazyLock<Regex> =
     LazyLock::new(|| re(&format!(r"^test {LIBTEST_NAME} \.\.\. FAILED")));
 static FAILED_QUIET: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+) --- FAILED$"));
 static STDOUT_BLOCK: LazyLock<Regex> = LazyLock::new(|| re(r"^---- (.+?) std(?:out|err) ----$"));
-/// `test result: FAILED. 0 passed; 2 failed; …`, once per test binary.
-static RESULT: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^test result: (?:ok|FAILED)\. \d+ passed; (\d+) failed;"));
-/// cargo starting a test binary: `Running unittests src/lib.rs
-/// (target/debug/deps/x-…)`, `Running tests/api.rs (…)`, `Doc-tests name`
-/// (strictly, so that a test printing "Running …" is not taken for one).
-static BINARY_START: LazyLock<Regex> =
-    LazyLock::new(|| re(r"^(?:Running (?:unittests )?\S+ \(\S*deps[/\\]\S+\)|Doc-tests \S+)$"));
-/// nextest's count: `Summary [ 0.01s] 3 tests run: 1 passed, 2 failed, …`.
-static NEXTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| re(r"^Summary \[.*\] \d+ tests? run: "));
-static NEXTEST_COUNT: LazyLock<Regex> = LazyLock::new(|| re(r"(\d+) (?:failed|timed out)"));
 static NEXTEST_FAIL: LazyLock<Regex> = LazyLock::new(|| {
     re(r"^\s*(?:FAIL|SIGSEGV|SIGABRT|TIMEOUT) \[\s*[\d.]+s\](?: \(\s*\d+/\d+\))? (\S+) (\S+)\s*$")
 });
@@ -132,50 +115,17 @@ fn failures_for(names: Vec<String>, text: &str) -> Vec<RawFailure> {
         .collect()
 }
 
-/// The failure no tolerance excuses, when the runner counted `counted`
-/// failures and `named` were read, or `silent` test binaries ended without
-/// their result; none otherwise.
-fn unnamed(counted: usize, named: usize, silent: usize) -> Option<RawFailure> {
-    let error = match (counted > named, silent) {
-        (true, _) => format!(
-            "the runner counted {counted} failed tests and closer could name {named} of them"
-        ),
-        (false, 0) => return None,
-        (false, n) => format!("{n} test binaries ended without their result line"),
-    };
-    Some(RawFailure {
-        test: None,
-        location: None,
-        error,
-    })
-}
-
-/// libtest's failure count (the sum of its `test result:` lines), and how
-/// many test binaries cargo started that printed none.
-fn libtest_counts(text: &str) -> (usize, usize) {
-    let (mut failed, mut results, mut started) = (0usize, 0usize, 0usize);
-    for line in text.lines().map(str::trim) {
-        if let Some(c) = RESULT.captures(line) {
-            failed = failed.saturating_add(c[1].parse().unwrap_or(usize::MAX));
-            results += 1;
-        } else if BINARY_START.is_match(line) {
-            started += 1;
-        }
-    }
-    (failed, started.saturating_sub(results))
+/// The test a libtest result line says failed.
+fn failed_name(line: &str) -> Option<String> {
+    FAILED_VERBOSE
+        .captures(line.trim())
+        .or_else(|| FAILED_QUIET.captures(line.trim()))
+        .map(|c| c[1].to_owned())
 }
 
 /// libtest output (`cargo test`, quiet or not), else rustc compile errors.
 pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
-    let mut names: Vec<String> = text
-        .lines()
-        .filter_map(|l| {
-            FAILED_VERBOSE
-                .captures(l.trim())
-                .or_else(|| FAILED_QUIET.captures(l.trim()))
-                .map(|c| c[1].to_owned())
-        })
-        .collect();
+    let mut names: Vec<String> = text.lines().filter_map(failed_name).collect();
     if names.is_empty() {
         names = text
             .lines()
@@ -186,8 +136,7 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
         return compile_errors(text);
     }
     let mut failures = failures_for(names, text);
-    let (counted, silent) = libtest_counts(text);
-    failures.extend(unnamed(counted, failures.len(), silent));
+    failures.extend(cargo_counts::libtest_doubt(text, failed_name));
     failures
 }
 
@@ -201,13 +150,7 @@ pub(crate) fn parse_nextest(text: &str) -> Vec<RawFailure> {
         return compile_errors(text);
     }
     let mut failures = failures_for(names, text);
-    let counted = text
-        .lines()
-        .filter(|l| NEXTEST_SUMMARY.is_match(l.trim()))
-        .flat_map(|l| NEXTEST_COUNT.captures_iter(l))
-        .map(|c| c[1].parse::<usize>().unwrap_or(usize::MAX))
-        .fold(0usize, usize::saturating_add);
-    failures.extend(unnamed(counted, failures.len(), 0));
+    failures.extend(cargo_counts::nextest_doubt(text, failures.len()));
     failures
 }
 

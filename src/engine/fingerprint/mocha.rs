@@ -50,7 +50,10 @@ pub(crate) fn parse(text: &str) -> Vec<RawFailure> {
             }
         }
         let test = titles.join(" ").trim_end_matches(':').to_owned();
-        let body: Vec<&str> = lines[i + 1..]
+        // Titles that ran to the end of the output leave no body.
+        let body: Vec<&str> = lines
+            .get(i + 1..)
+            .unwrap_or_default()
             .iter()
             .take_while(|l| !FAILURE_HEAD.is_match(l))
             .copied()

@@ -8,6 +8,7 @@
 //! least one failure. Parsing never panics on odd output.
 
 mod cargo;
+mod cargo_counts;
 mod generic;
 mod go;
 mod jest;
