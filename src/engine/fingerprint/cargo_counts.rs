@@ -120,8 +120,7 @@ pub(super) fn nextest_doubt(text: &str, named: usize) -> Option<RawFailure> {
     let summary = text
         .lines()
         .map(str::trim)
-        .filter(|l| NEXTEST_SUMMARY.is_match(l))
-        .last();
+        .rfind(|l| NEXTEST_SUMMARY.is_match(l));
     let Some(summary) = summary else {
         return Some(doubt("nextest printed no summary".to_owned()));
     };
