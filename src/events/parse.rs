@@ -2,6 +2,7 @@
 //! deserialised; a payload missing one of them is a [`ParseError`] naming the
 //! event, never a panic.
 
+mod installation;
 mod repository;
 
 use serde::Deserialize;
@@ -52,21 +53,6 @@ impl From<RawActor> for Actor {
 #[derive(Deserialize)]
 struct RawInstallationRef {
     id: i64,
-}
-
-#[derive(Deserialize)]
-struct RawAccount {
-    login: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
-#[derive(Deserialize)]
-struct RawInstallation {
-    id: i64,
-    /// `null` for an enterprise installation.
-    #[serde(default)]
-    account: Option<RawAccount>,
 }
 
 #[derive(Deserialize)]
@@ -310,7 +296,7 @@ pub fn parse_event(kind: EventKind, body: &[u8]) -> Result<Event, ParseError> {
     };
     match kind {
         EventKind::Installation | EventKind::InstallationRepositories | EventKind::Ping => {
-            installation_event(kind, raw, parts)
+            installation::event(kind, raw, parts)
         }
         EventKind::Repository => repository::event(raw, parts),
         _ => thread_event(kind, raw, parts),
@@ -336,42 +322,6 @@ impl Parts {
     fn missing(&self, field: &str) -> ParseError {
         self.err(format!("missing `{field}`"))
     }
-}
-
-/// `installation` and `installation_repositories`.
-fn installation_event(kind: EventKind, raw: RawPayload, p: Parts) -> Result<Event, ParseError> {
-    let names = |list: Vec<RawRepoName>| list.into_iter().map(|r| r.full_name).collect();
-    if kind != EventKind::Installation {
-        return Ok(Event::InstallationRepositories {
-            action: RepositoriesAction::parse(&p.action),
-            installation: p.installation.ok_or_else(|| p.missing("installation"))?,
-            added: names(raw.repositories_added),
-            removed: raw
-                .repositories_removed
-                .into_iter()
-                .map(|r| ListedRepo {
-                    name: r.full_name,
-                    id: r.id.map(RepositoryId),
-                })
-                .collect(),
-            sender: p.sender,
-        });
-    }
-    let value = raw.installation.ok_or_else(|| p.missing("installation"))?;
-    let inst: RawInstallation =
-        serde_json::from_value(value).map_err(|e| p.err(format!("installation: {e}")))?;
-    Ok(Event::Installation {
-        action: InstallationAction::parse(&p.action),
-        installation: InstallationId(inst.id),
-        account_login: inst
-            .account
-            .as_ref()
-            .map(|a| a.login.clone())
-            .unwrap_or_default(),
-        account_type: inst.account.map(|a| a.kind).unwrap_or_default(),
-        repositories: names(raw.repositories),
-        sender: p.sender,
-    })
 }
 
 /// The events about an issue or a pull request.

@@ -14,7 +14,7 @@ use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
-use crate::support::process::alive;
+use crate::support::process::{alive, gone_within};
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, user_json};
 use crate::support::wait_for_file;
 
@@ -770,12 +770,10 @@ async fn a_stop_command_kills_the_working_agent_and_its_children() {
         "{:?}",
         stopped_at.elapsed()
     );
-    // SIGKILL is delivered asynchronously: give a loaded machine a moment.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while alive(child) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!alive(child), "the agent's child {child} survived the stop");
+    assert!(
+        gone_within(child, Duration::from_secs(3)).await,
+        "the agent's child {child} survived the stop"
+    );
 
     let run = s.run(n).await.unwrap();
     assert_eq!(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::stories::awaiting_an_answer;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fixture;
-use crate::support::process::{alive, process_with_argument, unique_sleep};
+use crate::support::process::{gone_within, process_with_argument, unique_sleep};
 use crate::support::story::{CONFIG, INSTALLATION, MAINTAINER, Story, user_json};
 use crate::support::{unique, wait_for_file};
 
@@ -58,12 +58,8 @@ async fn the_app_uninstalled_while_the_agent_works_stops_the_run_and_its_agent()
         "{:?}",
         uninstalled_at.elapsed()
     );
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while alive(child) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     assert!(
-        !alive(child),
+        gone_within(child, Duration::from_secs(3)).await,
         "the agent's child {child} outlived the uninstall"
     );
 

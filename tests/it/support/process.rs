@@ -26,6 +26,16 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Whether process `pid` is gone within `limit`: SIGKILL is delivered
+/// asynchronously, and a loaded machine may take a moment to end it.
+pub async fn gone_within(pid: i32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while alive(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    !alive(pid)
+}
+
 /// The pid of a process with `argument` on its command line: how a test
 /// finds a sandboxed process, whose own `$!` and `$$` are pids of its PID
 /// namespace and mean nothing out here.
