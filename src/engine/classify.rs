@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::llm::{LlmClient, LlmError, LlmRequest, Usage};
 use crate::model::TaskType;
+use crate::prompts::fence::fenced;
 use crate::prompts::{PromptId, PromptResolver};
 
 impl JsonSchema for TaskType {
@@ -100,7 +101,7 @@ pub async fn classify(
     let prompt = prompts
         .render(
             &PromptId::new("classify", "task", "default"),
-            &json!({ "issue_title": title, "issue_body": body }),
+            &json!({ "issue_title": title, "issue_body": fenced(body) }),
         )
         .await
         .map_err(|e| other(&e))?;
