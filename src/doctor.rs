@@ -58,7 +58,7 @@ pub async fn examine(config: &ServerConfig) -> Vec<Finding> {
     for (name, agent) in &config.agents {
         let home = config.data_dir.join("homes").join(format!("doctor-{name}"));
         let found = tool(agent, &home).await;
-        let _ = tokio::fs::remove_dir_all(&home).await;
+        let _ = crate::agent::sandbox::remove::remove_tree(&home).await;
         findings.push(Finding::new(format!("agent `{name}`"), found));
     }
     findings

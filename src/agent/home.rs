@@ -80,7 +80,7 @@ async fn clear_the_way(home: &Path, relative: &Path, dir: bool) -> std::io::Resu
         };
         match (fits, kind.is_dir()) {
             (true, _) => {}
-            (false, true) => tokio::fs::remove_dir_all(&at).await?,
+            (false, true) => crate::agent::sandbox::remove::remove_tree(&at).await?,
             (false, false) => tokio::fs::remove_file(&at).await?,
         }
     }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Retention;
-use crate::agent::sandbox::prune::remove_tree;
+use crate::agent::sandbox::remove::remove_tree;
 use crate::store::{jobs, runs};
 
 impl Retention {

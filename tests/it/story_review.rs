@@ -534,7 +534,12 @@ async fn a_review_round_that_cannot_be_verified_reopens_the_issue_and_pushes_not
         "open",
         "a closed issue never shows a failed run"
     );
-    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    let labels = s.labels(n);
+    assert!(labels.contains(&"closer:failed".to_owned()), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| l.starts_with("phase:")),
+        "the issue opened again shows no phase: {labels:?}"
+    );
     assert_eq!(
         s.origin.branch_head("closer/issue-1"),
         pushed,

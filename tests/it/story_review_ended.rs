@@ -1,11 +1,16 @@
 //! The pull request side when it is not the run's own moment: another pull
 //! request from closer's branch is merged while the run waits for its own,
-//! and a maintainer reviews the pull request of a run that has failed.
+//! a maintainer reviews the pull request of a run that has failed, retries
+//! that run with its pull request still open, or merges it, even while the
+//! round's last iteration works.
 
 use closer::model::RunState;
 
-use crate::story_review::{done, verified_story};
+use crate::story_review::{done, small_change, thread_replies, verified_story};
+use crate::story_review_threads::answer_thread;
 use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER};
 
 /// With `close_on: merged`, a maintainer opens a backport of closer's
@@ -76,4 +81,108 @@ async fn a_review_on_a_failed_runs_pull_request_gets_one_hint() {
     let run = s.run(n).await.unwrap();
     assert_eq!((run.state, run.iteration), (RunState::Failed, 2));
     s.stop().await;
+}
+
+/// A review round ends failed with the maintainer's thread unanswered (its
+/// one iteration was judged not done), and the pull request stays open.
+/// The maintainer retries the run: its prompt carries the thread, and
+/// closer answers it with the push. Before, a retry worked on the issue
+/// alone: no prompt carried the thread, nothing answered it, and the
+/// status said done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story("retry-with-thread", &config).await;
+    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
+    s.agent_step(2, &small_change(2));
+    s.request_change(pull, "calc.sh", 1, "Please document add.")
+        .await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    assert!(thread_replies(&s, pull).is_empty(), "nothing answered yet");
+
+    s.agent_step(3, &answer_thread(3, true, "Documented add."));
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 3).await;
+    let prompt = s.prompt(3);
+    assert!(prompt.contains("Please document add."), "{prompt}");
+    let replies = thread_replies(&s, pull);
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert!(
+        replies[0].body.contains("Documented add."),
+        "{}",
+        replies[0].body
+    );
+    assert!(!s.path("prompt-4.txt").exists(), "no round after it");
+    s.stop().await;
+}
+
+/// A review round fails (judged not done within its limit), and the
+/// maintainer merges the pull request as it is. The merge closed the issue
+/// (`Closes #n`): the run is done, the issue stays closed and shows no
+/// failure. Before, the merge of a failed run's pull request was ignored:
+/// the closed issue kept `closer:failed` and a status saying to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn merging_a_failed_runs_pull_request_ends_the_run_done() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story("merge-failed", &config).await;
+    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
+    s.agent_step(2, &small_change(2));
+    s.request_change(pull, "calc.sh", 1, "Please document add.")
+        .await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+
+    ended_done_by_the_merge(&s, n).await;
+    s.stop().await;
+}
+
+/// The maintainer merges the pull request while the review round's last
+/// iteration works, and that iteration is judged not done. The merge ends
+/// the run, done. Before, the iteration failed the run after the merge:
+/// the issue the merge closed was opened again, marked failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_during_a_rounds_last_iteration_is_not_undone_by_its_failure() {
+    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story("merge-mid-round", &config).await;
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
+    s.review_as(
+        pull,
+        MAINTAINER,
+        "CHANGES_REQUESTED",
+        "",
+        &[("calc.sh", 1, "Please document add.")],
+    )
+    .await;
+    gate.started().await;
+    s.merge_as(pull, MAINTAINER).await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    ended_done_by_the_merge(&s, n).await;
+    s.stop().await;
+}
+
+/// The run is done, its issue closed without `closer:failed`, and the
+/// status says nothing of a failure.
+async fn ended_done_by_the_merge(
+    s: &crate::support::story::Story,
+    n: closer::github::types::IssueNumber,
+) {
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let labels = s.labels(n);
+    assert!(!labels.contains(&"closer:failed".to_owned()), "{labels:?}");
+    let status = s.status_comment(n).body;
+    assert!(!status.contains("/closer retry"), "{status}");
 }

@@ -19,6 +19,7 @@ pub mod lock;
 pub mod nested;
 pub mod prune;
 pub mod purpose;
+pub mod remove;
 pub mod verified;
 
 use std::path::{Path, PathBuf};
@@ -213,7 +214,7 @@ impl Sandbox {
         };
         // Removed before the prune, so a worktree a crash left at `path`
         // is no longer registered when it is added again.
-        prune::remove_tree(&path).await?;
+        remove::remove_tree(&path).await?;
         self.git.run(&mirror, &["worktree", "prune"]).await?;
         self.release_branch(&mirror, &branch).await?;
         self.git
@@ -260,7 +261,7 @@ impl Sandbox {
         let _lock = lock::lock(&run.mirror.with_extension("lock")).await?;
         // Removed before the prune, so one a crash left at `path` is no
         // longer registered when it is added again.
-        prune::remove_tree(&path).await?;
+        remove::remove_tree(&path).await?;
         self.git.run(&run.mirror, &["worktree", "prune"]).await?;
         // What an agent left in the mirror's config or attributes would
         // shape the checkout (sandbox `mode = "none"` lets it write there).
@@ -317,7 +318,7 @@ impl Sandbox {
             .await;
         // What the run's processes wrote may include directories they made
         // unwritable; `remove_tree` opens them up.
-        prune::remove_tree(&worktree.path).await?;
+        remove::remove_tree(&worktree.path).await?;
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !worktree.branch.is_empty() {
             let _ = self

@@ -96,7 +96,7 @@ fn remove_git(root: &Path, path: &str) -> std::io::Result<()> {
     }
     let dot_git = at.join(".git");
     match std::fs::symlink_metadata(&dot_git)?.file_type().is_dir() {
-        true => std::fs::remove_dir_all(&dot_git),
+        true => super::remove::remove_tree_blocking(&dot_git),
         false => std::fs::remove_file(&dot_git),
     }
 }

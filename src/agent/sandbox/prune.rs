@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::purpose::Purpose;
+use super::remove::remove_tree;
 use super::{Sandbox, SandboxError, lock};
 
 impl Sandbox {
@@ -83,43 +84,4 @@ pub async fn entries(dir: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
-}
-
-/// Removes a directory tree, also one holding read-only directories (Go's
-/// module cache, a test that chmods its fixtures), which a plain recursive
-/// remove cannot empty.
-pub async fn remove_tree(path: &Path) -> std::io::Result<()> {
-    match tokio::fs::remove_dir_all(path).await {
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            let owned = path.to_path_buf();
-            tokio::task::spawn_blocking(move || make_writable(&owned))
-                .await
-                .map_err(std::io::Error::other)?;
-            tokio::fs::remove_dir_all(path).await
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
-}
-
-/// Adds the owner's write and search bits to every directory under `path`
-/// (symbolic links are not followed).
-fn make_writable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    // A list of its own, not recursion: the agent chose the depth.
-    let mut pending = vec![path.to_path_buf()];
-    while let Some(at) = pending.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&at) else {
-            continue;
-        };
-        if !meta.is_dir() {
-            continue;
-        }
-        let mut permissions = meta.permissions();
-        permissions.set_mode(permissions.mode() | 0o700);
-        let _ = std::fs::set_permissions(&at, permissions);
-        if let Ok(listing) = std::fs::read_dir(&at) {
-            pending.extend(listing.flatten().map(|e| e.path()));
-        }
-    }
 }

@@ -61,7 +61,7 @@ impl GoalJail {
 impl Drop for GoalJail {
     fn drop(&mut self) {
         if let Some(home) = &self.own_home {
-            let _ = std::fs::remove_dir_all(home);
+            let _ = crate::agent::sandbox::remove::remove_tree_blocking(home);
         }
     }
 }

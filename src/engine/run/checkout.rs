@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use super::{Engine, EngineError, other};
 use crate::agent::sandbox::Worktree;
-use crate::agent::sandbox::prune::remove_tree;
 use crate::agent::sandbox::purpose::Purpose;
+use crate::agent::sandbox::remove::remove_tree;
 use crate::engine::artifacts::Artifacts;
 use crate::engine::diff::AddedLine;
 use crate::engine::goals::{GoalContext, GoalSettings};

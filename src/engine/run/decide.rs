@@ -33,11 +33,14 @@ impl Engine {
         if verification.decision.decision == VerdictKind::Failed
             || ctx.data.convergence.stage == Stage::Stopped
         {
-            return self.fail(ctx, RunFailure::ConvergenceStopped).await;
+            return self
+                .fail_unless_pull_ended(ctx, RunFailure::ConvergenceStopped)
+                .await;
         }
         if ctx.run.iteration >= ctx.run.max_iterations {
             let max = ctx.run.max_iterations;
-            return self.fail(ctx, RunFailure::IterationLimit { max }).await;
+            let failure = RunFailure::IterationLimit { max };
+            return self.fail_unless_pull_ended(ctx, failure).await;
         }
         self.runs.save(ctx).await?;
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;

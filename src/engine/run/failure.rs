@@ -166,6 +166,21 @@ impl Engine {
         self.report_failure(ctx).await
     }
 
+    /// [`Engine::fail`] after an iteration, unless the run's pull request
+    /// ended while it worked: a maintainer's merge or close is the run's
+    /// end then (`end_if_pull_ended`), not the iteration's failure, which
+    /// would open again the issue the merge closed.
+    pub(super) async fn fail_unless_pull_ended(
+        &self,
+        ctx: &mut RunContext,
+        failure: RunFailure,
+    ) -> Result<(), EngineError> {
+        if ctx.run.pull_request.is_some() && self.end_if_pull_ended(ctx).await? {
+            return Ok(());
+        }
+        self.fail(ctx, failure).await
+    }
+
     /// [`Engine::fail`], only while the stored run is still in the state
     /// it was read in (reconciliation on several replicas: one of them
     /// fails the run, and reports it); `false` when it had moved on.
@@ -197,7 +212,8 @@ impl Engine {
             ctx.data.reopened = true;
             self.runs.save(ctx).await?;
         }
-        if matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. })) {
+        let pull_closed = matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. }));
+        if reopened || pull_closed {
             self.status.clear_phase(ctx).await?;
         }
         if !ctx.data.diagnosis_posted {

@@ -213,16 +213,20 @@ impl Engine {
     }
 
     /// The `merged` step: the run's pull request was merged while the run
-    /// waited for it (`close_on: merged`), or while the run waited for an
+    /// waited for it (`close_on: merged`), while the run waited for an
     /// answer to its question (the maintainer took the work as it is: the
-    /// question is moot, and the run is done). GitHub is asked first: the
+    /// question is moot, and the run is done), or after the run failed or
+    /// was stopped with it open (taken as it is too: the merge closed the
+    /// issue by its `Closes #n`, and a closed issue never shows a failed
+    /// run). The status names a merged head closer did not verify. GitHub is asked first: the
     /// delivery that queued the step may be about another pull request from
     /// the same branch (into another base, or an earlier one of the run's,
     /// replayed), which completes nothing.
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let waiting = ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge;
         let asking = super::review_round::asking_with_pull(&ctx.run);
-        if !(waiting || asking) {
+        let ended = matches!(ctx.run.state, RunState::Failed | RunState::Stopped);
+        if !(waiting || asking || ended) {
             return Ok(());
         }
         let Some(PullEnd::Merged(head)) = self.own_pull_ended(ctx).await? else {
@@ -231,6 +235,9 @@ impl Engine {
         if asking {
             ctx.data.review_round = false;
             self.status.set_awaiting_label(ctx, false).await?;
+        }
+        if ended {
+            self.status.set_failed_label(ctx, false).await?;
         }
         self.complete_merged(ctx, &head).await
     }

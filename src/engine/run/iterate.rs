@@ -134,7 +134,8 @@ impl Engine {
             .and_then(|c| c.llm_error.as_ref());
         if let Some(e) = llm_error.filter(|e| e.is_refusal()) {
             let message = super::start::llm_refused(e);
-            return self.fail(ctx, RunFailure::Error { message }).await;
+            let failure = RunFailure::Error { message };
+            return self.fail_unless_pull_ended(ctx, failure).await;
         }
         self.decide(ctx, record, &verification).await
     }
@@ -322,7 +323,8 @@ impl Engine {
         // Nobody acted on the replies the prompt carried: a retry shows them.
         let pool = self.runs.store().pool();
         runs::release_messages(pool, &ctx.run.id, iteration.n).await?;
-        self.fail(ctx, RunFailure::Error { message }).await
+        self.fail_unless_pull_ended(ctx, RunFailure::Error { message })
+            .await
     }
 
     /// Records the iteration as stopped when the run was stopped while the

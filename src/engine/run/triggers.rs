@@ -460,9 +460,12 @@ impl Engine {
         let Some(run) = runs::by_issue(self.runs.store().pool(), repo, n).await? else {
             return Ok("merged pull request: no run".to_owned());
         };
-        // The step acts on a run waiting for the merge or for an answer,
-        // and on a run at work once its step is done (`finish.rs`).
-        if run.state.is_final() {
+        // The step acts on a run waiting for the merge or for an answer, on
+        // a run at work once its step is done (`finish.rs`), and on a run
+        // that failed or was stopped with its pull request open.
+        let ended_open =
+            matches!(run.state, RunState::Failed | RunState::Stopped) && run.pull_request.is_some();
+        if run.state.is_final() && !ended_open {
             return Ok("merged pull request: the run is over".to_owned());
         }
         // The run's own step closes it: the `finish` step may still be
@@ -524,15 +527,12 @@ impl Engine {
         }
         let mut restarted = restarted_data(RunData::of(&run)?, data, run.iteration);
         restarted.restarted_at = Some(self.runs.store().now_ms());
-        // A pull request that ended (merged, or closed unmerged) stays so:
-        // a restart opens a new one for its work (an open one stays the
-        // run's), whatever ended the run.
-        if let Some(number) = run.pull_request {
-            let pull = client.get_pull(&thread.repo.name, number).await?;
-            if pull.state != PullState::Open {
-                run.pull_request = None;
-            }
-        }
+        run.pull_request = kept_pull(client, &thread.repo.name, run.pull_request).await?;
+        // One kept open is worked on as a review round: its open threads are
+        // in the prompts and answered, and what is asked on it while the run
+        // works gets a round after it (an earlier round's carried threads
+        // went with the earlier life's data).
+        restarted.review_round = run.pull_request.is_some();
         run.stage = Stage::Normal;
         run.state = RunState::Queued;
         run.outcome = None;
@@ -689,6 +689,21 @@ fn is_app(app: &AppInfo, login: &str) -> bool {
 pub(super) fn digest(text: &str) -> String {
     use sha2::Digest;
     hex::encode(&sha2::Sha256::digest(text.as_bytes())[..6])
+}
+
+/// The pull request a restarted run keeps: its open one. One that ended
+/// (merged, or closed unmerged) stays so: a restart opens a new one for its
+/// work, whatever ended the run.
+async fn kept_pull(
+    client: &InstallationClient,
+    repo: &RepoName,
+    pull: Option<IssueNumber>,
+) -> Result<Option<IssueNumber>, EngineError> {
+    let Some(number) = pull else {
+        return Ok(None);
+    };
+    let open = client.get_pull(repo, number).await?.state == PullState::Open;
+    Ok(open.then_some(number))
 }
 
 /// A restarted run's data: the issue's `fresh` data, with what the run's

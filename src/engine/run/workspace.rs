@@ -22,8 +22,9 @@ use crate::agent::home::HOME_MARKER;
 use crate::agent::process::BaseEnv;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::agent::sandbox::lock::{self, FileLock};
-use crate::agent::sandbox::prune::{entries, remove_tree};
+use crate::agent::sandbox::prune::entries;
 use crate::agent::sandbox::purpose::Purpose;
+use crate::agent::sandbox::remove::remove_tree;
 use crate::agent::sandbox::{RepoSource, Sandbox, SandboxError, SandboxOptions, Worktree};
 use crate::github::TokenScope;
 use crate::model::RunId;
@@ -136,11 +137,7 @@ impl Workspace {
         handler: Option<&str>,
     ) -> Result<PathBuf, EngineError> {
         let dir = self.handlers.join(run.as_str());
-        match tokio::fs::remove_dir_all(&dir).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(other(e)),
-        }
+        remove_tree(&dir).await.map_err(other)?;
         tokio::fs::create_dir_all(&dir).await.map_err(other)?;
         if let Some(path) = handler
             && let Err(e) = self.sandbox.copy_from_base(worktree, path, &dir).await
@@ -332,7 +329,7 @@ impl Workspace {
     /// Removes the run's worktree and handler copy; a failure is logged,
     /// not fatal.
     pub async fn remove(&self, worktree: &Worktree, run: &RunId) {
-        let _ = tokio::fs::remove_dir_all(self.handlers.join(run.as_str())).await;
+        let _ = remove_tree(&self.handlers.join(run.as_str())).await;
         if let Err(e) = self.sandbox.remove(worktree, run.as_str()).await {
             tracing::warn!(run = %run, error = %e, "worktree not removed");
         }
