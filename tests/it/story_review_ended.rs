@@ -145,8 +145,9 @@ async fn merging_a_failed_runs_pull_request_ends_the_run_done() {
 
 /// The maintainer merges the pull request while the review round's last
 /// iteration works, and that iteration is judged not done. The merge ends
-/// the run, done. Before, the iteration failed the run after the merge:
-/// the issue the merge closed was opened again, marked failed.
+/// the run, done, with nothing said of a failure. Before, the iteration
+/// failed the run after the merge: the issue the merge closed was opened
+/// again, marked failed, with a diagnosis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_merge_during_a_rounds_last_iteration_is_not_undone_by_its_failure() {
     let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
@@ -163,12 +164,15 @@ async fn a_merge_during_a_rounds_last_iteration_is_not_undone_by_its_failure() {
     )
     .await;
     gate.started().await;
+    let said = s.bot_comments(n).len();
     s.merge_as(pull, MAINTAINER).await;
     s.deliveries_handled().await;
     gate.open();
     s.idle().await;
 
     ended_done_by_the_merge(&s, n).await;
+    let after = s.bot_comments(n);
+    assert_eq!(after.len(), said, "no diagnosis: {after:#?}");
     s.stop().await;
 }
 
