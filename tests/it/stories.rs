@@ -1155,39 +1155,43 @@ async fn story_11_close_on_merged_waits_for_the_merge() {
     s.stop().await;
 }
 
-/// `close_on: merged`, and the `pull_request.closed` webhooks are missed:
-/// reconciliation reads the pull request of a run waiting for its merge,
-/// completes the run once it is merged, and fails one whose pull request
-/// was closed unmerged. Before, both waited forever.
+/// `close_on: merged`, and the webhooks are missed: reconciliation reads
+/// the pull request of a run waiting for its merge, completes the run once
+/// it is merged, and fails one whose pull request was closed unmerged; a
+/// run whose issue a person closed meanwhile is stopped. Before, all three
+/// waited forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconciliation_ends_a_run_whose_pull_request_ended_behind_its_back() {
     let config = format!("{CONFIG}close_on: merged\n");
     let mut s = Story::start("reconcile-merge", Some(&config)).await;
-    s.agent_step(1, &fix_add());
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let a = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-    s.agent_step(1, &fix_add());
-    let b = s.open_issue("add again", "", &["closer", "type:bug"]).await;
-    s.idle().await;
+    let mut issues = Vec::new();
+    for title in ["add subtracts", "add again", "add once more"] {
+        s.agent_step(1, &fix_add());
+        s.llm.push([Reply::closer(true, 0.95, &[])]);
+        issues.push(s.open_issue(title, "", &["closer", "type:bug"]).await);
+        s.idle().await;
+    }
+    let [a, b, c] = issues[..] else {
+        unreachable!()
+    };
     let engine = s.engine.clone().unwrap();
     assert_eq!(engine.reconcile().await.unwrap(), Default::default());
-    let pull_of = |n| s.run(n);
-    let (run_a, run_b) = (pull_of(a).await.unwrap(), pull_of(b).await.unwrap());
+    let (run_a, run_b) = (s.run(a).await.unwrap(), s.run(b).await.unwrap());
     assert_eq!(run_a.state, RunState::Verifying);
     assert_eq!(run_b.state, RunState::Verifying);
+    assert_eq!(s.run(c).await.unwrap().state, RunState::Verifying);
 
     s.github.merge_pull(&s.repo, run_a.pull_request.unwrap());
     s.github.close_pull(&s.repo, run_b.pull_request.unwrap());
+    s.github.set_issue_state(&s.repo, c, "closed");
     let done = engine.reconcile().await.unwrap();
     assert_eq!(done.requeued.len(), 2, "{done:?}");
+    assert_eq!(done.stopped.len(), 1, "{done:?}");
     s.idle().await;
     assert_eq!(s.run(a).await.unwrap().state, RunState::Done);
     assert_eq!(s.github.issue(&s.repo, a).state, "closed");
     assert_eq!(s.run(b).await.unwrap().state, RunState::Failed);
+    assert_eq!(s.run(c).await.unwrap().state, RunState::Stopped);
     s.stop().await;
 }
 

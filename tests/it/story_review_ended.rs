@@ -4,7 +4,7 @@
 //! that run with its pull request still open, or merges it, even while the
 //! round's last iteration works.
 
-use closer::model::RunState;
+use closer::model::{Outcome, RunState};
 
 use crate::story_review::{done, small_change, thread_replies, verified_story};
 use crate::story_review_threads::answer_thread;
@@ -189,4 +189,30 @@ async fn ended_done_by_the_merge(
     assert!(!labels.contains(&"closer:failed".to_owned()), "{labels:?}");
     let status = s.status_comment(n).body;
     assert!(!status.contains("/closer retry"), "{status}");
+}
+
+/// With `close_on: merged`, the maintainer closes the issue (not planned)
+/// while the run waits for the merge of its pull request: the run is
+/// stopped, as for any issue a person closes, and says so. Before, the
+/// run went on waiting for a merge on a closed issue, `phase:review` and
+/// all. The control: closed by the merge of the run's own pull request,
+/// the run ends done (`merging_another_pull_request_…` above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_issue_closed_while_its_run_waits_for_the_merge_stops_the_run() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, _pull) = verified_story("closed-waiting", &config).await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Verifying);
+
+    s.close_as(n, MAINTAINER).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Stopped, "{}", s.journal().await);
+    assert_eq!(
+        run.outcome,
+        Some(Outcome::Stopped("the issue was closed".into()))
+    );
+    let status = s.status_comment(n).body;
+    assert!(status.contains("closer: stopped"), "{status}");
+    s.stop().await;
 }

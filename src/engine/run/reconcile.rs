@@ -177,7 +177,6 @@ impl Engine {
         // Or by the merge of the run's pull request (its `Closes #n`): the
         // run's next step (an iteration, `finish`, `merged`) ends it as done.
         if issue.state == IssueState::Closed
-            && !ctx.data.awaiting_merge
             && !closed_by_us
             && !matches!(
                 pull_end(&ctx.client, ctx.repo(), &ctx.run).await?,

@@ -281,18 +281,17 @@ impl Engine {
         }
     }
 
-    /// An issue closed by a person stops its run; one closed by the merge
-    /// of the run's pull request does not. GitHub is asked first: a
-    /// replayed `closed` must not stop the run of an issue opened again.
+    /// An issue closed by a person stops its run, also one waiting for the
+    /// merge of its pull request (closed as not planned, or by the merge of
+    /// another pull request); one closed by the merge of the run's own pull
+    /// request does not. GitHub is asked first: a replayed `closed` must
+    /// not stop the run of an issue opened again.
     async fn on_closed(&self, thread: &Thread<'_>) -> Result<String, EngineError> {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
         let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
         let Some(run) = run.filter(super::failure::stop_applies) else {
             return Ok("issue closed: no active run".to_owned());
         };
-        if self.awaiting_merge(&run)? {
-            return Ok("issue closed: the run waits for its merge".to_owned());
-        }
         let client = self.github.client(thread.installation).await?;
         if client.get_issue(repo, number).await?.state != IssueState::Closed {
             return Ok("issue closed, but open on GitHub now: run goes on".to_owned());
@@ -645,14 +644,6 @@ impl Engine {
             updated_at: now,
             generation: 0,
         }
-    }
-
-    /// Verified, pull request open, waiting for the merge.
-    fn awaiting_merge(&self, run: &Run) -> Result<bool, EngineError> {
-        if run.state != RunState::Verifying {
-            return Ok(false);
-        }
-        Ok(RunData::of(run)?.awaiting_merge)
     }
 }
 
