@@ -1133,6 +1133,36 @@ async fn a_nested_repositorys_filter_never_runs_when_closer_reads_the_worktree()
     assert!(fired.exists(), "the probe would not have fired");
 }
 
+/// A nested repository whose `.git` holds directories nested 30,000 deep
+/// (relative steps, so no path is ever too long): closer takes it apart
+/// before it reads the worktree, and the removal must not recurse. Before
+/// (decision 210), std's `remove_dir_all` overflowed the stack here and
+/// aborted the whole process, this test binary with it. The control is
+/// `agent::sandbox::remove::tests::a_tree_deeper_than_the_stack_allows_is_removed`.
+#[tokio::test]
+async fn a_nested_repository_nested_30000_deep_is_taken_apart() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-deep").await;
+    let script = "git init -q deep && cd deep/.git && python3 -c '\n\
+         import os\n\
+         fd = os.open(\".\", os.O_RDONLY)\n\
+         for _ in range(30000):\n    \
+             os.mkdir(\"d\", dir_fd=fd)\n    \
+             n = os.open(\"d\", os.O_RDONLY, dir_fd=fd); os.close(fd); fd = n\n' && cd ../..\n\
+         [ -d deep/.git/d/d/d ] && echo '# changed' >> calc.py && echo planted";
+    // closer commits what the agent left, and takes the nested repository
+    // apart first.
+    let result = fx.run(&fx.agent("deep.sh", script), &wt, 1).await;
+    assert!(result.log_excerpt.contains("planted"), "{result:?}");
+    assert!(!wt.path.join("deep/.git").exists());
+    let config = repo_config();
+    let baseline = Baseline::empty(&wt.base_commit);
+    let mut state = ConvergenceState::default();
+    fx.verify(&wt, case(&config, TaskType::Bug, &baseline), &mut state, 1)
+        .await;
+    assert!(!wt.path.join("deep/.git").exists());
+}
+
 /// A process the agent left running (under Landlock below ABI 6 it can
 /// kill its reaper and outlive its iteration) puts a nested repository
 /// back as fast as closer takes it apart: a gitlink `sub` in the worktree's
