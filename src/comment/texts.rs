@@ -115,7 +115,23 @@ pub struct DiagnosisView {
     /// Tests that failed on the base commit too and still fail: the
     /// maintainer may decide they are unrelated and tolerate them.
     pub failing_since_base: Vec<String>,
+    /// What the agent asked in the last iteration, when no iteration was
+    /// left to use an answer: it was not asked on the issue.
+    pub unanswered: Vec<String>,
     pub dashboard_url: Option<String>,
+}
+
+/// What the agent asked in its last iteration, quoted, when no iteration
+/// was left to use an answer.
+fn unanswered_section(out: &mut String, questions: &[String]) {
+    let questions: Vec<&String> = questions.iter().filter(|q| !q.trim().is_empty()).collect();
+    if questions.is_empty() {
+        return;
+    }
+    out.push_str("\n#### What the agent asked, with no iteration left for an answer\n");
+    for q in questions.iter().take(LIST_MAX) {
+        let _ = write!(out, "\n{}\n", markdown::quote(q, QUOTE_MAX));
+    }
 }
 
 /// The diagnosis comment when a run ends as failed.
@@ -127,6 +143,7 @@ pub fn diagnosis_comment(d: &DiagnosisView) -> String {
         d.iterations,
         if d.iterations == 1 { "" } else { "s" },
     );
+    unanswered_section(&mut out, &d.unanswered);
     if !d.fingerprints.is_empty() {
         out.push_str("\n#### Failures that kept coming back\n\n| Failure | Fingerprint | Seen in |\n|---|---|---|\n");
         for f in d.fingerprints.iter().take(LIST_MAX) {
@@ -497,6 +514,7 @@ mod tests {
             failing_since_base: (0..50)
                 .map(|i| format!("case_{i} {}", "y".repeat(280)))
                 .collect(),
+            unanswered: Vec::new(),
             dashboard_url: Some("https://closer.example.com/runs/r-1".to_owned()),
         };
         let out = diagnosis_comment(&d);

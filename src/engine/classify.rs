@@ -101,7 +101,7 @@ pub async fn classify(
     let prompt = prompts
         .render(
             &PromptId::new("classify", "task", "default"),
-            &json!({ "issue_title": title, "issue_body": fenced(body) }),
+            &json!({ "issue_title": fenced(title), "issue_body": fenced(body) }),
         )
         .await
         .map_err(|e| other(&e))?;

@@ -46,6 +46,7 @@ mod story_burst;
 mod story_issue_edit;
 mod story_label_removed;
 mod story_name_reused;
+mod story_questions;
 mod story_renamed;
 mod story_review;
 mod story_review_edits;

@@ -62,7 +62,7 @@ fn fault_comment_posts(s: &Story, fault: Fault, times: u32, text: &str) {
 }
 
 /// The bot's question comments on the issue.
-fn question_comments(s: &Story, n: IssueNumber) -> Vec<FakeComment> {
+pub(crate) fn question_comments(s: &Story, n: IssueNumber) -> Vec<FakeComment> {
     s.bot_comments(n)
         .into_iter()
         .filter(|c| c.body.contains("needs your input"))

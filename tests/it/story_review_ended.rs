@@ -85,13 +85,14 @@ async fn a_review_on_a_failed_runs_pull_request_gets_one_hint() {
 
 /// A review round ends failed with the maintainer's thread unanswered (its
 /// one iteration was judged not done), and the pull request stays open.
-/// The maintainer retries the run: its prompt carries the thread, and
-/// closer answers it with the push. Before, a retry worked on the issue
-/// alone: no prompt carried the thread, nothing answered it, and the
-/// status said done.
+/// The maintainer retries the run: its prompt carries the thread, closer
+/// answers it with the push, and the phases move on as in a first life,
+/// to `phase:review` while the run waits for the merge (`close_on:
+/// merged`). Before, a retry worked on the issue alone: no prompt carried
+/// the thread and nothing answered it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
-    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
+    let config = format!("{CONFIG}close_on: merged\ncompletion:\n  max_iterations: 1\n");
     let (mut s, n, pull) = verified_story("retry-with-thread", &config).await;
     s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
     s.agent_step(2, &small_change(2));
@@ -102,11 +103,12 @@ async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
 
     s.agent_step(3, &answer_thread(3, true, "Documented add."));
     s.llm.push([done()]);
+    let before = s.phases_added(n).len();
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
     s.idle().await;
 
-    s.expect_run(n, RunState::Done, 3).await;
+    s.expect_run(n, RunState::Verifying, 3).await;
     let prompt = s.prompt(3);
     assert!(prompt.contains("Please document add."), "{prompt}");
     let replies = thread_replies(&s, pull);
@@ -115,6 +117,12 @@ async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
         replies[0].body.contains("Documented add."),
         "{}",
         replies[0].body
+    );
+    let phases = s.phases_added(n)[before..].to_vec();
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("phase:review"),
+        "{phases:?}"
     );
     assert!(!s.path("prompt-4.txt").exists(), "no round after it");
     s.stop().await;

@@ -204,6 +204,7 @@ fn other_texts_stay_within_the_limit() {
         ],
         last_evidence: Some(big.clone()),
         failing_since_base: vec![medium.clone(); 1_000],
+        unanswered: Vec::new(),
         dashboard_url: None,
     };
     let mut pr = pr_view();

@@ -217,6 +217,7 @@ fn snapshot_diagnosis_convergence() {
         ],
         last_evidence: Some(FAILING_TEST.to_owned()),
         failing_since_base: vec!["test_calc.CalcTest.test_legacy".to_owned()],
+        unanswered: Vec::new(),
         dashboard_url: Some("https://closer.example.com/runs/run-7f3a9c".to_owned()),
     };
     insta::assert_snapshot!(diagnosis_comment(&d));
@@ -257,6 +258,7 @@ fn snapshot_diagnosis_other_reasons() {
                 stages: vec![],
                 last_evidence: None,
                 failing_since_base: vec![],
+                unanswered: Vec::new(),
                 dashboard_url: None,
             })
         })

@@ -64,8 +64,9 @@ impl Engine {
     /// The `resume` step: a reply is stored for the run (one written before
     /// the question does not count); it loses the
     /// label, leaves `awaiting_response`, and the next iteration is queued
-    /// (its prompt carries the reply). The label goes first: a retry of
-    /// this step still finds the run awaiting, and takes it off then.
+    /// (its prompt carries the reply), and the status says so. The label
+    /// goes first: a retry of this step still finds the run awaiting, and
+    /// takes it off then.
     pub(super) async fn resume(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if !self
             .runs
@@ -77,6 +78,9 @@ impl Engine {
         self.status.set_awaiting_label(ctx, false).await?;
         ctx.run.state = RunState::Running;
         self.runs.save(ctx).await?;
-        self.runs.enqueue(&ctx.run.id, Step::Iterate).await
+        self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
+        // No longer "waiting for an answer": the iteration may take a while
+        // to show progress of its own.
+        self.status.publish(ctx).await
     }
 }

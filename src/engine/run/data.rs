@@ -119,6 +119,15 @@ pub struct RunData {
 }
 
 impl RunData {
+    /// Whether the run's phase label stays as its pull request left it: a
+    /// review round's, once the pull request gave the issue `phase:review`
+    /// or `phase:complete`. A restart that kept its open pull request works
+    /// as a round but starts at `phase:preparation`, and moves on through
+    /// the phases as a first life does.
+    pub fn keeps_phase(&self) -> bool {
+        self.review_round && matches!(self.phase_label, Some(Phase::Review | Phase::Complete))
+    }
+
     /// The data of `run`; unreadable data is the run's corruption.
     pub fn of(run: &crate::model::Run) -> Result<RunData, super::EngineError> {
         RunData::from_json(&run.data).map_err(|e| super::EngineError::CorruptRun {

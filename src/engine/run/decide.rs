@@ -15,7 +15,9 @@ impl Engine {
         record: IterationRecord,
         verification: &IterationVerification,
     ) -> Result<(), EngineError> {
-        if record.judgment.decision == Decision::AwaitingResponse {
+        // A question with no iteration left to use its answer is not asked:
+        // the run fails at its limit below, the question in its diagnosis.
+        if record.judgment.decision == Decision::AwaitingResponse && !self.no_iteration_left(ctx) {
             ctx.run.state = RunState::AwaitingResponse;
             // Taken with the save that decides to ask, once: a retried
             // `ask` (its question's answer lost) may run after the answer
@@ -45,5 +47,11 @@ impl Engine {
         self.runs.save(ctx).await?;
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
         self.status.publish(ctx).await
+    }
+
+    /// The run has spent its iterations or its budget: its next iteration
+    /// would fail before it starts.
+    fn no_iteration_left(&self, ctx: &RunContext) -> bool {
+        ctx.run.iteration >= ctx.run.max_iterations || self.budget.exhausted(ctx).is_some()
     }
 }

@@ -16,7 +16,7 @@ use crate::comment::{
     self, BudgetExceeded, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,
 };
 use crate::engine::tolerance::failure_id;
-use crate::model::{Outcome, Run, RunState, Stage};
+use crate::model::{Decision, Outcome, Run, RunState, Stage};
 
 /// Why a run failed, as stored in the run data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,7 +213,9 @@ impl Engine {
             self.runs.save(ctx).await?;
         }
         let pull_closed = matches!(ctx.data.failure, Some(RunFailure::PullRequestClosed { .. }));
-        if reopened || pull_closed {
+        // `reopened` is kept: a retry of this step after the reopen still
+        // takes the label off.
+        if ctx.data.reopened || pull_closed {
             self.status.clear_phase(ctx).await?;
         }
         if !ctx.data.diagnosis_posted {
@@ -328,6 +330,10 @@ fn diagnosis(ctx: &RunContext, failure: &RunFailure, records: &[IterationRecord]
         failing_since_base: verification.map_or(Vec::new(), |v| {
             v.since_base.iter().map(failure_id).collect()
         }),
+        unanswered: records
+            .last()
+            .filter(|r| r.judgment.decision == Decision::AwaitingResponse)
+            .map_or(Vec::new(), |r| r.judgment.questions.clone()),
         dashboard_url: None,
     }
 }

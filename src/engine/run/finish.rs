@@ -98,7 +98,7 @@ impl Engine {
         self.answer_threads(ctx, number, &head, last.as_ref())
             .await?;
         // A review round leaves the phase as the pull request left it.
-        if !ctx.data.review_round {
+        if !ctx.data.keeps_phase() {
             self.status.set_phase(ctx, Phase::Review).await?;
         }
         if ctx.config.close_on == CloseOn::Merged {
@@ -215,18 +215,19 @@ impl Engine {
     /// The `merged` step: the run's pull request was merged while the run
     /// waited for it (`close_on: merged`), while the run waited for an
     /// answer to its question (the maintainer took the work as it is: the
-    /// question is moot, and the run is done), or after the run failed or
-    /// was stopped with it open (taken as it is too: the merge closed the
-    /// issue by its `Closes #n`, and a closed issue never shows a failed
-    /// run). The status names a merged head closer did not verify. GitHub is asked first: the
+    /// question is moot, and the run is done), or after the run failed with
+    /// it open (taken as it is too: the merge closed the issue by its
+    /// `Closes #n`, and a closed issue never shows a failed run; a stopped
+    /// run stays stopped, as a maintainer stopped it). The status names a
+    /// merged head closer did not verify. GitHub is asked first: the
     /// delivery that queued the step may be about another pull request from
     /// the same branch (into another base, or an earlier one of the run's,
     /// replayed), which completes nothing.
     pub(super) async fn merged(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let waiting = ctx.run.state == RunState::Verifying && ctx.data.awaiting_merge;
         let asking = super::review_round::asking_with_pull(&ctx.run);
-        let ended = matches!(ctx.run.state, RunState::Failed | RunState::Stopped);
-        if !(waiting || asking || ended) {
+        let failed = ctx.run.state == RunState::Failed;
+        if !(waiting || asking || failed) {
             return Ok(());
         }
         let Some(PullEnd::Merged(head)) = self.own_pull_ended(ctx).await? else {
@@ -236,7 +237,7 @@ impl Engine {
             ctx.data.review_round = false;
             self.status.set_awaiting_label(ctx, false).await?;
         }
-        if ended {
+        if failed {
             self.status.set_failed_label(ctx, false).await?;
         }
         self.complete_merged(ctx, &head).await

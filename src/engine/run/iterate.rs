@@ -75,7 +75,7 @@ impl Engine {
             return Ok(());
         }
         // A review round keeps the phase the pull request gave the issue.
-        if !ctx.data.review_round {
+        if !ctx.data.keeps_phase() {
             self.status.set_phase(ctx, Phase::Processing).await?;
         }
         if let Some(failure) = self.limits(ctx).await? {

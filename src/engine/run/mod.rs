@@ -388,21 +388,22 @@ impl Engine {
             return Ok(());
         };
         let client = self.github.client(run.installation_id).await?;
+        let final_state = run.state.is_final();
         let mut ctx = match RunContext::load(run, client, &self.agents.names()) {
             Ok(ctx) => ctx,
+            Err(context::LoadError::Config(_, _)) if final_state => return Ok(()),
             Err(context::LoadError::Config(mut ctx, message)) => {
-                return match ctx.run.state.is_final() {
-                    true => Ok(()),
-                    false => {
-                        self.fail(&mut ctx, failure::RunFailure::Error { message })
-                            .await
-                    }
-                };
+                let failure = failure::RunFailure::Error { message };
+                return self.fail(&mut ctx, failure).await;
             }
             Err(context::LoadError::Data(e)) => return Err(e),
         };
         if ctx.run.state == RunState::Failed && !ctx.data.diagnosis_posted {
-            return self.report_failure(&mut ctx).await;
+            // A merge of its pull request still ends the run (below).
+            self.report_failure(&mut ctx).await?;
+            if step != Step::Merged {
+                return Ok(());
+            }
         }
         if ctx.run.state == RunState::Done && !ctx.data.issue_closed && !ctx.data.leave_open {
             // The final status first (a no-op when it was written), then

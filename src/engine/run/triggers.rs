@@ -461,10 +461,9 @@ impl Engine {
         };
         // The step acts on a run waiting for the merge or for an answer, on
         // a run at work once its step is done (`finish.rs`), and on a run
-        // that failed or was stopped with its pull request open.
-        let ended_open =
-            matches!(run.state, RunState::Failed | RunState::Stopped) && run.pull_request.is_some();
-        if run.state.is_final() && !ended_open {
+        // that failed with its pull request open.
+        let failed_open = run.state == RunState::Failed && run.pull_request.is_some();
+        if run.state.is_final() && !failed_open {
             return Ok("merged pull request: the run is over".to_owned());
         }
         // The run's own step closes it: the `finish` step may still be

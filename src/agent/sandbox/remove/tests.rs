@@ -1,4 +1,5 @@
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -44,7 +45,22 @@ fn on_a_small_stack(path: PathBuf, remove: fn(&Path) -> io::Result<()>) -> io::R
 fn a_tree_deeper_than_the_stack_allows_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let top = dir.path().join("deep");
+    // Names the walk moves deep directories to, taken by what the agent
+    // left at the top (see `a_name_taken_at_the_top_is_passed_over` for
+    // each kind).
+    std::fs::create_dir_all(&top).unwrap();
+    for k in 1..=30 {
+        let name = top.join(format!(".closer-removing-{k}"));
+        match k % 3 {
+            0 => std::fs::write(name, "x").unwrap(),
+            1 => std::os::unix::fs::symlink("/", name).unwrap(),
+            _ => std::fs::create_dir_all(name.join("full")).unwrap(),
+        }
+    }
     nest(&top);
+    for n in 0..2_000 {
+        std::fs::create_dir(top.join(format!("d/w{n}"))).unwrap();
+    }
     on_a_small_stack(top.clone(), remove_tree_blocking).unwrap();
     assert!(!top.exists());
 
@@ -69,6 +85,29 @@ fn a_tree_deeper_than_the_stack_allows_is_removed() {
     remove_tree_blocking(&control).unwrap();
 }
 
+/// A directory moved to the top passes over the names taken there,
+/// whatever took them: a file, a link, a directory with something in it.
+#[test]
+fn a_name_taken_at_the_top_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path();
+    std::fs::create_dir_all(top.join("a/deep/x")).unwrap();
+    std::fs::write(top.join(".closer-removing-1"), "x").unwrap();
+    std::os::unix::fs::symlink("/", top.join(".closer-removing-2")).unwrap();
+    std::fs::create_dir_all(top.join(".closer-removing-3/full")).unwrap();
+    let open = |path: &Path| rustix::fs::openat(CWD, path, OFlags::DIRECTORY, Mode::empty());
+    let (from, to) = (open(&top.join("a")).unwrap(), open(top).unwrap());
+    let mut moved = 0;
+    move_to_top(&from, c"deep", &to, &mut moved).unwrap();
+    assert_eq!(moved, 4);
+    assert!(top.join(".closer-removing-4/x").is_dir());
+    assert!(
+        std::fs::symlink_metadata(top.join(".closer-removing-2"))
+            .unwrap()
+            .is_symlink()
+    );
+}
+
 /// Aborts the process by design: run by the test above, as its control.
 #[test]
 #[ignore = "aborts its process: the control of a_tree_deeper_than_the_stack_allows_is_removed"]
@@ -81,10 +120,46 @@ fn control_std_recursion_overflows_on_a_deep_tree() {
 #[test]
 fn locked_directories_are_opened_and_links_are_removed_not_followed() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = dir.path().join("outside");
+    // SAFETY: geteuid only reads the process's user id.
+    if unsafe { libc::geteuid() } != 0 {
+        return locked_tree(dir.path());
+    }
+    // Root reads and empties a directory whatever its mode: the same as
+    // nobody, in a process of its own.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "agent::sandbox::remove::tests::locked_tree_as_nobody",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("CLOSER_REMOVE_LOCKED", dir.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("1 passed"), "{said}");
+}
+
+/// Run as nobody by the test above.
+#[test]
+#[ignore = "run as another user by locked_directories_are_opened_and_links_are_removed_not_followed"]
+fn locked_tree_as_nobody() {
+    let dir = PathBuf::from(std::env::var_os("CLOSER_REMOVE_LOCKED").unwrap());
+    locked_tree(&dir);
+}
+
+/// Directories their owner may not read or empty, links out of the tree,
+/// a file, a link and a missing path, under `dir`, by a user other than
+/// root.
+fn locked_tree(dir: &Path) {
+    let outside = dir.join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("keep"), "kept").unwrap();
-    let top = dir.path().join("tree");
+    let top = dir.join("tree");
     for sub in [
         "a/b/c",
         "locked/inner",
@@ -104,6 +179,9 @@ fn locked_directories_are_opened_and_links_are_removed_not_followed() {
     mode(top.join("locked/inner"), 0o500);
     mode(top.join("locked"), 0o500);
     mode(top.join("unreadable"), 0o000);
+    // The control: std's removal stops at them.
+    assert!(std::fs::remove_dir_all(top.join("locked")).is_err());
+    assert!(std::fs::remove_dir_all(top.join("unreadable")).is_err());
 
     remove_tree_blocking(&top).unwrap();
     assert!(!top.exists());
@@ -113,12 +191,12 @@ fn locked_directories_are_opened_and_links_are_removed_not_followed() {
     );
 
     // A file, a link and a missing path.
-    let file = dir.path().join("file");
+    let file = dir.join("file");
     std::fs::write(&file, "x").unwrap();
     remove_tree_blocking(&file).unwrap();
-    let link = dir.path().join("link");
+    let link = dir.join("link");
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     remove_tree_blocking(&link).unwrap();
     assert!(!link.exists() && outside.join("keep").exists());
-    remove_tree_blocking(&dir.path().join("missing")).unwrap();
+    remove_tree_blocking(&dir.join("missing")).unwrap();
 }
