@@ -4,6 +4,7 @@
 //! that run with its pull request still open, or merges it, even while the
 //! round's last iteration works.
 
+use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
 
 use crate::story_review::{done, small_change, thread_replies, verified_story};
@@ -11,7 +12,7 @@ use crate::story_review_threads::answer_thread;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
-use crate::support::story::{CONFIG, MAINTAINER};
+use crate::support::story::{CONFIG, MAINTAINER, Story};
 
 /// With `close_on: merged`, a maintainer opens a backport of closer's
 /// branch into `release` and merges it: closer's own pull request is still
@@ -83,6 +84,20 @@ async fn a_review_on_a_failed_runs_pull_request_gets_one_hint() {
     s.stop().await;
 }
 
+/// A verified story (with `config` after the story's, and one iteration
+/// per round) whose pull request got one thread, "Please document add.",
+/// and whose review round failed: its iteration was judged not done.
+async fn round_failed(name: &str, config: &str) -> (Story, IssueNumber, IssueNumber) {
+    let config = format!("{CONFIG}{config}completion:\n  max_iterations: 1\n");
+    let (mut s, n, pull) = verified_story(name, &config).await;
+    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
+    s.agent_step(2, &small_change(2));
+    s.request_change(pull, "calc.sh", 1, "Please document add.")
+        .await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    (s, n, pull)
+}
+
 /// A review round ends failed with the maintainer's thread unanswered (its
 /// one iteration was judged not done), and the pull request stays open.
 /// The maintainer retries the run: its prompt carries the thread, closer
@@ -92,13 +107,7 @@ async fn a_review_on_a_failed_runs_pull_request_gets_one_hint() {
 /// the thread and nothing answered it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
-    let config = format!("{CONFIG}close_on: merged\ncompletion:\n  max_iterations: 1\n");
-    let (mut s, n, pull) = verified_story("retry-with-thread", &config).await;
-    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
-    s.agent_step(2, &small_change(2));
-    s.request_change(pull, "calc.sh", 1, "Please document add.")
-        .await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let (mut s, n, pull) = round_failed("retry-with-thread", "close_on: merged\n").await;
     assert!(thread_replies(&s, pull).is_empty(), "nothing answered yet");
 
     s.agent_step(3, &answer_thread(3, true, "Documented add."));
@@ -135,13 +144,7 @@ async fn a_retry_with_its_pull_request_open_answers_the_review_thread() {
 /// the closed issue kept `closer:failed` and a status saying to retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn merging_a_failed_runs_pull_request_ends_the_run_done() {
-    let config = format!("{CONFIG}completion:\n  max_iterations: 1\n");
-    let (mut s, n, pull) = verified_story("merge-failed", &config).await;
-    s.llm.push([Reply::closer(false, 0.9, &["document add"])]);
-    s.agent_step(2, &small_change(2));
-    s.request_change(pull, "calc.sh", 1, "Please document add.")
-        .await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let (mut s, n, pull) = round_failed("merge-failed", "").await;
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
 
     s.merge_as(pull, MAINTAINER).await;
