@@ -209,10 +209,14 @@ static OPTIONS: LazyLock<Regex> = LazyLock::new(|| {
         r"(?im)^\s*(?:[1-9][.)]|[A-D][.)]|[-*]\s*(?:option|案)\s*[1-9A-D])\s+\S|オプション\s*[1-9A-Z]|選択肢|(?:A|B)案",
     )
 });
+/// A request to choose, beside a list of options. "どちらも" ("both") and
+/// "which one of the inputs crashed" are not: "どちらの" counts in a
+/// sentence that asks ("…か", "…ください"), and "which …" in a question.
 static SELECTION: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?i)選んでください|お選びください|選択してください|どちら|どれ(?:に|を|が)|",
-        r"please\s+(?:select|choose|pick)|which\b[^.\n]*\b(?:prefer|option|approach|one)|which (?:option|approach|method)"
+        r"(?i)選んでください|お選びください|選択してください|どちら(?:が|を|に|で)|",
+        r"どちらの[^。\n]*?(?:か|ください|お願い)|どれ(?:に|を|が)|please\s+(?:select|choose|pick)|",
+        r"which\b[^.\n?]*\b(?:prefer|option|approach|one|method)\b[^.\n?]*\?"
     ))
 });
 

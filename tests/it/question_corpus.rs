@@ -51,6 +51,20 @@ const CORPUS: &[(Lang, bool, bool, &str)] = &[
         false,
         "I can implement caching at the HTTP layer or in the repository layer. Which approach do you prefer?",
     ),
+    // A list of what was done, then "which one" in a statement (decision
+    // 212): no choice is asked for.
+    (
+        Lang::En,
+        false,
+        false,
+        "I added two regression tests:\n\n1. `parse_empty` for the empty input\n2. `parse_huge` for a 2 GB input\n\nThe fuzzer now also checks which one of the two inputs crashed.",
+    ),
+    (
+        Lang::Ja,
+        false,
+        false,
+        "次の2件を修正しました。\n1. 空入力のテストを追加しました\n2. 巨大入力のテストを追加しました\n\nどちらのケースも通過しました。",
+    ),
     // Relabelled with the offers rule: an offer of more work is not a
     // question that needs an answer (docs/judgment.md).
     (
@@ -761,5 +775,36 @@ fn arbitrary_text_never_panics_the_detector() {
         let v = detect(&text, false, &[]);
         assert!((0.0..=1.0).contains(&v.score));
         assert_ne!(v.status, AnswerStatus::Error);
+    }
+}
+
+/// A list of what was done, followed by "both" or by "which one" in a
+/// statement, asks nothing (decision 212). Before, a numbered list and
+/// "どちら" or "which … one" anywhere made a choice request, and a
+/// finished answer waited for a reply.
+#[test]
+fn a_list_of_what_was_done_is_no_choice_to_make() {
+    for text in [
+        "I added two regression tests:\n\n1. `parse_empty` for the empty input\n2. `parse_huge` for a 2 GB input\n\nThe fuzzer now also checks which one of the two inputs crashed.",
+        "次の2件を修正しました。\n1. 空入力のテストを追加しました\n2. 巨大入力のテストを追加しました\n\nどちらのケースも通過しました。",
+    ] {
+        let verdict = detect(text, false, &[]);
+        assert_ne!(
+            verdict.status,
+            AnswerStatus::AwaitingResponse,
+            "{text:?} {verdict:?}"
+        );
+    }
+    // The control: the same lists with a choice asked for.
+    for text in [
+        "I can add either test:\n\n1. `parse_empty`\n2. `parse_huge`\n\nWhich one do you prefer?",
+        "次の2案があります。\n1. 空入力のテスト\n2. 巨大入力のテスト\n\nどちらの案で進めるか、ご指示をお願いします。",
+    ] {
+        let verdict = detect(text, false, &[]);
+        assert_eq!(
+            verdict.status,
+            AnswerStatus::AwaitingResponse,
+            "{text:?} {verdict:?}"
+        );
     }
 }
