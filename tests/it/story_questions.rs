@@ -1,10 +1,11 @@
-//! The agent's question at the edges of the run: asked with no iteration
-//! left to use an answer, and answered while the next iteration gets
-//! ready.
+//! The agent's question and the replies at the edges of the run: a
+//! question asked with no iteration left to use an answer, an answer while
+//! the next iteration gets ready, and a reply deleted before a prompt
+//! carried it.
 
 use closer::model::RunState;
 
-use crate::stories::{ASKS_A_QUESTION, fix_add, question_comments};
+use crate::stories::{ASKS_A_QUESTION, add_failing_test, fix_add, question_comments};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -69,5 +70,40 @@ async fn an_answer_moves_the_status_on_at_once() {
     gate.open();
     s.idle().await;
     s.expect_run(n, RunState::Done, 2).await;
+    s.stop().await;
+}
+
+/// A maintainer writes twice while the agent works, then deletes the
+/// second comment before the next iteration: the next prompt carries the
+/// first and not the second. Before, a deleted reply still reached the
+/// agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
+    let mut s = Story::start("reply-deleted", Some(CONFIG)).await;
+    let gate = Gate::new(&s);
+    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.5, &["Make the test pass"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    gate.started().await;
+    let maintainer = FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer.clone(), "Keep the change small.")
+        .await;
+    let gone = s.comment_as(n, maintainer.clone(), "Use the v2 API.").await;
+    s.delete_comment_as(n, gone, maintainer.clone(), maintainer)
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    let prompt = s.prompt(2);
+    assert!(prompt.contains("Keep the change small."), "{prompt}");
+    assert!(!prompt.contains("Use the v2 API."), "{prompt}");
     s.stop().await;
 }

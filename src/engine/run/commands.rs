@@ -175,6 +175,27 @@ impl Engine {
         Ok(outcome)
     }
 
+    /// A deleted comment: the reply it was, if no prompt carried it yet, is
+    /// dropped with it (its words are no longer on the issue, whoever took
+    /// them off). One a prompt carried stays in that iteration's record.
+    pub(super) async fn on_comment_deleted(
+        &self,
+        repo: &RepoName,
+        number: IssueNumber,
+        comment: &CommentRef,
+    ) -> Result<String, EngineError> {
+        let pool = self.runs.store().pool();
+        let Some(run) = runs::by_issue(pool, repo, number).await? else {
+            return Ok("comment deleted: no run".to_owned());
+        };
+        Ok(
+            match messages::drop_unused(pool, &run.id, comment.id).await? {
+                true => "comment deleted: its reply is dropped before any prompt".to_owned(),
+                false => "comment deleted: no reply of it waits for a prompt".to_owned(),
+            },
+        )
+    }
+
     /// A comment by an authorised user while the run is open, or by the
     /// issue's author while it awaits an answer: stored as a message for
     /// the next prompt. While the run awaits

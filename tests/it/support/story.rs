@@ -533,6 +533,32 @@ impl Story {
         self.deliver("issue_comment", payload).await;
     }
 
+    /// `who` deletes comment `id` (by `author`), and `issue_comment.deleted`
+    /// is delivered with the text it had.
+    pub async fn delete_comment_as(
+        &mut self,
+        number: IssueNumber,
+        id: u64,
+        author: FakeUser,
+        who: FakeUser,
+    ) {
+        let body = self
+            .github
+            .comments(&self.repo, number)
+            .into_iter()
+            .find(|c| c.id == id)
+            .map(|c| c.body)
+            .expect("the comment exists");
+        self.github.delete_comment(&self.repo, id);
+        let payload = json!({
+            "action": "deleted",
+            "issue": self.issue_json(number),
+            "comment": {"id": id, "body": body, "user": user_json(&author), "performed_via_github_app": null},
+            "sender": user_json(&who),
+        });
+        self.deliver("issue_comment", payload).await;
+    }
+
     /// Delivers `issue_comment.created` for an existing comment again, under
     /// a new delivery id (a captured delivery replayed).
     pub async fn replay_comment(

@@ -587,6 +587,13 @@ impl FakeGitHub {
         })
     }
 
+    /// Deletes an issue comment (its author, or a maintainer, can).
+    pub fn delete_comment(&self, repo: &RepoName, id: u64) {
+        self.with(|st| {
+            st.repo_mut(&repo.to_string()).comments.remove(&id);
+        });
+    }
+
     /// The comments on an issue, oldest first.
     pub fn comments(&self, repo: &RepoName, number: IssueNumber) -> Vec<FakeComment> {
         self.with(|st| {
