@@ -129,8 +129,12 @@ fn unanswered_section(out: &mut String, questions: &[String]) {
         return;
     }
     out.push_str("\n#### What the agent asked, with no iteration left for an answer\n");
-    for q in questions.iter().take(LIST_MAX) {
-        let _ = write!(out, "\n{}\n", markdown::quote(q, QUOTE_MAX));
+    // Short: the sections after it (how to try again) must fit too.
+    for q in questions.iter().take(5) {
+        let _ = write!(out, "\n{}\n", markdown::quote(q, 1_000));
+    }
+    if questions.len() > 5 {
+        let _ = writeln!(out, "\n_… and {} more._", questions.len() - 5);
     }
 }
 

@@ -209,14 +209,18 @@ static OPTIONS: LazyLock<Regex> = LazyLock::new(|| {
         r"(?im)^\s*(?:[1-9][.)]|[A-D][.)]|[-*]\s*(?:option|案)\s*[1-9A-D])\s+\S|オプション\s*[1-9A-Z]|選択肢|(?:A|B)案",
     )
 });
-/// A request to choose, beside a list of options. "どちらも" ("both") and
-/// "which one of the inputs crashed" are not: "どちらの" counts in a
-/// sentence that asks ("…か", "…ください"), and "which …" in a question.
+/// A request to choose, beside a list of options. "どちらも" ("both"),
+/// "どちらでも" ("either works") and "which one of the inputs crashed" are
+/// not: "どちらの" counts in a sentence that asks ("…か。", "…か決めて",
+/// "…ください"), "どちらか" in a request, and "which …" in a question or
+/// before the options (a line ending in a colon).
 static SELECTION: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?i)選んでください|お選びください|選択してください|どちら(?:が|を|に|で)|",
-        r"どちらの[^。\n]*?(?:か|ください|お願い)|どれ(?:に|を|が)|please\s+(?:select|choose|pick)|",
-        r"which\b[^.\n?]*\b(?:prefer|option|approach|one|method)\b[^.\n?]*\?"
+        r"(?im)選んでください|お選びください|選択してください|どちら(?:が|を|に|で)(?:[^も]|$)|",
+        r"どちらの[^。\n]*?(?:か(?:[、。？?\s]|$)|か(?:決め|選|ご指示|ご判断|教え)|ください|お願い)|",
+        r"どちらか[^。\n]*?(?:ください|お願い)|どれ(?:に|を|が)|please\s+(?:select|choose|pick)|",
+        r"which\b[^.\n?]*\b(?:prefer|option|approach|one|method)\b[^.\n?]*(?:\?|:[ \t]*$)|",
+        r"(?:need to know|want to know) which\b"
     ))
 });
 

@@ -778,33 +778,51 @@ fn arbitrary_text_never_panics_the_detector() {
     }
 }
 
-/// A list of what was done, followed by "both" or by "which one" in a
-/// statement, asks nothing (decision 212). Before, a numbered list and
-/// "どちら" or "which … one" anywhere made a choice request, and a
+/// A list of what was done, followed by "both", "either works" or "which
+/// one" in a statement, asks nothing (decision 212). Before, a numbered
+/// list and "どちら" or "which … one" anywhere made a choice request, and a
 /// finished answer waited for a reply.
 #[test]
 fn a_list_of_what_was_done_is_no_choice_to_make() {
+    let list = "次の2件を修正しました。\n1. 空入力のテストを追加しました\n2. 巨大入力のテストを追加しました\n\n";
     for text in [
-        "I added two regression tests:\n\n1. `parse_empty` for the empty input\n2. `parse_huge` for a 2 GB input\n\nThe fuzzer now also checks which one of the two inputs crashed.",
-        "次の2件を修正しました。\n1. 空入力のテストを追加しました\n2. 巨大入力のテストを追加しました\n\nどちらのケースも通過しました。",
+        "I added two regression tests:\n\n1. `parse_empty` for the empty input\n2. `parse_huge` for a 2 GB input\n\nThe fuzzer now also checks which one of the two inputs crashed.".to_owned(),
+        format!("{list}どちらのケースも通過しました。"),
+        format!("{list}どちらのケースも再現しなかった。"),
+        format!("{list}どちらのケースも正しく動作することがわかりました。"),
+        format!("{list}どちらでも動作します。"),
+        format!("{list}どちらにも影響はありません。"),
     ] {
-        let verdict = detect(text, false, &[]);
+        let verdict = detect(&text, false, &[]);
         assert_ne!(
             verdict.status,
             AnswerStatus::AwaitingResponse,
             "{text:?} {verdict:?}"
         );
     }
-    // The control: the same lists with a choice asked for.
+    // The control: the same lists with a choice asked for, where choosing
+    // is the only sign of a question (no question mark at a line's end, no
+    // "let me know").
+    let options = "次の2案があります。\n1. 空入力のテスト\n2. 巨大入力のテスト\n\n";
     for text in [
-        "I can add either test:\n\n1. `parse_empty`\n2. `parse_huge`\n\nWhich one do you prefer?",
-        "次の2案があります。\n1. 空入力のテスト\n2. 巨大入力のテスト\n\nどちらの案で進めるか、ご指示をお願いします。",
+        "I can add either test:\n\n1. `parse_empty`\n2. `parse_huge`\n\nWhich option should I implement? I will hold until then.".to_owned(),
+        "Which approach would you prefer:\n\n1. `parse_empty` first\n2. `parse_huge` first".to_owned(),
+        format!("{options}どちらの案で進めるか決めてください。"),
+        format!("{options}どちらか選択をお願いします。"),
+        format!("{options}どちらがよいか、判断を待っています。"),
     ] {
-        let verdict = detect(text, false, &[]);
+        let verdict = detect(&text, false, &[]);
         assert_eq!(
             verdict.status,
             AnswerStatus::AwaitingResponse,
             "{text:?} {verdict:?}"
+        );
+        assert!(
+            verdict
+                .signals
+                .iter()
+                .all(|s| format!("{:?}", s.kind) == "OptionsSelection"),
+            "only the choice asks: {text:?} {verdict:?}"
         );
     }
 }

@@ -138,13 +138,19 @@ fn next_dir(level: &mut Level) -> io::Result<Option<CString>> {
 }
 
 /// Moves the directory `name` in `dir` to `top`, under a name of its own
-/// (one taken, by whatever the agent left there, is passed over).
+/// (one taken, by whatever the agent left there, is passed over). A directory that is not writable cannot move (its `..` changes): it is
+/// opened up first.
 fn move_to_top(dir: &OwnedFd, name: &CStr, top: &OwnedFd, moved: &mut u64) -> io::Result<()> {
+    let mut opened_up = false;
     loop {
         *moved += 1;
         let to = format!(".closer-removing-{moved}");
         match rustix::fs::renameat(dir, name, top, to.as_str()) {
             Err(Errno::EXIST | Errno::NOTEMPTY | Errno::NOTDIR | Errno::ISDIR) => continue,
+            Err(Errno::ACCESS | Errno::PERM) if !opened_up => {
+                open_up(dir, name)?;
+                opened_up = true;
+            }
             done => return Ok(done?),
         }
     }

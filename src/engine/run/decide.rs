@@ -16,8 +16,13 @@ impl Engine {
         verification: &IterationVerification,
     ) -> Result<(), EngineError> {
         // A question with no iteration left to use its answer is not asked:
-        // the run fails at its limit below, the question in its diagnosis.
-        if record.judgment.decision == Decision::AwaitingResponse && !self.no_iteration_left(ctx) {
+        // the run fails at its limit, the question in its diagnosis.
+        if record.judgment.decision == Decision::AwaitingResponse
+            && let Some(limit) = self.no_iteration_left(ctx)
+        {
+            return self.fail_unless_pull_ended(ctx, limit).await;
+        }
+        if record.judgment.decision == Decision::AwaitingResponse {
             ctx.run.state = RunState::AwaitingResponse;
             // Taken with the save that decides to ask, once: a retried
             // `ask` (its question's answer lost) may run after the answer
@@ -49,9 +54,12 @@ impl Engine {
         self.status.publish(ctx).await
     }
 
-    /// The run has spent its iterations or its budget: its next iteration
-    /// would fail before it starts.
-    fn no_iteration_left(&self, ctx: &RunContext) -> bool {
-        ctx.run.iteration >= ctx.run.max_iterations || self.budget.exhausted(ctx).is_some()
+    /// Why the run's next iteration would fail before it starts, if it
+    /// would: its budget or its iterations are spent.
+    fn no_iteration_left(&self, ctx: &RunContext) -> Option<RunFailure> {
+        let max = ctx.run.max_iterations;
+        self.budget
+            .exhausted(ctx)
+            .or((ctx.run.iteration >= max).then_some(RunFailure::IterationLimit { max }))
     }
 }

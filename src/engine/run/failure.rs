@@ -72,6 +72,16 @@ pub enum RunFailure {
 }
 
 impl RunFailure {
+    /// The run spent its iterations or its budget.
+    fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            RunFailure::IterationLimit { .. }
+                | RunFailure::TokenBudget { .. }
+                | RunFailure::CostBudget { .. }
+        )
+    }
+
     fn reason(&self) -> FailureReason {
         match self {
             RunFailure::IterationLimit { max } => FailureReason::IterationLimit { max: *max },
@@ -330,9 +340,12 @@ fn diagnosis(ctx: &RunContext, failure: &RunFailure, records: &[IterationRecord]
         failing_since_base: verification.map_or(Vec::new(), |v| {
             v.since_base.iter().map(failure_id).collect()
         }),
+        // A run fails at a limit right after a question only when the
+        // question was not asked (`decide.rs`).
         unanswered: records
             .last()
             .filter(|r| r.judgment.decision == Decision::AwaitingResponse)
+            .filter(|_| failure.is_limit())
             .map_or(Vec::new(), |r| r.judgment.questions.clone()),
         dashboard_url: None,
     }

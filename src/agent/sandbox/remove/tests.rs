@@ -46,8 +46,9 @@ fn a_tree_deeper_than_the_stack_allows_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let top = dir.path().join("deep");
     // Names the walk moves deep directories to, taken by what the agent
-    // left at the top (see `a_name_taken_at_the_top_is_passed_over` for
-    // each kind).
+    // left at the top. Whether the walk meets them before it removes them
+    // depends on the order of the top's listing:
+    // `a_name_taken_at_the_top_is_passed_over` meets each kind for sure.
     std::fs::create_dir_all(&top).unwrap();
     for k in 1..=30 {
         let name = top.join(format!(".closer-removing-{k}"));
@@ -125,20 +126,37 @@ fn locked_directories_are_opened_and_links_are_removed_not_followed() {
         return locked_tree(dir.path());
     }
     // Root reads and empties a directory whatever its mode: the same as
-    // nobody, in a process of its own.
+    // nobody, in a process of its own, from a copy of this binary nobody
+    // can reach (the build directory may be under root's home).
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "agent::sandbox::remove::tests::locked_tree_as_nobody",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .env("CLOSER_REMOVE_LOCKED", dir.path())
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let exe = dir.path().join("tests");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    let run = || {
+        std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "agent::sandbox::remove::tests::locked_tree_as_nobody",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("CLOSER_REMOVE_LOCKED", dir.path())
+            .uid(65534)
+            .gid(65534)
+            .output()
+    };
+    // A fork elsewhere in this process may still hold the copy open for
+    // writing for a moment ("text file busy").
+    let mut out = run();
+    for _ in 0..20 {
+        match &out {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                out = run();
+            }
+            _ => break,
+        }
+    }
+    let out = out.unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("1 passed"), "{said}");
@@ -176,6 +194,12 @@ fn locked_tree(dir: &Path) {
     let mode = |path: PathBuf, bits: u32| {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(bits)).unwrap();
     };
+    // A locked directory deeper than the walk stands: moved to the top,
+    // which takes its write right.
+    let deep: PathBuf = std::iter::repeat_n("d", 80).collect();
+    std::fs::create_dir_all(top.join(&deep).join("x")).unwrap();
+    let locked_deep: PathBuf = std::iter::repeat_n("d", MAX_HELD).collect();
+    mode(top.join(&locked_deep), 0o555);
     mode(top.join("locked/inner"), 0o500);
     mode(top.join("locked"), 0o500);
     mode(top.join("unreadable"), 0o000);
