@@ -17,13 +17,12 @@ use closer::model::RunState;
 use closer::store::{Backend, runs};
 use sqlx::Row;
 
-use crate::stories::{add_failing_test, classify, fix_add};
+use crate::stories::{classify, first_iteration_held, fix_add};
 use crate::support::OutputApart as _;
 use crate::support::db::manual_clock;
 use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
-use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, REPO, Story, Timing};
 
 const MINUTE: i64 = 60_000;
@@ -64,18 +63,8 @@ async fn github_down_for_ten_minutes_mid_run_and_the_run_completes_once_it_is_ba
     let start = closer::clock::SystemClock.now_ms();
     let (clock, _) = manual_clock(start);
     let mut s = Story::start_on_clock("outage", Some(CONFIG), clock.clone(), Timing::serve()).await;
-    let gate = Gate::new(&s);
     // Iteration 1 says it started and waits; GitHub goes down meanwhile.
-    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
-    s.agent_step(2, &fix_add());
-    s.llm.push([
-        Reply::closer(false, 0.6, &["Fix add"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    gate.started().await;
+    let (n, gate) = first_iteration_held(&mut s, "Fix add").await;
 
     github_goes_down(&s);
     let down_at = clock.now_ms();

@@ -69,6 +69,24 @@ pub(crate) fn question_comments(s: &Story, n: IssueNumber) -> Vec<FakeComment> {
         .collect()
 }
 
+/// Opens a bug issue worked in two iterations (a failing test, judged not
+/// done with `pending` left, then the fix, judged done), and returns once
+/// iteration 1 has started, held at the returned gate.
+pub(crate) async fn first_iteration_held(s: &mut Story, pending: &str) -> (IssueNumber, Gate) {
+    let gate = Gate::new(s);
+    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
+    s.agent_step(2, &fix_add());
+    s.llm.push([
+        Reply::closer(false, 0.6, &[pending]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    gate.started().await;
+    (n, gate)
+}
+
 /// How many comment POSTs to issue 1 carried `text` (tried, not created).
 fn comment_posts_carrying(s: &Story, text: &str) -> usize {
     s.github
@@ -1385,18 +1403,8 @@ async fn story_9_server_errors_and_secondary_rate_limits_do_not_lose_or_duplicat
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_while_an_iteration_runs_reaches_the_next_prompt() {
     let mut s = Story::start("reply_running", Some(CONFIG)).await;
-    let gate = Gate::new(&s);
     // Iteration 1 says it started, then waits while the replies come in.
-    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
-    s.agent_step(2, &fix_add());
-    s.llm.push([
-        Reply::closer(false, 0.6, &["Fix add so the new test passes"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    gate.started().await;
+    let (n, gate) = first_iteration_held(&mut s, "Fix add so the new test passes").await;
 
     // While iteration 1 runs: the maintainer (the author) and a stranger reply.
     s.comment_as(n, FakeUser::user(MAINTAINER), "Please keep add() POSIX sh.")

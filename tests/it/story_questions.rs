@@ -5,7 +5,7 @@
 
 use closer::model::RunState;
 
-use crate::stories::{ASKS_A_QUESTION, add_failing_test, fix_add, question_comments};
+use crate::stories::{ASKS_A_QUESTION, first_iteration_held, fix_add, question_comments};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -80,17 +80,7 @@ async fn an_answer_moves_the_status_on_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
     let mut s = Story::start("reply-deleted", Some(CONFIG)).await;
-    let gate = Gate::new(&s);
-    s.agent_step(1, &format!("{}\n{}", gate.hold(), add_failing_test()));
-    s.agent_step(2, &fix_add());
-    s.llm.push([
-        Reply::closer(false, 0.5, &["Make the test pass"]),
-        Reply::closer(true, 0.95, &[]),
-    ]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    gate.started().await;
+    let (n, gate) = first_iteration_held(&mut s, "Make the test pass").await;
     let maintainer = FakeUser::user(MAINTAINER);
     s.comment_as(n, maintainer.clone(), "Keep the change small.")
         .await;

@@ -55,7 +55,10 @@ impl Engine {
     }
 
     /// Why the run's next iteration would fail before it starts, if it
-    /// would: its budget or its iterations are spent.
+    /// would: its budget or its iterations are spent. Not `limits` (in
+    /// `iterate.rs`): the iteration just judged is not finished yet when it
+    /// is decided on, and `limits` takes such an iteration for an
+    /// interrupted one, which may run again.
     fn no_iteration_left(&self, ctx: &RunContext) -> Option<RunFailure> {
         let max = ctx.run.max_iterations;
         self.budget

@@ -502,14 +502,28 @@ impl Story {
         let id = self
             .github
             .comment_as(&self.repo, number, user.clone(), body);
-        let payload = json!({
-            "action": "created",
-            "issue": self.issue_json(number),
-            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
-            "sender": user_json(&user),
-        });
+        let payload = self.comment_event("created", number, id, body, &user, &user);
         self.deliver("issue_comment", payload).await;
         id
+    }
+
+    /// An `issue_comment` payload: comment `id` on issue `number`, written
+    /// by `author`, the event sent by `sender`.
+    fn comment_event(
+        &self,
+        action: &str,
+        number: IssueNumber,
+        id: u64,
+        body: &str,
+        author: &FakeUser,
+        sender: &FakeUser,
+    ) -> Value {
+        json!({
+            "action": action,
+            "issue": self.issue_json(number),
+            "comment": {"id": id, "body": body, "user": user_json(author), "performed_via_github_app": null},
+            "sender": user_json(sender),
+        })
     }
 
     /// `editor` changes comment `id` (by `author`) to `body`, and
@@ -523,13 +537,8 @@ impl Story {
         body: &str,
     ) {
         let from = self.github.edit_comment(&self.repo, id, body);
-        let payload = json!({
-            "action": "edited",
-            "changes": {"body": {"from": from}},
-            "issue": self.issue_json(number),
-            "comment": {"id": id, "body": body, "user": user_json(&author), "performed_via_github_app": null},
-            "sender": user_json(&editor),
-        });
+        let mut payload = self.comment_event("edited", number, id, body, &author, &editor);
+        payload["changes"] = json!({"body": {"from": from}});
         self.deliver("issue_comment", payload).await;
     }
 
@@ -542,20 +551,8 @@ impl Story {
         author: FakeUser,
         who: FakeUser,
     ) {
-        let body = self
-            .github
-            .comments(&self.repo, number)
-            .into_iter()
-            .find(|c| c.id == id)
-            .map(|c| c.body)
-            .expect("the comment exists");
-        self.github.delete_comment(&self.repo, id);
-        let payload = json!({
-            "action": "deleted",
-            "issue": self.issue_json(number),
-            "comment": {"id": id, "body": body, "user": user_json(&author), "performed_via_github_app": null},
-            "sender": user_json(&who),
-        });
+        let body = self.github.delete_comment(&self.repo, id);
+        let payload = self.comment_event("deleted", number, id, &body, &author, &who);
         self.deliver("issue_comment", payload).await;
     }
 
@@ -568,12 +565,7 @@ impl Story {
         user: FakeUser,
         body: &str,
     ) {
-        let payload = json!({
-            "action": "created",
-            "issue": self.issue_json(number),
-            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
-            "sender": user_json(&user),
-        });
+        let payload = self.comment_event("created", number, id, body, &user, &user);
         self.deliver("issue_comment", payload).await;
     }
 

@@ -588,10 +588,12 @@ impl FakeGitHub {
     }
 
     /// Deletes an issue comment (its author, or a maintainer, can).
-    pub fn delete_comment(&self, repo: &RepoName, id: u64) {
+    /// Answers the text it had.
+    pub fn delete_comment(&self, repo: &RepoName, id: u64) -> String {
         self.with(|st| {
-            st.repo_mut(&repo.to_string()).comments.remove(&id);
-        });
+            let comments = &mut st.repo_mut(&repo.to_string()).comments;
+            comments.remove(&id).expect("the comment exists").body
+        })
     }
 
     /// The comments on an issue, oldest first.
