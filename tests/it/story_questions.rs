@@ -1,7 +1,8 @@
 //! The agent's question and the replies at the edges of the run: a
 //! question asked with no iteration left to use an answer, an answer while
-//! the next iteration gets ready, and a reply deleted before a prompt
-//! carried it.
+//! the next iteration gets ready, the author's second thought while the
+//! iteration it resumed works, and a reply deleted before a prompt carried
+//! it.
 
 use closer::model::RunState;
 
@@ -95,5 +96,64 @@ async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
     let prompt = s.prompt(2);
     assert!(prompt.contains("Keep the change small."), "{prompt}");
     assert!(!prompt.contains("Use the v2 API."), "{prompt}");
+    s.stop().await;
+}
+
+/// The author, who may not steer closer, answers, and adds a second
+/// thought while the iteration their answer resumed works: the next
+/// prompt carries it. A comment of theirs once that next iteration works
+/// is not stored: the author answers, they do not steer. Before, the
+/// second thought was dropped (the run no longer awaited an answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_does() {
+    let mut s = Story::start("answer-second-thought", Some(CONFIG)).await;
+    s.agent_step(1, ASKS_A_QUESTION);
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\necho '{{\"summary\": \"Looked.\"}}'", gate.hold()));
+    let (started, go) = (s.path("third.started"), s.path("third.go"));
+    let hold = format!(
+        "touch '{}'; while [ ! -f '{}' ]; do sleep 0.05; done",
+        started.display(),
+        go.display()
+    );
+    s.agent_step(3, &format!("{hold}\n{}", fix_add()));
+    s.llm.push([Reply::closer(false, 0.3, &["add still subtracts"])]);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    s.github.set_permission(&s.repo, MAINTAINER, "read");
+    let author = FakeUser::user(MAINTAINER);
+
+    s.comment_as(n, author.clone(), "Yes, negatives too.").await;
+    gate.started().await;
+    s.comment_as(n, author.clone(), "Also: keep the name add.")
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "iteration 3 started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    s.comment_as(n, author, "And delete the README.").await;
+    s.deliveries_handled().await;
+    std::fs::write(&go, "").unwrap();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 3).await;
+    assert!(s.prompt(2).contains("negatives too"), "{}", s.prompt(2));
+    let third = s.prompt(3);
+    assert!(third.contains("keep the name add"), "{third}");
+    let run = s.run(n).await.unwrap();
+    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
+        .await
+        .unwrap();
+    assert!(
+        stored.iter().all(|m| !m.body.contains("README")),
+        "{stored:#?}"
+    );
     s.stop().await;
 }

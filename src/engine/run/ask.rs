@@ -77,6 +77,7 @@ impl Engine {
         }
         self.status.set_awaiting_label(ctx, false).await?;
         ctx.run.state = RunState::Running;
+        ctx.data.answered_for = Some(ctx.run.iteration + 1);
         self.runs.save(ctx).await?;
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
         // No longer "waiting for an answer": the iteration may take a while

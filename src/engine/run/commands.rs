@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::config_read::ConfigRead;
 use super::context::RunContext;
+use super::data::RunData;
 use super::triggers::{Thread, digest};
 use super::{Engine, EngineError, Step};
 use crate::comment;
@@ -219,10 +220,11 @@ impl Engine {
         let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
         let login = &comment.author.login;
         let is_author = is_issue_author(thread, login);
-        // The author may answer the run's question; only authorised users
+        // The author may answer the run's question (and add to the answer
+        // while the iteration it resumed works); only authorised users
         // steer a run at work (their words reach the prompt as a
         // maintainer's reply, and start a review round once it is verified).
-        let answers = is_author && awaiting;
+        let answers = is_author && ctx.data.author_may_reply(&ctx.run);
         if !answers && !self.permitted_to_steer(client, &ctx, login).await? {
             return Ok(format!(
                 "comment by {login}: not authorised (the author may only answer a question)"
@@ -253,9 +255,11 @@ impl Engine {
     }
 
     /// Whether the comment is the issue's author answering the run's
-    /// question: the one thing the author may do without the permission
-    /// to steer, however the answer is worded ("@closer-bot use v2" reads
-    /// as a request, "@closer-bot option 2" as a command).
+    /// question (or adding to the answer, see
+    /// [`RunData::author_may_reply`]): the one thing the author may do
+    /// without the permission to steer, however the answer is worded
+    /// ("@closer-bot use v2" reads as a request, "@closer-bot option 2" as
+    /// a command).
     async fn answers_question(
         &self,
         thread: &Thread<'_>,
@@ -266,7 +270,10 @@ impl Engine {
         }
         let pool = self.runs.store().pool();
         let run = runs::by_issue(pool, &thread.repo.name, thread.issue.number).await?;
-        Ok(run.is_some_and(|r| r.state == RunState::AwaitingResponse))
+        Ok(match run {
+            Some(run) => RunData::of(&run)?.author_may_reply(&run),
+            None => false,
+        })
     }
 
     /// A request written to the App ("@closer-bot please also update the

@@ -13,7 +13,7 @@ use crate::engine::convergence::ConvergenceState;
 use crate::engine::handlers::IterationSummary;
 use crate::engine::judge::Judgment;
 use crate::engine::verify::IterationVerification;
-use crate::model::Phase;
+use crate::model::{Phase, RunState};
 
 /// What a run carries between steps.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -45,6 +45,11 @@ pub struct RunData {
     /// decided to ask: written before the question, they do not answer it
     /// (the next prompt carries them with the answer).
     pub asked_over: Vec<i64>,
+    /// The iteration an answer resumed the run for: until the prompt after
+    /// it, the author may add to their answer (a second thought,
+    /// written while that iteration is prepared or works, reaches the next
+    /// prompt; see `commands.rs`).
+    pub answered_for: Option<u32>,
     /// Why the run failed, for the diagnosis (set before it is posted).
     #[serde(deserialize_with = "failure_compat")]
     pub failure: Option<super::failure::RunFailure>,
@@ -129,6 +134,21 @@ impl RunData {
     }
 
     /// The data of `run`; unreadable data is the run's corruption.
+    /// Whether the author may reply to the run now: while it
+    /// awaits an answer, and from the answer to the prompt after the
+    /// iteration the answer resumed it for (that iteration's prompt may
+    /// already have carried the answer; the next one carries what the
+    /// author added). Never later: the author does not steer the run.
+    pub fn author_may_reply(&self, run: &crate::model::Run) -> bool {
+        match run.state {
+            RunState::AwaitingResponse => true,
+            RunState::Queued | RunState::Running => self
+                .answered_for
+                .is_some_and(|n| run.iteration + 1 >= n && run.iteration <= n),
+            _ => false,
+        }
+    }
+
     pub fn of(run: &crate::model::Run) -> Result<RunData, super::EngineError> {
         RunData::from_json(&run.data).map_err(|e| super::EngineError::CorruptRun {
             run: run.id.clone(),
