@@ -32,8 +32,8 @@ pub use status::{MAX_COMMENT_LEN, parse_run_marker, run_marker, status_comment};
 pub use texts::{
     BudgetExceeded, DeliverableFooter, DiagnosisView, FailureReason, FingerprintRow, StageAttempt,
     deliverable_comment, diagnosis_comment, invalid_config_comment, label_refusal_comment,
-    label_removal_refusal_comment, question_comment, refusal_comment, status_answer,
-    unknown_command_comment,
+    label_removal_refusal_comment, nothing_to_retry_answer, question_comment, refusal_comment,
+    status_answer, unknown_command_comment,
 };
 pub use view::{
     BaselineRow, ChecklistRow, GoalRow, GoalStatus, NextStep, Phase, QuestionView, RunState,

@@ -1,6 +1,7 @@
 //! The short texts the bot posts besides the status comment: the question to
 //! the issue author, the diagnosis of a failed run, the budget notice, the
-//! refusal, "did you mean", the `/closer status` answer, the invalid-config
+//! refusal, "did you mean", the `/closer status` answer, the answer to a
+//! retry of a run still going, the invalid-config
 //! comment and the answer of a `read_info`/`report` run.
 //!
 //! Each is a function of typed inputs; every untrusted string goes through
@@ -12,7 +13,7 @@ use super::markdown;
 use super::status::{MAX_COMMENT_LEN, hard_fit, next_step, thousands, usage_line, user};
 use super::view::{Stage, StatusView, UsageView};
 use crate::model::Named;
-use crate::model::Permission;
+use crate::model::{Permission, RunState};
 
 /// The notice every status comment carries when the operator runs agents
 /// without a sandbox (`[sandbox] mode = "none"`).
@@ -347,6 +348,25 @@ pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
             format!("Unknown command {word}. Did you mean `/closer {s}`? Commands: {known}.")
         }
         None => format!("Unknown command {word}. Commands: {known}."),
+    }
+}
+
+/// The answer to `/closer run` or `/closer retry` while the issue's run is
+/// still going: nothing is restarted, and what a maintainer can do instead.
+pub fn nothing_to_retry_answer(state: RunState, iteration: u32, max_iterations: u32) -> String {
+    let now = format!(
+        "closer is **{}** (iteration {iteration} of {max_iterations}), so there is nothing to retry.",
+        state.label()
+    );
+    match state {
+        RunState::AwaitingResponse => format!(
+            "{now} A comment that answers the agent's question resumes the run (a maintainer's \
+             answer counts too); `/closer stop` ends it."
+        ),
+        _ => format!(
+            "{now} A maintainer's comment reaches the agent's next prompt; `/closer stop` ends \
+             the run, and `/closer retry` after that starts it again."
+        ),
     }
 }
 

@@ -6,7 +6,9 @@
 
 use closer::model::RunState;
 
-use crate::stories::{ASKS_A_QUESTION, first_iteration_held, fix_add, question_comments};
+use crate::stories::{
+    ASKS_A_QUESTION, awaiting_an_answer, first_iteration_held, fix_add, question_comments,
+};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -109,7 +111,10 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
     let mut s = Story::start("answer-second-thought", Some(CONFIG)).await;
     s.agent_step(1, ASKS_A_QUESTION);
     let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\necho '{{\"summary\": \"Looked.\"}}'", gate.hold()));
+    s.agent_step(
+        2,
+        &format!("{}\necho '{{\"summary\": \"Looked.\"}}'", gate.hold()),
+    );
     let (started, go) = (s.path("third.started"), s.path("third.go"));
     let hold = format!(
         "touch '{}'; while [ ! -f '{}' ]; do sleep 0.05; done",
@@ -117,7 +122,8 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
         go.display()
     );
     s.agent_step(3, &format!("{hold}\n{}", fix_add()));
-    s.llm.push([Reply::closer(false, 0.3, &["add still subtracts"])]);
+    s.llm
+        .push([Reply::closer(false, 0.3, &["add still subtracts"])]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
@@ -155,5 +161,37 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
         stored.iter().all(|m| !m.body.contains("README")),
         "{stored:#?}"
     );
+    s.stop().await;
+}
+
+/// A maintainer comments `/closer retry` while the run waits for the
+/// author's answer: the run is not restarted (its question stands), and
+/// the maintainer is told why and what to do instead; the answer then
+/// resumes the run as before. Before, the command got a 👀 and nothing
+/// else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_while_the_run_awaits_an_answer_says_what_to_do_instead() {
+    let (mut s, n) = awaiting_an_answer("retry-awaiting").await;
+    let maintainer = FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer.clone(), "/closer retry").await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    let answers: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("nothing to retry"))
+        .collect();
+    assert_eq!(answers.len(), 1, "{:#?}", s.comments(n));
+    assert!(
+        answers[0].body.contains("answers the agent's question"),
+        "{}",
+        answers[0].body
+    );
+    assert_eq!(question_comments(&s, n).len(), 1, "{:#?}", s.comments(n));
+
+    s.comment_as(n, maintainer, "Yes, negatives too.").await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 2).await;
     s.stop().await;
 }

@@ -364,3 +364,12 @@ fn pull_request_title_is_one_line_and_within_limit() {
     assert!(title.starts_with("feat: word word"));
     assert!(title.ends_with(" (#7)"));
 }
+
+#[test]
+fn snapshot_nothing_to_retry() {
+    insta::assert_snapshot!(format!(
+        "{}\n\n======\n\n{}",
+        nothing_to_retry_answer(RunState::AwaitingResponse, 1, 5),
+        nothing_to_retry_answer(RunState::Running, 2, 5)
+    ));
+}

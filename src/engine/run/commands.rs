@@ -123,7 +123,7 @@ impl Engine {
             let key = format!("{reply}:{i}");
             let outcome = match command {
                 Ok(Command::Run) | Ok(Command::Retry) => match config.take() {
-                    Some(c) => self.trigger(client, thread, c, true).await?,
+                    Some(c) => self.restart_command(client, thread, c, &key).await?,
                     None => "already handled".to_owned(),
                 },
                 Ok(Command::Stop) => self.stop_command(repo, number).await?,
@@ -136,6 +136,32 @@ impl Engine {
             done.push(outcome);
         }
         Ok(done.join("; "))
+    }
+
+    /// `/closer run` or `/closer retry`: a run started, or restarted once
+    /// it ended. A run still going (past its queue) is not restarted: the
+    /// maintainer is told so, and what they can do instead, rather than
+    /// left with a 👀 alone.
+    async fn restart_command(
+        &self,
+        client: &Arc<InstallationClient>,
+        thread: &Thread<'_>,
+        config: ConfigRead,
+        key: &str,
+    ) -> Result<String, EngineError> {
+        let (repo, number) = (&thread.repo.name, thread.issue.number);
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let Some(run) = run.filter(|r| !r.state.is_final() && r.state != RunState::Queued) else {
+            return self.trigger(client, thread, config, true).await;
+        };
+        let body = comment::nothing_to_retry_answer(run.state, run.iteration, run.max_iterations);
+        self.status
+            .post_once_marked(client, repo, number, key, &body)
+            .await?;
+        Ok(format!(
+            "run {} already {}: not restarted",
+            run.id, run.state
+        ))
     }
 
     async fn stop_command(
