@@ -1,14 +1,16 @@
 //! The agent's question and the replies at the edges of the run: a
 //! question asked with no iteration left to use an answer, an answer while
 //! the next iteration gets ready, the author's second thought while the
-//! iteration it resumed works, and a reply deleted before a prompt carried
-//! it.
+//! iteration it resumed works, a retry while the run waits, and replies
+//! deleted before a prompt carried them (on the issue, in either order of
+//! their deliveries, and on the run's pull request).
 
 use closer::model::RunState;
 
 use crate::stories::{
     ASKS_A_QUESTION, awaiting_an_answer, first_iteration_held, fix_add, question_comments,
 };
+use crate::story_review::{done, small_change, verified_story};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -193,5 +195,70 @@ async fn a_retry_while_the_run_awaits_an_answer_says_what_to_do_instead() {
     s.comment_as(n, maintainer, "Yes, negatives too.").await;
     s.idle().await;
     s.expect_run(n, RunState::Done, 2).await;
+    s.stop().await;
+}
+
+/// A maintainer comments and deletes the comment at once, and the
+/// deletion's delivery is handled before the comment's (GitHub does not
+/// promise their order; a failed delivery comes again later): the next
+/// prompt does not carry it. Before, the late `created` stored a reply
+/// that was no longer on the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_whose_deletion_came_first_is_not_in_the_prompt() {
+    let mut s = Story::start("reply-deleted-first", Some(CONFIG)).await;
+    let (n, gate) = first_iteration_held(&mut s, "Make the test pass").await;
+    let maintainer = FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer.clone(), "Keep the change small.")
+        .await;
+    let text = "Use the v2 API.";
+    let gone = s.github.comment_as(&s.repo, n, maintainer.clone(), text);
+    s.delete_comment_as(n, gone, maintainer.clone(), maintainer.clone())
+        .await;
+    s.deliveries_handled().await;
+    // The comment's own `created`, delivered late.
+    s.replay_comment(n, gone, maintainer, text).await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    let prompt = s.prompt(2);
+    assert!(prompt.contains("Keep the change small."), "{prompt}");
+    assert!(!prompt.contains(text), "{prompt}");
+    s.stop().await;
+}
+
+/// On closer's pull request, a maintainer asks for a change and, while
+/// that round works, writes a second request and deletes it: nothing of
+/// it waits for a prompt, and no round follows for it. Before, `deleted`
+/// on a pull request was ignored: the deleted request waited for the next
+/// prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_comment_deleted_before_a_prompt_carried_it_is_dropped() {
+    let (mut s, n, pull) = verified_story("pull-comment-deleted", CONFIG).await;
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), small_change(2)));
+    s.llm.push([done()]);
+    s.comment_on_pull_as(pull, MAINTAINER, "@closer-test please also update the docs")
+        .await;
+    gate.started().await;
+    let text = "@closer-test and rename add to plus";
+    let gone = s.comment_on_pull_as(pull, MAINTAINER, text).await;
+    s.deliveries_handled().await;
+    s.delete_pull_comment_as(pull, gone, MAINTAINER).await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!((run.state, run.iteration), (RunState::Done, 2), "{run:#?}");
+    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
+        .await
+        .unwrap();
+    assert!(stored.iter().any(|m| m.body.contains("update the docs")));
+    assert!(
+        stored.iter().all(|m| !m.body.contains("rename add")),
+        "{stored:#?}"
+    );
     s.stop().await;
 }

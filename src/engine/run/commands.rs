@@ -25,7 +25,7 @@ use crate::comment;
 use crate::engine::command::{Command, CommandError, new_commands, request};
 use crate::events::{Actor, CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
-use crate::model::{IssueNumber, Permission, RepoName, RunState};
+use crate::model::{IssueNumber, Permission, RepoName, RunId, RunState};
 use crate::store::commands as store_commands;
 use crate::store::messages::{self, NewMessage, Standing};
 use crate::store::runs;
@@ -202,25 +202,43 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// A deleted comment: the reply it was, if no prompt carried it yet, is
-    /// dropped with it (its words are no longer on the issue, whoever took
-    /// them off). One a prompt carried stays in that iteration's record.
+    /// A deleted comment, on an issue or on a run's pull request: the
+    /// reply it was, if no prompt carried it yet, is dropped with it (its
+    /// words are no longer on GitHub, whoever took them off). One a prompt
+    /// carried stays in that iteration's record.
     pub(super) async fn on_comment_deleted(
         &self,
         repo: &RepoName,
-        number: IssueNumber,
         comment: &CommentRef,
     ) -> Result<String, EngineError> {
         let pool = self.runs.store().pool();
-        let Some(run) = runs::by_issue(pool, repo, number).await? else {
-            return Ok("comment deleted: no run".to_owned());
-        };
         Ok(
-            match messages::drop_unused(pool, &run.id, comment.id).await? {
+            match messages::drop_unused_in_repository(pool, repo, comment.id).await? {
                 true => "comment deleted: its reply is dropped before any prompt".to_owned(),
                 false => "comment deleted: no reply of it waits for a prompt".to_owned(),
             },
         )
+    }
+
+    /// Whether a reply just stored is still on GitHub; dropped again when
+    /// it is not. Its `deleted` event may have been handled first
+    /// (delivered out of order, or by another worker before this one
+    /// stored it), and finding nothing to drop then, left it for the
+    /// prompt. Stored first and looked at after, so a deletion after the
+    /// look finds it stored, and drops it.
+    pub(super) async fn still_there(
+        &self,
+        client: &InstallationClient,
+        repo: &RepoName,
+        run_id: &RunId,
+        comment_id: i64,
+    ) -> Result<bool, EngineError> {
+        let id = CommentId(comment_id.max(0) as u64);
+        if client.comment_exists(repo, id).await? {
+            return Ok(true);
+        }
+        messages::drop_unused(self.runs.store().pool(), run_id, comment_id).await?;
+        Ok(false)
     }
 
     /// A comment by an authorised user while the run is open, or by the
@@ -271,6 +289,9 @@ impl Engine {
             body: &comment.body,
         };
         messages::add(store.pool(), run_id, message, store.now_ms()).await?;
+        if !self.still_there(client, repo, run_id, comment.id).await? {
+            return Ok(format!("reply by {login}: deleted meanwhile, dropped"));
+        }
         if !awaiting {
             return Ok(format!("reply by {login}: stored for the next prompt"));
         }
@@ -362,6 +383,9 @@ impl Engine {
         // before, the request stays unused and the run's next prompt (or,
         // once verified, a review round) carries it.
         self.store_message(&run, comment.id, login, request).await?;
+        if !self.still_there(client, repo, &run.id, comment.id).await? {
+            return Ok(format!("request by {login}: deleted meanwhile, dropped"));
+        }
         if let Err(e) = client
             .add_comment_reaction(repo, CommentId(comment.id.max(0) as u64), Reaction::Eyes)
             .await

@@ -144,10 +144,8 @@ impl Engine {
                 let previous = match action {
                     CommentAction::Created => None,
                     CommentAction::Edited => Some(previous_body.as_deref().unwrap_or("")),
-                    CommentAction::Deleted if !issue.is_pull_request => {
-                        return self
-                            .on_comment_deleted(&repo.name, issue.number, comment)
-                            .await;
+                    CommentAction::Deleted => {
+                        return self.on_comment_deleted(&repo.name, comment).await;
                     }
                     _ => return Ok(format!("comment {action:?}: ignored")),
                 };

@@ -202,20 +202,44 @@ impl Story {
     }
 
     /// `author` comments in the pull request's conversation
-    /// (`issue_comment.created` on the pull request).
-    pub async fn comment_on_pull_as(&mut self, pull: IssueNumber, author: &str, body: &str) {
+    /// (`issue_comment.created` on the pull request); answers the
+    /// comment's id.
+    pub async fn comment_on_pull_as(&mut self, pull: IssueNumber, author: &str, body: &str) -> u64 {
         let user = FakeUser::user(author);
-        let id = fastrand::u64(1_000_000..2_000_000);
-        let payload = json!({
-            "action": "created",
+        let id = self.github.comment_as(&self.repo, pull, user.clone(), body);
+        let payload = self.pull_comment_event("created", pull, id, body, &user);
+        self.deliver("issue_comment", payload).await;
+        id
+    }
+
+    /// `author` deletes their comment `id` in the pull request's
+    /// conversation (`issue_comment.deleted`, with the text it had).
+    pub async fn delete_pull_comment_as(&mut self, pull: IssueNumber, id: u64, author: &str) {
+        let user = FakeUser::user(author);
+        let body = self.github.delete_comment(&self.repo, id);
+        let payload = self.pull_comment_event("deleted", pull, id, &body, &user);
+        self.deliver("issue_comment", payload).await;
+    }
+
+    /// An `issue_comment` payload on the pull request `pull`: comment `id`
+    /// by `user`, who also sent the event.
+    fn pull_comment_event(
+        &self,
+        action: &str,
+        pull: IssueNumber,
+        id: u64,
+        body: &str,
+        user: &FakeUser,
+    ) -> Value {
+        json!({
+            "action": action,
             "issue": {"number": pull.0, "title": "pull request", "body": null,
                       "user": user_json(&FakeUser::bot(&self.github.bot_login())),
                       "labels": [], "state": "open",
                       "pull_request": {"url": format!("{}/repos/{REPO}/pulls/{}", self.github.url(), pull.0)}},
-            "comment": {"id": id, "body": body, "user": user_json(&user), "performed_via_github_app": null},
-            "sender": user_json(&user),
-        });
-        self.deliver("issue_comment", payload).await;
+            "comment": {"id": id, "body": body, "user": user_json(user), "performed_via_github_app": null},
+            "sender": user_json(user),
+        })
     }
 
     /// `author` pushes a commit to the pull request's branch, and no

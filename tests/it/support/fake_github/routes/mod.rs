@@ -93,7 +93,7 @@ fn api() -> Router<Fake> {
         )
         .route(
             &format!("{repo}/issues/comments/{{id}}"),
-            patch(comments::edit),
+            get(comments::get).patch(comments::edit),
         )
         .route(
             &format!("{repo}/issues/comments/{{id}}/reactions"),
