@@ -8,7 +8,8 @@
 //! first; then weighted signals in Japanese and
 //! English fire, and a score of at least [`THRESHOLD`] means the agent is
 //! asking. A question answered in the next line (a rhetorical one) or used as
-//! a heading does not count. This module only reads text: it never decides
+//! a heading (`#`, or a bold line among bold section headings) does not
+//! count. This module only reads text: it never decides
 //! completion on its own and never treats a missing signal as evidence of work.
 
 use std::sync::LazyLock;
@@ -280,8 +281,12 @@ fn text_signals(text: &str) -> Vec<Signal> {
 
 /// The first line that is a question to the reader: it ends like a question,
 /// is not a heading or a reported question, and is not answered by the next line.
+/// A line all in bold is a heading when the output sets out its sections
+/// so (two such lines or more) and text follows it: "**Why did add
+/// subtract?**" over the paragraph that says why.
 fn direct_question(text: &str) -> Option<&str> {
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let sections = lines.iter().filter(|l| all_bold(l)).count() >= 2;
     lines.iter().enumerate().find_map(|(i, line)| {
         if line.is_empty() || line.starts_with('#') || !LINE_END_QUESTION.is_match(line) {
             return None;
@@ -291,9 +296,21 @@ fn direct_question(text: &str) -> Option<&str> {
             return None;
         }
         let next = lines[i + 1..].iter().find(|l| !l.is_empty());
+        if sections && all_bold(line) && next.is_some() {
+            return None;
+        }
         let answered =
             next.is_some_and(|n| ANSWER_START.is_match(n.trim_start_matches(['-', '*', ' '])));
         (!answered).then_some(*line)
+    })
+}
+
+/// Whether the (trimmed) line is bold from end to end: `**…**` or `__…__`.
+fn all_bold(line: &str) -> bool {
+    ["**", "__"].iter().any(|mark| {
+        line.strip_prefix(mark)
+            .and_then(|rest| rest.strip_suffix(mark))
+            .is_some_and(|inner| !inner.trim().is_empty() && !inner.contains(mark))
     })
 }
 

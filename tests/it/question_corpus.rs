@@ -13,6 +13,20 @@ enum Lang {
 
 /// (language, asks the maintainer?, must be right (seed example), output)
 const CORPUS: &[(Lang, bool, bool, &str)] = &[
+    // A report under bold section headings, one a question its section
+    // answers (decision 216): no question to the maintainer.
+    (
+        Lang::En,
+        false,
+        false,
+        "**Why did add subtract?**\nThe function used the minus operator.\n\n**What changed**\nIt adds now, with a test.",
+    ),
+    (
+        Lang::Ja,
+        false,
+        false,
+        "**なぜ引き算になっていたのか？**\n演算子が逆でした。\n\n**変更点**\n足し算に直しました。",
+    ),
     // ---- English, asking
     (
         Lang::En,
@@ -823,6 +837,39 @@ fn a_list_of_what_was_done_is_no_choice_to_make() {
                 .iter()
                 .all(|s| format!("{:?}", s.kind) == "OptionsSelection"),
             "only the choice asks: {text:?} {verdict:?}"
+        );
+    }
+}
+
+/// A report set out under bold headings, one of them a question its
+/// section answers, asks nothing (decision 216). Before, the heading read
+/// as a question to the maintainer (0.6) and a finished answer waited for
+/// a reply.
+#[test]
+fn a_bold_question_heading_over_its_section_asks_nothing() {
+    for text in [
+        "**Why did add subtract?**\nThe function used the minus operator.\n\n**What changed**\nIt adds now, with a test.",
+        "__What was wrong?__\nThe parser dropped the last line.\n\n__Fix__\nIt keeps it now.",
+        "**なぜ引き算になっていたのか？**\n演算子が逆でした。\n\n**変更点**\n足し算に直しました。",
+    ] {
+        let verdict = detect(text, false, &[]);
+        assert_ne!(
+            verdict.status,
+            AnswerStatus::AwaitingResponse,
+            "{text:?} {verdict:?}"
+        );
+    }
+    // The controls: one bold question (emphasis, not a section), and a
+    // bold question closing a report set out under bold headings, ask.
+    for text in [
+        "I fixed the parser.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.",
+        "**What changed**\nIt adds now.\n\n**Should I also drop the v1 endpoints?**",
+    ] {
+        let verdict = detect(text, false, &[]);
+        assert_eq!(
+            verdict.status,
+            AnswerStatus::AwaitingResponse,
+            "{text:?} {verdict:?}"
         );
     }
 }

@@ -2,7 +2,8 @@
 //! request from closer's branch is merged while the run waits for its own,
 //! a maintainer reviews the pull request of a run that has failed, retries
 //! that run with its pull request still open, or merges it, even while the
-//! round's last iteration works.
+//! round's last iteration works; and a done run's issue opened again before
+//! a round.
 
 use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
@@ -225,5 +226,29 @@ async fn an_issue_closed_while_its_run_waits_for_the_merge_stops_the_run() {
     );
     let status = s.status_comment(n).body;
     assert!(status.contains("closer: stopped"), "{status}");
+    s.stop().await;
+}
+
+/// With `close_on: verified`, the run is done and its issue closed; a
+/// maintainer opens the issue again and asks for a change on the pull
+/// request: the verified round closes the issue again, as the config says
+/// and the done status claims. Before, closer remembered closing it once
+/// and left it open, while the status said it was closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_done_runs_issue_opened_again_is_closed_again_by_the_next_verified_round() {
+    let (mut s, n, pull) = verified_story("reopened-then-round", CONFIG).await;
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    s.reopen_as(n, MAINTAINER).await;
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
+
+    s.agent_step(2, &small_change(2));
+    s.llm.push([done()]);
+    s.request_change(pull, "calc.sh", 1, "Name the function plus.")
+        .await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!((run.state, run.iteration), (RunState::Done, 2), "{run:#?}");
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     s.stop().await;
 }

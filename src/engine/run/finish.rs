@@ -26,7 +26,9 @@ use super::workspace::Pushed;
 use super::{Engine, EngineError, other};
 use crate::comment::{self, CommitRow, FileRow, PullRequestView, VerificationView};
 use crate::config::repo::CloseOn;
-use crate::github::{InstallationClient, NewPullRequest, PullEdit, PullState, StateReason};
+use crate::github::{
+    InstallationClient, IssueState, NewPullRequest, PullEdit, PullState, StateReason,
+};
 use crate::model::{IssueNumber, Outcome, Phase, RepoName, Run, RunState, TaskType};
 
 /// How the run's pull request ended.
@@ -200,10 +202,18 @@ impl Engine {
         Ok(())
     }
 
-    /// Closes the issue of a done run, once.
+    /// Closes the issue of a done run, once — and again when a person
+    /// opened it since closer closed it and a review round was then
+    /// verified (`close_on: verified` says so, and the done status says
+    /// the issue is closed). GitHub is asked only then: a run done for the
+    /// first time closes without asking.
     pub(super) async fn close_done(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.data.issue_closed {
-            return Ok(());
+            let issue = ctx.client.get_issue(ctx.repo(), ctx.issue()).await?;
+            if issue.state == IssueState::Closed {
+                return Ok(());
+            }
+            tracing::info!(run = %ctx.run.id, "the issue was opened again since closer closed it");
         }
         ctx.client
             .close_issue(ctx.repo(), ctx.issue(), StateReason::Completed)

@@ -497,6 +497,17 @@ impl Story {
         self.deliver("issues", payload).await;
     }
 
+    /// Opens the closed issue again as `user` and delivers `issues.reopened`.
+    pub async fn reopen_as(&mut self, number: IssueNumber, user: &str) {
+        self.github.set_issue_state(&self.repo, number, "open");
+        let payload = json!({
+            "action": "reopened",
+            "issue": self.issue_json(number),
+            "sender": user_json(&FakeUser::user(user)),
+        });
+        self.deliver("issues", payload).await;
+    }
+
     /// Comments as `user` and delivers `issue_comment.created`.
     pub async fn comment_as(&mut self, number: IssueNumber, user: FakeUser, body: &str) -> u64 {
         let id = self

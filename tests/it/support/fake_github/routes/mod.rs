@@ -21,7 +21,7 @@ use axum::extract::{Request, State as AxumState};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, delete, get, patch, post};
+use axum::routing::{any, delete, get, post};
 use serde_json::{Value, json};
 
 use super::faults::{self, Fault};
