@@ -17,9 +17,9 @@ use super::models::{
 };
 use super::types::Permission;
 use super::wire::{
-    WireAddItem, WireApp, WireComment, WireContent, WireIssue, WireLabel, WirePermission,
-    WireProjectOwner, WirePull, WireRepository, WireReviewComment, WireToken, WireUpdateItem,
-    parse,
+    WireAddItem, WireApp, WireClearItem, WireComment, WireContent, WireIssue, WireLabel,
+    WirePermission, WireProjectOwner, WirePull, WireRepository, WireReviewComment, WireToken,
+    WireUpdateItem, parse,
 };
 use crate::clock::Millis;
 
@@ -163,6 +163,23 @@ pub fn updated_project_item(
         None => Err(GitHubError::decode(
             WHAT,
             "data.updateProjectV2ItemFieldValue.projectV2Item: no item",
+        )),
+    }
+}
+
+/// `clearProjectV2ItemFieldValue`'s answer: the item must be named.
+pub fn cleared_project_item(
+    body: &str,
+    reset: Option<&str>,
+    now: Millis,
+) -> Result<(), GitHubError> {
+    const WHAT: &str = "cleared project item";
+    let data: WireClearItem = graphql_data(body, reset, now, WHAT)?;
+    match data.payload.item {
+        Some(_) => Ok(()),
+        None => Err(GitHubError::decode(
+            WHAT,
+            "data.clearProjectV2ItemFieldValue.projectV2Item: no item",
         )),
     }
 }

@@ -39,7 +39,10 @@ pub use models::{
     LabelCreated, NewPullRequest, ProjectBoard, ProjectField, ProjectOption, PullEdit, PullRequest,
     PullState, Reaction, Repository, ReviewComment, StateReason,
 };
-pub use projects::{Board, DRY_RUN_ITEM_ID, ProjectSyncError, status_option, sync_project_status};
+pub use projects::{
+    Board, DRY_RUN_ITEM_ID, ProjectSyncError, clear_project_status, status_option,
+    sync_project_status,
+};
 pub use retry::RetrySettings;
 pub use scope::TokenScope;
 pub use token::REFRESH_MARGIN;

@@ -1,6 +1,7 @@
 //! GitHub Projects (v2) boards through the GraphQL API: find a board by its
 //! owner and number, add an issue to it, set a single-select field (Status)
-//! to the option named like the run's phase. A board without the field or
+//! to the option named like the run's phase, or clear it when the run holds
+//! no phase. A board without the field or
 //! the option is a typed error the engine reports once; it must never be
 //! retried as if it were a passing failure, and no mutation is sent before
 //! the field and option are known to exist.
@@ -29,6 +30,10 @@ const ADD_ITEM: &str = "mutation($project: ID!, $content: ID!) { \
 const SET_SINGLE_SELECT: &str = "mutation($project: ID!, $item: ID!, $field: ID!, $option: String!) { \
      updateProjectV2ItemFieldValue(input: {projectId: $project, itemId: $item, \
      fieldId: $field, value: {singleSelectOptionId: $option}}) { projectV2Item { id } } }";
+
+const CLEAR_VALUE: &str = "mutation($project: ID!, $item: ID!, $field: ID!) { \
+     clearProjectV2ItemFieldValue(input: {projectId: $project, itemId: $item, \
+     fieldId: $field}) { projectV2Item { id } } }";
 
 /// Common board spellings accepted for each phase when no option carries
 /// the phase's own name. Covers GitHub's "Board" template (Todo, In
@@ -157,6 +162,24 @@ impl InstallationClient {
     }
 }
 
+impl InstallationClient {
+    /// `clearProjectV2ItemFieldValue`: empties a field of a board item (a
+    /// single-select's item then shows under "No Status"). Clearing it
+    /// twice is harmless.
+    pub async fn clear_field_value(
+        &self,
+        project_id: &str,
+        item_id: &str,
+        field_id: &str,
+    ) -> Result<(), GitHubError> {
+        let variables = json!({ "project": project_id, "item": item_id, "field": field_id });
+        match self.graphql_mutation(CLEAR_VALUE, variables).await? {
+            Some(resp) => decode::cleared_project_item(&resp.body, reset(&resp), self.now_ms()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The answer's `x-ratelimit-reset`, for a `RATE_LIMITED` error.
 fn reset(resp: &ApiResponse) -> Option<&str> {
     resp.header("x-ratelimit-reset")
@@ -185,17 +208,8 @@ pub async fn sync_project_status(
     issue: IssueNumber,
     phase: &str,
 ) -> Result<(), ProjectSyncError> {
-    let project = match client.project_board(&board.owner, board.number).await {
-        Ok(project) => project,
-        Err(GitHubError::NotFound) => return Err(ProjectSyncError::ProjectNotFound),
-        Err(e) => return Err(e.into()),
-    };
-    let field =
-        project
-            .field(&board.status_field)
-            .ok_or_else(|| ProjectSyncError::MissingField {
-                field: board.status_field.clone(),
-            })?;
+    let project = find_board(client, board).await?;
+    let field = status_field(&project, board)?;
     let option = status_option(field, phase).ok_or_else(|| ProjectSyncError::MissingOption {
         field: field.name.clone(),
         option: phase.to_owned(),
@@ -208,6 +222,52 @@ pub async fn sync_project_status(
     tracing::info!(%repo, %issue, board = %board.number, option = %option.name,
         "project board status set");
     Ok(())
+}
+
+/// Empties the issue's status field on the configured board: its run no
+/// longer holds a phase (its pull request was closed unmerged, or a round
+/// failed). The issue is put on the board first (answering the item it
+/// has there), as it was when its phases were set; idempotent as
+/// [`sync_project_status`] is.
+pub async fn clear_project_status(
+    client: &InstallationClient,
+    board: &Board,
+    repo: &RepoName,
+    issue: IssueNumber,
+) -> Result<(), ProjectSyncError> {
+    let project = find_board(client, board).await?;
+    let field = status_field(&project, board)?;
+    let content = client.issue_node_id(repo, issue).await?;
+    let item = client.add_to_project(&project.id, &content).await?;
+    client
+        .clear_field_value(&project.id, &item, &field.id)
+        .await?;
+    tracing::info!(%repo, %issue, board = %board.number, "project board status cleared");
+    Ok(())
+}
+
+/// The configured board, or the typed error for a board that is not there.
+async fn find_board(
+    client: &InstallationClient,
+    board: &Board,
+) -> Result<ProjectBoard, ProjectSyncError> {
+    match client.project_board(&board.owner, board.number).await {
+        Ok(project) => Ok(project),
+        Err(GitHubError::NotFound) => Err(ProjectSyncError::ProjectNotFound),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The board's single-select field named in the config.
+fn status_field<'a>(
+    project: &'a ProjectBoard,
+    board: &Board,
+) -> Result<&'a ProjectField, ProjectSyncError> {
+    project
+        .field(&board.status_field)
+        .ok_or_else(|| ProjectSyncError::MissingField {
+            field: board.status_field.clone(),
+        })
 }
 
 /// The option of `field` for a phase: the option named like the phase

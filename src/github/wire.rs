@@ -486,6 +486,13 @@ pub(crate) struct WireUpdateItem {
     pub payload: WireUpdateItemPayload,
 }
 
+/// `data` of `clearProjectV2ItemFieldValue`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireClearItem {
+    #[serde(rename = "clearProjectV2ItemFieldValue")]
+    pub payload: WireUpdateItemPayload,
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireUpdateItemPayload {
     #[serde(rename = "projectV2Item", default)]

@@ -1327,6 +1327,43 @@ async fn story_14_the_project_board_status_follows_the_phases() {
     s.stop().await;
 }
 
+/// The run is done and its issue shows Done on the board; the maintainer
+/// closes the pull request unmerged: the run fails, its `phase:*` label
+/// comes off, and so does its status on the board (the item shows under
+/// "No Status", not Done). Before, the board still said Done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_closed_unmerged_empties_the_issues_status_on_the_board() {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let mut s = Story::start(
+        "board-pull-closed",
+        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
+    )
+    .await;
+    s.github.add_project(
+        ProjectOwner::org("octo"),
+        7,
+        &[("Status", &["Todo", "In progress", "In review", "Done"])],
+    );
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    let node = s.github.issue_node_id(&s.repo, n);
+    let status = |s: &Story| s.github.project_item_status("octo", 7, &node);
+    assert_eq!(status(&s).as_deref(), Some("Done"));
+
+    let pull = s.the_pull();
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    assert!(!s.labels(n).iter().any(|l| l.starts_with("phase:")));
+    assert_eq!(status(&s), None);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on() {
     use crate::support::fake_github::projects::ProjectOwner;

@@ -8,7 +8,8 @@ use super::context::RunContext;
 use super::status::StatusPublisher;
 use crate::comment::{self, labels};
 use crate::github::{
-    Board, InstallationClient, LabelCreated, ProjectSyncError, sync_project_status,
+    Board, InstallationClient, LabelCreated, ProjectSyncError, clear_project_status,
+    sync_project_status,
 };
 use crate::model::{Named, Phase, RepoName};
 
@@ -63,11 +64,12 @@ impl StatusPublisher {
         }
         ctx.data.phase_label = Some(phase);
         self.runs().save(ctx).await?;
-        self.sync_board(ctx, phase).await
+        self.sync_board(ctx, Some(phase)).await
     }
 
-    /// Takes every `phase:*` label off the issue (a run whose pull request
-    /// was closed unmerged: `closer:failed` says where it stands).
+    /// Takes every `phase:*` label off the issue, and empties its status on
+    /// the project board (a run whose pull request was closed unmerged:
+    /// `closer:failed` says where it stands).
     pub async fn clear_phase(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let (repo, number) = (ctx.repo().clone(), ctx.issue());
         let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
@@ -77,13 +79,19 @@ impl StatusPublisher {
             }
         }
         ctx.data.phase_label = None;
-        self.runs().save(ctx).await
+        self.runs().save(ctx).await?;
+        self.sync_board(ctx, None).await
     }
 
-    /// Sets the project board's Status to the phase, when the config names
-    /// a board. A problem with the board or its fields is reported once in
-    /// the status comment and not retried; a GitHub failure is.
-    async fn sync_board(&self, ctx: &mut RunContext, phase: Phase) -> Result<(), EngineError> {
+    /// Sets the project board's Status to the phase (empties it for
+    /// `None`), when the config names a board. A problem with the board or
+    /// its fields is reported once in the status comment and not retried;
+    /// a GitHub failure is.
+    async fn sync_board(
+        &self,
+        ctx: &mut RunContext,
+        phase: Option<Phase>,
+    ) -> Result<(), EngineError> {
         let Some(project) = &ctx.config.project else {
             return Ok(());
         };
@@ -95,8 +103,11 @@ impl StatusPublisher {
             number: project.number,
             status_field: project.status_field.clone(),
         };
-        let synced =
-            sync_project_status(&ctx.client, &board, ctx.repo(), ctx.issue(), phase.as_str()).await;
+        let (client, repo, issue) = (&ctx.client, ctx.repo(), ctx.issue());
+        let synced = match phase {
+            Some(phase) => sync_project_status(client, &board, repo, issue, phase.as_str()).await,
+            None => clear_project_status(client, &board, repo, issue).await,
+        };
         match synced {
             Ok(()) => Ok(()),
             Err(e) if e.is_config_problem() => {

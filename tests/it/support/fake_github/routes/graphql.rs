@@ -1,7 +1,8 @@
 //! `POST /graphql` (and GHES's `/api/graphql`) for Projects (v2) boards.
 //! Not a GraphQL engine: an operation is recognised by the field it names
 //! (`projectV2(number:` under `organization(login:` or `user(login:`,
-//! `addProjectV2ItemById`, `updateProjectV2ItemFieldValue`), and its values
+//! `addProjectV2ItemById`, `updateProjectV2ItemFieldValue`,
+//! `clearProjectV2ItemFieldValue`), and its values
 //! are read from `variables` only, so a client that splices values into the
 //! query text fails here as it should. Answers are GitHub-shaped: HTTP 200
 //! with `data`, or `errors` with a `type` such as `NOT_FOUND`.
@@ -63,6 +64,8 @@ pub async fn handle(State(fake): State<Fake>, headers: HeaderMap, bytes: Bytes) 
         add_item(&mut st, &account, &vars).map_err(|e| (Value::Null, e))
     } else if query.contains("updateProjectV2ItemFieldValue") {
         set_value(&mut st, &account, &vars).map_err(|e| (Value::Null, e))
+    } else if query.contains("clearProjectV2ItemFieldValue") {
+        clear_value(&mut st, &account, &vars).map_err(|e| (Value::Null, e))
     } else if query.contains("projectV2(number:") {
         board(&st, &account, query, &vars)
     } else {
@@ -237,4 +240,36 @@ fn set_value(st: &mut Model, account: &str, vars: &Map<String, Value>) -> Result
         })?;
     item.values.insert(field.id, option_id.to_owned());
     Ok(json!({ "updateProjectV2ItemFieldValue": { "projectV2Item": { "id": item.id } } }))
+}
+
+/// `clearProjectV2ItemFieldValue(input: {projectId, itemId, fieldId})`:
+/// the item's value of that field is gone.
+fn clear_value(
+    st: &mut Model,
+    account: &str,
+    vars: &Map<String, Value>,
+) -> Result<Value, GqlError> {
+    const OP: &str = "clearProjectV2ItemFieldValue";
+    let project_id = string_var(vars, "project", "ID")?;
+    let item_id = string_var(vars, "item", "ID")?;
+    let field_id = string_var(vars, "field", "ID")?;
+    let project = visible_project(st, account, project_id)?;
+    if project.field(field_id).is_none() {
+        return Err(not_found(
+            format!("Could not resolve to a node with the global id of '{field_id}'"),
+            vec![OP],
+        ));
+    }
+    let item = project
+        .items
+        .values_mut()
+        .find(|i| i.id == item_id)
+        .ok_or_else(|| {
+            not_found(
+                format!("Could not resolve to ProjectV2Item with the id of '{item_id}'"),
+                vec![OP],
+            )
+        })?;
+    item.values.remove(field_id);
+    Ok(json!({ OP: { "projectV2Item": { "id": item.id } } }))
 }
