@@ -352,22 +352,28 @@ pub fn unknown_command_comment(word: &str, suggestion: Option<&str>) -> String {
 }
 
 /// The answer to `/closer run` or `/closer retry` while the issue's run is
-/// still going: nothing is restarted, and what a maintainer can do instead.
-pub fn nothing_to_retry_answer(state: RunState, iteration: u32, max_iterations: u32) -> String {
+/// still going: nothing is restarted, and what a maintainer can do instead
+/// (the status comment says where the run stands).
+pub fn nothing_to_retry_answer(state: RunState) -> String {
     let now = format!(
-        "closer is **{}** (iteration {iteration} of {max_iterations}), so there is nothing to retry.",
+        "closer is **{}** on this issue, so there is nothing to retry.",
         state.label()
     );
-    match state {
-        RunState::AwaitingResponse => format!(
-            "{now} A comment that answers the agent's question resumes the run (a maintainer's \
+    let instead = match state {
+        RunState::AwaitingResponse => {
+            "A comment that answers the agent's question resumes the run (a maintainer's \
              answer counts too); `/closer stop` ends it."
-        ),
-        _ => format!(
-            "{now} A maintainer's comment reaches the agent's next prompt; `/closer stop` ends \
-             the run, and `/closer retry` after that starts it again."
-        ),
-    }
+        }
+        RunState::Verifying => {
+            "Its work is verified: a review of its pull request, or a request to the App \
+             there, starts another round; `/closer stop` ends the run."
+        }
+        _ => {
+            "A maintainer's comment reaches the agent's next prompt; `/closer stop` ends the \
+             run, and `/closer retry` after that starts it again."
+        }
+    };
+    format!("{now} {instead}")
 }
 
 /// The answer to `/closer status`: a short summary and a link to the status

@@ -8,8 +8,8 @@
 //! first; then weighted signals in Japanese and
 //! English fire, and a score of at least [`THRESHOLD`] means the agent is
 //! asking. A question answered in the next line (a rhetorical one) or used as
-//! a heading (`#`, or a bold line among bold section headings) does not
-//! count. This module only reads text: it never decides
+//! a heading (`#`, or a bold line among bold section headings, another
+//! following it) does not count. This module only reads text: it never decides
 //! completion on its own and never treats a missing signal as evidence of work.
 
 use std::sync::LazyLock;
@@ -282,11 +282,15 @@ fn text_signals(text: &str) -> Vec<Signal> {
 /// The first line that is a question to the reader: it ends like a question,
 /// is not a heading or a reported question, and is not answered by the next line.
 /// A line all in bold is a heading when the output sets out its sections
-/// so (two such lines or more) and text follows it: "**Why did add
-/// subtract?**" over the paragraph that says why.
+/// so (a bold line that is no question heads a section too) and another
+/// bold heading follows it: "**Why did add subtract?**" over the paragraph
+/// that says why, then "**What changed**". A bold question with no heading
+/// after it may be the output's last word to the reader, and still asks.
 fn direct_question(text: &str) -> Option<&str> {
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    let sections = lines.iter().filter(|l| all_bold(l)).count() >= 2;
+    let sections = lines
+        .iter()
+        .any(|l| all_bold(l) && !LINE_END_QUESTION.is_match(l));
     lines.iter().enumerate().find_map(|(i, line)| {
         if line.is_empty() || line.starts_with('#') || !LINE_END_QUESTION.is_match(line) {
             return None;
@@ -296,7 +300,7 @@ fn direct_question(text: &str) -> Option<&str> {
             return None;
         }
         let next = lines[i + 1..].iter().find(|l| !l.is_empty());
-        if sections && all_bold(line) && next.is_some() {
+        if sections && all_bold(line) && lines[i + 1..].iter().any(|l| all_bold(l)) {
             return None;
         }
         let answered =

@@ -7,7 +7,8 @@
 //! or steer work: an installation change, a label added (the trigger label is
 //! the repository's choice, read from `.github/closer.yml` on GitHub, so any
 //! label may be it), labels on a new issue, an assignment, a comment
-//! addressed to closer (`/closer …` or a mention of the App), anything about
+//! addressed to closer (`/closer …` or a mention of the App), a deleted
+//! comment (its tombstone is kept whatever the run), anything about
 //! a pull request on closer's own branch. Everything else about an issue or
 //! pull request matters only while closer has work there: an open run on it,
 //! or a delivery about it still waiting in the queue (it may be the one that
@@ -53,6 +54,10 @@ pub fn triage(signals: &Signals<'_>, app_slug: Option<&str>) -> Verdict {
             "created" | "edited" if addressed(signals.comment.unwrap_or(""), app_slug) => {
                 Verdict::Matters("comment addressed to closer")
             }
+            // Its tombstone is kept whatever the run's state: a reply an
+            // ended run stored waits for a retry, and a late `created`
+            // must find it (decision 217).
+            "deleted" => Verdict::Matters("comment deleted"),
             _ => Verdict::IfOpenRun,
         },
         EventKind::PullRequest
@@ -229,7 +234,7 @@ mod tests {
                     action: "deleted",
                     ..comment("/closer run")
                 },
-                IfOpenRun,
+                Matters("comment deleted"),
             ),
             (
                 "closer's pr",

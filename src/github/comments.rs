@@ -1,5 +1,4 @@
-//! Issue comments and reactions: list (all pages), whether one is still
-//! there, create, edit, react.
+//! Issue comments and reactions: list (all pages), create, edit, react.
 //! In dry run a created comment comes back with id 0.
 
 use http::Method;
@@ -39,21 +38,6 @@ impl InstallationClient {
             }
         }
         Ok(all)
-    }
-
-    /// Whether the issue or pull request conversation comment `id` is
-    /// still there (`false`: GitHub answers 404 or 410, it was deleted).
-    pub async fn comment_exists(
-        &self,
-        repo: &RepoName,
-        id: CommentId,
-    ) -> Result<bool, GitHubError> {
-        let path = format!("{}/issues/comments/{id}", repo_path(repo));
-        match self.send(ApiRequest::get(path)).await {
-            Ok(resp) => decode::comment(&resp.body).map(|_| true),
-            Err(e) if e.is_gone() => Ok(false),
-            Err(e) => Err(e),
-        }
     }
 
     /// POST a comment. Not repeated after a network error once sent, nor

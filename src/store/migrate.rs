@@ -91,6 +91,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0012_run_repository_id.sql"),
         postgres: include_str!("../../migrations/postgres/0012_run_repository_id.sql"),
     },
+    Migration {
+        version: 13,
+        name: "deleted_comments",
+        sqlite: include_str!("../../migrations/sqlite/0013_deleted_comments.sql"),
+        postgres: include_str!("../../migrations/postgres/0013_deleted_comments.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

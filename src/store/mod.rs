@@ -11,6 +11,7 @@
 //! GitHub client's recorder hook so that `--dry-run` writes are kept.
 
 pub mod commands;
+pub mod deleted_comments;
 pub mod deliveries;
 pub mod dry_run;
 pub mod handled_events;

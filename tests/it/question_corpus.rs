@@ -859,11 +859,14 @@ fn a_bold_question_heading_over_its_section_asks_nothing() {
             "{text:?} {verdict:?}"
         );
     }
-    // The controls: one bold question (emphasis, not a section), and a
-    // bold question closing a report set out under bold headings, ask.
+    // The controls ask: one bold question (emphasis, not a section); a bold
+    // question closing a report set out under bold headings, alone or with
+    // a line of context; two bold questions, each with its context.
     for text in [
         "I fixed the parser.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.",
         "**What changed**\nIt adds now.\n\n**Should I also drop the v1 endpoints?**",
+        "**Summary**\nFixed add.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.",
+        "**Should I keep the v1 endpoints?**\nThey get 2% of traffic.\n\n**Should I bump the major version?**\nThe change breaks two callers.",
     ] {
         let verdict = detect(text, false, &[]);
         assert_eq!(

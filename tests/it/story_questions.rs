@@ -1,9 +1,12 @@
 //! The agent's question and the replies at the edges of the run: a
 //! question asked with no iteration left to use an answer, an answer while
 //! the next iteration gets ready, the author's second thought while the
-//! iteration it resumed works, a retry while the run waits, and replies
+//! iteration it resumed works, a comment written before the question was
+//! on the issue, a retry while the run waits, and replies
 //! deleted before a prompt carried them (on the issue, in either order of
 //! their deliveries, and on the run's pull request).
+
+use std::time::{Duration, Instant};
 
 use closer::model::RunState;
 
@@ -11,6 +14,7 @@ use crate::stories::{
     ASKS_A_QUESTION, awaiting_an_answer, first_iteration_held, fix_add, question_comments,
 };
 use crate::story_review::{done, small_change, verified_story};
+use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -75,6 +79,11 @@ async fn an_answer_moves_the_status_on_at_once() {
     gate.open();
     s.idle().await;
     s.expect_run(n, RunState::Done, 2).await;
+    // Verified: the author's window to add to their answer is shut, and
+    // none is left open for a review round to find.
+    let run = s.run(n).await.unwrap();
+    let data: serde_json::Value = serde_json::from_str(&run.data).unwrap();
+    assert!(data["answered_for"].is_null(), "{data}");
     s.stop().await;
 }
 
@@ -258,6 +267,127 @@ async fn a_pull_request_comment_deleted_before_a_prompt_carried_it_is_dropped() 
     assert!(stored.iter().any(|m| m.body.contains("update the docs")));
     assert!(
         stored.iter().all(|m| !m.body.contains("rename add")),
+        "{stored:#?}"
+    );
+    s.stop().await;
+}
+
+/// GitHub is slow to make the question's comment (2 s), and the author
+/// comments meanwhile, before the question is on the issue: that comment
+/// answers nothing, and the run waits for the answer; the answer's prompt
+/// carries both. Before, the early comment resumed the run as the answer,
+/// and the question then stood unanswered on the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_comment_written_before_the_question_was_posted_answers_nothing() {
+    let mut s = Story::start("reply-before-question", Some(CONFIG)).await;
+    let comments = format!("/repos/{}/issues/1/comments", s.repo);
+    let question = "needs your input";
+    s.github.inject(
+        Fault::Delay(Duration::from_secs(2))
+            .times(1)
+            .method("POST")
+            .path(&comments)
+            .body(question),
+    );
+    s.agent_step(1, ASKS_A_QUESTION);
+    s.agent_step(2, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let asked = |s: &Story| {
+        s.github
+            .requests_to("POST", &comments)
+            .iter()
+            .any(|r| r.body.contains(question))
+    };
+    while !asked(&s) {
+        assert!(Instant::now() < deadline, "the question was never sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(question_comments(&s, n).is_empty(), "not made yet");
+    let maintainer = FakeUser::user(MAINTAINER);
+    s.comment_as(n, maintainer.clone(), "It also prints -1 for add 0 1.")
+        .await;
+    s.deliveries_handled().await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    assert_eq!(question_comments(&s, n).len(), 1, "{:#?}", s.comments(n));
+    s.comment_as(n, maintainer, "Yes, negatives too.").await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 2).await;
+    let prompt = s.prompt(2);
+    assert!(
+        prompt.contains("negatives too") && prompt.contains("add 0 1"),
+        "{prompt}"
+    );
+    s.stop().await;
+}
+
+/// `/closer retry` while the run's first iteration works: nothing
+/// restarts, the maintainer is told so, and the run goes on to done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_while_the_run_works_says_there_is_nothing_to_retry() {
+    let mut s = Story::start("retry-running", Some(CONFIG)).await;
+    let (n, gate) = first_iteration_held(&mut s, "Make the test pass").await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.deliveries_handled().await;
+    let answers: Vec<_> = s
+        .bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("nothing to retry"))
+        .collect();
+    assert_eq!(answers.len(), 1, "{:#?}", s.comments(n));
+    assert!(
+        answers[0].body.contains("**running**"),
+        "{}",
+        answers[0].body
+    );
+    gate.open();
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 2).await;
+    s.stop().await;
+}
+
+/// A stranger's issue: the agent asks, and a maintainer answers in the
+/// author's place. While the resumed iteration works, the author (who may
+/// not steer) comments: it is not stored. Only the author's own answer
+/// opens a window to add to it; a maintainer's answer is not theirs to
+/// amend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_maintainers_answer_opens_no_window_for_the_author() {
+    let mut s = Story::start("maintainer-answers", Some(CONFIG)).await;
+    s.agent_step(1, ASKS_A_QUESTION);
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), fix_add()));
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .github
+        .open_issue(&s.repo, "stranger", "add subtracts", "");
+    s.github.label_issue(&s.repo, n, "type:bug");
+    s.label_as(n, MAINTAINER, "closer").await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+
+    s.comment_as(n, FakeUser::user(MAINTAINER), "Yes, negatives too.")
+        .await;
+    gate.started().await;
+    s.comment_as(n, FakeUser::user("stranger"), "No, only positives!")
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    let run = s.run(n).await.unwrap();
+    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
+        .await
+        .unwrap();
+    assert!(
+        stored.iter().all(|m| !m.body.contains("only positives")),
         "{stored:#?}"
     );
     s.stop().await;

@@ -2,14 +2,15 @@
 //! request from closer's branch is merged while the run waits for its own,
 //! a maintainer reviews the pull request of a run that has failed, retries
 //! that run with its pull request still open, or merges it, even while the
-//! round's last iteration works; and a done run's issue opened again before
-//! a round.
+//! round's last iteration works; a done run's issue opened again before a
+//! round; and a request deleted while the run is failed.
 
 use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
 
 use crate::story_review::{done, small_change, thread_replies, verified_story};
 use crate::story_review_threads::answer_thread;
+use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
@@ -244,11 +245,51 @@ async fn a_done_runs_issue_opened_again_is_closed_again_by_the_next_verified_rou
 
     s.agent_step(2, &small_change(2));
     s.llm.push([done()]);
+    // GitHub refuses the first close: the retried step closes it.
+    s.github.inject(
+        Fault::Status(502)
+            .times(1)
+            .method("PATCH")
+            .path(&format!("/repos/{}/issues/{}", s.repo, n.0))
+            .body("\"closed\""),
+    );
     s.request_change(pull, "calc.sh", 1, "Name the function plus.")
         .await;
 
     let run = s.run(n).await.unwrap();
     assert_eq!((run.state, run.iteration), (RunState::Done, 2), "{run:#?}");
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let closes = s
+        .github
+        .requests_to("PATCH", &format!("/repos/{}/issues/{}", s.repo, n.0))
+        .iter()
+        .filter(|r| r.body.contains("\"closed\""))
+        .count();
+    assert_eq!(closes, 3, "the first close, the refused one, its retry");
+    s.stop().await;
+}
+
+/// A review round fails, leaving the pull request open; the maintainer
+/// writes a request there, then deletes it, and retries the run: the
+/// retry's prompt does not carry the deleted request. Before, a deletion
+/// on a thread with no open run was not even taken in (triage), and the
+/// retry carried it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_deleted_while_the_run_is_failed_is_not_in_the_retry() {
+    let (mut s, n, pull) = round_failed("deleted-while-failed", "").await;
+    let text = "@closer-test and rename add to plus";
+    let gone = s.comment_on_pull_as(pull, MAINTAINER, text).await;
+    s.idle().await;
+    s.delete_pull_comment_as(pull, gone, MAINTAINER).await;
+    s.idle().await;
+
+    s.agent_step(3, &small_change(3));
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 3).await;
+    let prompt = s.prompt(3);
+    assert!(!prompt.contains("rename add"), "{prompt}");
     s.stop().await;
 }

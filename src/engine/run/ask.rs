@@ -8,6 +8,7 @@ use super::context::RunContext;
 use super::{Engine, EngineError, Step};
 use crate::events::GHOST_LOGIN;
 use crate::model::RunState;
+use crate::store::messages::Standing;
 
 impl Engine {
     /// Asks the author the agent's questions (the run is already
@@ -25,11 +26,32 @@ impl Engine {
         if ctx.data.question_posted != Some(n) {
             self.refresh_author(ctx).await?;
             let body = crate::comment::question_comment(&ctx.data.issue_author, questions);
-            self.status
+            let question = self
+                .status
                 .post_once_for_run(ctx, &format!("question:{n}"), &body)
                 .await?;
+            // A comment written before the question was on the issue (while
+            // its post failed and waited for a retry, or was slow) did not
+            // answer it; one written after it did (`resume` waited for this).
+            let question = i64::try_from(question.0).unwrap_or(i64::MAX);
+            for id in self
+                .runs
+                .unused_replies_before(&ctx.run.id, question)
+                .await?
+            {
+                if !ctx.data.asked_over.contains(&id) {
+                    ctx.data.asked_over.push(id);
+                }
+            }
             ctx.data.question_posted = Some(n);
             self.runs.save(ctx).await?;
+            if self
+                .runs
+                .reply_waiting(&ctx.run.id, &ctx.data.asked_over)
+                .await?
+            {
+                self.runs.enqueue(&ctx.run.id, Step::Resume).await?;
+            }
         }
         self.status.publish(ctx).await
     }
@@ -62,7 +84,7 @@ impl Engine {
     }
 
     /// The `resume` step: a reply is stored for the run (one written before
-    /// the question does not count); it loses the
+    /// the question was posted does not count); it loses the
     /// label, leaves `awaiting_response`, and the next iteration is queued
     /// (its prompt carries the reply), and the status says so. The label
     /// goes first: a retry of this step still finds the run awaiting, and
@@ -75,9 +97,22 @@ impl Engine {
         {
             return Ok(());
         }
+        // The question is not on the issue yet (its post failed and waits
+        // for a retry): a reply now did not answer it. `ask` resumes the
+        // run, once the question is posted, for a reply after it.
+        if ctx.data.question_posted != Some(ctx.run.iteration) {
+            return Ok(());
+        }
+        // The author's own answer opens their window to add to it; a
+        // maintainer's does not (the author may not amend it).
+        let by_author = self.runs.messages(&ctx.run.id).await?.iter().any(|m| {
+            m.used_in.is_none()
+                && !ctx.data.asked_over.contains(&m.comment_id)
+                && m.standing == Some(Standing::Author)
+        });
         self.status.set_awaiting_label(ctx, false).await?;
         ctx.run.state = RunState::Running;
-        ctx.data.answered_for = Some(ctx.run.iteration + 1);
+        ctx.data.answered_for = by_author.then_some(ctx.run.iteration + 1);
         self.runs.save(ctx).await?;
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
         // No longer "waiting for an answer": the iteration may take a while

@@ -1,9 +1,12 @@
 //! Comments on an issue: `/closer` commands from authorised users (others
 //! get one short refusal), and replies — by an authorised user while a run
-//! is open, or by the issue's author to the run's question — stored for the
+//! is open, or by the issue's author to the run's question (and adding to
+//! their answer while the iteration it resumed works) — stored for the
 //! next prompt (and resuming a run that awaits one). The author's answer
 //! counts however it is worded: addressed to the App, or with a word the
-//! App does not know, it is still an answer, not a refused request.
+//! App does not know, it is still an answer, not a refused request. A
+//! deleted comment leaves a tombstone, and the reply it was is dropped,
+//! whichever of its two deliveries is handled first.
 //!
 //! Replies to a command are keyed by the comment and a digest of its text,
 //! so a retried job does not answer twice and an edit's new commands get
@@ -27,6 +30,7 @@ use crate::events::{Actor, CommentRef, GHOST_LOGIN};
 use crate::github::{CommentId, InstallationClient, Reaction};
 use crate::model::{IssueNumber, Permission, RepoName, RunId, RunState};
 use crate::store::commands as store_commands;
+use crate::store::deleted_comments;
 use crate::store::messages::{self, NewMessage, Standing};
 use crate::store::runs;
 
@@ -154,7 +158,7 @@ impl Engine {
         let Some(run) = run.filter(|r| !r.state.is_final() && r.state != RunState::Queued) else {
             return self.trigger(client, thread, config, true).await;
         };
-        let body = comment::nothing_to_retry_answer(run.state, run.iteration, run.max_iterations);
+        let body = comment::nothing_to_retry_answer(run.state);
         self.status
             .post_once_marked(client, repo, number, key, &body)
             .await?;
@@ -211,7 +215,11 @@ impl Engine {
         repo: &RepoName,
         comment: &CommentRef,
     ) -> Result<String, EngineError> {
-        let pool = self.runs.store().pool();
+        let store = self.runs.store();
+        let pool = store.pool();
+        // The tombstone first: a `created` handled at the same time stores
+        // its reply and then finds it (`kept_unless_deleted`).
+        deleted_comments::record(pool, comment.id, store.now_ms()).await?;
         Ok(
             match messages::drop_unused_in_repository(pool, repo, comment.id).await? {
                 true => "comment deleted: its reply is dropped before any prompt".to_owned(),
@@ -220,30 +228,29 @@ impl Engine {
         )
     }
 
-    /// Whether a reply just stored is still on GitHub; dropped again when
-    /// it is not. Its `deleted` event may have been handled first
-    /// (delivered out of order, or by another worker before this one
-    /// stored it), and finding nothing to drop then, left it for the
-    /// prompt. Stored first and looked at after, so a deletion after the
-    /// look finds it stored, and drops it.
-    pub(super) async fn still_there(
+    /// Whether a reply just stored stays; dropped again when GitHub said
+    /// its comment was deleted. The `deleted` may have been handled first
+    /// (delivered out of order, or by another worker before this one stored
+    /// the reply) and found nothing to drop then. Stored first and looked
+    /// for after, while the deletion records its tombstone first and drops
+    /// after: in any order of the two, the reply goes.
+    pub(super) async fn kept_unless_deleted(
         &self,
-        client: &InstallationClient,
-        repo: &RepoName,
         run_id: &RunId,
         comment_id: i64,
     ) -> Result<bool, EngineError> {
-        let id = CommentId(comment_id.max(0) as u64);
-        if client.comment_exists(repo, id).await? {
+        let pool = self.runs.store().pool();
+        if !deleted_comments::is_deleted(pool, comment_id).await? {
             return Ok(true);
         }
-        messages::drop_unused(self.runs.store().pool(), run_id, comment_id).await?;
+        messages::drop_unused(pool, run_id, comment_id).await?;
         Ok(false)
     }
 
     /// A comment by an authorised user while the run is open, or by the
-    /// issue's author while it awaits an answer: stored as a message for
-    /// the next prompt. While the run awaits
+    /// issue's author while it awaits an answer (or may add to it,
+    /// [`RunData::author_may_reply`]): stored as a message for the next
+    /// prompt. While the run awaits
     /// an answer it also resumes it; while it is queued or running, the
     /// next iteration picks it up.
     async fn on_reply(
@@ -289,7 +296,7 @@ impl Engine {
             body: &comment.body,
         };
         messages::add(store.pool(), run_id, message, store.now_ms()).await?;
-        if !self.still_there(client, repo, run_id, comment.id).await? {
+        if !self.kept_unless_deleted(run_id, comment.id).await? {
             return Ok(format!("reply by {login}: deleted meanwhile, dropped"));
         }
         if !awaiting {
@@ -364,6 +371,10 @@ impl Engine {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
         let login = &comment.author.login;
         let pool = self.runs.store().pool();
+        // Its deletion came first: nothing to start or store.
+        if deleted_comments::is_deleted(pool, comment.id).await? {
+            return Ok(format!("request by {login}: deleted meanwhile"));
+        }
         let mut run = runs::by_issue(pool, repo, number).await?;
         let step = match &run {
             Some(r) if self.at_rest_with_open_pull(client, r).await? => Some(Step::Review),
@@ -383,7 +394,7 @@ impl Engine {
         // before, the request stays unused and the run's next prompt (or,
         // once verified, a review round) carries it.
         self.store_message(&run, comment.id, login, request).await?;
-        if !self.still_there(client, repo, &run.id, comment.id).await? {
+        if !self.kept_unless_deleted(&run.id, comment.id).await? {
             return Ok(format!("request by {login}: deleted meanwhile, dropped"));
         }
         if let Err(e) = client
@@ -430,7 +441,8 @@ impl Engine {
         let key = format!("refusal:{}", comment.id);
         self.status
             .post_once_marked(client, repo, number, &key, &refusal)
-            .await
+            .await?;
+        Ok(())
     }
 
     /// Answers `/closer status` with a short comment, once per `key`.
@@ -452,7 +464,8 @@ impl Engine {
         let body = comment::status_answer(view.as_ref(), None);
         self.status
             .post_once_marked(client, repo, number, key, &body)
-            .await
+            .await?;
+        Ok(())
     }
 
     /// Whether `login` has at least `minimum` on the repository. A lookup

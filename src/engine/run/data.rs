@@ -45,10 +45,10 @@ pub struct RunData {
     /// decided to ask: written before the question, they do not answer it
     /// (the next prompt carries them with the answer).
     pub asked_over: Vec<i64>,
-    /// The iteration an answer resumed the run for: until the prompt after
-    /// it, the author may add to their answer (a second thought,
-    /// written while that iteration is prepared or works, reaches the next
-    /// prompt; see `commands.rs`).
+    /// The iteration the author's answer resumed the run for: until the
+    /// prompt after it, the author may add to their answer (a second
+    /// thought, written while that iteration is prepared or works, reaches
+    /// the next prompt; see [`RunData::author_may_reply`]).
     pub answered_for: Option<u32>,
     /// Why the run failed, for the diagnosis (set before it is posted).
     #[serde(deserialize_with = "failure_compat")]
@@ -133,12 +133,13 @@ impl RunData {
         self.review_round && matches!(self.phase_label, Some(Phase::Review | Phase::Complete))
     }
 
-    /// The data of `run`; unreadable data is the run's corruption.
     /// Whether the author may reply to the run now: while it
-    /// awaits an answer, and from the answer to the prompt after the
+    /// awaits an answer, and from their answer to the prompt after the
     /// iteration the answer resumed it for (that iteration's prompt may
     /// already have carried the answer; the next one carries what the
-    /// author added). Never later: the author does not steer the run.
+    /// author added). Never later: the author does not steer the run. The
+    /// window is shut by that iteration's judgment unless the run goes on
+    /// (`decide.rs`), and by the next prompt (`iterate.rs`).
     pub fn author_may_reply(&self, run: &crate::model::Run) -> bool {
         match run.state {
             RunState::AwaitingResponse => true,
@@ -149,6 +150,7 @@ impl RunData {
         }
     }
 
+    /// The data of `run`; unreadable data is the run's corruption.
     pub fn of(run: &crate::model::Run) -> Result<RunData, super::EngineError> {
         RunData::from_json(&run.data).map_err(|e| super::EngineError::CorruptRun {
             run: run.id.clone(),

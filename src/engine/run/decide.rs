@@ -15,6 +15,9 @@ impl Engine {
         record: IterationRecord,
         verification: &IterationVerification,
     ) -> Result<(), EngineError> {
+        // The author's window to add to an answer (decision 214) closes
+        // with this judgment, unless the run goes on to the next prompt.
+        let answered_for = ctx.data.answered_for.take();
         // A question with no iteration left to use its answer is not asked:
         // the run fails at its limit, the question in its diagnosis.
         if record.judgment.decision == Decision::AwaitingResponse
@@ -49,6 +52,7 @@ impl Engine {
             let failure = RunFailure::IterationLimit { max };
             return self.fail_unless_pull_ended(ctx, failure).await;
         }
+        ctx.data.answered_for = answered_for;
         self.runs.save(ctx).await?;
         self.runs.enqueue(&ctx.run.id, Step::Iterate).await?;
         self.status.publish(ctx).await

@@ -184,6 +184,7 @@ impl Engine {
     /// is finished by the run's next step ([`Self::close_done`]).
     pub(super) async fn complete(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         self.status.set_phase(ctx, Phase::Complete).await?;
+        self.closed_since(ctx).await?;
         ctx.run.state = RunState::Done;
         ctx.run.outcome = Some(Outcome::Completed);
         ctx.data.awaiting_merge = false;
@@ -202,24 +203,33 @@ impl Engine {
         Ok(())
     }
 
-    /// Closes the issue of a done run, once — and again when a person
-    /// opened it since closer closed it and a review round was then
-    /// verified (`close_on: verified` says so, and the done status says
-    /// the issue is closed). GitHub is asked only then: a run done for the
-    /// first time closes without asking.
+    /// Closes the issue of a done run, once.
     pub(super) async fn close_done(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         if ctx.data.issue_closed {
-            let issue = ctx.client.get_issue(ctx.repo(), ctx.issue()).await?;
-            if issue.state == IssueState::Closed {
-                return Ok(());
-            }
-            tracing::info!(run = %ctx.run.id, "the issue was opened again since closer closed it");
+            return Ok(());
         }
         ctx.client
             .close_issue(ctx.repo(), ctx.issue(), StateReason::Completed)
             .await?;
         ctx.data.issue_closed = true;
         self.runs.save(ctx).await
+    }
+
+    /// Forgets that closer closed the issue when a person opened it again
+    /// since: a verified review round closes it again, as `close_on:
+    /// verified` says and the done status claims (decision 218). Asked
+    /// before the run is saved done, so a close that fails after is done by
+    /// the run's next step, as any close of a done run.
+    async fn closed_since(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        if !ctx.data.issue_closed || ctx.data.leave_open {
+            return Ok(());
+        }
+        let issue = ctx.client.get_issue(ctx.repo(), ctx.issue()).await?;
+        if issue.state != IssueState::Closed {
+            tracing::info!(run = %ctx.run.id, "the issue was opened again since closer closed it");
+            ctx.data.issue_closed = false;
+        }
+        Ok(())
     }
 
     /// The `merged` step: the run's pull request was merged while the run

@@ -227,6 +227,10 @@ impl Engine {
         runs::start_iteration(pool, &ctx.run.id, n, &prompt.text, now).await?;
         messages::mark_used_by_id(pool, &ctx.run.id, &prompt.carried, n).await?;
         ctx.run.iteration = n;
+        // Past the iteration an answer resumed: the author's window is shut.
+        if ctx.data.answered_for.is_some_and(|k| n > k) {
+            ctx.data.answered_for = None;
+        }
         for (root, newest) in prompt.threads {
             if !ctx.data.pending_threads.contains(&root) {
                 ctx.data.pending_threads.push(root);

@@ -230,7 +230,7 @@ impl Engine {
         }
         self.store_message(&run, comment.id, &comment.author.login, &comment.body)
             .await?;
-        if !self.still_there(&client, repo, &run.id, comment.id).await? {
+        if !self.kept_unless_deleted(&run.id, comment.id).await? {
             return Ok("pull request comment: deleted meanwhile, dropped".to_owned());
         }
         self.runs.enqueue(&run.id, Step::Review).await?;

@@ -123,7 +123,8 @@ impl Engine {
         let body = crate::comment::ended_run_hint(ctx.issue().0, state);
         self.status
             .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
-            .await
+            .await?;
+        Ok(())
     }
 
     /// Whether something on the pull request was asked that no prompt
@@ -172,7 +173,8 @@ impl Engine {
         let body = crate::comment::budget_spent_hint(&budget);
         self.status
             .post_once_marked(&ctx.client, ctx.repo(), pull, &key, &body)
-            .await
+            .await?;
+        Ok(())
     }
 
     /// After the run ended at rest: another round when more was asked

@@ -314,6 +314,22 @@ impl Runs {
             .any(|m| m.used_in.is_none() && !asked_over.contains(&m.comment_id)))
     }
 
+    /// The issue comments no prompt has carried yet that were written before
+    /// the comment `question` (GitHub numbers comments in the order it
+    /// makes them). Reviews, stored under their negated ids, are left out.
+    pub async fn unused_replies_before(
+        &self,
+        run_id: &RunId,
+        question: i64,
+    ) -> Result<Vec<i64>, EngineError> {
+        Ok(self
+            .unused_replies(run_id)
+            .await?
+            .into_iter()
+            .filter(|id| (1..question).contains(id))
+            .collect())
+    }
+
     /// The replies no prompt has carried yet, by comment id.
     pub async fn unused_replies(&self, run_id: &RunId) -> Result<Vec<i64>, EngineError> {
         Ok(self

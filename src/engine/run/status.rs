@@ -223,7 +223,7 @@ impl StatusPublisher {
         ctx: &RunContext,
         key: &str,
         body: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<CommentId, EngineError> {
         let key = format!("{}:{key}", ctx.run.id);
         self.post_once_marked(&ctx.client, ctx.repo(), ctx.issue(), &key, body)
             .await
@@ -233,6 +233,7 @@ impl StatusPublisher {
     /// between posting it and recording that it was posted: the body carries
     /// a hidden `<!-- closer:once=<key> -->` marker, and a comment of ours
     /// already carrying it is not posted again when the step is retried.
+    /// Answers the comment's id, found or posted.
     pub async fn post_once_marked(
         &self,
         client: &InstallationClient,
@@ -240,20 +241,23 @@ impl StatusPublisher {
         number: IssueNumber,
         key: &str,
         body: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<CommentId, EngineError> {
         let marker = format!("<!-- closer:once={key} -->");
         let app = self.github.app_info().await?;
         let posted = client
             .list_comments(repo, number)
             .await?
-            .iter()
-            .any(|c| is_ours(&app, c) && c.body.contains(&marker));
-        if !posted {
-            client
-                .create_comment(repo, number, &format!("{body}\n{marker}"))
-                .await?;
-        }
-        Ok(())
+            .into_iter()
+            .find(|c| is_ours(&app, c) && c.body.contains(&marker));
+        Ok(match posted {
+            Some(c) => c.id,
+            None => {
+                client
+                    .create_comment(repo, number, &format!("{body}\n{marker}"))
+                    .await?
+                    .id
+            }
+        })
     }
 
     /// Our status comment of this run, by its marker.

@@ -1,4 +1,4 @@
-//! Issue comments: list with pagination, one by id, create (as the App's bot, with
+//! Issue comments: list with pagination, create (as the App's bot, with
 //! `performed_via_github_app`), edit, and reactions to a comment. As on
 //! GitHub, a pull request is an issue here: its conversation takes
 //! comments by its number.
@@ -76,20 +76,6 @@ pub async fn create(
         StatusCode::CREATED,
         json::comment(st, st.repo(&full), &comment),
     ))
-}
-
-/// `GET /repos/{o}/{r}/issues/comments/{id}`: one comment of the
-/// repository's issues or pull requests, 404 once deleted.
-pub async fn get(
-    State(fake): State<Fake>,
-    headers: HeaderMap,
-    Path((owner, name, id)): Path<(String, String, u64)>,
-) -> Answer {
-    let st = lock(&fake);
-    let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "read"))?;
-    let repo = st.repo(&full);
-    let comment = repo.comments.get(&id).ok_or_else(auth::not_found)?;
-    Ok(reply(StatusCode::OK, json::comment(&st, repo, comment)))
 }
 
 pub async fn edit(

@@ -93,7 +93,7 @@ fn api() -> Router<Fake> {
         )
         .route(
             &format!("{repo}/issues/comments/{{id}}"),
-            get(comments::get).patch(comments::edit),
+            axum::routing::patch(comments::edit),
         )
         .route(
             &format!("{repo}/issues/comments/{{id}}/reactions"),
