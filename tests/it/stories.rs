@@ -1291,14 +1291,13 @@ echo '{"summary": "Tried.", "total_cost_usd": 0.75, "usage": {"input_tokens": 10
     s.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn story_14_the_project_board_status_follows_the_phases() {
+/// A story whose repository's config names the board `octo/7` (a Status
+/// field with GitHub's "Board" options), its issue fixed in one iteration
+/// and done.
+async fn done_on_a_board(name: &str) -> (Story, IssueNumber) {
     use crate::support::fake_github::projects::ProjectOwner;
-    let mut s = Story::start(
-        "story14",
-        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
-    )
-    .await;
+    let config = format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n");
+    let mut s = Story::start(name, Some(&config)).await;
     s.github.add_project(
         ProjectOwner::org("octo"),
         7,
@@ -1310,7 +1309,12 @@ async fn story_14_the_project_board_status_follows_the_phases() {
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
     s.idle().await;
+    (s, n)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn story_14_the_project_board_status_follows_the_phases() {
+    let (s, n) = done_on_a_board("story14").await;
     assert_eq!(s.run(n).await.unwrap().state, RunState::Done);
     let node = s.github.issue_node_id(&s.repo, n);
     assert_eq!(
@@ -1333,23 +1337,7 @@ async fn story_14_the_project_board_status_follows_the_phases() {
 /// "No Status", not Done). Before, the board still said Done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pull_request_closed_unmerged_empties_the_issues_status_on_the_board() {
-    use crate::support::fake_github::projects::ProjectOwner;
-    let mut s = Story::start(
-        "board-pull-closed",
-        Some(&format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n")),
-    )
-    .await;
-    s.github.add_project(
-        ProjectOwner::org("octo"),
-        7,
-        &[("Status", &["Todo", "In progress", "In review", "Done"])],
-    );
-    s.agent_step(1, &fix_add());
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
+    let (mut s, n) = done_on_a_board("board-pull-closed").await;
     let node = s.github.issue_node_id(&s.repo, n);
     let status = |s: &Story| s.github.project_item_status("octo", 7, &node);
     assert_eq!(status(&s).as_deref(), Some("Done"));

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use closer::github::types::IssueNumber;
 use closer::model::RunState;
 
 use crate::stories::{
@@ -15,7 +16,7 @@ use crate::stories::{
 };
 use crate::story_review::{done, small_change, verified_story};
 use crate::support::fake_github::Fault;
-use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
@@ -54,16 +55,23 @@ async fn a_question_with_no_iteration_left_is_quoted_in_the_diagnosis_not_asked(
     s.stop().await;
 }
 
+/// The agent asks in iteration 1; iteration 2, held at the returned gate,
+/// fixes `add` and is judged done.
+fn asks_then_fixes_held(s: &Story) -> Gate {
+    s.agent_step(1, ASKS_A_QUESTION);
+    let gate = Gate::new(s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), fix_add()));
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    gate
+}
+
 /// The author answers, and the next iteration takes a while to show
 /// anything: the status no longer says it waits for the answer. Before,
 /// it did until the agent's first progress, or the iteration's end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_answer_moves_the_status_on_at_once() {
     let mut s = Story::start("answer-status", Some(CONFIG)).await;
-    s.agent_step(1, ASKS_A_QUESTION);
-    let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\n{}", gate.hold(), fix_add()));
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let gate = asks_then_fixes_held(&s);
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
@@ -188,11 +196,7 @@ async fn a_retry_while_the_run_awaits_an_answer_says_what_to_do_instead() {
     s.idle().await;
 
     s.expect_run(n, RunState::AwaitingResponse, 1).await;
-    let answers: Vec<_> = s
-        .bot_comments(n)
-        .into_iter()
-        .filter(|c| c.body.contains("nothing to retry"))
-        .collect();
+    let answers = nothing_to_retry_answers(&s, n);
     assert_eq!(answers.len(), 1, "{:#?}", s.comments(n));
     assert!(
         answers[0].body.contains("answers the agent's question"),
@@ -335,11 +339,7 @@ async fn a_retry_while_the_run_works_says_there_is_nothing_to_retry() {
     s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
         .await;
     s.deliveries_handled().await;
-    let answers: Vec<_> = s
-        .bot_comments(n)
-        .into_iter()
-        .filter(|c| c.body.contains("nothing to retry"))
-        .collect();
+    let answers = nothing_to_retry_answers(&s, n);
     assert_eq!(answers.len(), 1, "{:#?}", s.comments(n));
     assert!(
         answers[0].body.contains("**running**"),
@@ -352,6 +352,14 @@ async fn a_retry_while_the_run_works_says_there_is_nothing_to_retry() {
     s.stop().await;
 }
 
+/// The bot's answers saying there is nothing to retry.
+fn nothing_to_retry_answers(s: &Story, n: IssueNumber) -> Vec<FakeComment> {
+    s.bot_comments(n)
+        .into_iter()
+        .filter(|c| c.body.contains("nothing to retry"))
+        .collect()
+}
+
 /// A stranger's issue: the agent asks, and a maintainer answers in the
 /// author's place. While the resumed iteration works, the author (who may
 /// not steer) comments: it is not stored. Only the author's own answer
@@ -360,10 +368,7 @@ async fn a_retry_while_the_run_works_says_there_is_nothing_to_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_maintainers_answer_opens_no_window_for_the_author() {
     let mut s = Story::start("maintainer-answers", Some(CONFIG)).await;
-    s.agent_step(1, ASKS_A_QUESTION);
-    let gate = Gate::new(&s);
-    s.agent_step(2, &format!("{}\n{}", gate.hold(), fix_add()));
-    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let gate = asks_then_fixes_held(&s);
     let n = s
         .github
         .open_issue(&s.repo, "stranger", "add subtracts", "");
