@@ -228,16 +228,7 @@ fn set_value(st: &mut Model, account: &str, vars: &Map<String, Value>) -> Result
             field.name
         )));
     }
-    let item = project
-        .items
-        .values_mut()
-        .find(|i| i.id == item_id)
-        .ok_or_else(|| {
-            not_found(
-                format!("Could not resolve to ProjectV2Item with the id of '{item_id}'"),
-                vec!["updateProjectV2ItemFieldValue"],
-            )
-        })?;
+    let item = item_mut(project, item_id, "updateProjectV2ItemFieldValue")?;
     item.values.insert(field.id, option_id.to_owned());
     Ok(json!({ "updateProjectV2ItemFieldValue": { "projectV2Item": { "id": item.id } } }))
 }
@@ -260,16 +251,25 @@ fn clear_value(
             vec![OP],
         ));
     }
-    let item = project
+    let item = item_mut(project, item_id, OP)?;
+    item.values.remove(field_id);
+    Ok(json!({ OP: { "projectV2Item": { "id": item.id } } }))
+}
+
+/// The board's item `item_id`, or the `NOT_FOUND` error of mutation `op`.
+fn item_mut<'a>(
+    project: &'a mut FakeProject,
+    item_id: &str,
+    op: &'static str,
+) -> Result<&'a mut FakeProjectItem, GqlError> {
+    project
         .items
         .values_mut()
         .find(|i| i.id == item_id)
         .ok_or_else(|| {
             not_found(
                 format!("Could not resolve to ProjectV2Item with the id of '{item_id}'"),
-                vec![OP],
+                vec![op],
             )
-        })?;
-    item.values.remove(field_id);
-    Ok(json!({ OP: { "projectV2Item": { "id": item.id } } }))
+        })
 }
