@@ -225,6 +225,15 @@ static SELECTION: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
+/// A question put to the reader ("Should I …", "do you …", …ますか): never
+/// a section's heading, however bold.
+static ADDRESSES_READER: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)\b(?:you|your|should i|shall i|shall we|should we|can i|may i|do we)\b|",
+        r"ますか|ませんか|でしょうか|ください"
+    ))
+});
+
 /// The output with everything that is not the agent's own prose removed.
 fn strip_non_prose(output: &str) -> String {
     let mut kept = Vec::new();
@@ -282,10 +291,11 @@ fn text_signals(text: &str) -> Vec<Signal> {
 /// The first line that is a question to the reader: it ends like a question,
 /// is not a heading or a reported question, and is not answered by the next line.
 /// A line all in bold is a heading when the output sets out its sections
-/// so (a bold line that is no question heads a section too) and another
-/// bold heading follows it: "**Why did add subtract?**" over the paragraph
-/// that says why, then "**What changed**". A bold question with no heading
-/// after it may be the output's last word to the reader, and still asks.
+/// so (a bold line that is no question heads a section too), another bold
+/// line follows it, and it does not address the reader: "**Why did add
+/// subtract?**" over the paragraph that says why, then "**What changed**".
+/// A bold question with no heading after it may be the output's last word
+/// to the reader, and still asks; so does "**Should I also …?**" anywhere.
 fn direct_question(text: &str) -> Option<&str> {
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
     let sections = lines
@@ -300,7 +310,8 @@ fn direct_question(text: &str) -> Option<&str> {
             return None;
         }
         let next = lines[i + 1..].iter().find(|l| !l.is_empty());
-        if sections && all_bold(line) && lines[i + 1..].iter().any(|l| all_bold(l)) {
+        let heading = all_bold(line) && !ADDRESSES_READER.is_match(line);
+        if sections && heading && lines[i + 1..].iter().any(|l| all_bold(l)) {
             return None;
         }
         let answered =

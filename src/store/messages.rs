@@ -10,7 +10,7 @@ use sqlx::{AnyPool, Row};
 use super::StoreError;
 use super::runs::small;
 use crate::clock::Millis;
-use crate::model::{Named, RepoName, RunId};
+use crate::model::{Named, RunId};
 
 /// A reply stored for the run's prompts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,22 +96,16 @@ pub async fn drop_unused(
     Ok(done.rows_affected() == 1)
 }
 
-/// Removes the reply `comment_id` from whichever run of `repository`
-/// stored it (an issue's comment, or one on a run's pull request), if no
-/// prompt carried it yet; `true` when it did.
-pub async fn drop_unused_in_repository(
-    pool: &AnyPool,
-    repository: &RepoName,
-    comment_id: i64,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "DELETE FROM messages WHERE comment_id = $1 AND used_in IS NULL \
-         AND run_id IN (SELECT id FROM runs WHERE repository = $2)",
-    )
-    .bind(comment_id)
-    .bind(repository.to_string())
-    .execute(pool)
-    .await?;
+/// Removes the reply `comment_id` from whichever run stored it (an issue's
+/// comment, or one on a run's pull request: GitHub numbers them in one
+/// sequence, unique across repositories, so a rename the runs have not
+/// followed yet changes nothing), if no prompt carried it yet; `true` when
+/// it did.
+pub async fn drop_unused_comment(pool: &AnyPool, comment_id: i64) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM messages WHERE comment_id = $1 AND used_in IS NULL")
+        .bind(comment_id)
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected() > 0)
 }
 

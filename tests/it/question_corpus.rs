@@ -861,12 +861,16 @@ fn a_bold_question_heading_over_its_section_asks_nothing() {
     }
     // The controls ask: one bold question (emphasis, not a section); a bold
     // question closing a report set out under bold headings, alone or with
-    // a line of context; two bold questions, each with its context.
+    // a line of context; two bold questions, each with its context; a bold
+    // question to the reader in the middle of such a report.
     for text in [
         "I fixed the parser.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.",
         "**What changed**\nIt adds now.\n\n**Should I also drop the v1 endpoints?**",
         "**Summary**\nFixed add.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.",
         "**Should I keep the v1 endpoints?**\nThey get 2% of traffic.\n\n**Should I bump the major version?**\nThe change breaks two callers.",
+        "**Summary**\nFixed add.\n\n**Should I also drop the v1 endpoints?**\nThey still get 2% of traffic.\n\n**Testing**\nAll green.",
+        "**Which do you prefer?**\n\n**Option A: keep the flag**\nNothing changes.\n\n**Option B: drop it**\nSimpler.",
+        "**変更点**\n足し算に直しました。\n\n**v1のエンドポイントも削除しますか？**\n利用は2%です。\n\n**テスト**\nすべて成功。",
     ] {
         let verdict = detect(text, false, &[]);
         assert_eq!(

@@ -95,10 +95,10 @@ async fn an_answer_moves_the_status_on_at_once() {
     s.stop().await;
 }
 
-/// A maintainer writes twice while the agent works, then deletes the
-/// second comment before the next iteration: the next prompt carries the
-/// first and not the second. Before, a deleted reply still reached the
-/// agent.
+/// A maintainer writes twice while the agent works, and a moderation bot
+/// deletes the second comment before the next iteration: the next prompt
+/// carries the first and not the second. Before, a deleted reply still
+/// reached the agent (and a bot's deletion was ignored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
     let mut s = Story::start("reply-deleted", Some(CONFIG)).await;
@@ -107,7 +107,8 @@ async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
     s.comment_as(n, maintainer.clone(), "Keep the change small.")
         .await;
     let gone = s.comment_as(n, maintainer.clone(), "Use the v2 API.").await;
-    s.delete_comment_as(n, gone, maintainer.clone(), maintainer)
+    // A moderation bot takes it off: its reply goes all the same.
+    s.delete_comment_as(n, gone, maintainer, FakeUser::bot("mod-bot"))
         .await;
     s.deliveries_handled().await;
     gate.open();
@@ -277,9 +278,10 @@ async fn a_pull_request_comment_deleted_before_a_prompt_carried_it_is_dropped() 
 }
 
 /// GitHub is slow to make the question's comment (2 s), and the author
-/// comments meanwhile, before the question is on the issue: that comment
-/// answers nothing, and the run waits for the answer; the answer's prompt
-/// carries both. Before, the early comment resumed the run as the answer,
+/// comments twice meanwhile, before the question is on the issue (the
+/// second comment's delivery comes after the question is posted): neither
+/// answers anything, and the run waits for the answer; the answer's prompt
+/// carries all three. Before, the early comment resumed the run as the answer,
 /// and the question then stood unanswered on the issue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_comment_written_before_the_question_was_posted_answers_nothing() {
@@ -314,7 +316,12 @@ async fn a_comment_written_before_the_question_was_posted_answers_nothing() {
     let maintainer = FakeUser::user(MAINTAINER);
     s.comment_as(n, maintainer.clone(), "It also prints -1 for add 0 1.")
         .await;
+    // Another, whose delivery comes only after the question is posted.
+    let late = "And -2 for add 1 1.";
+    let late_id = s.github.comment_as(&s.repo, n, maintainer.clone(), late);
     s.deliveries_handled().await;
+    s.idle().await;
+    s.replay_comment(n, late_id, maintainer.clone(), late).await;
     s.idle().await;
 
     s.expect_run(n, RunState::AwaitingResponse, 1).await;
@@ -324,7 +331,7 @@ async fn a_comment_written_before_the_question_was_posted_answers_nothing() {
     s.expect_run(n, RunState::Done, 2).await;
     let prompt = s.prompt(2);
     assert!(
-        prompt.contains("negatives too") && prompt.contains("add 0 1"),
+        prompt.contains("negatives too") && prompt.contains("add 0 1") && prompt.contains(late),
         "{prompt}"
     );
     s.stop().await;

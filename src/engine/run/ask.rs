@@ -31,27 +31,17 @@ impl Engine {
                 .post_once_for_run(ctx, &format!("question:{n}"), &body)
                 .await?;
             // A comment written before the question was on the issue (while
-            // its post failed and waited for a retry, or was slow) did not
-            // answer it; one written after it did (`resume` waited for this).
-            let question = i64::try_from(question.0).unwrap_or(i64::MAX);
-            for id in self
-                .runs
-                .unused_replies_before(&ctx.run.id, question)
-                .await?
-            {
-                if !ctx.data.asked_over.contains(&id) {
-                    ctx.data.asked_over.push(id);
-                }
-            }
+            // its post failed and waited for a retry, or was slow) does not
+            // answer it, whenever its delivery comes (`answers_question`).
+            ctx.data.question_comment = Some(i64::try_from(question.0).unwrap_or(i64::MAX));
             ctx.data.question_posted = Some(n);
             self.runs.save(ctx).await?;
-            if self
-                .runs
-                .reply_waiting(&ctx.run.id, &ctx.data.asked_over)
-                .await?
-            {
-                self.runs.enqueue(&ctx.run.id, Step::Resume).await?;
-            }
+        }
+        // An answer stored while the question waited to be posted: `resume`
+        // did nothing then. Asked on every try, as a retry of this step
+        // after the save must still resume the run.
+        if !self.runs.answers(&ctx.run.id, &ctx.data).await?.is_empty() {
+            self.runs.enqueue(&ctx.run.id, Step::Resume).await?;
         }
         self.status.publish(ctx).await
     }
@@ -90,26 +80,19 @@ impl Engine {
     /// goes first: a retry of this step still finds the run awaiting, and
     /// takes it off then.
     pub(super) async fn resume(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
-        if !self
-            .runs
-            .reply_waiting(&ctx.run.id, &ctx.data.asked_over)
-            .await?
-        {
-            return Ok(());
-        }
         // The question is not on the issue yet (its post failed and waits
         // for a retry): a reply now did not answer it. `ask` resumes the
         // run, once the question is posted, for a reply after it.
         if ctx.data.question_posted != Some(ctx.run.iteration) {
             return Ok(());
         }
+        let answers = self.runs.answers(&ctx.run.id, &ctx.data).await?;
+        if answers.is_empty() {
+            return Ok(());
+        }
         // The author's own answer opens their window to add to it; a
         // maintainer's does not (the author may not amend it).
-        let by_author = self.runs.messages(&ctx.run.id).await?.iter().any(|m| {
-            m.used_in.is_none()
-                && !ctx.data.asked_over.contains(&m.comment_id)
-                && m.standing == Some(Standing::Author)
-        });
+        let by_author = answers.iter().any(|m| m.standing == Some(Standing::Author));
         self.status.set_awaiting_label(ctx, false).await?;
         ctx.run.state = RunState::Running;
         ctx.data.answered_for = by_author.then_some(ctx.run.iteration + 1);

@@ -44,6 +44,14 @@ impl Engine {
         sender: &Actor,
     ) -> Result<String, EngineError> {
         let created = previous.is_none();
+        // Its deletion came first: nothing it says is acted on.
+        let pool = self.runs.store().pool();
+        if created && deleted_comments::is_deleted(pool, comment.id).await? {
+            return Ok(format!(
+                "comment {}: deleted before it was handled",
+                comment.id
+            ));
+        }
         let app = self.github.app_info().await?;
         let client = self.github.client(thread.installation).await?;
         if created && let Some(request) = request(&comment.body, &app.slug) {
@@ -212,7 +220,6 @@ impl Engine {
     /// carried stays in that iteration's record.
     pub(super) async fn on_comment_deleted(
         &self,
-        repo: &RepoName,
         comment: &CommentRef,
     ) -> Result<String, EngineError> {
         let store = self.runs.store();
@@ -221,7 +228,7 @@ impl Engine {
         // its reply and then finds it (`kept_unless_deleted`).
         deleted_comments::record(pool, comment.id, store.now_ms()).await?;
         Ok(
-            match messages::drop_unused_in_repository(pool, repo, comment.id).await? {
+            match messages::drop_unused_comment(pool, comment.id).await? {
                 true => "comment deleted: its reply is dropped before any prompt".to_owned(),
                 false => "comment deleted: no reply of it waits for a prompt".to_owned(),
             },
@@ -371,10 +378,6 @@ impl Engine {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
         let login = &comment.author.login;
         let pool = self.runs.store().pool();
-        // Its deletion came first: nothing to start or store.
-        if deleted_comments::is_deleted(pool, comment.id).await? {
-            return Ok(format!("request by {login}: deleted meanwhile"));
-        }
         let mut run = runs::by_issue(pool, repo, number).await?;
         let step = match &run {
             Some(r) if self.at_rest_with_open_pull(client, r).await? => Some(Step::Review),

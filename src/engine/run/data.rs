@@ -14,6 +14,7 @@ use crate::engine::handlers::IterationSummary;
 use crate::engine::judge::Judgment;
 use crate::engine::verify::IterationVerification;
 use crate::model::{Phase, RunState};
+use crate::store::messages::MessageRow;
 
 /// What a run carries between steps.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -41,6 +42,10 @@ pub struct RunData {
     pub failed_label: bool,
     /// The iteration whose question was posted.
     pub question_posted: Option<u32>,
+    /// The id of that question's comment: a comment with a smaller id was
+    /// written before it, and does not answer it (`None`: a question
+    /// posted before closer kept it).
+    pub question_comment: Option<i64>,
     /// The replies stored, and not yet carried by a prompt, when the run
     /// decided to ask: written before the question, they do not answer it
     /// (the next prompt carries them with the answer).
@@ -148,6 +153,16 @@ impl RunData {
                 .is_some_and(|n| run.iteration + 1 >= n && run.iteration <= n),
             _ => false,
         }
+    }
+
+    /// Whether the stored reply `m` answers the run's question: no prompt
+    /// carried it, it was not stored before the run decided to ask
+    /// (`asked_over`), and it is an issue comment written after the
+    /// question's (reviews, stored under negated ids, never answer it).
+    pub fn answers_question(&self, m: &MessageRow) -> bool {
+        m.used_in.is_none()
+            && !self.asked_over.contains(&m.comment_id)
+            && self.question_comment.is_none_or(|q| m.comment_id > q)
     }
 
     /// The data of `run`; unreadable data is the run's corruption.

@@ -118,6 +118,13 @@ impl StatusPublisher {
                 ));
                 self.runs().save(ctx).await
             }
+            // Emptying the board's status is the failed run's last word on
+            // the board, before its diagnosis: only what may pass is
+            // tried again, so nothing else holds the diagnosis up.
+            Err(ProjectSyncError::GitHub(e)) if phase.is_none() && !e.is_transient() => {
+                tracing::warn!(run = %ctx.run.id, error = %e, "project board status not emptied");
+                Ok(())
+            }
             Err(ProjectSyncError::GitHub(e)) => Err(e.into()),
             Err(e) => Err(EngineError::Other(e.to_string())),
         }

@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 
 use super::context::RunContext;
 use super::data::IterationRecord;
+use super::data::RunData;
 use super::{EngineError, IssueEdit, RunJob, Step};
 use crate::clock::Millis;
 use crate::model::{IterationEnd, JobKind, Outcome, Run, RunId, RunState, run_job_key};
@@ -300,34 +301,16 @@ impl Runs {
         Ok(messages::of_run(self.store.pool(), run_id).await?)
     }
 
-    /// Whether a reply is stored that no prompt has carried yet, other than
-    /// those stored before the question (`asked_over`).
-    pub async fn reply_waiting(
+    /// The stored replies that answer the run's question
+    /// ([`RunData::answers_question`]).
+    pub async fn answers(
         &self,
         run_id: &RunId,
-        asked_over: &[i64],
-    ) -> Result<bool, EngineError> {
-        Ok(self
-            .messages(run_id)
-            .await?
-            .iter()
-            .any(|m| m.used_in.is_none() && !asked_over.contains(&m.comment_id)))
-    }
-
-    /// The issue comments no prompt has carried yet that were written before
-    /// the comment `question` (GitHub numbers comments in the order it
-    /// makes them). Reviews, stored under their negated ids, are left out.
-    pub async fn unused_replies_before(
-        &self,
-        run_id: &RunId,
-        question: i64,
-    ) -> Result<Vec<i64>, EngineError> {
-        Ok(self
-            .unused_replies(run_id)
-            .await?
-            .into_iter()
-            .filter(|id| (1..question).contains(id))
-            .collect())
+        data: &RunData,
+    ) -> Result<Vec<MessageRow>, EngineError> {
+        let mut all = self.messages(run_id).await?;
+        all.retain(|m| data.answers_question(m));
+        Ok(all)
     }
 
     /// The replies no prompt has carried yet, by comment id.

@@ -135,7 +135,10 @@ impl Engine {
                 previous_body,
                 sender,
             } => {
-                if self.github.is_us_or_bot(sender).await?
+                // Whoever deletes a comment (a moderation bot too), its reply
+                // goes with it.
+                let deleted = *action == CommentAction::Deleted;
+                if (!deleted && self.github.is_us_or_bot(sender).await?)
                     || self.github.is_us_or_bot(&comment.author).await?
                     || self.github.is_our_app(comment.via_app_id).await?
                 {
@@ -144,9 +147,7 @@ impl Engine {
                 let previous = match action {
                     CommentAction::Created => None,
                     CommentAction::Edited => Some(previous_body.as_deref().unwrap_or("")),
-                    CommentAction::Deleted => {
-                        return self.on_comment_deleted(&repo.name, comment).await;
-                    }
+                    CommentAction::Deleted => return self.on_comment_deleted(comment).await,
                     _ => return Ok(format!("comment {action:?}: ignored")),
                 };
                 let thread = Thread {
