@@ -130,7 +130,7 @@ impl Engine {
             }
             // Waiting for a reply, and none is stored that a lost `resume`
             // step should have carried.
-            RunState::AwaitingResponse if self.runs.answers(&run.id, &data).await?.is_empty() => {
+            RunState::AwaitingResponse if self.runs.answers(&run.id, data).await?.is_empty() => {
                 None
             }
             state => Step::carrying(state),
