@@ -19,7 +19,7 @@ use super::types::Permission;
 use super::wire::{
     WireAddItem, WireApp, WireClearItem, WireComment, WireContent, WireIssue, WireLabel,
     WirePermission, WireProjectOwner, WirePull, WireRepository, WireReviewComment, WireToken,
-    WireUpdateItem, parse,
+    WireUpdateItem, WireUpdateItemPayload, parse,
 };
 use crate::clock::Millis;
 
@@ -158,13 +158,7 @@ pub fn updated_project_item(
 ) -> Result<(), GitHubError> {
     const WHAT: &str = "project item";
     let data: WireUpdateItem = graphql_data(body, reset, now, WHAT)?;
-    match data.payload.item {
-        Some(_) => Ok(()),
-        None => Err(GitHubError::decode(
-            WHAT,
-            "data.updateProjectV2ItemFieldValue.projectV2Item: no item",
-        )),
-    }
+    item_named(data.payload, WHAT, "updateProjectV2ItemFieldValue")
 }
 
 /// `clearProjectV2ItemFieldValue`'s answer: the item must be named.
@@ -175,11 +169,16 @@ pub fn cleared_project_item(
 ) -> Result<(), GitHubError> {
     const WHAT: &str = "cleared project item";
     let data: WireClearItem = graphql_data(body, reset, now, WHAT)?;
-    match data.payload.item {
+    item_named(data.payload, WHAT, "clearProjectV2ItemFieldValue")
+}
+
+/// A field mutation's payload must name the item it changed.
+fn item_named(payload: WireUpdateItemPayload, what: &str, field: &str) -> Result<(), GitHubError> {
+    match payload.item {
         Some(_) => Ok(()),
         None => Err(GitHubError::decode(
-            WHAT,
-            "data.clearProjectV2ItemFieldValue.projectV2Item: no item",
+            what,
+            format!("data.{field}.projectV2Item: no item"),
         )),
     }
 }

@@ -6,7 +6,7 @@
 //! deleted before a prompt carried them (on the issue, in either order of
 //! their deliveries, and on the run's pull request).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use closer::github::types::IssueNumber;
 use closer::model::RunState;
@@ -20,6 +20,7 @@ use crate::support::fake_github::state::{FakeComment, FakeUser};
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
+use crate::support::wait_for_file;
 
 /// The agent asks in the run's last iteration. Nobody is asked on the
 /// issue (an answer could only resume the run into its limit): the run
@@ -159,11 +160,7 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
         .await;
     s.deliveries_handled().await;
     gate.open();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !started.exists() {
-        assert!(std::time::Instant::now() < deadline, "iteration 3 started");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for_file(&started).await;
     s.comment_as(n, author, "And delete the README.").await;
     s.deliveries_handled().await;
     std::fs::write(&go, "").unwrap();
@@ -173,10 +170,7 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
     assert!(s.prompt(2).contains("negatives too"), "{}", s.prompt(2));
     let third = s.prompt(3);
     assert!(third.contains("keep the name add"), "{third}");
-    let run = s.run(n).await.unwrap();
-    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
-        .await
-        .unwrap();
+    let stored = s.replies(n).await;
     assert!(
         stored.iter().all(|m| !m.body.contains("README")),
         "{stored:#?}"
@@ -266,9 +260,7 @@ async fn a_pull_request_comment_deleted_before_a_prompt_carried_it_is_dropped() 
 
     let run = s.run(n).await.unwrap();
     assert_eq!((run.state, run.iteration), (RunState::Done, 2), "{run:#?}");
-    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
-        .await
-        .unwrap();
+    let stored = s.replies(n).await;
     assert!(stored.iter().any(|m| m.body.contains("update the docs")));
     assert!(
         stored.iter().all(|m| !m.body.contains("rename add")),
@@ -301,17 +293,7 @@ async fn a_comment_written_before_the_question_was_posted_answers_nothing() {
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let asked = |s: &Story| {
-        s.github
-            .requests_to("POST", &comments)
-            .iter()
-            .any(|r| r.body.contains(question))
-    };
-    while !asked(&s) {
-        assert!(Instant::now() < deadline, "the question was never sent");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.github.received("POST", &comments, question).await;
     assert!(question_comments(&s, n).is_empty(), "not made yet");
     let maintainer = FakeUser::user(MAINTAINER);
     s.comment_as(n, maintainer.clone(), "It also prints -1 for add 0 1.")
@@ -394,10 +376,7 @@ async fn a_maintainers_answer_opens_no_window_for_the_author() {
     s.idle().await;
 
     s.expect_run(n, RunState::Done, 2).await;
-    let run = s.run(n).await.unwrap();
-    let stored = closer::store::messages::of_run(s.store.pool(), &run.id)
-        .await
-        .unwrap();
+    let stored = s.replies(n).await;
     assert!(
         stored.iter().all(|m| !m.body.contains("only positives")),
         "{stored:#?}"

@@ -22,6 +22,7 @@ use closer::llm::{LlmSettings, Provider, build_client};
 use closer::model::{Run, RunState};
 use closer::server::{self, AppState};
 use closer::store::Store;
+use closer::store::messages::MessageRow;
 use closer::store::runs;
 use closer::store::writer::IntakeWriter;
 use closer::worker::{JobSettled, Settled, WorkerPool, WorkerSettings};
@@ -488,20 +489,19 @@ impl Story {
 
     /// `user` closes the issue; `issues.closed` is delivered.
     pub async fn close_as(&mut self, number: IssueNumber, user: &str) {
-        self.github.set_issue_state(&self.repo, number, "closed");
-        let payload = json!({
-            "action": "closed",
-            "issue": self.issue_json(number),
-            "sender": user_json(&FakeUser::user(user)),
-        });
-        self.deliver("issues", payload).await;
+        self.set_state_as(number, user, "closed", "closed").await;
     }
 
     /// Opens the closed issue again as `user` and delivers `issues.reopened`.
     pub async fn reopen_as(&mut self, number: IssueNumber, user: &str) {
-        self.github.set_issue_state(&self.repo, number, "open");
+        self.set_state_as(number, user, "open", "reopened").await;
+    }
+
+    /// `user` sets the issue's `state`, and `issues.<action>` is delivered.
+    async fn set_state_as(&mut self, number: IssueNumber, user: &str, state: &str, action: &str) {
+        self.github.set_issue_state(&self.repo, number, state);
         let payload = json!({
-            "action": "reopened",
+            "action": action,
             "issue": self.issue_json(number),
             "sender": user_json(&FakeUser::user(user)),
         });
@@ -948,6 +948,14 @@ impl Story {
     /// The issue's run.
     pub async fn run(&self, number: IssueNumber) -> Option<Run> {
         runs::by_issue(self.store.pool(), &self.repo, number)
+            .await
+            .unwrap()
+    }
+
+    /// The replies stored for the issue's run, oldest first.
+    pub async fn replies(&self, number: IssueNumber) -> Vec<MessageRow> {
+        let run = self.run(number).await.expect("a run");
+        closer::store::messages::of_run(self.store.pool(), &run.id)
             .await
             .unwrap()
     }

@@ -1005,6 +1005,24 @@ impl FakeGitHub {
             .collect()
     }
 
+    /// Resolves once a request with this method, under `prefix`, whose body
+    /// carries `text` has been received (answered or not: a held or delayed
+    /// one counts); fails the test after 60 s.
+    pub async fn received(&self, method: &str, prefix: &str, text: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !self
+            .requests_to(method, prefix)
+            .iter()
+            .any(|r| r.body.contains(text))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {method} {prefix} with {text:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Requests that would change something (anything but GET/HEAD), the
     /// token exchange excluded.
     pub fn writes(&self) -> Vec<RecordedRequest> {
