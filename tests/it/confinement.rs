@@ -372,6 +372,47 @@ async fn a_sandboxed_process_holds_no_privilege() {
     }
 }
 
+/// Run as root, a sandboxed process is root to every file it sees (its
+/// uid maps to closer's): what only root may read in the directories it is
+/// shown is hidden as closer's own files are (decision 221). The control
+/// (unconfined) reads each file; a public neighbour stays readable.
+#[tokio::test]
+async fn run_as_root_the_agent_cannot_read_what_only_root_may() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
+        return;
+    }
+    let i = Install::new();
+    for (rel, mode) in [
+        ("etc/ssh/ssh_host_ed25519_key", 0o600),
+        ("etc/ssh/ssh_host_ed25519_key.pub", 0o644),
+        ("etc/private/inner.txt", 0o644),
+    ] {
+        let path = i.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+        chmod(&path, mode);
+    }
+    chmod(&i.path("etc/private"), 0o700);
+    let cat = |rel: &str| format!("cat '{}'", i.path(rel).display());
+    let key = cat("etc/ssh/ssh_host_ed25519_key");
+    blocked_everywhere(&i, Kind::Agent, "reading a host key", &key).await;
+    let inner = cat("etc/private/inner.txt");
+    blocked_everywhere(&i, Kind::Agent, "reading in a root-only directory", &inner).await;
+    if std::path::Path::new("/etc/shadow").exists() {
+        blocked_everywhere(&i, Kind::Goal, "reading /etc/shadow", "cat /etc/shadow").await;
+    }
+    let public = cat("etc/ssh/ssh_host_ed25519_key.pub");
+    allowed_in_every_sandbox(&i, Kind::Agent, "reading a public key", &public).await;
+    allowed_in_every_sandbox(&i, Kind::Goal, "reading /etc/passwd", "cat /etc/passwd").await;
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 #[tokio::test]
 async fn a_daemon_left_behind_dies_with_the_sandbox() {
     let i = Install::new();

@@ -36,6 +36,7 @@
 pub mod bwrap;
 pub mod landlock;
 pub mod limits;
+pub mod root_only;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -259,6 +260,11 @@ struct Inner {
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     hide: Vec<PathBuf>,
+    /// Running as root: what only root may read in `read_only`
+    /// ([`root_only`]), walked in the background.
+    root_only: Option<root_only::Walk>,
+    /// `hide` and the root-only paths, joined when first asked for.
+    hidden: std::sync::OnceLock<Vec<PathBuf>>,
     limits: Limits,
 }
 
@@ -309,13 +315,21 @@ impl Confinement {
         let mut read_only = view::system_dirs();
         read_only.extend(view::toolchain_dirs(path));
         read_only.extend(config.read_only.iter().cloned());
+        let read_only = view::existing(read_only);
+        let read_write = view::existing(config.read_write.clone());
+        let confined = matches!(backend, Backend::Bwrap { .. } | Backend::Landlock { .. });
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let root_only = (confined && root).then(|| root_only::walk(&read_only));
         Confinement {
             inner: Arc::new(Inner {
                 backend,
                 network: config.network,
-                read_only: view::existing(read_only),
-                read_write: view::existing(config.read_write.clone()),
+                read_only,
+                read_write,
                 hide: config.hide.clone(),
+                root_only,
+                hidden: std::sync::OnceLock::new(),
                 limits: config.limits,
             }),
         }
@@ -382,9 +396,18 @@ impl Jail {
         &self.confinement.inner.read_write
     }
 
-    /// Never visible, whatever contains them.
+    /// Never visible, whatever contains them: closer's own files and, when
+    /// closer runs as root, what only root may read (the first jail of a
+    /// process may wait for that walk to end).
     pub fn hidden(&self) -> &[PathBuf] {
-        &self.confinement.inner.hide
+        let inner = &self.confinement.inner;
+        inner.hidden.get_or_init(|| {
+            let mut hidden = inner.hide.clone();
+            if let Some(walk) = &inner.root_only {
+                hidden.extend(root_only::sparing(walk.wait(), &inner.read_write));
+            }
+            hidden
+        })
     }
 }
 
