@@ -74,10 +74,20 @@ fn sandbox(config: &ServerConfig) -> Result<String, String> {
         crate::agent::confine::Backend::Unconfined => {
             "mode = \"none\": agents, goals and handlers run UNCONFINED".to_owned()
         }
-        backend => format!(
-            "agents, goals and handlers run confined by {}",
-            backend.name()
-        ),
+        backend => {
+            let mut seen = format!(
+                "agents, goals and handlers run confined by {}",
+                backend.name()
+            );
+            if let Some(root_only) = confinement.root_only() {
+                seen += &format!(
+                    "; closer runs as root, so {} paths only root may read are hidden \
+                     from them (better: run closer as an unprivileged user)",
+                    root_only.len()
+                );
+            }
+            seen
+        }
     })
 }
 

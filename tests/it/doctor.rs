@@ -77,6 +77,13 @@ async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(
+        out.contains("closer runs as root, so "),
+        root,
+        "the sandbox line names root-only paths hidden exactly when closer is root:\n{out}"
+    );
 }
 
 #[tokio::test]

@@ -23,7 +23,9 @@
 //! user namespace with no capability (it may nest namespaces of its own:
 //! the masks are locked mounts there); under Landlock `no_new_privs` is set
 //! and, when closer runs as root, every capability (bounding set included)
-//! is dropped. Resource limits ([`limits`]) apply under both, and under `none`.
+//! is dropped. Either way the process keeps closer's uid outside, so as root
+//! what only root may read in the view is hidden too ([`root_only`]).
+//! Resource limits ([`limits`]) apply under both, and under `none`.
 //!
 //! `mode = "auto"` takes bwrap when it works here, else Landlock; when neither
 //! is available closer still starts (intake, `--dry-run`) but says so in its
@@ -344,6 +346,13 @@ impl Confinement {
         self.inner.backend == Backend::Unconfined
     }
 
+    /// Running as root and confined: the paths only root may read that
+    /// every sandbox hides (waits for the walk).
+    pub fn root_only(&self) -> Option<Vec<PathBuf>> {
+        let walk = self.inner.root_only.as_ref()?;
+        Some(root_only::sparing(walk.wait(), &self.inner.read_write))
+    }
+
     /// Why no process can run, when `auto` found no sandbox.
     pub fn unavailable(&self) -> Option<&str> {
         match &self.inner.backend {
@@ -403,9 +412,7 @@ impl Jail {
         let inner = &self.confinement.inner;
         inner.hidden.get_or_init(|| {
             let mut hidden = inner.hide.clone();
-            if let Some(walk) = &inner.root_only {
-                hidden.extend(root_only::sparing(walk.wait(), &inner.read_write));
-            }
+            hidden.extend(self.confinement.root_only().into_iter().flatten());
             hidden
         })
     }

@@ -11,9 +11,11 @@
 //! symbolic link (its target is walked where it is shown) and never goes
 //! into a directory it hides.
 //!
-//! One walk per set of directories per process: a file made root-only after
-//! closer started is shown until closer restarts, unless it sits in a
-//! directory hidden already (`/etc/ssl/private`).
+//! One walk per set of directories per process, started with the
+//! confinement: a file made root-only after closer started is shown until
+//! closer restarts, unless it sits in a directory hidden already
+//! (`/etc/ssl/private`). Directories the operator shares read-write are
+//! spared when the walk is used ([`sparing`]).
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
