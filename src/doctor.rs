@@ -70,6 +70,10 @@ fn sandbox(config: &ServerConfig) -> Result<String, String> {
     if let Some(reason) = confinement.unavailable() {
         return Err(reason.to_owned());
     }
+    if confinement.root_under_landlock() {
+        let why = crate::agent::confine::ROOT_UNDER_LANDLOCK;
+        return Err(format!("[sandbox] mode = \"landlock\": {why}"));
+    }
     Ok(match confinement.backend() {
         crate::agent::confine::Backend::Unconfined => {
             "mode = \"none\": agents, goals and handlers run UNCONFINED".to_owned()
@@ -82,13 +86,31 @@ fn sandbox(config: &ServerConfig) -> Result<String, String> {
             if let Some(root_only) = confinement.root_only() {
                 seen += &format!(
                     "; closer runs as root, so {} paths only root may read are hidden \
-                     from them (better: run closer as an unprivileged user)",
-                    root_only.len()
+                     from them{} (better: run closer as an unprivileged user)",
+                    root_only.len(),
+                    named(&root_only),
                 );
             }
             seen
         }
     })
+}
+
+/// The first few of `paths`, for a line of the report.
+fn named(paths: &[std::path::PathBuf]) -> String {
+    const SHOWN: usize = 8;
+    let mut names: Vec<String> = paths
+        .iter()
+        .take(SHOWN)
+        .map(|p| p.display().to_string())
+        .collect();
+    if paths.len() > SHOWN {
+        names.push(format!("and {} more", paths.len() - SHOWN));
+    }
+    match names.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", names.join(", ")),
+    }
 }
 
 /// The report, a line per check, and whether all hold.

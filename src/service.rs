@@ -166,6 +166,12 @@ fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
         ),
         backend => tracing::info!(backend, "agents, goals and handlers run confined"),
     }
+    if confinement.root_under_landlock() {
+        tracing::error!(
+            "[sandbox] mode = \"landlock\": {}",
+            crate::agent::confine::ROOT_UNDER_LANDLOCK
+        );
+    }
     Ok(confinement)
 }
 

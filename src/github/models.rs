@@ -96,6 +96,9 @@ pub struct Issue {
     /// The GraphQL node id (`I_…`), e.g. to add the issue to a project
     /// board; empty when GitHub sent none.
     pub node_id: String,
+    /// When it was closed (milliseconds since the epoch), if it is and
+    /// GitHub said so.
+    pub closed_at: Option<crate::clock::Millis>,
 }
 
 /// Changes to an issue; `None` fields are left as they are.

@@ -84,6 +84,9 @@ pub(crate) struct WireIssue {
     /// `null` or missing in some answers; its entries may be `null` too.
     #[serde(default)]
     pub assignees: Option<Vec<Option<WireUser>>>,
+    /// An RFC 3339 time; `null` while the issue is open.
+    #[serde(default)]
+    pub closed_at: Option<String>,
 }
 
 impl TryFrom<WireIssue> for Issue {
@@ -104,6 +107,7 @@ impl TryFrom<WireIssue> for Issue {
             html_url: w.html_url,
             is_pull_request: w.pull_request.is_some(),
             node_id: w.node_id.unwrap_or_default(),
+            closed_at: w.closed_at.as_deref().and_then(millis),
         })
     }
 }
@@ -184,6 +188,14 @@ pub(crate) struct WireReviewComment {
 /// the comment still count as never edited: GitHub sets a new comment's a
 /// second or so after its creation (its own example payloads show it).
 const EDITED_AFTER_SECS: i64 = 60;
+
+/// An RFC 3339 time in milliseconds since the epoch; `None` when it does
+/// not parse.
+fn millis(time: &str) -> Option<crate::clock::Millis> {
+    chrono::DateTime::parse_from_rfc3339(time)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
 
 /// Whether a comment was changed after it was written, by its times; a
 /// time that does not parse counts as an edit when the two differ.

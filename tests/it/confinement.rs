@@ -690,6 +690,52 @@ mod runs {
             "{text}"
         );
     }
+
+    /// Run as root, `auto` does not fall back to Landlock when bubblewrap
+    /// cannot be used: a sandboxed process would still be root outside it
+    /// (decision 223). Asked for by name, Landlock is the operator's
+    /// choice, and `closer doctor` fails on it saying why.
+    #[tokio::test]
+    async fn run_as_root_without_bubblewrap_auto_refuses_landlock_and_doctor_says_why() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: closer is not root here");
+            return;
+        }
+        let db = TestDb::new("rootlandlock").await;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for tool in ["git", "sh"] {
+            let found =
+                closer::agent::process::resolve_program(tool, Some("/usr/local/bin:/usr/bin:/bin"));
+            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+        }
+        for (mode, expected) in [
+            ("auto", "FAIL sandbox: no confinement is available here"),
+            (
+                "landlock",
+                "FAIL sandbox: [sandbox] mode = \"landlock\": closer runs as root",
+            ),
+        ] {
+            let config = dir.path().join(format!("{mode}.toml"));
+            std::fs::write(&config, format!("[sandbox]\nmode = \"{mode}\"\n")).unwrap();
+            let output = closer_command(&db.url, &[("PATH", bin.to_str().unwrap())])
+                .arg("--config")
+                .arg(&config)
+                .arg("doctor")
+                .output_apart()
+                .await
+                .expect("closer runs");
+            let text = String::from_utf8_lossy(&output.stdout);
+            let line = text.lines().find(|l| l.contains("sandbox:")).unwrap_or("");
+            assert!(line.starts_with(expected), "{mode}: {text}");
+            assert!(
+                line.contains("Run closer as an unprivileged user"),
+                "{mode}: {line}"
+            );
+        }
+    }
 }
 
 /// A hostile agent inside a real run: it tries every probe, writes down

@@ -3,7 +3,8 @@
 //! a maintainer reviews the pull request of a run that has failed, retries
 //! that run with its pull request still open, or merges it, even while the
 //! round's last iteration works; a done run's issue opened again before a
-//! round; and a request deleted while the run is failed.
+//! round; a request deleted while the run is failed; and a merge GitHub's
+//! first reads have not caught up with.
 
 use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
@@ -15,6 +16,39 @@ use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
+
+/// With `close_on: merged`, the maintainer merges closer's pull request
+/// and GitHub closes the issue by its `Closes #1`; but GitHub's first two
+/// reads of the pull request still say open, as a replica that has not
+/// caught up with the merge answers. The close is looked at again, and the
+/// run is done, not stopped as if a person had closed the issue. Before,
+/// the first stale read stopped the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_merge_that_github_reads_behind_at_first_still_ends_the_run_as_done() {
+    let config = format!("{CONFIG}close_on: merged\n");
+    let (mut s, n, pull) = verified_story("merge-read-behind", &config).await;
+    let open = s.github.pull_json(&s.repo, pull);
+    assert_eq!(open["state"], "open");
+    let path = format!("/repos/{}/pulls/{}", s.repo, pull.0);
+    s.github
+        .inject(Fault::Stale(open).times(2).method("GET").only_path(&path));
+    s.merge_as(pull, MAINTAINER).await;
+    s.idle().await;
+
+    let reads = s.github.requests_to("GET", &path);
+    let reads = reads.iter().filter(|r| r.path == path).count();
+    assert!(
+        reads >= 3,
+        "two stale reads, then a true one: {reads} reads"
+    );
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    let status = s.status_comment(n).body;
+    assert!(!status.contains("stopped"), "{status}");
+    assert!(s.labels(n).contains(&"phase:complete".to_owned()));
+    s.stop().await;
+}
 
 /// With `close_on: merged`, a maintainer opens a backport of closer's
 /// branch into `release` and merges it: closer's own pull request is still

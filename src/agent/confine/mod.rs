@@ -248,6 +248,19 @@ fn writable_program_dir(read_write: &[PathBuf], path: &str) -> Result<(), Confin
     Ok(())
 }
 
+/// Why `auto` does not fall back to Landlock for closer running as root
+/// (decision 223).
+pub const ROOT_UNDER_LANDLOCK: &str = "closer runs as root, and under Landlock a sandboxed \
+     process would still be root outside it: it could change the modes of the system files it \
+     sees and reach root's Unix sockets. Run closer as an unprivileged user, or make bubblewrap \
+     work here";
+
+/// True when closer runs as root.
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// The confinement chosen at start, shared by everything that runs processes.
 #[derive(Debug, Clone)]
 pub struct Confinement {
@@ -264,7 +277,7 @@ struct Inner {
     hide: Vec<PathBuf>,
     /// Running as root: what only root may read in `read_only`
     /// ([`root_only`]), walked in the background.
-    root_only: Option<root_only::Walk>,
+    root_only: Option<root_only::Walks>,
     /// `hide` and the root-only paths, joined when first asked for.
     hidden: std::sync::OnceLock<Vec<PathBuf>>,
     limits: Limits,
@@ -293,6 +306,10 @@ impl Confinement {
             }
             Mode::Auto => match bwrap::probe() {
                 Ok(backend) => backend,
+                Err(why) if is_root() => Backend::Unavailable {
+                    reason: ConfineError::Unavailable(format!("{why}; {ROOT_UNDER_LANDLOCK}"))
+                        .to_string(),
+                },
                 Err(why) => {
                     no_bwrap = why;
                     landlock::probe().unwrap_or_else(|no_landlock| Backend::Unavailable {
@@ -320,9 +337,7 @@ impl Confinement {
         let read_only = view::existing(read_only);
         let read_write = view::existing(config.read_write.clone());
         let confined = matches!(backend, Backend::Bwrap { .. } | Backend::Landlock { .. });
-        // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
-        let root_only = (confined && root).then(|| root_only::walk(&read_only));
+        let root_only = (confined && is_root()).then(|| root_only::Walks::start(&read_only));
         Confinement {
             inner: Arc::new(Inner {
                 backend,
@@ -349,8 +364,14 @@ impl Confinement {
     /// Running as root and confined: the paths only root may read that
     /// every sandbox hides (waits for the walk).
     pub fn root_only(&self) -> Option<Vec<PathBuf>> {
-        let walk = self.inner.root_only.as_ref()?;
-        Some(root_only::sparing(walk.wait(), &self.inner.read_write))
+        let walks = self.inner.root_only.as_ref()?;
+        Some(walks.hidden(&self.inner.read_write, &self.inner.hide))
+    }
+
+    /// True when the operator asked for Landlock by name and closer runs
+    /// as root: confined, but not against root's own powers (decision 223).
+    pub fn root_under_landlock(&self) -> bool {
+        matches!(self.inner.backend, Backend::Landlock { .. }) && is_root()
     }
 
     /// Why no process can run, when `auto` found no sandbox.

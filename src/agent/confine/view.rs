@@ -105,10 +105,14 @@ pub fn hidden_inside<'a>(dir: &Path, hidden: &'a [PathBuf]) -> Vec<&'a Path> {
         .collect()
 }
 
-/// True when `dir` neither is nor contains a hidden path: a directory that
-/// may be shown after closer's masks.
+/// True when `dir` neither is nor contains a hidden path, as written and
+/// with links resolved: a directory that may be shown after closer's masks.
 pub fn shows_nothing_hidden(dir: &Path, hidden: &[PathBuf]) -> bool {
-    hidden_inside(dir, hidden).is_empty() && !hidden.iter().any(|h| h == dir)
+    let real = std::fs::canonicalize(dir).ok();
+    [Some(dir), real.as_deref()]
+        .into_iter()
+        .flatten()
+        .all(|d| hidden_inside(d, hidden).is_empty() && !hidden.iter().any(|h| h == d))
 }
 
 #[cfg(test)]

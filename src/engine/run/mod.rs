@@ -242,6 +242,11 @@ pub enum EngineError {
     /// to the queue for this long, its attempt not counted.
     #[error("status-comment writes of this installation are booked; back in {} ms", .0.as_millis())]
     Busy(Duration),
+    /// GitHub's answers disagree in a way a read that has not caught up
+    /// yet explains (`why`): the job looks again after `wait`, its attempt
+    /// not counted. Bounded by the caller (by the age of what it saw).
+    #[error("{why}; looking again in {} ms", .wait.as_millis())]
+    NotYet { why: &'static str, wait: Duration },
 }
 
 impl EngineError {
@@ -265,7 +270,7 @@ impl EngineError {
             | EngineError::AgentModelUnavailable(_) => {
                 JobError::Defer(self.to_string(), Duration::ZERO)
             }
-            EngineError::Busy(wait) => JobError::Postpone(*wait),
+            EngineError::Busy(wait) | EngineError::NotYet { wait, .. } => JobError::Postpone(*wait),
             EngineError::CorruptRun { .. } | EngineError::Store(StoreError::Unknown(_)) => {
                 JobError::Permanent(self.to_string())
             }

@@ -14,7 +14,9 @@
 //! denied. An assignment, an unassignment, a close or a removed trigger
 //! label that would start or stop a run is first read back from GitHub: a
 //! signed delivery replayed under a new id says what happened once, not
-//! what is so now.
+//! what is so now. A close that GitHub's pull request read may not have
+//! caught up with (the run's pull request still open) is looked at again
+//! for a minute before it stops the run.
 
 use std::sync::Arc;
 
@@ -37,6 +39,14 @@ use crate::model::{
     issue_branch,
 };
 use crate::store::{handled_events, replaced, runs};
+
+/// How long after an issue closed a pull request of its run that still
+/// reads open may be a read that has not caught up with the merge that
+/// closed it (decision 222).
+const MERGE_SETTLES: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The wait before looking at such a pull request again.
+const MERGE_LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// A change of the trigger label (its name) that a user may not make.
 #[derive(Clone, Copy)]
@@ -289,7 +299,9 @@ impl Engine {
     /// merge of its pull request (closed as not planned, or by the merge of
     /// another pull request); one closed by the merge of the run's own pull
     /// request does not. GitHub is asked first: a replayed `closed` must
-    /// not stop the run of an issue opened again.
+    /// not stop the run of an issue opened again. The run's pull request
+    /// still open in the first minute after the close may be a read behind
+    /// the merge that closed it: the delivery is looked at again.
     async fn on_closed(&self, thread: &Thread<'_>) -> Result<String, EngineError> {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
         let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
@@ -297,24 +309,46 @@ impl Engine {
             return Ok("issue closed: no active run".to_owned());
         };
         let client = self.github.client(thread.installation).await?;
-        if client.get_issue(repo, number).await?.state != IssueState::Closed {
+        let issue = client.get_issue(repo, number).await?;
+        if issue.state != IssueState::Closed {
             return Ok("issue closed, but open on GitHub now: run goes on".to_owned());
         }
         // Closed by the merge of closer's pull request (its `Closes #n`)
-        // while the run worked: the run's next step ends it as done
-        // (`finish.rs`).
-        if run.state != RunState::Stopped
-            && matches!(
-                super::finish::pull_end(&client, repo, &run).await?,
-                Some(super::finish::PullEnd::Merged(_))
-            )
-        {
-            return Ok(
-                "issue closed by the merge of its pull request: the run ends as done".to_owned(),
-            );
+        // while the run worked: the run's next step, or the merge's, ends
+        // it as done (`finish.rs`).
+        if run.state != RunState::Stopped {
+            match super::finish::pull_end(&client, repo, &run).await? {
+                Some(super::finish::PullEnd::Merged(_)) => {
+                    // The merge's own step may have read the pull request
+                    // before GitHub's reads caught up, and ended nothing.
+                    self.runs.enqueue(&run.id, Step::Merged).await?;
+                    return Ok(
+                        "issue closed by the merge of its pull request: the run ends as \
+                               done"
+                            .to_owned(),
+                    );
+                }
+                None if run.pull_request.is_some() && self.closed_just_now(&issue) => {
+                    return Err(EngineError::NotYet {
+                        why: "the issue is closed and its run's pull request still reads open",
+                        wait: MERGE_LOOK_AGAIN,
+                    });
+                }
+                _ => {}
+            }
         }
         self.stop(&run, "the issue was closed").await?;
         Ok("issue closed by a person: run stopped".to_owned())
+    }
+
+    /// True while `issue` was closed less than [`MERGE_SETTLES`] ago by
+    /// closer's clock (an issue GitHub gives no time for is not).
+    fn closed_just_now(&self, issue: &Issue) -> bool {
+        let now = self.runs.store().now_ms();
+        let settles = MERGE_SETTLES.as_millis() as i64;
+        issue
+            .closed_at
+            .is_some_and(|at| now.saturating_sub(at) < settles)
     }
 
     /// A deleted issue ends its run. GitHub is asked first: a replayed

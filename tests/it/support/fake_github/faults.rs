@@ -43,6 +43,10 @@ pub enum Fault {
     /// HTTP 200 whose body streams this many bytes (no `content-length`):
     /// a broken proxy or a hostile host.
     HugeBody(usize),
+    /// HTTP 200 with this body instead of the answer: a read GitHub serves
+    /// from a replica that has not caught up with a write (the body taken
+    /// before the write).
+    Stale(serde_json::Value),
 }
 
 impl Fault {
@@ -52,6 +56,7 @@ impl Fault {
             fault: self,
             method: None,
             path_prefix: None,
+            path_exact: false,
             body_contains: None,
             remaining: n,
         }
@@ -64,6 +69,8 @@ pub struct FaultRule {
     pub fault: Fault,
     pub method: Option<String>,
     pub path_prefix: Option<String>,
+    /// The path must be `path_prefix` itself, not only start with it.
+    pub path_exact: bool,
     pub body_contains: Option<String>,
     pub remaining: u32,
 }
@@ -87,6 +94,13 @@ impl FaultRule {
         self
     }
 
+    /// Only requests to this very path (a pull request, not its files).
+    pub fn only_path(mut self, path: &str) -> Self {
+        self.path_prefix = Some(path.to_owned());
+        self.path_exact = true;
+        self
+    }
+
     /// Only requests whose body contains this (one comment among others).
     pub fn body(mut self, text: &str) -> Self {
         self.body_contains = Some(text.to_owned());
@@ -102,7 +116,7 @@ impl FaultRule {
             && self
                 .path_prefix
                 .as_deref()
-                .is_none_or(|p| path.starts_with(p))
+                .is_none_or(|p| path == p || !self.path_exact && path.starts_with(p))
             && self
                 .body_contains
                 .as_deref()
@@ -149,6 +163,7 @@ pub async fn respond(fault: Fault) -> Response {
             );
             resp
         }
+        Fault::Stale(body) => (StatusCode::OK, axum::Json(body)).into_response(),
         Fault::GraphQlError { kind, message } => {
             let body = json!({ "data": null, "errors": [{ "type": kind, "message": message }] });
             (StatusCode::OK, axum::Json(body)).into_response()

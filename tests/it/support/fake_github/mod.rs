@@ -922,6 +922,15 @@ impl FakeGitHub {
         })
     }
 
+    /// A pull request as GitHub's REST API shows it.
+    pub fn pull_json(&self, repo: &RepoName, number: IssueNumber) -> serde_json::Value {
+        self.with(|st| {
+            let r = st.repo(&repo.to_string());
+            let pull = r.pulls.get(&number.0).expect("pull request");
+            json::pull(&st.base_url, r, pull)
+        })
+    }
+
     /// An issue's GraphQL node id (what its REST answer carries as `node_id`).
     pub fn issue_node_id(&self, repo: &RepoName, number: IssueNumber) -> String {
         self.with(|st| st.repo(&repo.to_string()).issue_node_id(number.0))
