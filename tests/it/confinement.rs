@@ -721,6 +721,7 @@ mod runs {
             let config = dir.path().join(format!("{mode}.toml"));
             std::fs::write(&config, format!("[sandbox]\nmode = \"{mode}\"\n")).unwrap();
             let output = closer_command(&db.url, &[("PATH", bin.to_str().unwrap())])
+                .current_dir(dir.path())
                 .arg("--config")
                 .arg(&config)
                 .arg("doctor")
