@@ -17,9 +17,9 @@ use super::models::{
 };
 use super::types::Permission;
 use super::wire::{
-    WireAddItem, WireApp, WireClearItem, WireComment, WireContent, WireIssue, WireLabel,
-    WirePermission, WireProjectOwner, WirePull, WireRepository, WireReviewComment, WireToken,
-    WireUpdateItem, WireUpdateItemPayload, parse,
+    WireAddItem, WireApp, WireClearItem, WireComment, WireContent, WireIssue, WireIssueItems,
+    WireLabel, WirePermission, WireProjectOwner, WirePull, WireRepository, WireReviewComment,
+    WireToken, WireUpdateItem, WireUpdateItemPayload, parse,
 };
 use crate::clock::Millis;
 
@@ -134,6 +134,24 @@ pub fn project_board(
     let data: WireProjectOwner = graphql_data(body, reset, now, "project board")?;
     let holder = data.organization.or(data.user);
     Ok(holder.and_then(|h| h.project).map(ProjectBoard::from))
+}
+
+/// The issue's project items query's answer: the id of its item on the
+/// board `project_id`, if it has one there.
+pub fn issue_project_item(
+    body: &str,
+    reset: Option<&str>,
+    now: Millis,
+    project_id: &str,
+) -> Result<Option<String>, GitHubError> {
+    let data: WireIssueItems = graphql_data(body, reset, now, "issue's project items")?;
+    let items = data.node.and_then(|n| n.items).map(|c| c.nodes);
+    let on_board = items
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|i| i.project.as_ref().is_some_and(|p| p.id == project_id));
+    Ok(on_board.map(|i| i.id))
 }
 
 /// `addProjectV2ItemById`'s answer: the item's id.

@@ -27,6 +27,10 @@ const BOARD_FRAGMENT: &str = "fragment board on ProjectV2 { id title \
 const ADD_ITEM: &str = "mutation($project: ID!, $content: ID!) { \
      addProjectV2ItemById(input: {projectId: $project, contentId: $content}) { item { id } } }";
 
+/// An issue's items on boards (100 at most: an issue is rarely on more).
+const ISSUE_ITEMS: &str = "query($content: ID!) { node(id: $content) { ... on Issue { \
+     projectItems(first: 100) { nodes { id project { id } } } } } }";
+
 const SET_SINGLE_SELECT: &str = "mutation($project: ID!, $item: ID!, $field: ID!, $option: String!) { \
      updateProjectV2ItemFieldValue(input: {projectId: $project, itemId: $item, \
      fieldId: $field, value: {singleSelectOptionId: $option}}) { projectV2Item { id } } }";
@@ -143,6 +147,18 @@ impl InstallationClient {
         }
     }
 
+    /// The issue's (by node id) item on the board `project_id`, if it is
+    /// on it; never puts it there.
+    pub async fn project_item(
+        &self,
+        project_id: &str,
+        content_node_id: &str,
+    ) -> Result<Option<String>, GitHubError> {
+        let variables = json!({ "content": content_node_id });
+        let resp = self.graphql_query(ISSUE_ITEMS, variables).await?;
+        decode::issue_project_item(&resp.body, reset(&resp), self.now_ms(), project_id)
+    }
+
     /// `updateProjectV2ItemFieldValue` with `singleSelectOptionId`: sets a
     /// single-select field of a board item. Setting it twice is harmless.
     pub async fn set_single_select(
@@ -226,9 +242,8 @@ pub async fn sync_project_status(
 
 /// Empties the issue's status field on the configured board: its run no
 /// longer holds a phase (its pull request was closed unmerged, or a round
-/// failed). The issue is put on the board first (answering the item it
-/// has there), as it was when its phases were set; idempotent as
-/// [`sync_project_status`] is.
+/// failed). An issue not on the board (a person took its card off) is
+/// left off it; idempotent as [`sync_project_status`] is.
 pub async fn clear_project_status(
     client: &InstallationClient,
     board: &Board,
@@ -238,7 +253,11 @@ pub async fn clear_project_status(
     let project = find_board(client, board).await?;
     let field = status_field(&project, board)?;
     let content = client.issue_node_id(repo, issue).await?;
-    let item = client.add_to_project(&project.id, &content).await?;
+    let Some(item) = client.project_item(&project.id, &content).await? else {
+        tracing::info!(%repo, %issue, board = %board.number,
+            "not on the project board: no status to empty");
+        return Ok(());
+    };
     client
         .clear_field_value(&project.id, &item, &field.id)
         .await?;

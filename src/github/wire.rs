@@ -478,6 +478,36 @@ pub(crate) struct WireNode {
     pub id: String,
 }
 
+/// `data` of the issue's project items query,
+/// `node(id:) { ... on Issue { projectItems { nodes { id project { id } } } } }`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireIssueItems {
+    /// `null` when the id names nothing the App can see.
+    #[serde(default)]
+    pub node: Option<WireItemsHolder>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireItemsHolder {
+    /// Missing when the node is not an issue.
+    #[serde(rename = "projectItems", default)]
+    pub items: Option<WireItemConnection>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireItemConnection {
+    /// A connection's entries may be `null`.
+    #[serde(default)]
+    pub nodes: Vec<Option<WireProjectItem>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireProjectItem {
+    pub id: String,
+    #[serde(default)]
+    pub project: Option<WireNode>,
+}
+
 /// `data` of `addProjectV2ItemById`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireAddItem {

@@ -1352,6 +1352,29 @@ async fn a_pull_request_closed_unmerged_empties_the_issues_status_on_the_board()
     s.stop().await;
 }
 
+/// The run is done and its issue shows Done on the board; a person takes
+/// the issue's card off the board, then the maintainer closes the pull
+/// request unmerged: the run fails, and the issue stays off the board.
+/// Before, emptying the status put the card back under "No Status".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_card_taken_off_the_board_is_not_put_back_when_the_run_fails() {
+    let (mut s, n) = done_on_a_board("board-card-removed").await;
+    let node = s.github.issue_node_id(&s.repo, n);
+    s.github.remove_project_item("octo", 7, &node);
+
+    let pull = s.the_pull();
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.idle().await;
+
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    let board = s.github.project("octo", 7);
+    assert!(!board.items.contains_key(&node), "{board:#?}");
+    // The look was made: the issue's items were read, not skipped.
+    let reads = s.github.requests_to("POST", "/graphql");
+    assert!(reads.iter().any(|r| r.body.contains("projectItems")));
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_board_without_the_status_field_is_reported_once_and_the_run_goes_on() {
     use crate::support::fake_github::projects::ProjectOwner;

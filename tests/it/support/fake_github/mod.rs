@@ -967,6 +967,18 @@ impl FakeGitHub {
         })
     }
 
+    /// A person takes the item of `content` (a node id) off the board.
+    pub fn remove_project_item(&self, owner: &str, number: u64, content: &str) {
+        self.with(|st| {
+            let project = st
+                .projects
+                .iter_mut()
+                .find(|p| p.owner.login() == owner && p.number == number)
+                .expect("the project");
+            project.items.remove(content);
+        });
+    }
+
     /// The option name the board's `Status` field has for an item, by the
     /// item's content node id (`None`: no item, or no status set).
     pub fn project_item_status(&self, owner: &str, number: u64, content: &str) -> Option<String> {

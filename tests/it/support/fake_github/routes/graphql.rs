@@ -2,7 +2,8 @@
 //! Not a GraphQL engine: an operation is recognised by the field it names
 //! (`projectV2(number:` under `organization(login:` or `user(login:`,
 //! `addProjectV2ItemById`, `updateProjectV2ItemFieldValue`,
-//! `clearProjectV2ItemFieldValue`), and its values
+//! `clearProjectV2ItemFieldValue`, an issue's `projectItems` under
+//! `node(id:`), and its values
 //! are read from `variables` only, so a client that splices values into the
 //! query text fails here as it should. Answers are GitHub-shaped: HTTP 200
 //! with `data`, or `errors` with a `type` such as `NOT_FOUND`.
@@ -66,6 +67,8 @@ pub async fn handle(State(fake): State<Fake>, headers: HeaderMap, bytes: Bytes) 
         set_value(&mut st, &account, &vars).map_err(|e| (Value::Null, e))
     } else if query.contains("clearProjectV2ItemFieldValue") {
         clear_value(&mut st, &account, &vars).map_err(|e| (Value::Null, e))
+    } else if query.contains("projectItems") {
+        issue_items(&st, &account, &vars)
     } else if query.contains("projectV2(number:") {
         board(&st, &account, query, &vars)
     } else {
@@ -177,6 +180,34 @@ fn visible_project<'a>(
                 Vec::new(),
             )
         })
+}
+
+/// `node(id: $content) { ... on Issue { projectItems { nodes { id project
+/// { id } } } } }`: the issue's items on the boards the installation sees.
+/// An id that names nothing answers `node: null` with a `NOT_FOUND` error.
+fn issue_items(
+    st: &Model,
+    account: &str,
+    vars: &Map<String, Value>,
+) -> Result<Value, (Value, GqlError)> {
+    let content = string_var(vars, "content", "ID").map_err(|e| (Value::Null, e))?;
+    if !st.content_exists(content) {
+        return Err((
+            json!({ "node": null }),
+            not_found(
+                format!("Could not resolve to a node with the global id of '{content}'"),
+                vec!["node"],
+            ),
+        ));
+    }
+    let nodes: Vec<Value> = st
+        .projects
+        .iter()
+        .filter(|p| p.owner.login().eq_ignore_ascii_case(account))
+        .filter_map(|p| p.items.get(content).map(|i| (p, i)))
+        .map(|(p, i)| json!({ "id": i.id, "project": { "id": p.id } }))
+        .collect();
+    Ok(json!({ "node": { "projectItems": { "nodes": nodes } } }))
 }
 
 /// `addProjectV2ItemById(input: {projectId: $project, contentId: $content})`.
