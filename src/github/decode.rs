@@ -276,6 +276,23 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_issues_item_is_the_one_on_the_board_asked_about() {
+        let body = r#"{"data": {"node": {"projectItems": {"nodes": [
+            null,
+            {"id": "PVTI_hidden", "project": null},
+            {"id": "PVTI_other", "project": {"id": "PVT_2"}},
+            {"id": "PVTI_ours", "project": {"id": "PVT_1"}}
+        ]}}}}"#;
+        let item = issue_project_item(body, None, 0, "PVT_1").unwrap();
+        assert_eq!(item.as_deref(), Some("PVTI_ours"));
+        assert_eq!(issue_project_item(body, None, 0, "PVT_3").unwrap(), None);
+        // Not an issue, or nothing the App can see: no item.
+        for body in [r#"{"data": {"node": {}}}"#, r#"{"data": {"node": null}}"#] {
+            assert_eq!(issue_project_item(body, None, 0, "PVT_1").unwrap(), None);
+        }
+    }
+
     /// serde repeats a value of the wrong type in full, so a long one made
     /// an error (a log line, a stored job error) as long; the
     /// `github_answer` fuzz target holds every error to a loggable length.
