@@ -154,6 +154,7 @@ fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
              its absolute ones"
         );
     }
+    private_data_dir(&config.data_dir);
     let confinement = config.confinement()?;
     if let Some(reason) = confinement.unavailable() {
         tracing::error!("{reason}; every run will fail until this is fixed");
@@ -173,6 +174,33 @@ fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
         );
     }
     Ok(confinement)
+}
+
+/// Makes the data directory closer's alone (mode 0700), creating it when
+/// missing: a sandboxed process is closer's user outside, so a setuid file
+/// it leaves in a worktree would run as that user (as root, when closer is
+/// root) for any local user who could reach it (decision 225). A directory
+/// that cannot be made so is logged, not fatal.
+fn private_data_dir(dir: &std::path::Path) {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    let mode = made
+        .and_then(|()| std::fs::metadata(dir))
+        .map(|m| m.permissions().mode());
+    let private = match mode {
+        Ok(mode) if mode & 0o077 == 0 => Ok(()),
+        Ok(mode) => {
+            tracing::info!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "the data directory is made private (0700)");
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = private {
+        tracing::warn!(dir = %dir.display(), error = %e, "the data directory could not be made private (0700)");
+    }
 }
 
 /// The GitHub App client (recording writes in the database under

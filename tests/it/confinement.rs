@@ -380,6 +380,7 @@ async fn a_sandboxed_process_holds_no_privilege() {
 async fn run_as_root_the_agent_cannot_read_what_only_root_may() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
         eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
         return;
     }
@@ -406,6 +407,64 @@ async fn run_as_root_the_agent_cannot_read_what_only_root_may() {
     let public = cat("etc/ssh/ssh_host_ed25519_key.pub");
     allowed_in_every_sandbox(&i, Kind::Agent, "reading a public key", &public).await;
     allowed_in_every_sandbox(&i, Kind::Goal, "reading /etc/passwd", "cat /etc/passwd").await;
+}
+
+/// Run as root, closer's data directory inside a directory only root may
+/// use, under a directory every sandbox is shown (`/opt/closer/data`, with
+/// `/opt/closer` 0700): the private directory is hidden whole, and the
+/// run's own places inside it still work under every backend. Before, bwrap
+/// masked the data directory inside the hidden one, then could not remount
+/// it, and every process failed to start.
+#[tokio::test]
+async fn run_as_root_a_data_directory_in_a_private_directory_still_runs() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for rel in [
+        "opt/closer/data/worktrees/run-a/calc.py",
+        "opt/closer/key.pem",
+        "opt/public.txt",
+    ] {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, rel).unwrap();
+    }
+    std::fs::create_dir_all(root.join("opt/closer/data/homes/run-a")).unwrap();
+    chmod(&root.join("opt/closer"), 0o700);
+    let data = root.join("opt/closer/data");
+    let (worktree, home) = (data.join("worktrees/run-a"), data.join("homes/run-a"));
+    let config = |mode| SandboxConfig {
+        mode,
+        read_only: vec![root.join("opt")],
+        hide: vec![data.clone()],
+        ..SandboxConfig::default()
+    };
+    let path = std::env::var("PATH").unwrap_or_default();
+    for mode in [Mode::Bwrap, Mode::Landlock] {
+        let confinement = Confinement::detect(&config(mode), &path).expect("every backend in CI");
+        let script = format!(
+            "cat calc.py && echo ok > written.txt && cat '{}' && ! cat '{}'",
+            root.join("opt/public.txt").display(),
+            root.join("opt/closer/key.pem").display()
+        );
+        let env = BTreeMap::from([
+            ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
+            ("HOME".to_owned(), home.display().to_string()),
+        ]);
+        let mut spec = ProcessSpec::shell(&script, &worktree, env, Duration::from_secs(30));
+        let view = View {
+            read_write: vec![worktree.clone(), home.clone()],
+            read_only: Vec::new(),
+        };
+        spec.jail = Some(confinement.jail(Kind::Agent, view));
+        let out = process::run(&spec).await.expect("the probe ran");
+        assert!(out.success(), "{mode:?}: {}", out.tail(10));
+    }
 }
 
 fn chmod(path: &Path, mode: u32) {
@@ -699,6 +758,7 @@ mod runs {
     async fn run_as_root_without_bubblewrap_auto_refuses_landlock_and_doctor_says_why() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
             eprintln!("SKIPPED: closer is not root here");
             return;
         }

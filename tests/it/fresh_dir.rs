@@ -175,6 +175,9 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     // mirror (where the relative data directory used to put the worktree).
     let data = fresh.path().join("closer-data");
     assert!(fresh.path().join("closer.db").is_file());
+    // closer's alone: a file a sandbox left there is no other user's.
+    let mode = std::os::unix::fs::PermissionsExt::mode(&data.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700, "the data directory's mode");
     let mirrors = data.join("sandbox").join("mirrors");
     assert!(mirrors.is_dir(), "{}", mirrors.display());
     for mirror in std::fs::read_dir(&mirrors).unwrap().flatten() {

@@ -87,17 +87,22 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     for dir in jail.shared_read_write() {
         a.bind("--bind", dir);
     }
-    for hidden in jail.hidden() {
+    // Masked from the outermost in: a mask inside another hidden
+    // directory would be buried by it, and could not be remounted.
+    let hidden = jail.hidden();
+    let outermost = outermost(&hidden);
+    for hidden in &outermost {
         a.mask(hidden);
     }
     // The program's installation may sit in a hidden directory (a custom
     // handler closer copied from the base commit into its data directory):
     // it is shown after the masks, unless it would show something hidden.
-    for dir in jail.view.read_only.iter().chain(
-        program
-            .iter()
-            .filter(|d| shows_nothing_hidden(d, jail.hidden())),
-    ) {
+    for dir in jail
+        .view
+        .read_only
+        .iter()
+        .chain(program.iter().filter(|d| shows_nothing_hidden(d, &hidden)))
+    {
         a.bind("--ro-bind", dir);
     }
     for dir in &jail.view.read_write {
@@ -105,7 +110,7 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     }
     // The masks' empty tmpfs would take writes (into memory) that nobody
     // reads; the run's own places bound inside them stay writable.
-    for hidden in jail.hidden() {
+    for hidden in &outermost {
         if hidden.is_dir() {
             a.path("--remount-ro", hidden);
         }
@@ -113,6 +118,15 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     a.path("--chdir", cwd);
     a.flags(&["--"]);
     a.0
+}
+
+/// The hidden paths not inside another hidden directory.
+fn outermost(hidden: &[PathBuf]) -> Vec<&Path> {
+    hidden
+        .iter()
+        .filter(|h| !hidden.iter().any(|o| o != *h && h.starts_with(o)))
+        .map(PathBuf::as_path)
+        .collect()
 }
 
 #[derive(Default)]

@@ -278,8 +278,8 @@ struct Inner {
     /// Running as root: what only root may read in `read_only`
     /// ([`root_only`]), walked in the background.
     root_only: Option<root_only::Walks>,
-    /// `hide` and the root-only paths, joined when first asked for.
-    hidden: std::sync::OnceLock<Vec<PathBuf>>,
+    /// `hide` and the root-only paths, joined once every walk has ended.
+    hidden: std::sync::Mutex<Option<Arc<Vec<PathBuf>>>>,
     limits: Limits,
 }
 
@@ -346,7 +346,7 @@ impl Confinement {
                 read_write,
                 hide: config.hide.clone(),
                 root_only,
-                hidden: std::sync::OnceLock::new(),
+                hidden: std::sync::Mutex::new(None),
                 limits: config.limits,
             }),
         }
@@ -364,6 +364,10 @@ impl Confinement {
     /// Running as root and confined: the paths only root may read that
     /// every sandbox hides (waits for the walk).
     pub fn root_only(&self) -> Option<Vec<PathBuf>> {
+        Some(self.root_only_found()?.paths)
+    }
+
+    fn root_only_found(&self) -> Option<root_only::Found> {
         let walks = self.inner.root_only.as_ref()?;
         Some(walks.hidden(&self.inner.read_write, &self.inner.hide))
     }
@@ -427,15 +431,23 @@ impl Jail {
     }
 
     /// Never visible, whatever contains them: closer's own files and, when
-    /// closer runs as root, what only root may read (the first jail of a
-    /// process may wait for that walk to end).
-    pub fn hidden(&self) -> &[PathBuf] {
+    /// closer runs as root, what only root may use (a process may wait for
+    /// those walks, 30 s at most: [`root_only`]).
+    pub fn hidden(&self) -> Arc<Vec<PathBuf>> {
         let inner = &self.confinement.inner;
-        inner.hidden.get_or_init(|| {
-            let mut hidden = inner.hide.clone();
-            hidden.extend(self.confinement.root_only().into_iter().flatten());
-            hidden
-        })
+        let lock = || inner.hidden.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hidden) = lock().as_ref() {
+            return hidden.clone();
+        }
+        let mut hidden = inner.hide.clone();
+        let found = self.confinement.root_only_found();
+        let complete = found.as_ref().is_none_or(|f| f.complete);
+        hidden.extend(found.into_iter().flat_map(|f| f.paths));
+        let hidden = Arc::new(hidden);
+        if complete {
+            *lock() = Some(hidden.clone());
+        }
+        hidden
     }
 }
 

@@ -16,7 +16,7 @@
 //! signed delivery replayed under a new id says what happened once, not
 //! what is so now. A close that GitHub's pull request read may not have
 //! caught up with (the run's pull request still open) is looked at again
-//! for a minute before it stops the run.
+//! for 20 s before it stops the run.
 
 use std::sync::Arc;
 
@@ -300,7 +300,7 @@ impl Engine {
     /// another pull request); one closed by the merge of the run's own pull
     /// request does not. GitHub is asked first: a replayed `closed` must
     /// not stop the run of an issue opened again. The run's pull request
-    /// still open in the first minute after the close may be a read behind
+    /// still open in the first 20 s after the close may be a read behind
     /// the merge that closed it: the delivery is looked at again.
     async fn on_closed(&self, thread: &Thread<'_>) -> Result<String, EngineError> {
         let (repo, number) = (&thread.repo.name, thread.issue.number);
@@ -342,13 +342,16 @@ impl Engine {
     }
 
     /// True while `issue` was closed less than [`MERGE_SETTLES`] ago by
-    /// closer's clock (an issue GitHub gives no time for is not).
+    /// closer's clock. An issue GitHub gives no time for is not, nor one
+    /// whose time is further ahead of closer's clock than that: a clock that
+    /// far behind GitHub's would hold the close back as long.
     fn closed_just_now(&self, issue: &Issue) -> bool {
         let now = self.runs.store().now_ms();
         let settles = MERGE_SETTLES.as_millis() as i64;
+        let age = |at: crate::clock::Millis| now.saturating_sub(at);
         issue
             .closed_at
-            .is_some_and(|at| now.saturating_sub(at) < settles)
+            .is_some_and(|at| (-settles..settles).contains(&age(at)))
     }
 
     /// A deleted issue ends its run. GitHub is asked first: a replayed
