@@ -8,6 +8,7 @@
 
 use closer::github::types::IssueNumber;
 use closer::model::{Outcome, RunState};
+use closer::worker::Settled;
 
 use crate::story_review::{done, small_change, thread_replies, verified_story};
 use crate::story_review_threads::answer_thread;
@@ -32,8 +33,16 @@ async fn a_merge_that_github_reads_behind_at_first_still_ends_the_run_as_done() 
     let path = format!("/repos/{}/pulls/{}", s.repo, pull.0);
     s.github
         .inject(Fault::Stale(open).times(2).method("GET").only_path(&path));
+    let mut settled = s.watch_settled();
     s.merge_as(pull, MAINTAINER).await;
     s.idle().await;
+
+    // The close was read behind the merge, and looked at again.
+    let mut postponed = 0;
+    while let Ok(job) = settled.try_recv() {
+        postponed += usize::from(job.outcome == Settled::Postponed && job.kind == "delivery");
+    }
+    assert!(postponed >= 1, "the issues.closed delivery looked again");
 
     let reads = s.github.requests_to("GET", &path);
     let reads = reads.iter().filter(|r| r.path == path).count();

@@ -387,6 +387,11 @@ impl Story {
 
     /// Kills the workers mid-job, as a crash would: their tasks are dropped
     /// (agents killed with them), their leases left to expire.
+    /// Every job settled from now on, as the workers report them.
+    pub fn watch_settled(&self) -> broadcast::Receiver<JobSettled> {
+        self.settled.resubscribe()
+    }
+
     pub fn kill_workers(&mut self) {
         for worker in self.workers.drain(..) {
             worker.abort();
