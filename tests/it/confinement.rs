@@ -378,10 +378,7 @@ async fn a_sandboxed_process_holds_no_privilege() {
 /// (unconfined) reads each file; a public neighbour stays readable.
 #[tokio::test]
 async fn run_as_root_the_agent_cannot_read_what_only_root_may() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-        eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
+    if !closer_is_root() {
         return;
     }
     let i = Install::new();
@@ -417,10 +414,7 @@ async fn run_as_root_the_agent_cannot_read_what_only_root_may() {
 /// it, and every process failed to start.
 #[tokio::test]
 async fn run_as_root_a_data_directory_in_a_private_directory_still_runs() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-        eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
+    if !closer_is_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -465,6 +459,30 @@ async fn run_as_root_a_data_directory_in_a_private_directory_still_runs() {
         let out = process::run(&spec).await.expect("the probe ran");
         assert!(out.success(), "{mode:?}: {}", out.tail(10));
     }
+}
+
+/// True when the tests run as root, as CI does; else the caller skips,
+/// saying so.
+fn closer_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("SKIPPED: closer is not root here, so its sandbox cannot be either");
+    }
+    root
+}
+
+/// A directory of programs with `git` and `sh` but no bwrap, for a `PATH`.
+fn bin_without_bwrap(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["git", "sh"] {
+        let found =
+            closer::agent::process::resolve_program(tool, Some("/usr/local/bin:/usr/bin:/bin"));
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    bin
 }
 
 fn chmod(path: &Path, mode: u32) {
@@ -727,13 +745,7 @@ mod runs {
         let config = dir.path().join("closer.toml");
         std::fs::write(&config, "[sandbox]\nmode = \"bwrap\"\n").unwrap();
         // A PATH without bwrap on it.
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        for tool in ["git", "sh"] {
-            let found =
-                closer::agent::process::resolve_program(tool, Some("/usr/local/bin:/usr/bin:/bin"));
-            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
-        }
+        let bin = super::bin_without_bwrap(dir.path());
         let output = closer_command(&db.url, &[("PATH", bin.to_str().unwrap())])
             .arg("--config")
             .arg(&config)
@@ -756,21 +768,12 @@ mod runs {
     /// choice, and `closer doctor` fails on it saying why.
     #[tokio::test]
     async fn run_as_root_without_bubblewrap_auto_refuses_landlock_and_doctor_says_why() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-            eprintln!("SKIPPED: closer is not root here");
+        if !super::closer_is_root() {
             return;
         }
         let db = TestDb::new("rootlandlock").await;
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        for tool in ["git", "sh"] {
-            let found =
-                closer::agent::process::resolve_program(tool, Some("/usr/local/bin:/usr/bin:/bin"));
-            std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
-        }
+        let bin = super::bin_without_bwrap(dir.path());
         for (mode, expected) in [
             ("auto", "FAIL sandbox: no confinement is available here"),
             (
