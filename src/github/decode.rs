@@ -146,11 +146,10 @@ pub fn issue_project_item(
 ) -> Result<Option<String>, GitHubError> {
     let data: WireIssueItems = graphql_data(body, reset, now, "issue's project items")?;
     let items = data.node.and_then(|n| n.items).map(|c| c.nodes);
-    let on_board = items
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|i| i.project.as_ref().is_some_and(|p| p.id == project_id));
+    let on_board = items.into_iter().flatten().flatten().find(|i| {
+        let board = i.project.as_ref().and_then(|p| p.id.as_deref());
+        board == Some(project_id)
+    });
     Ok(on_board.map(|i| i.id))
 }
 

@@ -504,8 +504,15 @@ pub(crate) struct WireItemConnection {
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireProjectItem {
     pub id: String,
+    /// Its board; one without an id is no board closer can name.
     #[serde(default)]
-    pub project: Option<WireNode>,
+    pub project: Option<WireItemProject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WireItemProject {
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 /// `data` of `addProjectV2ItemById`.

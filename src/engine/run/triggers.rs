@@ -322,11 +322,8 @@ impl Engine {
                     // The merge's own step may have read the pull request
                     // before GitHub's reads caught up, and ended nothing.
                     self.runs.enqueue(&run.id, Step::Merged).await?;
-                    return Ok(
-                        "issue closed by the merge of its pull request: the run ends as \
-                               done"
-                            .to_owned(),
-                    );
+                    let merged = "issue closed by the merge of its pull request";
+                    return Ok(format!("{merged}: the run ends as done"));
                 }
                 None if run.pull_request.is_some() && self.closed_just_now(&issue) => {
                     return Err(EngineError::NotYet {

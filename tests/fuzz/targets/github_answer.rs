@@ -41,6 +41,10 @@ pub const TARGET: Target = Target {
 /// The clock during a decode (ms since the epoch).
 const NOW: i64 = 1_700_000_000_000;
 
+/// The board an issue's project items are searched for (one of the
+/// fixture's two).
+const BOARD: &str = "PVT_kwDOAKP3Ns4AHwCr";
+
 type Decoder = fn(&str, Option<&str>) -> Result<String, GitHubError>;
 
 /// One answer closer reads: its fixture, the name its errors start with,
@@ -59,7 +63,17 @@ fn debug<T: std::fmt::Debug>(result: Result<T, GitHubError>) -> Result<String, G
     result.map(|v| format!("{v:?}"))
 }
 
-const PULL: &[&str] = &["number", "head", "head.ref", "base", "base.ref", "state"];
+// A pull request's `user` may be null (a deleted account); when it is
+// there, its login is required.
+const PULL: &[&str] = &[
+    "number",
+    "head",
+    "head.ref",
+    "base",
+    "base.ref",
+    "state",
+    "user.login",
+];
 const PULLS: &[&str] = &[
     "[].number",
     "[].head",
@@ -67,6 +81,7 @@ const PULLS: &[&str] = &[
     "[].base",
     "[].base.ref",
     "[].state",
+    "[].user.login",
 ];
 const USER_APP: &[&str] = &["id", "user.login", "performed_via_github_app.id"];
 const USERS_APPS: &[&str] = &["[].id", "[].user.login", "[].performed_via_github_app.id"];
@@ -78,8 +93,15 @@ pub const ANSWERS: &[Answer] = &[
         decode: |b, _| debug(decode::issue(b)),
         graphql: false,
         // `user` may be null or missing (a deleted account: the ghost);
-        // when it is there, its login is required.
-        required: &["number", "title", "state", "user.login", "labels[].name"],
+        // when it is there, its login is required, as an assignee's is.
+        required: &[
+            "number",
+            "title",
+            "state",
+            "user.login",
+            "labels[].name",
+            "assignees[].login",
+        ],
         closed: &["state"],
     },
     Answer {
@@ -217,6 +239,27 @@ pub const ANSWERS: &[Answer] = &[
             "data.addProjectV2ItemById",
             "data.addProjectV2ItemById.item",
             "data.addProjectV2ItemById.item.id",
+        ],
+        closed: &[],
+    },
+    Answer {
+        file: "issue_project_item",
+        what: "issue's project items",
+        decode: |b, r| debug(decode::issue_project_item(b, r, NOW, BOARD)),
+        graphql: true,
+        required: &["data", "data.node.projectItems.nodes[].id"],
+        closed: &[],
+    },
+    Answer {
+        file: "cleared_project_item",
+        what: "cleared project item",
+        decode: |b, r| debug(decode::cleared_project_item(b, r, NOW)),
+        graphql: true,
+        required: &[
+            "data",
+            "data.clearProjectV2ItemFieldValue",
+            "data.clearProjectV2ItemFieldValue.projectV2Item",
+            "data.clearProjectV2ItemFieldValue.projectV2Item.id",
         ],
         closed: &[],
     },
