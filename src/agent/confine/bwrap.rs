@@ -73,8 +73,7 @@ pub fn args(jail: &Jail, program: &[PathBuf], cwd: &Path) -> Vec<OsString> {
     if jail.pid_one {
         a.flags(&["--as-pid-1"]);
     }
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if super::is_root() {
         let id = NOBODY.to_string();
         a.flags(&["--uid", &id, "--gid", &id]);
     }

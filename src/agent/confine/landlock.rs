@@ -143,7 +143,8 @@ impl Ruleset {
         let ruleset = Ruleset {
             fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
         };
-        let hidden = &*jail.hidden();
+        let hidden = jail.hidden();
+        let hidden = hidden.as_slice();
         for dir in jail.shared_read_only() {
             ruleset.allow(dir, READ, hidden)?;
         }

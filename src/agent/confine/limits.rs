@@ -95,8 +95,7 @@ pub fn drop_privileges() -> io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !super::is_root() {
         return Ok(());
     }
     for cap in 0..64 {

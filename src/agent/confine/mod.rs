@@ -255,8 +255,8 @@ pub const ROOT_UNDER_LANDLOCK: &str = "closer runs as root, and under Landlock a
      sees and reach root's Unix sockets. Run closer as an unprivileged user, or make bubblewrap \
      work here";
 
-/// True when closer runs as root.
-fn is_root() -> bool {
+/// True when closer runs as root. Async-signal-safe (one system call).
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
