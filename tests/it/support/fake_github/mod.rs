@@ -1030,17 +1030,19 @@ impl FakeGitHub {
     /// carries `text` has been received (answered or not: a held or delayed
     /// one counts); fails the test after 60 s.
     pub async fn received(&self, method: &str, prefix: &str, text: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !self
-            .requests_to(method, prefix)
-            .iter()
-            .any(|r| r.body.contains(text))
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no {method} {prefix} with {text:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let seen = self.with(|st| st.request_seen.clone());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            // Listening before looking: a request recorded in between wakes it.
+            let next = seen.notified();
+            tokio::pin!(next);
+            next.as_mut().enable();
+            let requests = self.requests_to(method, prefix);
+            if requests.iter().any(|r| r.body.contains(text)) {
+                return;
+            }
+            let woken = tokio::time::timeout_at(deadline, next).await;
+            assert!(woken.is_ok(), "no {method} {prefix} with {text:?}");
         }
     }
 

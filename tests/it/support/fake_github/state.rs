@@ -279,6 +279,8 @@ pub struct State {
     pub token_exchanges: u32,
     pub repos: BTreeMap<String, Repo>,
     pub requests: Vec<RecordedRequest>,
+    /// Woken at every request recorded.
+    pub request_seen: std::sync::Arc<tokio::sync::Notify>,
     pub faults: Vec<FaultRule>,
     pub rate_limit: RateLimit,
     /// Projects (v2) boards, reached through `POST /graphql`.
@@ -309,6 +311,7 @@ impl State {
             token_exchanges: 0,
             repos: BTreeMap::new(),
             requests: Vec::new(),
+            request_seen: Default::default(),
             faults: Vec::new(),
             rate_limit: RateLimit {
                 limit: 5000,

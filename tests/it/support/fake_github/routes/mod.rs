@@ -153,6 +153,7 @@ async fn gate(AxumState(fake): AxumState<Fake>, req: Request, next: Next) -> Res
             body,
             at: std::time::Instant::now(),
         });
+        st.request_seen.notify_waiters();
         (fault, moved)
     };
     let mut resp = match (fault, moved) {
