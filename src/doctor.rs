@@ -83,6 +83,10 @@ fn sandbox(config: &ServerConfig) -> Result<String, String> {
                 "agents, goals and handlers run confined by {}",
                 backend.name()
             );
+            if !backend.scopes_sockets() {
+                seen += "; this kernel has no Landlock scoping (ABI 6), so they can reach \
+                         the abstract Unix sockets outside their sandbox";
+            }
             if let Some(root_only) = confinement.root_only() {
                 seen += &format!(
                     "; closer runs as root, so {} paths only root may read are hidden \

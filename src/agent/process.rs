@@ -293,7 +293,7 @@ pub fn command(
         return Err(spawn_error(std::io::Error::other(reason.clone())));
     }
     let mut cmd = match jail.map(|j| (j, j.backend())) {
-        Some((jail, Backend::Bwrap { program: bwrap })) => {
+        Some((jail, Backend::Bwrap { program: bwrap, .. })) => {
             if !resolved.is_file() {
                 return Err(spawn_error(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
@@ -328,12 +328,16 @@ pub fn command(
 
 /// What runs in the child right before exec (after the reaper's fork):
 /// resource limits (under every backend, `none` included); under Landlock
-/// also no privileges and the ruleset.
+/// also no privileges and the ruleset; under bwrap, when the kernel can,
+/// Landlock's scoping, which bwrap and everything it starts inherit.
 fn confine(cmd: &mut Command, jail: &Jail, installation: &[PathBuf]) -> std::io::Result<()> {
     let limits = jail.limits();
-    let ruleset = match jail.backend() {
-        Backend::Landlock { abi } => Some(Ruleset::build(jail, *abi, installation)?),
-        _ => None,
+    // bwrap keeps its privileges: as root it needs them to set up the
+    // namespaces, and it drops them itself.
+    let (ruleset, keep_privileges) = match jail.backend() {
+        Backend::Landlock { abi } => (Some(Ruleset::build(jail, *abi, installation)?), false),
+        Backend::Bwrap { scoped: true, .. } => (Some(Ruleset::scope_only()?), true),
+        _ => (None, false),
     };
     // SAFETY: setrlimit, prctl, capset and landlock_restrict_self are plain
     // system calls, async-signal-safe; nothing allocates.
@@ -341,7 +345,10 @@ fn confine(cmd: &mut Command, jail: &Jail, installation: &[PathBuf]) -> std::io:
         cmd.pre_exec(move || {
             limits.apply()?;
             if let Some(ruleset) = &ruleset {
-                limits::drop_privileges()?;
+                match keep_privileges {
+                    true => limits::no_new_privs()?,
+                    false => limits::drop_privileges()?,
+                }
                 ruleset.restrict()?;
             }
             Ok(())

@@ -372,6 +372,48 @@ async fn a_sandboxed_process_holds_no_privilege() {
     }
 }
 
+/// An agent has the network, and with it every abstract Unix socket of the
+/// machine's network namespace: a container runtime's shim, an X server,
+/// D-Bus, another run's tools. Landlock's scoping (ABI 6) keeps the ones
+/// made outside the sandbox out of reach, under bwrap too (decision 226);
+/// one the sandbox makes itself still works. The control (unconfined)
+/// connects.
+#[tokio::test]
+async fn an_agent_cannot_reach_an_abstract_socket_made_outside_its_sandbox() {
+    use std::os::linux::net::SocketAddrExt as _;
+    match closer::agent::confine::landlock::abi() {
+        Ok(abi) if abi >= closer::agent::confine::landlock::SCOPE_ABI => {}
+        found => {
+            eprintln!("SKIPPED: this kernel has no Landlock scoping (ABI 6): {found:?}");
+            return;
+        }
+    }
+    let i = Install::new();
+    let name = format!("closer-test-outside-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            drop(stream);
+        }
+    });
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); \
+         s.settimeout(5); s.connect(\"\\0{name}\")'"
+    );
+    blocked_everywhere(&i, Kind::Agent, "connecting to a socket outside", &connect).await;
+    let inside = format!("closer-test-inside-{}", std::process::id());
+    let own = format!(
+        "python3 -c 'import socket; a = socket.socket(socket.AF_UNIX); \
+         a.bind(\"\\0{inside}\"); a.listen(); \
+         b = socket.socket(socket.AF_UNIX); b.connect(\"\\0{inside}\")'"
+    );
+    allowed_in_every_sandbox(&i, Kind::Agent, "a socket of the sandbox's own", &own).await;
+    for c in backends(&i).1 {
+        assert!(c.backend().scopes_sockets(), "{:?}", c.backend());
+    }
+}
+
 /// Run as root, a sandboxed process is root to every file it sees (its
 /// uid maps to closer's): what only root may read in the directories it is
 /// shown is hidden as closer's own files are (decision 221). The control

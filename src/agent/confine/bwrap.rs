@@ -9,10 +9,11 @@
 //! masks remounted read-only.
 
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
 use super::view::shows_nothing_hidden;
-use super::{Backend, Jail, Network};
+use super::{Backend, Jail, Network, landlock};
 
 /// The user a sandboxed process is when closer runs as root.
 pub const NOBODY: u32 = 65_534;
@@ -22,12 +23,21 @@ pub const NOBODY: u32 = 65_534;
 const TMP_BYTES: &str = "1073741824";
 
 /// bwrap when it is on `PATH` and can make its namespaces here (a
-/// container may forbid user namespaces).
+/// container may forbid user namespaces); started under Landlock's scoping
+/// when the kernel has it and bwrap still works under it.
 pub fn probe() -> Result<Backend, String> {
     let Some(program) = find_on_path("bwrap") else {
         return Err("bubblewrap (bwrap) is not installed".to_owned());
     };
-    let mut command = std::process::Command::new(&program);
+    namespaces(&program, false)?;
+    let scoped = landlock::abi().is_ok_and(|abi| abi >= landlock::SCOPE_ABI)
+        && namespaces(&program, true).is_ok();
+    Ok(Backend::Bwrap { program, scoped })
+}
+
+/// Whether `program` makes its namespaces here, `scoped` or not.
+fn namespaces(program: &Path, scoped: bool) -> Result<(), String> {
+    let mut command = std::process::Command::new(program);
     command
         .args([
             "--unshare-user",
@@ -39,8 +49,18 @@ pub fn probe() -> Result<Backend, String> {
         ])
         .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
         .env_clear();
+    if scoped {
+        let scope = landlock::Ruleset::scope_only().map_err(|e| e.to_string())?;
+        // SAFETY: prctl and landlock_restrict_self are plain system calls.
+        unsafe {
+            command.pre_exec(move || {
+                super::limits::no_new_privs()?;
+                scope.restrict()
+            });
+        }
+    }
     match crate::agent::fork_lock::output(&mut command) {
-        Ok(out) if out.status.success() => Ok(Backend::Bwrap { program }),
+        Ok(out) if out.status.success() => Ok(()),
         Ok(out) => Err(format!(
             "bwrap cannot create namespaces here: {}",
             String::from_utf8_lossy(&out.stderr).trim()

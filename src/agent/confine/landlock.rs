@@ -19,6 +19,8 @@ use super::{Backend, Jail, Network};
 
 /// The first ABI that filters TCP.
 pub const NET_ABI: u32 = 4;
+/// The first ABI that scopes abstract Unix sockets and signals.
+pub const SCOPE_ABI: u32 = 6;
 
 const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
@@ -71,6 +73,11 @@ struct PathBeneathAttr {
 
 /// Landlock when the kernel has it.
 pub fn probe() -> Result<Backend, String> {
+    abi().map(|abi| Backend::Landlock { abi })
+}
+
+/// The kernel's Landlock ABI, when it has Landlock.
+pub fn abi() -> Result<u32, String> {
     // SAFETY: the version query takes no attribute.
     let abi = unsafe {
         libc::syscall(
@@ -81,7 +88,7 @@ pub fn probe() -> Result<Backend, String> {
         )
     };
     match u32::try_from(abi) {
-        Ok(abi) if abi >= 1 => Ok(Backend::Landlock { abi }),
+        Ok(abi) if abi >= 1 => Ok(abi),
         _ => Err(format!(
             "Landlock is not enabled in this kernel ({})",
             io::Error::last_os_error()
@@ -123,7 +130,7 @@ impl Ruleset {
             } else {
                 0
             },
-            scoped: if abi >= 6 {
+            scoped: if abi >= SCOPE_ABI {
                 SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
             } else {
                 0
@@ -134,15 +141,7 @@ impl Ruleset {
             4 | 5 => 2 * std::mem::size_of::<u64>(),
             _ => std::mem::size_of::<RulesetAttr>(),
         };
-        // SAFETY: the kernel reads `size` bytes of `attr`.
-        let fd = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, &attr, size, 0u32) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor owned by nobody else.
-        let ruleset = Ruleset {
-            fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
-        };
+        let ruleset = Ruleset::create(&attr, size)?;
         let hidden = jail.hidden();
         let hidden = hidden.as_slice();
         for dir in jail.shared_read_only() {
@@ -165,6 +164,33 @@ impl Ruleset {
             ruleset.add(Path::new(device), all & !EXECUTE)?;
         }
         Ok(ruleset)
+    }
+
+    /// The scoping alone (ABI 6), for bwrap to start under: its processes
+    /// reach no abstract Unix socket, and signal no process, made outside
+    /// the sandbox (a container runtime's shim, an X server, D-Bus, another
+    /// run's tools; decision 226). A domain that handles no file-system
+    /// access leaves mounts alone, so bwrap still builds its view.
+    pub fn scope_only() -> io::Result<Ruleset> {
+        let attr = RulesetAttr {
+            handled_access_fs: 0,
+            handled_access_net: 0,
+            scoped: SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL,
+        };
+        Ruleset::create(&attr, std::mem::size_of::<RulesetAttr>())
+    }
+
+    /// A new ruleset of the first `size` bytes of `attr`.
+    fn create(attr: &RulesetAttr, size: usize) -> io::Result<Ruleset> {
+        // SAFETY: the kernel reads `size` bytes of `attr`.
+        let fd = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, attr, size, 0u32) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor owned by nobody else.
+        Ok(Ruleset {
+            fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
+        })
     }
 
     /// Allows `path` with `access`, except what is hidden inside it.

@@ -86,15 +86,22 @@ fn set(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// `no_new_privs`: a setuid program gains nothing, and the process may
+/// restrict itself with Landlock. Async-signal-safe.
+pub fn no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `no_new_privs` (setuid programs gain nothing) and, for root, no
 /// capability left: bounding set, effective, permitted, inheritable.
 ///
 /// Async-signal-safe: `prctl` and `capset` only.
 pub fn drop_privileges() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    no_new_privs()?;
     if !super::is_root() {
         return Ok(());
     }

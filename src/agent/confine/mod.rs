@@ -144,6 +144,9 @@ pub struct SandboxConfig {
 pub enum Backend {
     Bwrap {
         program: PathBuf,
+        /// bwrap starts under Landlock's scoping (kernel ABI 6): no
+        /// abstract Unix socket or signal reaches out of the sandbox.
+        scoped: bool,
     },
     Landlock {
         abi: u32,
@@ -162,6 +165,16 @@ impl Backend {
             Backend::Landlock { .. } => "landlock",
             Backend::Unconfined => "none",
             Backend::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// Whether a confined process is kept from the abstract Unix sockets
+    /// and the processes outside its sandbox (decision 226).
+    pub fn scopes_sockets(&self) -> bool {
+        match self {
+            Backend::Bwrap { scoped, .. } => *scoped,
+            Backend::Landlock { abi } => *abi >= landlock::SCOPE_ABI,
+            Backend::Unconfined | Backend::Unavailable { .. } => false,
         }
     }
 }
