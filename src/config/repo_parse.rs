@@ -88,6 +88,37 @@ pub fn parse_repo_config(
     }
 }
 
+/// The minimum permission for commands that `text` asks for, read on its
+/// own when the file does not parse as a whole (a typo, a field this
+/// version does not know): `commands.min_permission` when that much reads,
+/// the default when the file names none, and `admin` when it names one
+/// closer cannot read, or `none`, which it refuses (decision 227). A
+/// broken file never lowers the bar the repository set.
+pub fn commands_minimum(text: Option<&str>) -> crate::model::Permission {
+    use crate::model::Permission;
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct File {
+        commands: Commands,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Commands {
+        min_permission: Option<Permission>,
+    }
+    let Some(text) = text else {
+        return Permission::default();
+    };
+    match serde_saphyr::from_str::<Option<File>>(text) {
+        Ok(file) => match file.unwrap_or_default().commands.min_permission {
+            None => Permission::default(),
+            Some(Permission::None) => Permission::Admin,
+            Some(minimum) => minimum,
+        },
+        Err(_) => Permission::Admin,
+    }
+}
+
 /// `closer check-config <file>`: the exit code (0 valid, 1 invalid or
 /// unreadable) and the text to print.
 pub fn check_config_file(path: &Path, operator_agents: &[&str]) -> (i32, String) {
@@ -443,6 +474,27 @@ pub(crate) fn label_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broken_file_keeps_the_minimum_it_names_and_fails_closed_on_one_it_cannot_read() {
+        use crate::model::Permission;
+        let broken = "commands: { min_permission: maintain }\ncompletion: { max_iterations: lots }\n";
+        assert!(parse_repo_config(broken, "f", &[]).is_err(), "the file is broken");
+        for (text, minimum) in [
+            (None, Permission::Write),
+            (Some(""), Permission::Write),
+            (Some(broken), Permission::Maintain),
+            (Some("completion: { max_iterations: lots }\n"), Permission::Write),
+            (Some("commands: { min_permission: admin, colour: blue }\n"), Permission::Admin),
+            (Some("commands: { min_permission: maintain }\ndod: ["), Permission::Admin),
+            (Some("commands: { min_permission: owner }\n"), Permission::Admin),
+            (Some("commands: { min_permission: none }\n"), Permission::Admin),
+            (Some("commands: { min_permission: triage }\n"), Permission::Triage),
+            (Some("- a list\n"), Permission::Admin),
+        ] {
+            assert_eq!(commands_minimum(text), minimum, "{text:?}");
+        }
+    }
 
     #[test]
     fn documents_without_content_are_the_default() {

@@ -71,6 +71,35 @@ async fn a_retry_is_refused_below_the_minimum_and_after_a_downgrade_and_allowed_
     s.stop().await;
 }
 
+/// The repository's file stops parsing after the run started (a typo, a
+/// field this closer does not know) and no longer names a minimum: the
+/// run's own `maintain` still holds, so a writer's retry is refused. Before
+/// (decision 227), a file that did not parse meant `write` for every
+/// command, request, issue edit and label. The control: mo, at `maintain`,
+/// is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_file_broken_since_the_run_started_does_not_lower_its_minimum() {
+    let (mut s, n) = failed_at_maintain("broken-minimum").await;
+    let broken = format!("{CONFIG}completion:\n  max_iterations: lots\n");
+    s.github
+        .set_file(&s.repo, "main", ".github/closer.yml", &broken);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+    let refused = |s: &Story, who: &str| {
+        s.bot_comments(n)
+            .iter()
+            .any(|c| c.body.contains(&format!("@{who}, sorry")))
+    };
+    assert!(refused(&s, MAINTAINER), "{}", s.journal().await);
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+
+    s.comment_as(n, FakeUser::user("mo"), "/closer retry").await;
+    s.idle().await;
+    assert!(!refused(&s, "mo"), "{}", s.journal().await);
+    s.stop().await;
+}
+
 /// GitHub lets a writer edit anyone's comment. A writer (below `maintain`)
 /// adding `/closer retry` to a maintainer's comment is refused, once however
 /// often they edit it; the control: the maintainer's own edit retries.

@@ -66,7 +66,9 @@ impl Engine {
         }
         let repo = &thread.repo.name;
         let config = self.read_config(&client, thread.repo).await?;
-        let minimum = config.min_permission();
+        let minimum = self
+            .commands_minimum(&config, repo, thread.issue.number)
+            .await?;
         let mut steering = vec![&comment.author];
         if !sender.login.eq_ignore_ascii_case(&comment.author.login) {
             steering.push(sender);
@@ -350,7 +352,9 @@ impl Engine {
     ) -> Result<String, EngineError> {
         let repo = &thread.repo.name;
         let config = self.read_config(client, thread.repo).await?;
-        let minimum = config.min_permission();
+        let minimum = self
+            .commands_minimum(&config, repo, thread.issue.number)
+            .await?;
         let login = &comment.author.login;
         if !self.permitted(client, repo, login, minimum).await? {
             if self.answers_question(thread, comment).await? {

@@ -5,11 +5,14 @@
 
 use super::context::{CONFIG_PATH, parse_config};
 use super::{Engine, EngineError};
+use super::data::RunData;
 use crate::config::ConfigErrors;
 use crate::config::repo::RepoConfig;
+use crate::config::repo_parse::commands_minimum;
 use crate::events::Repo;
 use crate::github::{FileFetch, InstallationClient};
-use crate::model::{DEFAULT_TRIGGER_LABEL, Permission, RepoName, Run};
+use crate::model::{DEFAULT_TRIGGER_LABEL, IssueNumber, Permission, RepoName, Run};
+use crate::store::runs;
 
 /// The repository config as read for an event.
 pub(super) struct ConfigRead {
@@ -24,11 +27,6 @@ impl ConfigRead {
             .map_or(DEFAULT_TRIGGER_LABEL, |c| c.trigger_label.as_str())
     }
 
-    pub(super) fn min_permission(&self) -> Permission {
-        self.parsed
-            .as_ref()
-            .map_or(Permission::Write, |c| c.commands.min_permission)
-    }
 }
 
 impl Engine {
@@ -42,6 +40,30 @@ impl Engine {
         let text = config_text(client, &repo.name, branch).await?;
         let parsed = parse_config(text.as_deref(), &self.agents.names());
         Ok(ConfigRead { text, parsed })
+    }
+
+    /// The permission a user needs for a command, a request to the App, an
+    /// assignment, an issue edit or the trigger label on `repo`'s issue
+    /// `number`: the file's `commands.min_permission`. A file that does not
+    /// parse never lowers it: what it still says is read on its own
+    /// ([`commands_minimum`]), and the minimum of the issue's run, which
+    /// read the file when it started, holds too (decision 227).
+    pub(super) async fn commands_minimum(
+        &self,
+        config: &ConfigRead,
+        repo: &RepoName,
+        number: IssueNumber,
+    ) -> Result<Permission, EngineError> {
+        if let Ok(parsed) = &config.parsed {
+            return Ok(parsed.commands.min_permission);
+        }
+        let current = commands_minimum(config.text.as_deref());
+        let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        let own = match run {
+            Some(run) => commands_minimum(RunData::of(&run)?.config_text.as_deref()),
+            None => Permission::None,
+        };
+        Ok(current.max(own))
     }
 
     /// The permission a user needs to steer `run` now: the stricter of

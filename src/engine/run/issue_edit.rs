@@ -78,10 +78,8 @@ impl Engine {
             return Ok("issue edited: no updated_at; ignored".to_owned());
         };
         let client = self.github.client(thread.installation).await?;
-        let minimum = self
-            .read_config(&client, thread.repo)
-            .await?
-            .min_permission();
+        let config = self.read_config(&client, thread.repo).await?;
+        let minimum = self.commands_minimum(&config, repo, issue.number).await?;
         if !self
             .permitted(&client, repo, &sender.login, minimum)
             .await?

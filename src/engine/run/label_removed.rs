@@ -46,10 +46,8 @@ impl Engine {
         if now.labels.iter().any(|l| same_label(l, &trigger)) {
             return Ok("trigger label removed, but back on GitHub now: run goes on".to_owned());
         }
-        let minimum = self
-            .read_config(client, thread.repo)
-            .await?
-            .min_permission();
+        let config = self.read_config(client, thread.repo).await?;
+        let minimum = self.commands_minimum(&config, repo, number).await?;
         if !self.permitted(client, repo, &sender.login, minimum).await? {
             return self
                 .undo_label_change(

@@ -271,7 +271,8 @@ impl Engine {
                 if !triggered {
                     return Ok("issues: no trigger label".to_owned());
                 }
-                let minimum = config.min_permission();
+                let (repo, number) = (&thread.repo.name, thread.issue.number);
+                let minimum = self.commands_minimum(&config, repo, number).await?;
                 if !self
                     .permitted(&client, &thread.repo.name, &sender.login, minimum)
                     .await?
@@ -462,7 +463,7 @@ impl Engine {
         }
         let client = self.github.client(thread.installation).await?;
         let config = self.read_config(&client, thread.repo).await?;
-        let minimum = config.min_permission();
+        let minimum = self.commands_minimum(&config, repo, number).await?;
         if !self
             .permitted(&client, repo, &sender.login, minimum)
             .await?
