@@ -178,6 +178,41 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
     s.stop().await;
 }
 
+/// The author adds a second thought while the iteration their answer
+/// resumed works, and that iteration is verified: the run is done there.
+/// The author's window closes with the judgment, so their words start no
+/// review round at rest (decision 228). Before, the unused words queued a
+/// round: another iteration with them in its prompt, pushed to the
+/// verified pull request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_authors_second_thought_after_a_verified_iteration_starts_no_round() {
+    let mut s = Story::start("second-thought-verified", Some(CONFIG)).await;
+    s.agent_step(1, ASKS_A_QUESTION);
+    let gate = Gate::new(&s);
+    s.agent_step(2, &format!("{}\n{}", gate.hold(), fix_add()));
+    s.agent_step(3, "rm -f README.md\necho '{\"summary\": \"Deleted.\"}'");
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    s.github.set_permission(&s.repo, MAINTAINER, "read");
+    let author = FakeUser::user(MAINTAINER);
+
+    s.comment_as(n, author.clone(), "Yes, negatives too.").await;
+    gate.started().await;
+    s.comment_as(n, author, "Also: delete the README.").await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    assert!(s.prompt(3).is_empty(), "no third iteration: {}", s.prompt(3));
+    s.stop().await;
+}
+
 /// A maintainer comments `/closer retry` while the run waits for the
 /// author's answer: the run is not restarted (its question stands), and
 /// the maintainer is told why and what to do instead; the answer then

@@ -24,6 +24,7 @@ use crate::agent::sandbox::Worktree;
 use crate::agent::sandbox::branch::BranchSync;
 use crate::github::PullState;
 use crate::model::{IssueNumber, Outcome, Run, RunState};
+use crate::store::messages::{MessageRow, Standing};
 
 impl Engine {
     /// Whether the run is at rest with its pull request open on GitHub.
@@ -75,7 +76,7 @@ impl Engine {
             .messages(&ctx.run.id)
             .await?
             .iter()
-            .any(|m| m.used_in.is_none());
+            .any(asks_for_work);
         let threads = self.open_threads(ctx, pull).await?;
         if !asked && threads.is_empty() {
             if ctx.data.review_round {
@@ -138,7 +139,7 @@ impl Engine {
         pull: IssueNumber,
     ) -> Result<bool, EngineError> {
         let messages = self.runs.messages(&ctx.run.id).await?;
-        if messages.iter().any(|m| m.used_in.is_none()) {
+        if messages.iter().any(asks_for_work) {
             return Ok(true);
         }
         let seen = &ctx.data.threads_seen;
@@ -185,7 +186,7 @@ impl Engine {
             .messages(&ctx.run.id)
             .await?
             .iter()
-            .any(|m| m.used_in.is_none());
+            .any(asks_for_work);
         if ctx.data.review_round || asked {
             self.runs.enqueue(&ctx.run.id, Step::Review).await?;
         }
@@ -295,4 +296,13 @@ impl Engine {
 /// it is at work, so its pull request's end is acted on at once.
 pub(super) fn asking_with_pull(run: &Run) -> bool {
     run.state == RunState::AwaitingResponse && run.pull_request.is_some()
+}
+
+/// Whether the stored message `m` asks for work no prompt did yet. The
+/// issue's author's words never do by themselves: the author answers the
+/// run's question and may add to the answer until the next judgment
+/// (decision 214); what they wrote after, while the answered iteration
+/// worked and was then verified, starts no round at rest (decision 228).
+fn asks_for_work(m: &MessageRow) -> bool {
+    m.used_in.is_none() && m.standing != Some(Standing::Author)
 }
