@@ -32,18 +32,28 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     out
 }
 
+/// `@` written as a character reference (`&#64;`, `&#x40;`, `&commat;`),
+/// which GitHub decodes before it looks for mentions.
+static AT_REFERENCE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?i)&(?:#0*64|#x0*40|commat);").expect("the @ reference pattern")
+});
+
 /// Neutralises `@name` and `@org/team` mentions by putting a zero-width joiner
-/// after the `@`. An `@` after an ASCII letter, digit or `_` (an e-mail
-/// address) is left alone: GitHub does not treat it as a mention. After any
-/// other character (`é@alice`) it is neutralised: GitHub's rule is ASCII.
+/// after the `@`. An `@` after an ASCII letter or digit (an e-mail address)
+/// is left alone: GitHub does not treat it as a mention. After any other
+/// character it is neutralised: after `é` (GitHub's rule is ASCII), and
+/// after `_`, which may open emphasis (`_@alice_` renders as an emphasised
+/// `@alice`, a mention). An `@` written as a character reference is
+/// written as `@` first, so it is neutralised as one (decision 229).
 pub fn neutralize_mentions(text: &str) -> String {
+    let text = AT_REFERENCE.replace_all(text, "@");
     let mut out = String::with_capacity(text.len());
     let mut prev: Option<char> = None;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         out.push(c);
         let starts_mention = c == '@'
-            && !prev.is_some_and(|p| p.is_ascii_alphanumeric() || p == '_')
+            && !prev.is_some_and(|p| p.is_ascii_alphanumeric())
             && chars
                 .peek()
                 .is_some_and(|n| n.is_ascii_alphanumeric() || *n == '-');
@@ -327,6 +337,23 @@ mod tests {
         // After a letter outside ASCII GitHub still sees a mention.
         assert_eq!(neutralize_mentions("é@alice"), "é@\u{200D}alice");
         assert_eq!(neutralize_mentions("a lone @ sign"), "a lone @ sign");
+    }
+
+    /// `_@alice_` is emphasis around a mention; `&#64;alice` is `@alice`
+    /// once GitHub decodes it. Both are neutralised; an address is not.
+    #[test]
+    fn mentions_in_emphasis_or_written_as_references_are_neutralised() {
+        for (text, neutral) in [
+            ("_@alice_", "_@\u{200D}alice_"),
+            ("__@org/team__", "__@\u{200D}org/team__"),
+            ("&#64;alice", "@\u{200D}alice"),
+            ("&#064;alice", "@\u{200D}alice"),
+            ("&#X40;alice", "@\u{200D}alice"),
+            ("&commat;org/team", "@\u{200D}org/team"),
+            ("mail first.last@example.com", "mail first.last@example.com"),
+        ] {
+            assert_eq!(neutralize_mentions(text), neutral, "{text}");
+        }
     }
 
     #[test]

@@ -25,9 +25,12 @@ static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
     let keyword = r"(close[sd]?|fix(?:e[sd])?|resolve[sd]?)";
     let mark = r"[*_\[(>`~\\]";
     let space = r"(?:\s|:|&[a-z0-9#]+;)";
-    let reference = r"(?:#\d|gh-\d|[\w.-]+/[\w.-]+#\d|https?://)";
+    // `#` and a digit may be written as character references too.
+    let hash = r"(?:#|&#0*35;|&#x0*23;|&num;)";
+    let digit = r"(?:\d|&#0*(?:4[89]|5[0-7]);|&#x0*3\d;)";
+    let reference = format!(r"(?:{hash}{digit}|gh-{digit}|[\w.-]+/[\w.-]+{hash}{digit}|https?://)");
     Regex::new(&format!(
-        r"(?i)(^|[^a-z0-9]){keyword}({mark}*{space}(?:{mark}|{space}){{0,15}}{reference})"
+        r"(?i)(^|[^a-z0-9]){keyword}({mark}*{space}(?:{mark}|{space})*{reference})"
     ))
     .expect("the closing keyword pattern")
 });
@@ -35,12 +38,22 @@ static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
 /// `text` with every closing keyword that precedes an issue reference
 /// broken by an invisible word joiner: it reads the same, and merging
 /// closes nothing by it.
+///
+/// Matches do not overlap, so a keyword whose only separator from the one
+/// before is that one's reference (`closes https://fixes #7`) is found by
+/// another pass; each pass breaks at least one keyword, and a broken one
+/// is never found again.
 pub fn neutralize_closing_keywords(text: &str) -> String {
-    CLOSING
-        .replace_all(text, |c: &regex::Captures<'_>| {
+    let mut text = text.to_owned();
+    loop {
+        let next = CLOSING.replace_all(&text, |c: &regex::Captures<'_>| {
             format!("{}{}{WORD_JOINER}{}", &c[1], &c[2], &c[3])
-        })
-        .into_owned()
+        });
+        match next {
+            std::borrow::Cow::Borrowed(_) => return text,
+            std::borrow::Cow::Owned(next) => text = next,
+        }
+    }
 }
 
 /// `tail` with the closing keyword it starts with broken, when it starts
@@ -128,6 +141,30 @@ mod tests {
         ] {
             assert!(!broken(plain), "{plain:?}");
             assert_eq!(neutralize_closing_keywords(plain), plain);
+        }
+    }
+
+    /// A keyword right after another's URL, a long run of spaces, and a
+    /// reference written with character references (decision 229).
+    #[test]
+    fn keywords_the_first_pass_cannot_see_are_broken_too() {
+        let text = "closes https://fixes #7";
+        let out = neutralize_closing_keywords(text);
+        assert_eq!(out.matches(WORD_JOINER).count(), 2, "{out:?}");
+        assert_eq!(out.replace(WORD_JOINER, ""), text);
+        for text in [
+            &format!("fixes{}#7", " ".repeat(40)),
+            "fixes &#35;7",
+            "fixes #&#55;",
+            "fixes &#x23;&#x37;",
+            "resolves octo/calc&num;7",
+            "closes https://a closes https://b closes https://c closes #4",
+        ] {
+            let out = neutralize_closing_keywords(text);
+            let keywords = text.matches("fixes").count()
+                + text.matches("resolves").count()
+                + text.matches("closes").count();
+            assert_eq!(out.matches(WORD_JOINER).count(), keywords, "{text:?}");
         }
     }
 

@@ -2156,3 +2156,31 @@ async fn an_unauthorised_authors_comment_while_the_run_works_steers_nothing() {
     let run = s.run(n).await.unwrap();
     assert_eq!((run.state, run.iteration), (RunState::Done, 1), "{run:#?}");
 }
+
+/// An issue titled with forty credential prefixes, each cut short
+/// (`AKIA… AKIA… …`): the outgoing filter makes each a `[redacted]`, which
+/// takes the pull request's title past GitHub's 256 characters. The title
+/// is cut again at the write, so the verified run still opens its pull
+/// request. Before (decision 229), GitHub refused the title with a 422 on
+/// every try, and the run failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_issue_title_the_filter_lengthens_still_gets_its_pull_request() {
+    let mut s = Story::start("filtered-title", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let title = "AKIA… ".repeat(40);
+    let n = s
+        .open_issue(title.trim(), "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 1).await;
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1, "{}", s.journal().await);
+    let title = &pulls[0].title;
+    assert_eq!(title.chars().count(), 256, "{title}");
+    assert!(title.starts_with("fix: [redacted]…"), "{title}");
+    assert!(title.ends_with(&format!(" (#{n})")), "{title}");
+    assert!(!title.contains("AKIA"), "{title}");
+    s.stop().await;
+}

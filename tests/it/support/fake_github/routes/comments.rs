@@ -13,7 +13,7 @@ use super::super::auth;
 use super::super::json;
 use super::super::state::{FakeComment, FakeReaction, ReactionSubject, State as Model};
 use super::issues::{REACTIONS, reaction_json};
-use super::{Answer, Fake, body, invalid, lock, reply, required_str};
+use super::{Answer, Fake, body, invalid, lock, reply, required_str, within_limits};
 
 #[derive(Deserialize)]
 pub struct Page {
@@ -53,6 +53,7 @@ pub async fn create(
     bytes: Bytes,
 ) -> Answer {
     let request = body(&bytes)?;
+    within_limits(&request, "IssueComment")?;
     let text = required_str(&request, "IssueComment", "body")?.to_owned();
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
@@ -85,6 +86,7 @@ pub async fn edit(
     bytes: Bytes,
 ) -> Answer {
     let request = body(&bytes)?;
+    within_limits(&request, "IssueComment")?;
     let text = required_str(&request, "IssueComment", "body")?.to_owned();
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::super::auth;
 use super::super::json;
 use super::super::state::{FakeLabel, FakeReaction, ReactionSubject};
-use super::{Answer, Fake, body, invalid, lock, reply, required_str};
+use super::{Answer, Fake, body, invalid, lock, reply, required_str, within_limits};
 
 /// `410 Gone` for a deleted issue and everything under it (GitHub's answer
 /// to `GET`, `PATCH` and the comment and label calls of a deleted issue).
@@ -53,6 +53,7 @@ pub async fn edit_issue(
     bytes: Bytes,
 ) -> Answer {
     let edit = body(&bytes)?;
+    within_limits(&edit, "Issue")?;
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("issues", "write"))?;
     let now = st.now();

@@ -246,6 +246,29 @@ pub fn invalid(resource: &str, field: &str, code: &str) -> Response {
     )
 }
 
+/// GitHub's limits on what a write may carry, in characters: a title of
+/// 256, a body of 65,536. Over them, the write is refused with a 422 (its
+/// `custom` error says "is too long"), and nothing is changed.
+pub fn within_limits(body: &Value, resource: &str) -> Result<(), Response> {
+    for (field, max) in [("title", 256), ("body", 65_536)] {
+        let Some(text) = body.get(field).and_then(Value::as_str) else {
+            continue;
+        };
+        if text.chars().count() > max {
+            return Err(reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({
+                    "message": "Validation Failed",
+                    "errors": [{ "resource": resource, "field": field, "code": "custom",
+                        "message": format!("{field} is too long (maximum is {max} characters)") }],
+                    "documentation_url": "https://docs.github.com/rest",
+                }),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A required string field of a JSON body.
 pub fn required_str<'a>(body: &'a Value, resource: &str, field: &str) -> Result<&'a str, Response> {
     match body.get(field).and_then(Value::as_str) {

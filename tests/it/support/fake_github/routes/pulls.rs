@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::super::auth;
 use super::super::json;
 use super::super::state::FakePull;
-use super::{Answer, Fake, body, lock, reply, required_str};
+use super::{Answer, Fake, body, lock, reply, required_str, within_limits};
 
 #[derive(Deserialize)]
 pub struct Filter {
@@ -49,6 +49,7 @@ pub async fn create(
     bytes: Bytes,
 ) -> Answer {
     let request = body(&bytes)?;
+    within_limits(&request, "PullRequest")?;
     let title = required_str(&request, "PullRequest", "title")?.to_owned();
     let head = required_str(&request, "PullRequest", "head")?.to_owned();
     let base = required_str(&request, "PullRequest", "base")?.to_owned();
@@ -122,6 +123,7 @@ pub async fn update(
     bytes: Bytes,
 ) -> Answer {
     let edit = body(&bytes)?;
+    within_limits(&edit, "PullRequest")?;
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "write"))?;
     let now = st.now();

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::super::auth;
 use super::super::json;
 use super::super::state::FakeReviewComment;
-use super::{Answer, Fake, body, invalid, lock, reply, required_str};
+use super::{Answer, Fake, body, invalid, lock, reply, required_str, within_limits};
 
 #[derive(Deserialize)]
 pub struct Page {
@@ -100,6 +100,7 @@ pub async fn create_reply(
     bytes: Bytes,
 ) -> Answer {
     let request = body(&bytes)?;
+    within_limits(&request, "PullRequestReviewComment")?;
     let text = required_str(&request, "PullRequestReviewComment", "body")?.to_owned();
     let mut st = lock(&fake);
     let full = auth::require_repo(&st, &headers, &owner, &name, ("pull_requests", "write"))?;
