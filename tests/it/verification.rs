@@ -1753,7 +1753,7 @@ async fn every_goal_type_reports_evidence() {
             "goals.sh",
             &format!(
                 "{FIX_ADD}\nprintf 'import unittest\\n' > test_extra.py\nmkdir -p web && echo '{{\"status\": {{\"ok\": true, \"items\": [1, 2]}}}}' > web/health.json\n\
-                 printf '%s\\n' '{secret_line}' > settings.py"
+                 printf '%s\\n' '{secret_line}' > settings.py\nln -s /etc/hostname leak"
             ),
         ),
         &wt,
@@ -1784,6 +1784,10 @@ async fn every_goal_type_reports_evidence() {
         goal(GoalKind::FileExists {
             path: "web/health.json".into(),
         }),
+        // A committed link to a file outside: not a file of the checkout.
+        goal(GoalKind::FileExists {
+            path: "leak".into(),
+        }),
         goal(GoalKind::NoSecrets {}),
         goal(GoalKind::EndpointResponds {
             command: server.clone(),
@@ -1796,6 +1800,14 @@ async fn every_goal_type_reports_evidence() {
             json_path: Some("$.status.items[1]".into()),
             expected: Some(serde_json::json!(2)),
             contains: None,
+        }),
+        // The server's 404 page holds the text: an error is no answer.
+        goal(GoalKind::ResponseContains {
+            command: server.clone(),
+            url: url.replace("health.json", "missing.json"),
+            json_path: None,
+            expected: None,
+            contains: Some("File not found".into()),
         }),
     ];
     let config = RepoConfig::default();
@@ -1830,12 +1842,18 @@ async fn every_goal_type_reports_evidence() {
             ("files_changed", true, "changed: calc.py"),
             ("file_exists", true, "web/health.json exists"),
             (
+                "file_exists",
+                false,
+                "leak leads out of the checkout through a link"
+            ),
+            (
                 "no_secrets",
                 false,
                 "possible secrets: settings.py:1 github_token"
             ),
             ("endpoint_responds", true, "status 200 (expected 200)"),
             ("response_contains", true, "$.status.items[1] = 2"),
+            ("response_contains", false, "status 404: not a success"),
         ]
     );
     assert!(got[3].2.starts_with("exit 4"), "{}", got[3].2);

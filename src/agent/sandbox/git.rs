@@ -28,10 +28,11 @@ use crate::agent::process::{self, BaseEnv, ProcessSpec};
 /// read in part would be judged as if it were whole.
 pub const GIT_OUTPUT_CAP: usize = 64 * 1024 * 1024;
 
-/// The oldest git closer runs: 2.40 is the first to read attributes from
-/// `GIT_ATTR_SOURCE`, which keeps a repository's filters from running in
-/// closer's own git.
-pub const MIN_GIT: (u32, u32) = (2, 40);
+/// The oldest git closer runs: 2.41 is the first to read attributes from
+/// `GIT_ATTR_SOURCE` in every command (2.40 taught only `check-attr
+/// --source`), which keeps a repository's filters from running in closer's
+/// own git and its attributes from changing what closer commits.
+pub const MIN_GIT: (u32, u32) = (2, 41);
 
 /// `git --version` of the git closer runs (the first on its `PATH`, as for
 /// every git command), refused below [`MIN_GIT`].
@@ -69,7 +70,7 @@ fn parse_version(text: &str) -> Option<(u32, u32)> {
 
 /// Git's empty tree (SHA-1; GitHub has no SHA-256 repositories), which
 /// every git knows without having it stored: where closer's git reads
-/// attributes from (`GIT_ATTR_SOURCE`, git 2.40 and later).
+/// attributes from (`GIT_ATTR_SOURCE`, git 2.41 and later).
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// A git command that failed.
@@ -142,6 +143,10 @@ impl GitRunner {
         // every git this one starts too; checkout and add both skip them, so
         // what is committed is what the agent wrote.
         env.insert("GIT_ATTR_SOURCE".into(), EMPTY_TREE.into());
+        // No replace refs or grafts either: under `mode = "none"` the agent
+        // can write the mirror, and `git replace <head> <other>` would make
+        // the checks' checkout read a tree other than the one pushed.
+        env.insert("GIT_NO_REPLACE_OBJECTS".into(), "1".into());
         env
     }
 
@@ -274,7 +279,7 @@ mod tests {
         assert_eq!(parse_version("git version 2.47.3"), Some((2, 47)));
         assert_eq!(parse_version("git version 2.39.5.windows.1"), Some((2, 39)));
         assert_eq!(parse_version("2.47.3"), None);
-        assert!((2, 39) < MIN_GIT && (2, 40) >= MIN_GIT && (3, 0) > MIN_GIT);
+        assert!((2, 40) < MIN_GIT && (2, 41) >= MIN_GIT && (3, 0) > MIN_GIT);
         let here = check_version().expect("this machine's git is recent enough");
         assert!(here.starts_with("git version"), "{here}");
     }

@@ -310,14 +310,13 @@ impl Sandbox {
     pub async fn remove(&self, worktree: &Worktree, run_id: &str) -> Result<(), SandboxError> {
         let mirror = &worktree.mirror;
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
-        let path_str = worktree.path.display().to_string();
-        // A worktree already gone (crash, manual cleanup) is not an error.
-        let _ = self
-            .git
-            .run(mirror, &["worktree", "remove", "--force", &path_str])
-            .await;
-        // What the run's processes wrote may include directories they made
-        // unwritable; `remove_tree` opens them up.
+        // Not `git worktree remove`: git deletes by full path after an
+        // `lstat`, so a directory that a daemon left behind swaps for a link
+        // meanwhile leads git's deletion out of the tree (into closer's data
+        // directory). `remove_tree` never follows a link, and opens up what
+        // the run's processes made unwritable; `prune` then forgets the
+        // worktree whose directory is gone (decision 230). Gone already
+        // (a crash, a manual cleanup) is not an error.
         remove::remove_tree(&worktree.path).await?;
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !worktree.branch.is_empty() {
@@ -431,9 +430,8 @@ impl Sandbox {
                     worktree = stale,
                     "removing a stale worktree of an earlier run"
                 );
-                self.git
-                    .run(mirror, &["worktree", "remove", "--force", stale])
-                    .await?;
+                remove::remove_tree(Path::new(stale)).await?;
+                self.git.run(mirror, &["worktree", "prune"]).await?;
             }
         }
         Ok(())

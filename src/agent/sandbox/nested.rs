@@ -81,22 +81,89 @@ pub(super) async fn gitlinks(
 }
 
 /// Removes `root/path/.git` (a directory, a `gitdir:` file or a link),
-/// reached through real directories only: a link on the way is refused, so
-/// nothing outside the worktree is removed.
+/// reached through real directories only, each opened from the one before
+/// and never through a link: a link on the way is refused, and a
+/// directory swapped for one meanwhile (a process the agent left running)
+/// is not followed, so nothing outside the worktree is removed.
 fn remove_git(root: &Path, path: &str) -> std::io::Result<()> {
-    let mut at = root.to_path_buf();
+    use rustix::fs::{CWD, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut at = rustix::fs::openat(CWD, root, flags, Mode::empty())?;
     for part in Path::new(path).components() {
         let Component::Normal(name) = part else {
             return Err(std::io::Error::other("not a path inside the worktree"));
         };
-        at.push(name);
-        if !std::fs::symlink_metadata(&at)?.file_type().is_dir() {
-            return Err(std::io::Error::other("a symbolic link or file on the way"));
+        at = rustix::fs::openat(&at, name, flags, Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP => {
+                std::io::Error::other("a symbolic link or file on the way")
+            }
+            e => e.into(),
+        })?;
+    }
+    super::remove::remove_at(&at, c".git")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A process the agent left running swaps the nested repository's
+    /// directory for a link to a directory outside that holds a `.git`,
+    /// over and over, while closer takes the nested repository apart: the
+    /// `.git` outside is never removed.
+    #[test]
+    fn a_directory_swapped_for_a_link_on_the_way_is_never_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(outside.path().join(".git")).unwrap();
+        std::fs::write(outside.path().join(".git/HEAD"), "ref: refs/heads/main").unwrap();
+        for attempt in 0..200 {
+            let sub = root.path().join("sub");
+            std::fs::create_dir_all(sub.join(".git/objects")).unwrap();
+            std::fs::write(sub.join(".git/HEAD"), "ref").unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let (root, target, stop) =
+                    (root.path().to_owned(), outside.path().to_owned(), stop.clone());
+                std::thread::spawn(move || {
+                    let (sub, aside) = (root.join("sub"), root.join("aside"));
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = std::fs::rename(&sub, &aside);
+                        let _ = std::os::unix::fs::symlink(&target, &sub);
+                        let _ = std::fs::remove_file(&sub);
+                        let _ = std::fs::rename(&aside, &sub);
+                    }
+                })
+            };
+            // The swap may make the removal fail, named; it never leads out.
+            let _ = remove_git(root.path(), "sub");
+            stop.store(true, Ordering::Relaxed);
+            swapper.join().unwrap();
+            assert!(
+                outside.path().join(".git/HEAD").exists(),
+                "try {attempt}: the .git outside was removed"
+            );
+            let _ = std::fs::remove_file(root.path().join("sub"));
+            let _ = std::fs::remove_dir_all(root.path().join("sub"));
+            let _ = std::fs::remove_dir_all(root.path().join("aside"));
         }
     }
-    let dot_git = at.join(".git");
-    match std::fs::symlink_metadata(&dot_git)?.file_type().is_dir() {
-        true => super::remove::remove_tree_blocking(&dot_git),
-        false => std::fs::remove_file(&dot_git),
+
+    #[test]
+    fn a_link_on_the_way_is_refused_and_a_real_directory_taken_apart() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(outside.path().join(".git")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+        let err = remove_git(root.path(), "link").unwrap_err();
+        assert!(err.to_string().contains("on the way"), "{err}");
+        assert!(outside.path().join(".git").exists());
+        // The control: a real directory's `.git` is removed.
+        std::fs::create_dir_all(root.path().join("real/.git/refs")).unwrap();
+        remove_git(root.path(), "real").unwrap();
+        assert!(!root.path().join("real/.git").exists());
+        assert!(root.path().join("real").exists());
     }
 }

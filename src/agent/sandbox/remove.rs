@@ -54,6 +54,22 @@ pub fn remove_tree_blocking(path: &Path) -> io::Result<()> {
     std::fs::remove_dir(path)
 }
 
+/// Removes the entry `name` of the directory `parent` holds, with
+/// everything under it when it is a directory (a file or a link is removed
+/// itself). Nothing on the way to `parent` is looked up again, so a
+/// directory above swapped for a link meanwhile leads nowhere.
+pub fn remove_at(parent: &OwnedFd, name: &CStr) -> io::Result<()> {
+    let stat = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => return Ok(()),
+        other => other?,
+    };
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+        return gone_is_fine(rustix::fs::unlinkat(parent, name, AtFlags::empty()));
+    }
+    empty(open_child(parent, name)?)?;
+    gone_is_fine(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
+}
+
 /// A directory the walk stands in.
 struct Level {
     fd: OwnedFd,

@@ -85,14 +85,18 @@ pub(super) async fn file_exists(
         result.evidence = "path leaves the worktree".into();
         return result;
     }
-    result.passed = tokio::fs::try_exists(ctx.worktree.join(relative))
-        .await
-        .unwrap_or(false);
-    result.evidence = if result.passed {
-        format!("{path} exists")
-    } else {
-        format!("{path} missing")
+    // Resolved, links and all: a committed link to a file elsewhere on
+    // the machine is not a file in the checkout, and must not tell what
+    // exists outside it (decision 230).
+    let root = tokio::fs::canonicalize(ctx.worktree).await;
+    let found = tokio::fs::canonicalize(ctx.worktree.join(relative)).await;
+    let (passed, evidence) = match (root, found) {
+        (Ok(root), Ok(found)) if found.starts_with(&root) => (true, "exists"),
+        (Ok(_), Ok(_)) => (false, "leads out of the checkout through a link"),
+        _ => (false, "missing"),
     };
+    result.passed = passed;
+    result.evidence = format!("{path} {evidence}");
     result
 }
 

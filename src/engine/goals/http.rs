@@ -335,6 +335,12 @@ pub(super) async fn response_contains(
             return result;
         }
     };
+    // An error page that quotes the text (a 404 naming the path, a 500
+    // printing the request) is not the answer asked for (decision 230).
+    if !(200..300).contains(&response.status) {
+        result.evidence = format!("status {}: not a success", response.status);
+        return result;
+    }
     if let Some(path) = json_path {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(&response.body) else {
             result.evidence = format!("status {}; body is not JSON", response.status);
