@@ -106,50 +106,6 @@ fn remove_git(root: &Path, path: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    /// A process the agent left running swaps the nested repository's
-    /// directory for a link to a directory outside that holds a `.git`,
-    /// over and over, while closer takes the nested repository apart: the
-    /// `.git` outside is never removed.
-    #[test]
-    fn a_directory_swapped_for_a_link_on_the_way_is_never_followed() {
-        let root = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::create_dir(outside.path().join(".git")).unwrap();
-        std::fs::write(outside.path().join(".git/HEAD"), "ref: refs/heads/main").unwrap();
-        for attempt in 0..200 {
-            let sub = root.path().join("sub");
-            std::fs::create_dir_all(sub.join(".git/objects")).unwrap();
-            std::fs::write(sub.join(".git/HEAD"), "ref").unwrap();
-            let stop = Arc::new(AtomicBool::new(false));
-            let swapper = {
-                let (root, target, stop) =
-                    (root.path().to_owned(), outside.path().to_owned(), stop.clone());
-                std::thread::spawn(move || {
-                    let (sub, aside) = (root.join("sub"), root.join("aside"));
-                    while !stop.load(Ordering::Relaxed) {
-                        let _ = std::fs::rename(&sub, &aside);
-                        let _ = std::os::unix::fs::symlink(&target, &sub);
-                        let _ = std::fs::remove_file(&sub);
-                        let _ = std::fs::rename(&aside, &sub);
-                    }
-                })
-            };
-            // The swap may make the removal fail, named; it never leads out.
-            let _ = remove_git(root.path(), "sub");
-            stop.store(true, Ordering::Relaxed);
-            swapper.join().unwrap();
-            assert!(
-                outside.path().join(".git/HEAD").exists(),
-                "try {attempt}: the .git outside was removed"
-            );
-            let _ = std::fs::remove_file(root.path().join("sub"));
-            let _ = std::fs::remove_dir_all(root.path().join("sub"));
-            let _ = std::fs::remove_dir_all(root.path().join("aside"));
-        }
-    }
 
     #[test]
     fn a_link_on_the_way_is_refused_and_a_real_directory_taken_apart() {
