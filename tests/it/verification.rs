@@ -1686,6 +1686,33 @@ async fn a_checkout_holds_only_the_commit_and_is_removed_whatever_the_checks_lef
     );
 }
 
+/// Under `mode = "none"` the agent can write the mirror: a replace ref
+/// making the commit under test read as another commit does not change
+/// what the checks' checkout holds (decision 230). The control: git with
+/// replacements honoured reads the other commit's file.
+#[tokio::test]
+async fn a_replace_ref_in_the_mirror_does_not_change_what_the_checks_see() {
+    let fx = Fixture::new(false);
+    let wt = fx.prepare("run-replace").await;
+    let head = fx.sandbox.head(&wt).await.unwrap();
+    std::fs::write(wt.path.join("calc.py"), "FAKE = True\n").unwrap();
+    git(&wt.path, &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "fake"]);
+    let fake = git(&wt.path, &["rev-parse", "HEAD"]).trim().to_owned();
+    git(&wt.path, &["reset", "-q", "--hard", &head]);
+    let mirror = format!("--git-dir={}", wt.mirror.display());
+    git(&wt.path, &[&mirror, "replace", &head, &fake]);
+    let shown = git(&wt.path, &[&mirror, "show", &format!("{head}:calc.py")]);
+    assert!(shown.contains("FAKE"), "control: git honours the replacement: {shown}");
+
+    let checkout = fx
+        .sandbox
+        .checkout(&wt, "run-replace", &head, Purpose::Checks)
+        .await
+        .expect("a checkout");
+    let calc = std::fs::read_to_string(checkout.path.join("calc.py")).unwrap();
+    assert!(calc.contains("return a - b"), "the commit's calc.py: {calc}");
+}
+
 #[tokio::test]
 async fn concurrent_runs_on_one_repository_share_the_mirror_safely() {
     let fx = Fixture::new(false);
