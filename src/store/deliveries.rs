@@ -205,12 +205,14 @@ pub async fn prune(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
 
 /// Deletes deliveries received before `before` that are still `received`
 /// but have no job left to handle them (it died and was pruned, or was
-/// never made): nothing will ever mark them handled.
+/// never made): nothing will ever mark them handled. A dead job not yet
+/// pruned keeps its delivery: an operator may requeue it, and it reads the
+/// delivery (a job may die days after the delivery came).
 pub async fn prune_orphaned(pool: &AnyPool, before: Millis) -> Result<u64, StoreError> {
     let done = sqlx::query(
         "DELETE FROM deliveries WHERE status = 'received' AND received_at < $1 \
          AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.kind = 'delivery' \
-         AND jobs.state IN ('queued', 'leased') \
+         AND jobs.state IN ('queued', 'leased', 'dead') \
          AND jobs.payload = '{\"delivery_id\":\"' || deliveries.delivery_id || '\"}')",
     )
     .bind(before)
