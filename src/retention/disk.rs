@@ -129,22 +129,29 @@ enum Ended {
     NoRow,
 }
 
-/// The bytes the files under `path` take (symbolic links not followed; a
-/// file that vanishes while being counted counts as nothing). Walked with a
-/// list of its own, not by recursion: an agent can nest directories as
-/// deep as it likes.
+/// The bytes the files under `path` take on disk, as `du` counts them:
+/// the blocks allocated to each file, directory and link (a sparse file
+/// counts what it holds, not its length), each file once however many
+/// hard links it has (a package manager links its cache into a worktree).
+/// Symbolic links are not followed, and a file that vanishes while being
+/// counted counts as nothing. Walked with a list of its own, not by
+/// recursion: an agent can nest directories as deep as it likes.
 pub fn dir_size(path: &Path) -> u64 {
-    let mut total = 0;
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total: u64 = 0;
+    let mut linked = std::collections::HashSet::new();
     let mut pending = vec![path.to_path_buf()];
     while let Some(at) = pending.pop() {
         let Ok(meta) = std::fs::symlink_metadata(&at) else {
             continue;
         };
-        if !meta.is_dir() {
-            total += meta.len();
+        if meta.nlink() > 1 && !meta.is_dir() && !linked.insert((meta.dev(), meta.ino())) {
             continue;
         }
-        if let Ok(listing) = std::fs::read_dir(&at) {
+        total = total.saturating_add(meta.blocks().saturating_mul(512));
+        if meta.is_dir()
+            && let Ok(listing) = std::fs::read_dir(&at)
+        {
             pending.extend(listing.flatten().map(|e| e.path()));
         }
     }
@@ -180,6 +187,37 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        assert_eq!(counted, 15, "the files' bytes, directories counting none");
+        assert_eq!(counted, du(dir.path()), "what du counts");
+    }
+
+    /// A sparse terabyte counts what it holds, a file linked twice counts
+    /// once: the same figure as `du` (the control: the files' lengths add
+    /// up to more than a terabyte).
+    #[test]
+    fn a_sparse_file_and_hard_links_count_as_du_counts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let sparse = std::fs::File::create(dir.path().join("sparse")).unwrap();
+        sparse.set_len(1 << 40).unwrap();
+        std::fs::write(dir.path().join("data"), vec![7u8; 100_000]).unwrap();
+        std::fs::hard_link(dir.path().join("data"), dir.path().join("again")).unwrap();
+        let lengths: u64 = ["sparse", "data", "again"]
+            .iter()
+            .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().len())
+            .sum();
+        assert!(lengths > 1 << 40, "control: {lengths}");
+        let counted = dir_size(dir.path());
+        assert_eq!(counted, du(dir.path()), "what du counts");
+        assert!(counted < 1 << 20, "{counted}");
+    }
+
+    /// `du`'s figure for `path`, in bytes.
+    fn du(path: &Path) -> u64 {
+        let out = std::process::Command::new("du")
+            .args(["-s", "-B1"])
+            .arg(path)
+            .output()
+            .expect("du runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace().next().unwrap().parse().unwrap()
     }
 }

@@ -247,11 +247,12 @@ async fn old_rows_of_ended_runs_dead_jobs_and_orphaned_deliveries_are_pruned_ope
     );
 }
 
-/// The run's prompt-file directory, HOME and a check's home a crash left,
-/// as the engine makes them.
-fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 3] {
+/// The run's prompt-file directory, handler scripts, HOME and a check's
+/// home a crash left, as the engine makes them.
+fn run_files(data_dir: &Path, run: &str) -> [PathBuf; 4] {
     let dirs = [
         data_dir.join("scratch").join(run),
+        data_dir.join("handlers").join(run),
         data_dir.join("homes").join(run),
         data_dir.join("goals/checks").join(format!("{run}-checks")),
     ];
@@ -331,13 +332,13 @@ async fn an_ended_runs_files_and_unused_mirrors_go_an_open_runs_stay() {
         "{metrics}"
     );
 
-    // Forty days on: the ended run's worktree, prompt files, HOME and
-    // check home go,
+    // Forty days on: the ended run's worktree, prompt files, handler
+    // scripts, HOME and check home go,
     // and with its worktree gone its mirror is unused; the open run's
     // worktree, files and mirror stay, however old.
     clock.set(now + 40 * DAY);
     let old = retention.prune_once().await;
-    assert_eq!((old.run_dirs, old.mirrors), (4, 1), "{old:?}");
+    assert_eq!((old.run_dirs, old.mirrors), (5, 1), "{old:?}");
     assert!(!ended.path.exists() && !ended.mirror.exists());
     assert!(ended_files.iter().all(|d| !d.exists()));
     assert!(
@@ -407,12 +408,12 @@ async fn an_ended_runs_files_a_step_holds_are_kept_until_it_lets_go() {
     let mut removed = 0;
     for _ in 0..20 {
         removed += retention.prune_once().await.run_dirs;
-        if removed == 3 {
+        if removed == 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(removed, 3);
+    assert_eq!(removed, 4);
     assert!(files.iter().all(|d| !d.exists()));
 }
 

@@ -274,11 +274,12 @@ impl Workspace {
     }
 
     /// Every directory a run has under the data directory (its worktrees,
-    /// prompt files, HOME and the homes of checks a crash left), by the
-    /// run's id: what the retention task removes once the run has ended.
+    /// prompt files, handler scripts, HOME and the homes of checks a crash
+    /// left), by the run's id: what the retention task removes once the
+    /// run has ended.
     pub async fn run_dirs(&self) -> BTreeMap<String, Vec<PathBuf>> {
         let mut found = self.sandbox.worktree_dirs().await;
-        for root in [&self.scratch, &self.homes, &self.check_homes] {
+        for root in [&self.scratch, &self.handlers, &self.homes, &self.check_homes] {
             for path in entries(root).await {
                 if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                     let run = Purpose::run_of(name).to_owned();
