@@ -2184,3 +2184,40 @@ async fn an_issue_title_the_filter_lengthens_still_gets_its_pull_request() {
     assert!(!title.contains("AKIA"), "{title}");
     s.stop().await;
 }
+
+/// GitHub delivers an issue's `labeled` after the `closed` that followed it
+/// (out of order, or committed last by another replica): the label went on
+/// an open issue that is closed now, so no run starts. Before (decision
+/// 232), the run started on the closed issue (status comment, labels,
+/// iterations) until reconciliation stopped it. The control: the same
+/// `labeled` for an issue still open starts the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_label_delivered_after_the_issue_was_closed_starts_no_run() {
+    let mut s = Story::start("label-after-close", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::closer(true, 0.95, &[])]);
+    let labeled = |s: &Story, n: IssueNumber| {
+        s.github.label_issue(&s.repo, n, "type:bug");
+        s.github.label_issue(&s.repo, n, "closer");
+        json!({"action": "labeled", "issue": s.issue_json(n), "label": {"name": "closer"},
+               "sender": user_json(&FakeUser::user(MAINTAINER))})
+    };
+    let n = s.github.open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    let late = labeled(&s, n);
+    s.close_as(n, MAINTAINER).await;
+    s.idle().await;
+    s.deliver("issues", late).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.idle().await;
+    let outcome = s.last_delivery_outcome().await;
+    assert!(outcome.contains("closed since"), "{outcome}");
+    assert!(s.run(n).await.is_none(), "no run");
+    assert!(s.bot_comments(n).is_empty(), "{:#?}", s.bot_comments(n));
+
+    let open = s.github.open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    let on_time = labeled(&s, open);
+    s.deliver("issues", on_time).await;
+    s.idle().await;
+    s.expect_run(open, RunState::Done, 1).await;
+    s.stop().await;
+}

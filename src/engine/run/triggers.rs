@@ -287,6 +287,11 @@ impl Engine {
                         )
                         .await;
                 }
+                if issue.open && closed_since(&client, thread).await? {
+                    return Ok(format!(
+                        "issues {action:?}: the issue was closed since, on GitHub: no run"
+                    ));
+                }
                 self.trigger(&client, thread, config, false).await
             }
             IssuesAction::Unlabeled => self.on_unlabeled(thread, label, sender).await,
@@ -791,4 +796,17 @@ mod tests {
         assert_eq!(data.agent_session, None, "a fresh session");
         assert_eq!(data.issue_title, "new title");
     }
+}
+
+/// Whether the issue, open when the event was sent, is closed on GitHub
+/// now. GitHub may deliver an issue's `labeled` after the `closed` that
+/// followed it, and two replicas may commit them in either order: the
+/// label then went on an issue nobody wants worked now (decision 232). A
+/// read that lags shows the issue open, as the event did: no worse than
+/// before.
+async fn closed_since(client: &InstallationClient, thread: &Thread<'_>) -> Result<bool, EngineError> {
+    let now = client
+        .get_issue(&thread.repo.name, thread.issue.number)
+        .await?;
+    Ok(now.state == IssueState::Closed)
 }
