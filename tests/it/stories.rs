@@ -2207,7 +2207,6 @@ async fn a_label_delivered_after_the_issue_was_closed_starts_no_run() {
     s.close_as(n, MAINTAINER).await;
     s.idle().await;
     s.deliver("issues", late).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     s.idle().await;
     let outcome = s.last_delivery_outcome().await;
     assert!(outcome.contains("closed since"), "{outcome}");
