@@ -478,18 +478,40 @@ mod tests {
     #[test]
     fn a_broken_file_keeps_the_minimum_it_names_and_fails_closed_on_one_it_cannot_read() {
         use crate::model::Permission;
-        let broken = "commands: { min_permission: maintain }\ncompletion: { max_iterations: lots }\n";
-        assert!(parse_repo_config(broken, "f", &[]).is_err(), "the file is broken");
+        let broken =
+            "commands: { min_permission: maintain }\ncompletion: { max_iterations: lots }\n";
+        assert!(
+            parse_repo_config(broken, "f", &[]).is_err(),
+            "the file is broken"
+        );
         for (text, minimum) in [
             (None, Permission::Write),
             (Some(""), Permission::Write),
             (Some(broken), Permission::Maintain),
-            (Some("completion: { max_iterations: lots }\n"), Permission::Write),
-            (Some("commands: { min_permission: admin, colour: blue }\n"), Permission::Admin),
-            (Some("commands: { min_permission: maintain }\ndod: ["), Permission::Admin),
-            (Some("commands: { min_permission: owner }\n"), Permission::Admin),
-            (Some("commands: { min_permission: none }\n"), Permission::Admin),
-            (Some("commands: { min_permission: triage }\n"), Permission::Triage),
+            (
+                Some("completion: { max_iterations: lots }\n"),
+                Permission::Write,
+            ),
+            (
+                Some("commands: { min_permission: admin, colour: blue }\n"),
+                Permission::Admin,
+            ),
+            (
+                Some("commands: { min_permission: maintain }\ndod: ["),
+                Permission::Admin,
+            ),
+            (
+                Some("commands: { min_permission: owner }\n"),
+                Permission::Admin,
+            ),
+            (
+                Some("commands: { min_permission: none }\n"),
+                Permission::Admin,
+            ),
+            (
+                Some("commands: { min_permission: triage }\n"),
+                Permission::Triage,
+            ),
             (Some("- a list\n"), Permission::Admin),
         ] {
             assert_eq!(commands_minimum(text), minimum, "{text:?}");

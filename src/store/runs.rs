@@ -199,16 +199,29 @@ pub async fn in_states(pool: &AnyPool, states: &[RunState]) -> Result<Vec<Run>, 
 /// The run's totals (`tokens_used`, `cost_usd`) only grow: a save from a
 /// run read before [`stop_iteration`] added a stopped agent's spending (the
 /// stop's own status save, a restart) keeps the larger total.
+///
+/// Where the repository lives (`clone_url`, `installation_id`) is written
+/// by a restart only (`restart`); a step's save keeps what is stored, since
+/// [`rename_repository`] may have changed it while the step worked with
+/// the run it read before (decision 232). Both are still bound as `$10`
+/// and `$19`, so every save binds the same parameters.
 macro_rules! update_run_sql {
+    (restart $guard:literal) => {
+        update_run_sql!(@ "clone_url = $10", "installation_id = $19", $guard)
+    };
     ($guard:literal) => {
+        update_run_sql!(@ "clone_url = COALESCE(clone_url, $10)",
+            "installation_id = COALESCE(installation_id, $19)", $guard)
+    };
+    (@ $clone_url:literal, $installation:literal, $guard:literal) => {
         concat!(
             "UPDATE runs SET state = $1, phase = $2, completion_type = $3, task_type = $4, ",
             "stage = $5, iteration = $6, max_iterations = $7, branch = $8, base_commit = $9, ",
-            "clone_url = $10, default_branch = $11, pull_request = $12, status_comment_id = $13, ",
+            $clone_url, ", default_branch = $11, pull_request = $12, status_comment_id = $13, ",
             "tokens_used = CASE WHEN tokens_used > $14 THEN tokens_used ELSE $14 END, ",
             "cost_usd = CASE WHEN cost_usd > $15 THEN cost_usd ELSE $15 END, ",
             "outcome = $16, data = $17, updated_at = $18, ",
-            "installation_id = $19, generation = $20 WHERE id = $21",
+            $installation, ", generation = $20 WHERE id = $21",
             $guard
         )
     };
@@ -217,7 +230,7 @@ macro_rules! update_run_sql {
 /// Writes every mutable column of a run, whatever the stored run is (a
 /// restart, which also starts a new generation: see [`Run::generation`]).
 pub async fn save(pool: &AnyPool, run: &Run) -> Result<(), StoreError> {
-    update(pool, run, update_run_sql!("")).await?;
+    update(pool, run, update_run_sql!(restart "")).await?;
     Ok(())
 }
 

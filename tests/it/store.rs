@@ -356,6 +356,60 @@ async fn a_refused_save_keeps_what_the_step_spent() {
     assert!((after.cost_usd - 1.5).abs() < 1e-9, "{}", after.cost_usd);
 }
 
+/// The repository moves to another owner (another installation) while a
+/// step works with the run it read before: the step's save keeps where the
+/// repository lives now, and a restart writes it (decision 232). Before, the
+/// step wrote the old installation and clone URL back under the new name,
+/// and later steps got tokens for an installation that no longer covers it.
+#[tokio::test]
+async fn a_steps_save_keeps_where_a_rename_moved_the_repository() {
+    let db = TestDb::new("rename-kept").await;
+    let store = db.store().await;
+    let mut run = a_run("run-1");
+    run.clone_url = Some("https://github.com/octo/calc.git".into());
+    let (read, _) = runs::insert_or_get(store.pool(), &run).await.unwrap();
+    let new = RepoName::new("acme", "calc");
+    let renamed = runs::rename_repository(
+        store.pool(),
+        &read.repository,
+        &new,
+        RepositoryId(42),
+        "https://github.com/acme/calc.git",
+        InstallationId(2),
+    )
+    .await
+    .unwrap();
+    assert_eq!(renamed, 1);
+
+    let mut step = read.clone();
+    step.iteration = 2;
+    assert!(
+        runs::save_unless_stopped(store.pool(), &step)
+            .await
+            .unwrap()
+    );
+    let after = runs::get(store.pool(), &read.id).await.unwrap().unwrap();
+    assert_eq!(after.iteration, 2, "the step's own columns are written");
+    assert_eq!(after.repository, new);
+    assert_eq!(after.installation_id, InstallationId(2));
+    assert_eq!(
+        after.clone_url.as_deref(),
+        Some("https://github.com/acme/calc.git")
+    );
+
+    // A restart writes them: it read them from GitHub.
+    let mut restart = after.clone();
+    restart.clone_url = Some("https://github.com/acme/calc2.git".into());
+    restart.installation_id = InstallationId(3);
+    runs::save(store.pool(), &restart).await.unwrap();
+    let after = runs::get(store.pool(), &read.id).await.unwrap().unwrap();
+    assert_eq!(after.installation_id, InstallationId(3));
+    assert_eq!(
+        after.clone_url.as_deref(),
+        Some("https://github.com/acme/calc2.git")
+    );
+}
+
 /// The job that shows run-1's stop on GitHub, due at `run_at`.
 fn show_stop_job(run_at: i64) -> NewJob {
     NewJob {

@@ -2202,7 +2202,9 @@ async fn a_label_delivered_after_the_issue_was_closed_starts_no_run() {
         json!({"action": "labeled", "issue": s.issue_json(n), "label": {"name": "closer"},
                "sender": user_json(&FakeUser::user(MAINTAINER))})
     };
-    let n = s.github.open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    let n = s
+        .github
+        .open_issue(&s.repo, MAINTAINER, "add subtracts", "");
     let late = labeled(&s, n);
     s.close_as(n, MAINTAINER).await;
     s.idle().await;
@@ -2213,7 +2215,9 @@ async fn a_label_delivered_after_the_issue_was_closed_starts_no_run() {
     assert!(s.run(n).await.is_none(), "no run");
     assert!(s.bot_comments(n).is_empty(), "{:#?}", s.bot_comments(n));
 
-    let open = s.github.open_issue(&s.repo, MAINTAINER, "add subtracts", "");
+    let open = s
+        .github
+        .open_issue(&s.repo, MAINTAINER, "add subtracts", "");
     let on_time = labeled(&s, open);
     s.deliver("issues", on_time).await;
     s.idle().await;

@@ -209,7 +209,11 @@ async fn the_authors_second_thought_after_a_verified_iteration_starts_no_round()
     s.idle().await;
 
     s.expect_run(n, RunState::Done, 2).await;
-    assert!(s.prompt(3).is_empty(), "no third iteration: {}", s.prompt(3));
+    assert!(
+        s.prompt(3).is_empty(),
+        "no third iteration: {}",
+        s.prompt(3)
+    );
     s.stop().await;
 }
 

@@ -1696,13 +1696,27 @@ async fn a_replace_ref_in_the_mirror_does_not_change_what_the_checks_see() {
     let wt = fx.prepare("run-replace").await;
     let head = fx.sandbox.head(&wt).await.unwrap();
     std::fs::write(wt.path.join("calc.py"), "FAKE = True\n").unwrap();
-    git(&wt.path, &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "fake"]);
+    git(
+        &wt.path,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-qam",
+            "fake",
+        ],
+    );
     let fake = git(&wt.path, &["rev-parse", "HEAD"]).trim().to_owned();
     git(&wt.path, &["reset", "-q", "--hard", &head]);
     let mirror = format!("--git-dir={}", wt.mirror.display());
     git(&wt.path, &[&mirror, "replace", &head, &fake]);
     let shown = git(&wt.path, &[&mirror, "show", &format!("{head}:calc.py")]);
-    assert!(shown.contains("FAKE"), "control: git honours the replacement: {shown}");
+    assert!(
+        shown.contains("FAKE"),
+        "control: git honours the replacement: {shown}"
+    );
 
     let checkout = fx
         .sandbox
@@ -1710,7 +1724,10 @@ async fn a_replace_ref_in_the_mirror_does_not_change_what_the_checks_see() {
         .await
         .expect("a checkout");
     let calc = std::fs::read_to_string(checkout.path.join("calc.py")).unwrap();
-    assert!(calc.contains("return a - b"), "the commit's calc.py: {calc}");
+    assert!(
+        calc.contains("return a - b"),
+        "the commit's calc.py: {calc}"
+    );
 }
 
 #[tokio::test]

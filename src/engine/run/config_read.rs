@@ -4,8 +4,8 @@
 //! run's own configuration and the current one).
 
 use super::context::{CONFIG_PATH, parse_config};
-use super::{Engine, EngineError};
 use super::data::RunData;
+use super::{Engine, EngineError};
 use crate::config::ConfigErrors;
 use crate::config::repo::RepoConfig;
 use crate::config::repo_parse::commands_minimum;
@@ -26,7 +26,6 @@ impl ConfigRead {
             .as_ref()
             .map_or(DEFAULT_TRIGGER_LABEL, |c| c.trigger_label.as_str())
     }
-
 }
 
 impl Engine {

@@ -804,7 +804,10 @@ mod tests {
 /// label then went on an issue nobody wants worked now (decision 232). A
 /// read that lags shows the issue open, as the event did: no worse than
 /// before.
-async fn closed_since(client: &InstallationClient, thread: &Thread<'_>) -> Result<bool, EngineError> {
+async fn closed_since(
+    client: &InstallationClient,
+    thread: &Thread<'_>,
+) -> Result<bool, EngineError> {
     let now = client
         .get_issue(&thread.repo.name, thread.issue.number)
         .await?;

@@ -279,7 +279,12 @@ impl Workspace {
     /// run has ended.
     pub async fn run_dirs(&self) -> BTreeMap<String, Vec<PathBuf>> {
         let mut found = self.sandbox.worktree_dirs().await;
-        for root in [&self.scratch, &self.handlers, &self.homes, &self.check_homes] {
+        for root in [
+            &self.scratch,
+            &self.handlers,
+            &self.homes,
+            &self.check_homes,
+        ] {
             for path in entries(root).await {
                 if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                     let run = Purpose::run_of(name).to_owned();
