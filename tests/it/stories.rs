@@ -726,6 +726,9 @@ async fn story_12_closing_the_issue_mid_run_stops_it_for_good() {
     let n = s
         .open_issue("add subtracts", "", &["closer", "type:bug"])
         .await;
+    // Mid-run: the agent is at work. (A close before closer handled the
+    // opening starts no run at all: decision 232.)
+    wait_for_file(&started).await;
     s.close_as(n, MAINTAINER).await;
     s.until(|run| run.is_some_and(|r| r.state == RunState::Stopped), n)
         .await;

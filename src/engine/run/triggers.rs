@@ -552,18 +552,11 @@ impl Engine {
         }
         let data = issue_data(thread.issue, config.text, !restart);
         let fresh = self.fresh_run(thread, &parsed, &data);
-        let (mut run, created) = runs::insert_or_get(self.runs.store().pool(), &fresh).await?;
-        if created || run.state == RunState::Queued {
-            // The status comment is created here, in the delivery job (keyed
-            // by the issue), so a stop delivered meanwhile always finds it.
-            let id = run.id.clone();
-            let names = self.agents.names();
-            let mut ctx = super::RunContext::load_lenient(run, client.clone(), &names)?;
-            // Safe to send back: done again, the run is found and queued.
-            super::status::sending_back(self.status.publish(&mut ctx)).await?;
-            self.runs.enqueue(&id, Step::Start).await?;
-            return Ok(format!("run {id} queued"));
-        }
+        let (run, created) = runs::insert_or_get(self.runs.store().pool(), &fresh).await?;
+        let mut run = match self.queue_start(client, run, created).await? {
+            Ok(queued) => return Ok(queued),
+            Err(run) => run,
+        };
         if !restart || !run.state.is_final() {
             return Ok(format!("run {} already {}", run.id, run.state));
         }
@@ -593,6 +586,37 @@ impl Engine {
         self.runs.save_restart(&mut run).await?;
         self.runs.enqueue(&run.id, Step::Start).await?;
         Ok(format!("run {} restarted", run.id))
+    }
+
+    /// Queues the `start` of a run just created, or of one still queued;
+    /// gives any other run back (`Err`).
+    async fn queue_start(
+        &self,
+        client: &Arc<InstallationClient>,
+        run: Run,
+        created: bool,
+    ) -> Result<Result<String, Run>, EngineError> {
+        let unshown = run.state == RunState::Queued && run.status_comment_id.is_none();
+        if created || unshown {
+            // The status comment is created here, in the delivery job (keyed
+            // by the issue), so a stop delivered meanwhile always finds it.
+            let id = run.id.clone();
+            let names = self.agents.names();
+            let mut ctx = super::RunContext::load_lenient(run, client.clone(), &names)?;
+            // Safe to send back: done again, the run is found and queued.
+            super::status::sending_back(self.status.publish(&mut ctx)).await?;
+            self.runs.enqueue(&id, Step::Start).await?;
+            return Ok(Ok(format!("run {id} queued")));
+        }
+        if run.state == RunState::Queued {
+            // Shown already, and its `start` may be at work (the clone and
+            // the baseline take minutes) in a job this one does not wait
+            // for: a save of the run read here would write it back as it
+            // was (decision 232). Its step is queued, if none is.
+            self.runs.enqueue_unless_live(&run.id, Step::Start).await?;
+            return Ok(Ok(format!("run {} already queued", run.id)));
+        }
+        Ok(Err(run))
     }
 
     /// A change of the trigger label by a user below
@@ -763,6 +787,22 @@ fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
     }
 }
 
+/// Whether the issue, open when the event was sent, is closed on GitHub
+/// now. GitHub may deliver an issue's `labeled` after the `closed` that
+/// followed it, and two replicas may commit them in either order: the
+/// label then went on an issue nobody wants worked now (decision 232). A
+/// read that lags shows the issue open, as the event did: no worse than
+/// before.
+async fn closed_since(
+    client: &InstallationClient,
+    thread: &Thread<'_>,
+) -> Result<bool, EngineError> {
+    let now = client
+        .get_issue(&thread.repo.name, thread.issue.number)
+        .await?;
+    Ok(now.state == IssueState::Closed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -796,20 +836,4 @@ mod tests {
         assert_eq!(data.agent_session, None, "a fresh session");
         assert_eq!(data.issue_title, "new title");
     }
-}
-
-/// Whether the issue, open when the event was sent, is closed on GitHub
-/// now. GitHub may deliver an issue's `labeled` after the `closed` that
-/// followed it, and two replicas may commit them in either order: the
-/// label then went on an issue nobody wants worked now (decision 232). A
-/// read that lags shows the issue open, as the event did: no worse than
-/// before.
-async fn closed_since(
-    client: &InstallationClient,
-    thread: &Thread<'_>,
-) -> Result<bool, EngineError> {
-    let now = client
-        .get_issue(&thread.repo.name, thread.issue.number)
-        .await?;
-    Ok(now.state == IssueState::Closed)
 }
