@@ -2227,3 +2227,44 @@ async fn a_label_delivered_after_the_issue_was_closed_starts_no_run() {
     s.expect_run(open, RunState::Done, 1).await;
     s.stop().await;
 }
+
+/// The agent deletes its worktree's `.git` file (an agent starting its git
+/// afresh): closer's git never reads it, the checks' prune keeps the locked
+/// worktree, the file is written again for the next iteration, and that
+/// iteration goes on from the first one's commit. Before (decision 233),
+/// the prune forgot the worktree, the next iteration started again from
+/// the base, and the first iteration's commit was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_that_deletes_its_git_file_loses_no_commit() {
+    let mut s = Story::start("git-file-deleted", Some(CONFIG)).await;
+    s.llm.push([
+        Reply::closer(false, 0.6, &["Fix add"]),
+        Reply::closer(true, 0.95, &[]),
+    ]);
+    s.agent_step(
+        1,
+        "echo first > first.txt\nrm -f .git\necho '{\"summary\": \"Wrote first.txt.\"}'\n",
+    );
+    s.agent_step(
+        2,
+        &format!(
+            "test -f .git || echo unlinked > unlinked.txt\n{}",
+            fix_add()
+        ),
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    let log = s.origin.log("closer/issue-1").join("\n");
+    assert!(log.contains("Wrote first.txt."), "{log}");
+    let files = crate::support::git::git(
+        &s.origin.bare,
+        &["ls-tree", "--name-only", "closer/issue-1"],
+    );
+    assert!(files.lines().any(|f| f == "first.txt"), "{files}");
+    assert!(!files.lines().any(|f| f == "unlinked.txt"), "{files}");
+    s.stop().await;
+}

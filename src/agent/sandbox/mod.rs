@@ -186,18 +186,22 @@ impl Sandbox {
         let branch = crate::model::issue_branch(crate::model::IssueNumber(issue));
         let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
-        if path.join(".git").exists()
+        let admin = admin_dir(&mirror, &path);
+        if path.is_dir()
+            && admin.is_dir()
             && let Ok(base) = self
                 .git
                 .run(&mirror, &["rev-parse", "--verify", &base_ref])
                 .await
         {
-            return Ok(Worktree {
+            let worktree = Worktree {
                 path,
                 branch,
                 base_commit: known_base.map_or_else(|| base.trim().to_owned(), str::to_owned),
                 mirror,
-            });
+            };
+            relink(&worktree).await?;
+            return Ok(worktree);
         }
         self.fetch_locked(source, &mirror).await?;
         // Only while the branch is there to continue: one merged and
@@ -212,19 +216,22 @@ impl Sandbox {
             }
             _ => self.default_head(source, &mirror).await?,
         };
-        // Removed before the prune, so a worktree a crash left at `path`
-        // is no longer registered when it is added again.
+        // Removed and unlocked before the prune, so a worktree a crash left
+        // at `path` is no longer registered when it is added again.
         remove::remove_tree(&path).await?;
+        unlock(&admin).await?;
         self.git.run(&mirror, &["worktree", "prune"]).await?;
         self.release_branch(&mirror, &branch).await?;
         self.git
             .run(&mirror, &["update-ref", &base_ref, &base])
             .await?;
         let path_str = path.display().to_string();
+        // Locked: a prune (the checks' checkouts run one) never forgets it,
+        // even when the agent deleted its `.git` file (decision 233).
         self.git
             .run(
                 &mirror,
-                &["worktree", "add", "-B", &branch, &path_str, &base],
+                &["worktree", "add", "--lock", "-B", &branch, &path_str, &base],
             )
             .await?;
         let worktree = Worktree {
@@ -318,6 +325,7 @@ impl Sandbox {
         // worktree whose directory is gone (decision 230). Gone already
         // (a crash, a manual cleanup) is not an error.
         remove::remove_tree(&worktree.path).await?;
+        unlock(&worktree.git_dir()).await?;
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !worktree.branch.is_empty() {
             let _ = self
@@ -431,6 +439,7 @@ impl Sandbox {
                     "removing a stale worktree of an earlier run"
                 );
                 remove::remove_tree(Path::new(stale)).await?;
+                unlock(&admin_dir(mirror, Path::new(stale))).await?;
                 self.git.run(mirror, &["worktree", "prune"]).await?;
             }
         }
@@ -534,6 +543,36 @@ async fn check_layout(worktree: &Worktree) -> Result<(), SandboxError> {
     if Path::new(named) != expected {
         return Err(SandboxError::UnexpectedLayout(named.to_owned()));
     }
+    Ok(())
+}
+
+/// Where `mirror` keeps what it knows of the worktree at `path` (git names
+/// it after the worktree's directory; [`check_layout`] holds it to that).
+fn admin_dir(mirror: &Path, path: &Path) -> PathBuf {
+    mirror
+        .join("worktrees")
+        .join(path.file_name().unwrap_or_default())
+}
+
+/// Takes the lock off the worktree `admin` knows, so a prune may forget it
+/// once its directory is gone. None there is done.
+pub(super) async fn unlock(admin: &Path) -> Result<(), SandboxError> {
+    match tokio::fs::remove_file(admin.join("locked")).await {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the worktree's `.git` file again when the agent deleted it
+/// (closer's own git never reads it: it names the git directory itself),
+/// so the tools the agent runs next find their repository.
+async fn relink(worktree: &Worktree) -> Result<(), SandboxError> {
+    let dot_git = worktree.path.join(".git");
+    if tokio::fs::symlink_metadata(&dot_git).await.is_ok() {
+        return Ok(());
+    }
+    let text = format!("gitdir: {}\n", worktree.git_dir().display());
+    tokio::fs::write(&dot_git, text).await?;
     Ok(())
 }
 

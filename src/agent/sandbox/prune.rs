@@ -49,6 +49,13 @@ impl Sandbox {
         if !mirror.join("HEAD").exists() || last_used(mirror).await >= unused_before {
             return Ok(false);
         }
+        // A run's worktree is locked (decision 233): once retention removed
+        // its directory, the lock goes too, and the prune forgets it.
+        for admin in entries(&mirror.join("worktrees")).await {
+            if !worktree_of(&admin).await.is_some_and(|dir| dir.exists()) {
+                super::unlock(&admin).await?;
+            }
+        }
         self.git.run(mirror, &["worktree", "prune"]).await?;
         if !entries(&mirror.join("worktrees")).await.is_empty() {
             return Ok(false);
@@ -56,6 +63,13 @@ impl Sandbox {
         remove_tree(mirror).await?;
         Ok(true)
     }
+}
+
+/// The directory of the worktree `admin` knows: its `gitdir` file names
+/// the worktree's `.git`.
+async fn worktree_of(admin: &Path) -> Option<PathBuf> {
+    let named = tokio::fs::read_to_string(admin.join("gitdir")).await.ok()?;
+    Some(Path::new(named.trim()).parent()?.to_path_buf())
 }
 
 /// When a mirror was last used: closer rewrites its `config` before every
