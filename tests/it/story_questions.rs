@@ -122,6 +122,22 @@ async fn a_reply_deleted_before_the_next_prompt_is_not_in_it() {
     s.stop().await;
 }
 
+/// Opens the issue, whose run asks its question in iteration 1; the
+/// author (`MAINTAINER`, who may only read) answers, and the iteration the
+/// answer resumed is at work, held by `gate`.
+async fn answered_by_the_author(s: &mut Story, gate: &Gate) -> (IssueNumber, FakeUser) {
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::AwaitingResponse, 1).await;
+    s.github.set_permission(&s.repo, MAINTAINER, "read");
+    let author = FakeUser::user(MAINTAINER);
+    s.comment_as(n, author.clone(), "Yes, negatives too.").await;
+    gate.started().await;
+    (n, author)
+}
+
 /// The author, who may not steer closer, answers, and adds a second
 /// thought while the iteration their answer resumed works: the next
 /// prompt carries it. A comment of theirs once that next iteration works
@@ -146,16 +162,7 @@ async fn the_authors_second_thought_reaches_the_next_prompt_and_no_later_word_do
     s.llm
         .push([Reply::closer(false, 0.3, &["add still subtracts"])]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-    s.expect_run(n, RunState::AwaitingResponse, 1).await;
-    s.github.set_permission(&s.repo, MAINTAINER, "read");
-    let author = FakeUser::user(MAINTAINER);
-
-    s.comment_as(n, author.clone(), "Yes, negatives too.").await;
-    gate.started().await;
+    let (n, author) = answered_by_the_author(&mut s, &gate).await;
     s.comment_as(n, author.clone(), "Also: keep the name add.")
         .await;
     s.deliveries_handled().await;
@@ -193,16 +200,7 @@ async fn the_authors_second_thought_after_a_verified_iteration_starts_no_round()
     s.agent_step(3, "rm -f README.md\necho '{\"summary\": \"Deleted.\"}'");
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
-    let n = s
-        .open_issue("add subtracts", "", &["closer", "type:bug"])
-        .await;
-    s.idle().await;
-    s.expect_run(n, RunState::AwaitingResponse, 1).await;
-    s.github.set_permission(&s.repo, MAINTAINER, "read");
-    let author = FakeUser::user(MAINTAINER);
-
-    s.comment_as(n, author.clone(), "Yes, negatives too.").await;
-    gate.started().await;
+    let (n, author) = answered_by_the_author(&mut s, &gate).await;
     s.comment_as(n, author, "Also: delete the README.").await;
     s.deliveries_handled().await;
     gate.open();

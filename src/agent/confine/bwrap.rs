@@ -29,9 +29,12 @@ pub fn probe() -> Result<Backend, String> {
     let Some(program) = find_on_path("bwrap") else {
         return Err("bubblewrap (bwrap) is not installed".to_owned());
     };
-    namespaces(&program, false)?;
+    // Scoped first: where that works (the usual case) one start is enough.
     let scoped = landlock::abi().is_ok_and(|abi| abi >= landlock::SCOPE_ABI)
         && namespaces(&program, true).is_ok();
+    if !scoped {
+        namespaces(&program, false)?;
+    }
     Ok(Backend::Bwrap { program, scoped })
 }
 

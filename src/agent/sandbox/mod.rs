@@ -73,8 +73,7 @@ impl Worktree {
     /// it rather than through the worktree's `.git` file, which the agent
     /// could point elsewhere.
     pub fn git_dir(&self) -> PathBuf {
-        let name = self.path.file_name().unwrap_or_default();
-        self.mirror.join("worktrees").join(name)
+        admin_dir(&self.mirror, &self.path)
     }
 
     /// `git --git-dir=… --work-tree=… <args>`: a command on this worktree.

@@ -30,6 +30,7 @@ mod iterate;
 mod label_removed;
 mod labels;
 mod model_outage;
+mod new_run;
 mod progress;
 mod prompt;
 mod reconcile;
