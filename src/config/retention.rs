@@ -13,6 +13,10 @@ use super::server::ConfigError;
 const DAY: u64 = 86_400;
 /// The longest any age may be set to: ten years.
 const MAX_DAYS: u64 = 3_650;
+/// The shortest `deliveries_days`: GitHub lets a delivery be redelivered
+/// for three days, and a delivery whose id closer has forgotten is handled
+/// again when it comes back (decision 234).
+const MIN_DELIVERIES_DAYS: u64 = 3;
 
 /// `[retention]` in the TOML file; every key optional.
 #[derive(Debug, Default, Deserialize)]
@@ -72,13 +76,15 @@ impl RetentionConfig {
         older_key: Option<u64>,
     ) -> Result<RetentionConfig, ConfigError> {
         let d = RetentionConfig::default();
-        let days = |key: &str, value: Option<u64>, default: Duration| match value {
+        let days_from = |min: u64, key: &str, value: Option<u64>, default: Duration| match value {
             None => Ok(default),
-            Some(n) if (1..=MAX_DAYS).contains(&n) => Ok(Duration::from_secs(n * DAY)),
+            Some(n) if (min..=MAX_DAYS).contains(&n) => Ok(Duration::from_secs(n * DAY)),
             Some(n) => Err(ConfigError::Invalid(format!(
-                "retention.{key} must be from 1 to {MAX_DAYS} days, got {n}"
+                "retention.{key} must be from {min} to {MAX_DAYS} days, got {n}"
             ))),
         };
+        let days =
+            |key: &str, value: Option<u64>, default: Duration| days_from(1, key, value, default);
         let budget = match file.disk_budget_mb {
             Some(0) => {
                 return Err(ConfigError::Invalid(
@@ -89,7 +95,8 @@ impl RetentionConfig {
             mb => mb.map(|mb| mb.saturating_mul(1024 * 1024)),
         };
         Ok(RetentionConfig {
-            deliveries: days(
+            deliveries: days_from(
+                MIN_DELIVERIES_DAYS,
                 "deliveries_days",
                 flag.or(file.deliveries_days).or(older_key),
                 d.deliveries,
@@ -132,6 +139,12 @@ mod tests {
             "retention.mirrors_unused_days must be from 1 to 3650 days, got 0"
         );
         assert!(parse("dead_jobs_days = 3651").is_err());
+        assert_eq!(
+            parse("deliveries_days = 2").unwrap_err(),
+            "retention.deliveries_days must be from 3 to 3650 days, got 2",
+            "a delivery GitHub may still redeliver is not forgotten"
+        );
+        assert!(parse("deliveries_days = 3").is_ok());
         assert!(parse("disk_budget_mb = 0").is_err());
         assert!(parse("deliveries = 3").is_err(), "unknown keys are refused");
     }

@@ -700,11 +700,11 @@ mod tests {
             ),
             (
                 "retention_days = 18446744073709551615",
-                "retention.deliveries_days must be from 1 to 3650 days",
+                "retention.deliveries_days must be from 3 to 3650 days",
             ),
             (
                 "retention_days = 0",
-                "retention.deliveries_days must be from 1 to 3650 days, got 0",
+                "retention.deliveries_days must be from 3 to 3650 days, got 0",
             ),
             (
                 "progress_interval_secs = 999999999",

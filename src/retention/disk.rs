@@ -78,6 +78,7 @@ impl Retention {
 
     /// Removes mirrors unused for longer than `mirrors_unused`; never one a
     /// worktree (an open run's, or one not yet pruned) is registered in.
+    /// From a mirror that stays, the refs of runs whose worktree is gone go.
     pub(super) async fn prune_mirrors(&self) -> u64 {
         let unused_before = self.file_cutoff(self.config.mirrors_unused);
         let sandbox = self.workspace.sandbox();

@@ -568,3 +568,73 @@ async fn a_delivery_from_the_intake_is_kept_while_its_job_waits() {
     );
     app.stop().await;
 }
+
+/// The refs, under `refs/`, of the mirror `wt` works in.
+fn mirror_refs(wt: &closer::agent::sandbox::Worktree) -> Vec<String> {
+    crate::support::git::git(&wt.mirror, &["for-each-ref", "--format=%(refname)"])
+        .lines()
+        .filter(|r| r.starts_with("refs/closer/") || r.starts_with("refs/heads/closer/"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Two runs on one repository: once the ended run's worktree goes, its
+/// branch, base ref and the remote head fetched for it leave the mirror,
+/// which stays for the open run with all of that run's refs. The ended run
+/// can still come back: its worktree is made afresh.
+#[tokio::test]
+async fn an_ended_runs_refs_leave_a_mirror_another_run_still_uses() {
+    let db = TestDb::new("retention_refs").await;
+    let now = closer::clock::system().now_ms();
+    let (clock, shared) = manual_clock(now);
+    let store = db.store_with_clock(shared).await;
+    let data = tempfile::tempdir().unwrap();
+    let origin = Origin::with_files(&[("a", "1")]);
+    let source = origin.source();
+    let sandbox = sandbox(data.path());
+    let open = sandbox.prepare(&source, 1, "r-open", None).await.unwrap();
+    let ended = sandbox.prepare(&source, 2, "r-ended", None).await.unwrap();
+    for wt in [&open, &ended] {
+        sandbox.push(wt, &source, None).await.unwrap();
+        assert!(sandbox.fetch_branch(wt, &source).await.unwrap().is_some());
+    }
+    a_run(&store, "r-open", 1, RunState::Running, now).await;
+    a_run(&store, "r-ended", 2, RunState::Failed, now).await;
+    let all = [
+        "refs/closer/base/r-ended",
+        "refs/closer/base/r-open",
+        "refs/closer/remote/closer_issue-1",
+        "refs/closer/remote/closer_issue-2",
+        "refs/heads/closer/issue-1",
+        "refs/heads/closer/issue-2",
+    ];
+    assert_eq!(mirror_refs(&open), all, "each run has its refs");
+    let retention = Retention::new(
+        store.clone(),
+        workspace(data.path()),
+        data.path().to_owned(),
+        RetentionConfig::default(),
+    );
+
+    // Three days on, the ended run's worktree stays, and so do its refs.
+    clock.set(now + 3 * DAY);
+    retention.prune_once().await;
+    assert_eq!(mirror_refs(&open), all);
+
+    clock.set(now + 40 * DAY);
+    let pruned = retention.prune_once().await;
+    assert_eq!(pruned.mirrors, 0, "the open run still works in the mirror");
+    assert!(!ended.path.exists());
+    assert_eq!(
+        mirror_refs(&open),
+        [
+            "refs/closer/base/r-open",
+            "refs/closer/remote/closer_issue-1",
+            "refs/heads/closer/issue-1",
+        ],
+        "only the open run's refs are left"
+    );
+
+    let back = sandbox.prepare(&source, 2, "r-ended", None).await.unwrap();
+    assert!(back.path.join("a").exists(), "a retried run starts afresh");
+}

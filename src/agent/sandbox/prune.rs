@@ -1,16 +1,18 @@
-//! Pruning the sandbox: the worktrees of runs that ended, and mirrors no
-//! run has used for a while. The caller (the retention task) decides which
+//! Pruning the sandbox: the worktrees of runs that ended, the refs they
+//! left in their mirror, and mirrors no run has used for a while. The caller (the retention task) decides which
 //! runs have ended; this file never removes a mirror that a worktree is
 //! registered in or that was used after the cutoff, and checks both under
 //! the mirror's lock, so a run preparing its worktree at that moment waits
 //! and then finds a fresh mirror to fetch into.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::purpose::Purpose;
 use super::remove::remove_tree;
-use super::{Sandbox, SandboxError, lock};
+use super::{Sandbox, SandboxError, lock, safe_name};
+use crate::model::BRANCH_PREFIX;
 
 impl Sandbox {
     /// Every worktree directory, with the id of the run it belongs to.
@@ -35,20 +37,22 @@ impl Sandbox {
             .collect()
     }
 
-    /// Removes `mirror` when, under its lock, no worktree is registered in
-    /// it (after git forgets the ones whose directory is gone) and it was
-    /// last used (fetched, committed or pushed through) before
-    /// `unused_before`. Whether it was removed. Its lock file stays: a
-    /// waiter may hold it open.
+    /// Under `mirror`'s lock: forgets the worktrees whose directory is gone
+    /// and the refs of their runs, then removes the mirror when no worktree
+    /// is registered in it and it was last used (fetched, committed or
+    /// pushed through) before `unused_before`. Whether it was removed. Its
+    /// lock file stays: a waiter may hold it open.
     pub async fn prune_mirror(
         &self,
         mirror: &Path,
         unused_before: SystemTime,
     ) -> Result<bool, SandboxError> {
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
-        if !mirror.join("HEAD").exists() || last_used(mirror).await >= unused_before {
+        if !mirror.join("HEAD").exists() {
             return Ok(false);
         }
+        // Read first: deleting a branch may rewrite the mirror's config.
+        let used = last_used(mirror).await;
         // A run's worktree is locked (decision 233): once retention removed
         // its directory, the lock goes too, and the prune forgets it.
         for admin in entries(&mirror.join("worktrees")).await {
@@ -57,12 +61,82 @@ impl Sandbox {
             }
         }
         self.git.run(mirror, &["worktree", "prune"]).await?;
-        if !entries(&mirror.join("worktrees")).await.is_empty() {
+        self.forget_ended_refs(mirror).await?;
+        if used >= unused_before || !entries(&mirror.join("worktrees")).await.is_empty() {
             return Ok(false);
         }
         remove_tree(mirror).await?;
         Ok(true)
     }
+
+    /// Deletes the refs of runs whose worktree is gone from a mirror still
+    /// in use (decision 235): a run's base ref (`refs/closer/base/<run>`),
+    /// an issue's branch no worktree has checked out (git itself refuses
+    /// one checked out or being rebased), and the remote head fetched for a
+    /// branch that is gone (`refs/closer/remote/<branch>`). A run that
+    /// comes back makes its worktree, branch and base afresh, as after a
+    /// crash; what it pushed is on the remote. Called under the mirror's
+    /// lock, after the prune, so every worktree still listed has its
+    /// directory.
+    async fn forget_ended_refs(&self, mirror: &Path) -> Result<(), SandboxError> {
+        let listing = self
+            .git
+            .run(mirror, &["worktree", "list", "--porcelain"])
+            .await?;
+        let (worktrees, checked_out) = worktrees_and_branches(&listing);
+        for name in self.refs(mirror, "refs/closer/base/").await? {
+            if !worktrees.contains(name.trim_start_matches("refs/closer/base/")) {
+                self.git.run(mirror, &["update-ref", "-d", &name]).await?;
+            }
+        }
+        // A pattern matches a whole path component or by `fnmatch`.
+        let heads = format!("refs/heads/{BRANCH_PREFIX}*");
+        for name in self.refs(mirror, &heads).await? {
+            let branch = name.trim_start_matches("refs/heads/");
+            if !checked_out.contains(branch)
+                && let Err(e) = self.git.run(mirror, &["branch", "-D", branch]).await
+            {
+                tracing::debug!(branch, error = %e, "branch kept");
+            }
+        }
+        let branches: HashSet<String> = self
+            .refs(mirror, &heads)
+            .await?
+            .iter()
+            .map(|name| safe_name(name.trim_start_matches("refs/heads/")))
+            .collect();
+        for name in self.refs(mirror, "refs/closer/remote/").await? {
+            if !branches.contains(name.trim_start_matches("refs/closer/remote/")) {
+                self.git.run(mirror, &["update-ref", "-d", &name]).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The full names of the mirror's refs under `prefix`.
+    async fn refs(&self, mirror: &Path, prefix: &str) -> Result<Vec<String>, SandboxError> {
+        let listed = self
+            .git
+            .run(mirror, &["for-each-ref", "--format=%(refname)", prefix])
+            .await?;
+        Ok(listed.lines().map(str::to_owned).collect())
+    }
+}
+
+/// From `git worktree list --porcelain`: the names of the worktrees'
+/// directories, and the branches they have checked out.
+fn worktrees_and_branches(listing: &str) -> (HashSet<String>, HashSet<String>) {
+    let mut worktrees = HashSet::new();
+    let mut branches = HashSet::new();
+    for line in listing.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            let name = Path::new(path).file_name().unwrap_or_default();
+            worktrees.insert(name.to_string_lossy().into_owned());
+        } else if let Some(branch) = line.strip_prefix("branch refs/heads/") {
+            branches.insert(branch.to_owned());
+        }
+    }
+    (worktrees, branches)
 }
 
 /// The directory of the worktree `admin` knows: its `gitdir` file names
