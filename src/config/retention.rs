@@ -159,8 +159,8 @@ mod tests {
                 .as_secs()
                 / DAY
         };
-        assert_eq!(days("", None, Some(3)), 3);
-        assert_eq!(days("deliveries_days = 5", None, Some(3)), 5);
-        assert_eq!(days("deliveries_days = 5", Some(2), Some(3)), 2);
+        assert_eq!(days("", None, Some(4)), 4);
+        assert_eq!(days("deliveries_days = 5", None, Some(4)), 5);
+        assert_eq!(days("deliveries_days = 5", Some(3), Some(4)), 3);
     }
 }
