@@ -159,7 +159,14 @@ async fn database(config: &ServerConfig) -> Result<String, String> {
         .await
         .map_err(|e| format!("cannot connect ({e}): check DATABASE_URL"))?;
     let current = migrate::current_version(store.pool()).await;
+    let shared = store.sqlite_file().and_then(readable_by_others);
     store.close().await;
+    if let Some(file) = shared {
+        return Err(format!(
+            "{file} can be read by other users, and it holds issues, comments and prompts: \
+             `chmod 600 {file}*` (closer creates it so)"
+        ));
+    }
     let latest = migrate::latest_version();
     match current {
         Ok(v) if v == latest => Ok(format!("reachable, at migration {v}")),
@@ -170,6 +177,13 @@ async fn database(config: &ServerConfig) -> Result<String, String> {
             "reachable, but the schema cannot be read ({e}): run `closer migrate`"
         )),
     }
+}
+
+/// The SQLite file's name when its group or others may read it.
+fn readable_by_others(file: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(file).ok()?.permissions().mode();
+    (mode & 0o044 != 0).then(|| file.display().to_string())
 }
 
 async fn github_app(config: &ServerConfig) -> Result<String, String> {

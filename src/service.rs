@@ -43,16 +43,7 @@ pub struct ServeOptions {
 
 /// Runs until a shutdown signal.
 pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Result<()> {
-    let secret = match options.role.runs_intake() {
-        true => config.require_webhook_secret()?.clone(),
-        false => secrecy::SecretString::from(String::new()),
-    };
-    if !options.dry_run && (config.github.app_id.is_none() || config.github.private_key.is_none()) {
-        anyhow::bail!(
-            "GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) are required; \
-             run with --dry-run to try closer without a GitHub App"
-        );
-    }
+    let (secret, listener) = preflight(&config, &options).await?;
     let store = Store::open(&config.store, crate::clock::system())
         .await
         .context("cannot open the database")?;
@@ -99,7 +90,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     // After the state: it installs the metrics recorder the task reports to.
     let housekeeping = start_retention(&config, &store, shutdown_rx);
     drop(work);
-    serve_http(&config, state, shutdown_tx).await?;
+    serve_http(&config, listener, state, shutdown_tx).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");
     if let Some(task) = writer_task {
@@ -121,6 +112,30 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What `serve` needs before it touches anything: the webhook secret (for
+/// intake), the App's credentials (unless `--dry-run`) and its port. Bound
+/// first: a second `closer serve` on a taken port stops here, before it
+/// migrates, claims jobs or writes to GitHub (decision 236).
+async fn preflight(
+    config: &ServerConfig,
+    options: &ServeOptions,
+) -> anyhow::Result<(secrecy::SecretString, tokio::net::TcpListener)> {
+    let secret = match options.role.runs_intake() {
+        true => config.require_webhook_secret()?.clone(),
+        false => secrecy::SecretString::from(String::new()),
+    };
+    if !options.dry_run && (config.github.app_id.is_none() || config.github.private_key.is_none()) {
+        anyhow::bail!(
+            "GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) are required; \
+             run with --dry-run to try closer without a GitHub App"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    Ok((secret, listener))
 }
 
 /// The hourly retention task (`[retention]`).
@@ -258,17 +273,15 @@ fn start_workers(
     Ok((tasks, pool.health()))
 }
 
-/// Serves HTTP until the shutdown signal, then finishes in-flight requests
-/// (for at most the shutdown grace).
+/// Serves HTTP on `listener` until the shutdown signal, then finishes
+/// in-flight requests (for at most the shutdown grace).
 async fn serve_http(
     config: &ServerConfig,
+    listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: watch::Sender<bool>,
 ) -> anyhow::Result<()> {
     let app = server::router(state, &config.webhook_path);
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.bind))?;
     crate::server::listen::raise_file_limit(config.http.max_connections);
     tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
     server::listen::serve(listener, app, config.http, shutdown_signal(shutdown)).await;

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::agents::Agents;
@@ -284,6 +284,53 @@ fn secret(value: &Option<String>) -> Option<SecretString> {
     value.as_deref().map(|s| SecretString::from(s.to_owned()))
 }
 
+/// A secret as given, less the line end a file or a `kubectl create secret
+/// --from-file` leaves (no secret GitHub or a provider shows ends in one);
+/// `None` when that leaves nothing. An empty value is what an unset
+/// variable in a compose file or an empty Secret key gives (decision 236).
+fn trimmed(value: Option<SecretString>) -> Option<SecretString> {
+    let value = value?;
+    let text = value.expose_secret().trim_end_matches(['\r', '\n']);
+    (!text.trim().is_empty()).then(|| SecretString::from(text.to_owned()))
+}
+
+/// The webhook secret, refused when it is set but empty: an empty HMAC key
+/// is one anybody can sign with.
+fn webhook_secret(value: Option<SecretString>) -> Result<Option<SecretString>, ConfigError> {
+    match value {
+        None => Ok(None),
+        Some(set) => trimmed(Some(set)).map(Some).ok_or_else(|| {
+            ConfigError::Invalid(
+                "GITHUB_WEBHOOK_SECRET (or [github] webhook_secret) is set but empty: \
+                 anybody could sign a delivery with an empty secret. Set it to the secret \
+                 configured on the GitHub App."
+                    .to_owned(),
+            )
+        }),
+    }
+}
+
+/// The App's key, refused when set but empty. A key written on one line
+/// with `\n` for its line breaks (a `.env` file, `docker --env-file`) is
+/// given its line breaks back.
+fn private_key(value: Option<SecretString>) -> Result<Option<SecretString>, ConfigError> {
+    let Some(set) = value else {
+        return Ok(None);
+    };
+    let Some(key) = trimmed(Some(set)) else {
+        return Err(ConfigError::Invalid(
+            "the GitHub App private key (GITHUB_PRIVATE_KEY, its file or [github] private_key) \
+             is set but empty"
+                .to_owned(),
+        ));
+    };
+    let text = key.expose_secret();
+    if !text.contains('\n') && text.contains("\\n") {
+        return Ok(Some(SecretString::from(text.replace("\\n", "\n"))));
+    }
+    Ok(Some(key))
+}
+
 fn resolve(s: &Settings, file: FileConfig) -> Result<ServerConfig, ConfigError> {
     let key_file = file.github.private_key_path.clone();
     let github = resolve_github(s, file.github)?;
@@ -509,7 +556,7 @@ impl ServerConfig {
 /// `[github]` under the flags and environment; the key from its text or
 /// its file, flags first.
 fn resolve_github(s: &Settings, file: FileGitHub) -> Result<GitHubConfig, ConfigError> {
-    let private_key = if let Some(key) = secret(&s.github_private_key) {
+    let key = if let Some(key) = secret(&s.github_private_key) {
         Some(key)
     } else if let Some(path) = &s.github_private_key_path {
         Some(read_key(path)?)
@@ -522,8 +569,8 @@ fn resolve_github(s: &Settings, file: FileGitHub) -> Result<GitHubConfig, Config
     };
     Ok(GitHubConfig {
         app_id: s.github_app_id.or(file.app_id),
-        private_key,
-        webhook_secret: secret(&s.github_webhook_secret).or(file.webhook_secret),
+        private_key: private_key(key)?,
+        webhook_secret: webhook_secret(secret(&s.github_webhook_secret).or(file.webhook_secret))?,
         api_url: s
             .github_api_url
             .clone()
@@ -563,7 +610,8 @@ fn resolve_llm(s: &Settings, file: FileLlm) -> Result<Option<LlmConfig>, ConfigE
             .unwrap_or_else(|| default_base.to_owned())
             .trim_end_matches('/')
             .to_owned(),
-        api_key: secret(&s.llm_api_key).or(file.api_key),
+        // Empty is no key: a local model may need none.
+        api_key: trimmed(secret(&s.llm_api_key).or(file.api_key)),
         model,
         input_usd_per_mtok: price("[llm] input_usd_per_mtok", file.input_usd_per_mtok)?,
         output_usd_per_mtok: price("[llm] output_usd_per_mtok", file.output_usd_per_mtok)?,
@@ -640,6 +688,59 @@ mod tests {
         assert_eq!(
             config.require_webhook_secret().unwrap().expose_secret(),
             "from-env"
+        );
+    }
+
+    #[test]
+    fn a_secret_set_but_empty_is_refused_and_a_line_end_dropped() {
+        let with = |secret: &str| Settings {
+            github_webhook_secret: Some(secret.into()),
+            ..settings()
+        };
+        for empty in ["", "\n", "  \r\n"] {
+            let err = resolve(&with(empty), FileConfig::default()).unwrap_err();
+            assert!(
+                err.to_string().contains("set but empty"),
+                "{empty:?}: {err}"
+            );
+        }
+        let file = parse("[github]\nwebhook_secret = \"\"");
+        assert!(resolve(&settings(), file).is_err(), "the file's too");
+        let config = resolve(&with("s3cret\n"), FileConfig::default()).unwrap();
+        assert_eq!(
+            config.require_webhook_secret().unwrap().expose_secret(),
+            "s3cret",
+            "the line end a file leaves is not part of the secret"
+        );
+        let config = resolve(&with(" s3cret "), FileConfig::default()).unwrap();
+        assert_eq!(
+            config.require_webhook_secret().unwrap().expose_secret(),
+            " s3cret ",
+            "other spaces are the secret's own"
+        );
+
+        let key = |pem: &str| Settings {
+            github_private_key: Some(pem.into()),
+            ..settings()
+        };
+        assert!(resolve(&key(""), FileConfig::default()).is_err());
+        let one_line = "-----BEGIN RSA PRIVATE KEY-----\\nMIIB\\n-----END RSA PRIVATE KEY-----";
+        let config = resolve(&key(one_line), FileConfig::default()).unwrap();
+        assert_eq!(
+            config.github.private_key.unwrap().expose_secret(),
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----"
+        );
+
+        let llm = Settings {
+            llm_provider: Some("openai".into()),
+            llm_model: Some("m".into()),
+            llm_api_key: Some(String::new()),
+            ..settings()
+        };
+        let config = resolve(&llm, FileConfig::default()).unwrap();
+        assert!(
+            config.llm.unwrap().api_key.is_none(),
+            "an empty key is no key"
         );
     }
 

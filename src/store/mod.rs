@@ -90,6 +90,11 @@ pub enum StoreError {
         name: &'static str,
         source: sqlx::Error,
     },
+    #[error("cannot create the database file {}: {source}", path.display())]
+    CreateFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the database has migration {0}, newer than this binary knows; upgrade closer")]
     NewerSchema(i64),
     #[error("stored payload could not be decoded: {0}")]
@@ -167,6 +172,27 @@ impl StoreOptions {
     }
 }
 
+/// Creates a SQLite database file that does not exist yet readable by its
+/// owner only (0600): it holds private repositories' issues, comments and
+/// prompts. SQLite gives its `-wal` and `-shm` files the database file's
+/// mode. A file that exists is left as it is (decision 236); `closer
+/// doctor` says when others can read it.
+fn create_private(file: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(StoreError::CreateFile {
+            path: file.to_owned(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The database handle the program shares.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -202,6 +228,9 @@ impl Store {
             ),
             Backend::Postgres => None,
         };
+        if let Some(file) = sqlite_file.as_ref().filter(|_| url.contains("mode=rwc")) {
+            create_private(file)?;
+        }
         let connect = AnyConnectOptions::from_str(&url)?.disable_statement_logging();
         let durability = options.durability;
         let pool = AnyPoolOptions::new()

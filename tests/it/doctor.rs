@@ -84,6 +84,40 @@ async fn doctor_passes_on_a_working_setup_and_says_what_it_saw() {
         root,
         "the sandbox line names root-only paths hidden exactly when closer is root:\n{out}"
     );
+
+    // `migrate` made the database its owner's alone; one others can read
+    // (made before closer did so) is named.
+    let db = dir.path().join("closer.db");
+    let mode = |p: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&p.metadata().unwrap().permissions()) & 0o777
+    };
+    assert_eq!(mode(&db), 0o600);
+    crate::support::set_mode(&db, 0o644);
+    let (code, out) = closer(dir.path(), &env, &["doctor"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL database: closer.db can be read by other users"),
+        "{out}"
+    );
+}
+
+/// An empty secret (a compose file's `${GITHUB_WEBHOOK_SECRET}` with the
+/// variable unset) is refused: anybody can sign with an empty key.
+#[tokio::test]
+async fn an_empty_webhook_secret_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("closer.toml"), "").unwrap();
+    let env = [("GITHUB_WEBHOOK_SECRET", String::new())];
+    let (code, out) = closer(dir.path(), &env, &["serve"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("GITHUB_WEBHOOK_SECRET (or [github] webhook_secret) is set but empty"),
+        "{out}"
+    );
+    assert!(
+        !dir.path().join("closer.db").exists(),
+        "nothing was started"
+    );
 }
 
 #[tokio::test]
@@ -124,4 +158,25 @@ async fn doctor_names_every_problem_and_exits_1() {
     let (code, out) = closer(dir.path(), &[], &["doctor"]).await;
     assert_eq!(code, 1, "{out}");
     assert!(out.starts_with("FAIL configuration: "), "{out}");
+}
+
+/// A second `closer serve` on a port already taken (the service runs, an
+/// operator starts one by hand) stops before it opens the database: it
+/// migrates nothing, claims no job and writes nothing to GitHub.
+#[tokio::test]
+async fn serve_on_a_taken_port_stops_before_it_touches_the_database() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("closer.toml"), "").unwrap();
+    let env = [
+        ("GITHUB_WEBHOOK_SECRET", "s".to_owned()),
+        ("CLOSER_BIND", taken.local_addr().unwrap().to_string()),
+    ];
+    let (code, out) = closer(dir.path(), &env, &["serve", "--dry-run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("cannot listen on"), "{out}");
+    assert!(
+        !dir.path().join("closer.db").exists(),
+        "the database was opened:\n{out}"
+    );
 }

@@ -178,6 +178,13 @@ async fn the_binary_started_in_an_empty_directory_with_the_defaults_closes_an_is
     // closer's alone: a file a sandbox left there is no other user's.
     let mode = std::os::unix::fs::PermissionsExt::mode(&data.metadata().unwrap().permissions());
     assert_eq!(mode & 0o777, 0o700, "the data directory's mode");
+    // The database holds private issues and prompts: its owner's alone,
+    // and SQLite gives its journal files the same mode.
+    for file in ["closer.db", "closer.db-wal", "closer.db-shm"] {
+        let meta = fresh.path().join(file).metadata().unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+        assert_eq!(mode & 0o777, 0o600, "{file}'s mode");
+    }
     let mirrors = data.join("sandbox").join("mirrors");
     assert!(mirrors.is_dir(), "{}", mirrors.display());
     for mirror in std::fs::read_dir(&mirrors).unwrap().flatten() {
