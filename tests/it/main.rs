@@ -53,6 +53,7 @@ mod story_review_edits;
 mod story_review_ended;
 mod story_review_rest;
 mod story_review_threads;
+mod story_status;
 mod story_transfer;
 mod story_verified;
 mod story_withdrawn;

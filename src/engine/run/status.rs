@@ -153,7 +153,8 @@ impl StatusPublisher {
     }
 
     /// Writes the status comment if its text changed: edits the known one,
-    /// else finds ours by marker, else creates it (and remembers its id).
+    /// else finds ours by marker, else creates it (and remembers its id);
+    /// one deleted is posted again.
     /// Writes of one installation are at least a second apart; each step
     /// calls this at most once. Within [`sending_back`], a slot more than a
     /// second off is booked for the run and not waited for:
@@ -181,27 +182,8 @@ impl StatusPublisher {
             let wait = back.saturating_duration_since(tokio::time::Instant::now());
             return Err(EngineError::Busy(wait));
         }
-        let repo = ctx.repo().clone();
-        match ctx.run.status_comment_id {
-            Some(id) => {
-                ctx.client.edit_comment(&repo, CommentId(id), &body).await?;
-            }
-            None => {
-                let id = match self.find_status_comment(ctx).await? {
-                    Some(id) => {
-                        ctx.client.edit_comment(&repo, id, &body).await?;
-                        id
-                    }
-                    None => {
-                        ctx.client
-                            .create_comment(&repo, ctx.issue(), &body)
-                            .await?
-                            .id
-                    }
-                };
-                ctx.run.status_comment_id = Some(id.0);
-            }
-        }
+        let id = self.write_status(ctx, &body).await?;
+        ctx.run.status_comment_id = Some(id.0);
         ctx.data.last_status = Some(body);
         let saved = self.runs.save(ctx).await;
         if matches!(saved, Err(EngineError::Stopped))
@@ -261,6 +243,31 @@ impl StatusPublisher {
     }
 
     /// Our status comment of this run, by its marker.
+    /// Edits the run's status comment to `body`: the known one, else ours
+    /// found by its marker, else a new one. A known comment GitHub says is
+    /// gone (a person or a moderation bot deleted it) is posted again:
+    /// every later write would fail on it, and the run would never close
+    /// its issue (decision 237).
+    async fn write_status(&self, ctx: &RunContext, body: &str) -> Result<CommentId, EngineError> {
+        let repo = ctx.repo();
+        if let Some(id) = ctx.run.status_comment_id {
+            match ctx.client.edit_comment(repo, CommentId(id), body).await {
+                Ok(_) => return Ok(CommentId(id)),
+                Err(e) if e.is_gone() => {
+                    tracing::info!(run = %ctx.run.id, comment = id, "the status comment is gone; posting it again");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(match self.find_status_comment(ctx).await? {
+            Some(id) => {
+                ctx.client.edit_comment(repo, id, body).await?;
+                id
+            }
+            None => ctx.client.create_comment(repo, ctx.issue(), body).await?.id,
+        })
+    }
+
     async fn find_status_comment(
         &self,
         ctx: &RunContext,
