@@ -336,3 +336,59 @@ async fn a_request_deleted_while_the_run_is_failed_is_not_in_the_retry() {
     assert!(!prompt.contains("rename add"), "{prompt}");
     s.stop().await;
 }
+
+/// A maintainer closes closer's pull request and opens it again at once, as
+/// people do to run its checks again: the run stays done and the issue
+/// closed. The close is looked at after the re-check delay, when the pull
+/// request reads open again. Before, the close's step ran at once and
+/// failed the run for good (`closer:failed`, the issue opened again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_request_closed_and_opened_again_at_once_leaves_the_run_done() {
+    let (mut s, n, pull) = verified_story("closed-reopened", CONFIG).await;
+    let before = s.bot_comments(n).len();
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.deliveries_handled().await;
+    s.github.reopen_pull(&s.repo, pull);
+    s.idle().await;
+
+    assert_eq!(
+        s.run(n).await.unwrap().state,
+        RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+    s.stop().await;
+}
+
+/// A `closed` delivery (`merged: false`) whose step finds the pull request
+/// merged (closed, opened again and merged before the step; or a captured
+/// close replayed): a merge is no rejection, and the done run stays done.
+/// Before, the step saw "not open", failed the run and opened the issue
+/// again, though its work was merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_close_whose_pull_request_was_merged_since_fails_nothing() {
+    let (mut s, n, pull) = verified_story("closed-then-merged", CONFIG).await;
+    let before = s.bot_comments(n).len();
+    s.github.merge_pull(&s.repo, pull);
+    let mut payload: serde_json::Value =
+        serde_json::from_slice(&crate::support::fixture("pull_request.closed.json")).unwrap();
+    payload["pull_request"] = s.pull_json(pull, &payload["pull_request"]);
+    payload["pull_request"]["merged"] = serde_json::json!(false);
+    payload["pull_request"]["state"] = serde_json::json!("closed");
+    s.deliver("pull_request", payload).await;
+    s.idle().await;
+
+    assert_eq!(
+        s.run(n).await.unwrap().state,
+        RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+    s.stop().await;
+}

@@ -267,7 +267,12 @@ impl Engine {
         let Some(run) = self.run_of_pull(event).await? else {
             return Ok("closed pull request: not closer's".to_owned());
         };
-        self.runs.enqueue(&run.id, Step::PullClosed).await?;
+        // Looked at after the re-check delay: a pull request closed and
+        // opened again at once (to run its checks again) is no rejection
+        // (decision 238).
+        self.runs
+            .enqueue_after_recheck(&run.id, Step::PullClosed)
+            .await?;
         Ok(format!(
             "pull request #{} closed unmerged: run {} follows",
             event.pull.number, run.id

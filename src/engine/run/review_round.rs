@@ -269,7 +269,8 @@ impl Engine {
     }
 
     /// The `pull_closed` step: the pull request was closed without a merge.
-    /// The run fails (`closer:failed` instead of the phase label), the
+    /// Still closed when read (not opened again, nor merged since), the
+    /// run fails (`closer:failed` instead of the phase label), the
     /// issue is open again if closer had closed it, and one comment says
     /// so and how to start again.
     pub(super) async fn pull_closed(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
@@ -281,7 +282,14 @@ impl Engine {
         let Some(number) = ctx.run.pull_request.filter(|_| at_rest) else {
             return Ok(());
         };
-        if ctx.client.get_pull(ctx.repo(), number).await?.state == PullState::Open {
+        let pull = ctx.client.get_pull(ctx.repo(), number).await?;
+        // Merged since the close (closed, opened again and merged): not a
+        // rejection. The merge ends the run as its own step does (decision
+        // 238); a done run stays done.
+        if pull.merged {
+            return self.merged(ctx).await;
+        }
+        if pull.state == PullState::Open {
             return Ok(());
         }
         ctx.data.awaiting_merge = false;

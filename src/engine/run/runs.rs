@@ -103,6 +103,21 @@ impl Runs {
         Ok(())
     }
 
+    /// Queues a step of a run for the re-check delay later (30 s in
+    /// `closer serve`).
+    pub async fn enqueue_after_recheck(
+        &self,
+        run_id: &RunId,
+        step: Step,
+    ) -> Result<(), EngineError> {
+        let now = self.store.now_ms();
+        let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
+        let job = self.step_job(run_id, step, now.saturating_add(again))?;
+        jobs::enqueue(self.store.pool(), &job, now).await?;
+        self.ready.notify_one();
+        Ok(())
+    }
+
     /// Stops a run not over yet ([`runs::mark_stopped`]) and, in the same
     /// transaction, queues its [`Step::ShowStop`] for the re-check delay
     /// later (30 s in `closer serve`, as for a write that may have been

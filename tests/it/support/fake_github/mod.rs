@@ -750,6 +750,21 @@ impl FakeGitHub {
         });
     }
 
+    /// Opens a closed, unmerged pull request again, as a maintainer would.
+    pub fn reopen_pull(&self, repo: &RepoName, number: IssueNumber) {
+        self.with(|st| {
+            let now = st.now();
+            let pull = st
+                .repo_mut(&repo.to_string())
+                .pulls
+                .get_mut(&number.0)
+                .expect("pull request");
+            assert!(!pull.merged, "a merged pull request cannot be opened again");
+            pull.state = "open".to_owned();
+            pull.updated_at = now;
+        });
+    }
+
     /// Submits a review of a pull request as `author`: `state` as the REST
     /// API writes it (`CHANGES_REQUESTED`, `COMMENTED`, `APPROVED`), a
     /// summary `body`, and one new thread per `(path, line, body)`. Answers
