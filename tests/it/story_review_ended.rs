@@ -16,7 +16,7 @@ use crate::support::fake_github::Fault;
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
 use crate::support::gate::Gate;
-use crate::support::story::{CONFIG, MAINTAINER, Story};
+use crate::support::story::{CONFIG, MAINTAINER, Story, Timing};
 
 /// With `close_on: merged`, the maintainer merges closer's pull request
 /// and GitHub closes the issue by its `Closes #1`; but GitHub's first two
@@ -339,18 +339,36 @@ async fn a_request_deleted_while_the_run_is_failed_is_not_in_the_retry() {
 
 /// A maintainer closes closer's pull request and opens it again at once, as
 /// people do to run its checks again: the run stays done and the issue
-/// closed. The close is looked at after the re-check delay, when the pull
-/// request reads open again. Before, the close's step ran at once and
-/// failed the run for good (`closer:failed`, the issue opened again).
+/// closed. The close is looked at after the re-check delay (30 s, on the
+/// story's clock), when the pull request reads open again. Before, the
+/// close's step ran at once and failed the run for good (`closer:failed`,
+/// the issue opened again). The control in the story: a close left closed
+/// fails the run once the delay has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pull_request_closed_and_opened_again_at_once_leaves_the_run_done() {
-    let (mut s, n, pull) = verified_story("closed-reopened", CONFIG).await;
+    let start = closer::clock::system().now_ms();
+    let (clock, _) = crate::support::db::manual_clock(start);
+    let mut s =
+        Story::start_on_clock("closed-reopened", Some(CONFIG), clock, Timing::serve()).await;
+    s.llm.push([done()]);
+    s.agent_step(1, &crate::stories::fix_add());
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.pass_time(start + 60_000).await;
+    assert_eq!(
+        s.run(n).await.unwrap().state,
+        RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    let pull = s.the_pull();
     let before = s.bot_comments(n).len();
-    s.close_pull_as(pull, MAINTAINER).await;
-    s.deliveries_handled().await;
-    s.github.reopen_pull(&s.repo, pull);
-    s.idle().await;
 
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.pass_time(start + 65_000).await;
+    s.github.reopen_pull(&s.repo, pull);
+    s.pass_time(start + 120_000).await;
     assert_eq!(
         s.run(n).await.unwrap().state,
         RunState::Done,
@@ -360,6 +378,12 @@ async fn a_pull_request_closed_and_opened_again_at_once_leaves_the_run_done() {
     assert_eq!(s.github.issue(&s.repo, n).state, "closed");
     assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
     assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+
+    // Closed for good this time: once the delay has passed, the run fails.
+    s.close_pull_as(pull, MAINTAINER).await;
+    s.pass_time(start + 180_000).await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
     s.stop().await;
 }
 
