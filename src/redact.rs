@@ -76,6 +76,8 @@ pub enum Channel {
     GitHub,
     /// A request to the LLM.
     Llm,
+    /// A commit closer makes and pushes (its message).
+    Git,
 }
 
 impl Channel {
@@ -83,6 +85,7 @@ impl Channel {
         match self {
             Channel::GitHub => "github",
             Channel::Llm => "llm",
+            Channel::Git => "git",
         }
     }
 }

@@ -214,6 +214,24 @@ async fn secrets_in_the_agents_words_and_a_goals_output_never_leave_closer() {
         "{prompts}"
     );
 
+    // The commits closer made of the agent's work, which it pushes once
+    // verified, are subjected by its words: redacted too.
+    let worktrees = s.data_dir().join("sandbox/worktrees");
+    let worktree = std::fs::read_dir(&worktrees)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let subjects = crate::support::git::git(&worktree, &["log", "--format=%s"]);
+    assert!(subjects.contains("webhook [redacted]"), "{subjects}");
+    for secret in &secrets {
+        assert!(
+            !holds(&subjects, secret),
+            "a commit subject holds {secret:?}:\n{subjects}"
+        );
+    }
+
     // Each incident was counted, by channel and kind, never by value.
     let rendered = metrics.render();
     for (channel, kind) in [
@@ -223,6 +241,7 @@ async fn secrets_in_the_agents_words_and_a_goals_output_never_leave_closer() {
         ("github", "github_token"),
         ("llm", "webhook_secret"),
         ("llm", "agent_env"),
+        ("git", "webhook_secret"),
     ] {
         let series =
             format!("closer_secret_redactions_total{{channel=\"{channel}\",kind=\"{kind}\"}}");

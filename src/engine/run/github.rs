@@ -38,6 +38,12 @@ impl GitHubAccess {
         Ok(app)
     }
 
+    /// The outgoing filter every GitHub write passes (the App's key, its
+    /// tokens, the agents' secret values, the credential scanner).
+    pub fn redactor(&self) -> &crate::redact::Redactor {
+        self.app.redactor()
+    }
+
     pub async fn client(
         &self,
         installation: InstallationId,

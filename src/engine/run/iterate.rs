@@ -46,6 +46,7 @@ use crate::engine::verify::{self, IterationVerification, VerifyContext};
 use crate::llm::LlmClient;
 use crate::model::{Decision, IterationEnd, Phase, RunState, TaskType};
 use crate::prompts::PromptResolver;
+use crate::redact::Channel;
 use crate::store::{messages, runs};
 
 /// How long a stopped agent's result is waited for once its group is killed.
@@ -291,10 +292,13 @@ impl Engine {
             "Work on {} (iteration {})",
             iteration.issue.issue_ref, iteration.n
         );
+        // The subject is pushed, past the write door's filter: the agent's
+        // words may hold a secret it was given or found (decision 239).
+        let summary = self.github.redactor().redact(Channel::Git, &result.message);
         let committed = self
             .workspace
             .sandbox()
-            .commit_changes(&iteration.worktree, &result.message, &fallback)
+            .commit_changes(&iteration.worktree, &summary, &fallback)
             .await;
         if let Err(e) = committed {
             result.fail(AgentFailure::CommitFailed {
