@@ -172,7 +172,26 @@ async fn apply_pending(
             name: migration.name,
             source,
         };
-        let mut tx = sqlx::Acquire::begin(&mut **conn).await.map_err(wrap)?;
+        // On SQLite the write lock is taken at `BEGIN`, and the version read
+        // again under it: another process may have applied it meanwhile
+        // (PostgreSQL's replicas wait on the advisory lock instead).
+        let begin = match store.backend() {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        };
+        let mut tx = sqlx::Connection::begin_with(&mut **conn, begin)
+            .await
+            .map_err(wrap)?;
+        let done: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM closer_migrations WHERE version = $1")
+                .bind(migration.version)
+                .fetch_one(&mut *tx)
+                .await
+                .and_then(|row| row.try_get("n"))
+                .map_err(wrap)?;
+        if done > 0 {
+            continue;
+        }
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut *tx)
             .await

@@ -182,6 +182,33 @@ async fn a_replica_waits_for_anothers_migration_past_the_lock_timeout() {
     assert_eq!(applied, Vec::<i64>::new(), "nothing left to apply");
 }
 
+/// Two processes starting on one new SQLite file at once (`closer migrate`
+/// while a service restarts) both start: each migration is applied once,
+/// under SQLite's write lock, and the one that finds it applied goes on.
+/// Before, both read version 0 and one failed on "table already exists".
+#[tokio::test]
+async fn two_processes_migrating_one_sqlite_file_at_once_both_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..5 {
+        let file = dir.path().join(format!("closer-{round}.db"));
+        let options = closer::store::StoreOptions::new(format!("sqlite://{}", file.display()));
+        let (a, b) = (
+            Store::connect(&options, closer::clock::system())
+                .await
+                .unwrap(),
+            Store::connect(&options, closer::clock::system())
+                .await
+                .unwrap(),
+        );
+        let (ra, rb) = tokio::join!(migrate::run(&a), migrate::run(&b));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        let mut all: Vec<i64> = ra.iter().chain(&rb).copied().collect();
+        all.sort_unstable();
+        let every: Vec<i64> = (1..=migrate::latest_version()).collect();
+        assert_eq!(all, every, "each migration applied once: {ra:?} {rb:?}");
+    }
+}
+
 /// A stop writes only the state, the outcome and the time, and queues the
 /// job it is given (the step that shows it) in the same transaction: what a
 /// step wrote a moment before (here the iteration, its usage and task
