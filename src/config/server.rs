@@ -61,6 +61,8 @@ struct FileLlm {
     model: Option<String>,
     input_usd_per_mtok: Option<f64>,
     output_usd_per_mtok: Option<f64>,
+    max_output_tokens: Option<u64>,
+    timeout_secs: Option<u64>,
 }
 
 /// `[queue]` in the TOML file.
@@ -141,6 +143,10 @@ pub struct LlmConfig {
     pub input_usd_per_mtok: Option<f64>,
     /// The price of a million output tokens in US dollars.
     pub output_usd_per_mtok: Option<f64>,
+    /// The longest answer asked for (`[llm] max_output_tokens`, 8192).
+    pub max_output_tokens: u32,
+    /// How long one request may take (`[llm] timeout_secs`, 120 s).
+    pub timeout: Duration,
 }
 
 /// Job queue settings.
@@ -615,6 +621,20 @@ fn resolve_llm(s: &Settings, file: FileLlm) -> Result<Option<LlmConfig>, ConfigE
         model,
         input_usd_per_mtok: price("[llm] input_usd_per_mtok", file.input_usd_per_mtok)?,
         output_usd_per_mtok: price("[llm] output_usd_per_mtok", file.output_usd_per_mtok)?,
+        max_output_tokens: bounded(
+            "[llm] max_output_tokens",
+            file.max_output_tokens,
+            8_192,
+            256,
+            1_000_000,
+        )? as u32,
+        timeout: Duration::from_secs(bounded(
+            "[llm] timeout_secs",
+            file.timeout_secs,
+            120,
+            5,
+            3_600,
+        )?),
     }))
 }
 

@@ -92,6 +92,9 @@ pub fn parse_answer(answer: &Value, tool: &str) -> Result<LlmAnswer, LlmError> {
             .and_then(Value::as_u64)
             .unwrap_or(0),
     };
+    if let Some(error) = super::error_in_answer(answer, "content") {
+        return Err(error);
+    }
     match answer.get("stop_reason").and_then(Value::as_str) {
         Some("max_tokens") => return Err(LlmError::Truncated),
         Some("refusal") => {

@@ -99,8 +99,15 @@ pub enum LlmError {
     #[error("the model refused to answer: {0}")]
     Refusal(String),
     /// The answer was cut off at the output token limit.
-    #[error("the LLM answer was truncated at the output token limit")]
+    #[error(
+        "the LLM answer was truncated at the output token limit; raise `[llm] max_output_tokens`"
+    )]
     Truncated,
+    /// A 2xx whose body is an error, not an answer (a proxy or a
+    /// compatible server failing upstream, OpenRouter's `finish_reason:
+    /// "error"`): a later try may work.
+    #[error("the LLM server answered with an error: {0}")]
+    ServerError(String),
     /// The client itself is misconfigured.
     #[error("LLM client configuration: {0}")]
     Config(String),
@@ -112,15 +119,52 @@ impl LlmError {
     pub fn is_outage(&self) -> bool {
         matches!(
             self,
-            LlmError::Timeout { .. } | LlmError::Transport(_) | LlmError::Unavailable { .. }
+            LlmError::Timeout { .. }
+                | LlmError::Transport(_)
+                | LlmError::Unavailable { .. }
+                | LlmError::ServerError(_)
         )
     }
 
     /// The server refused the request itself (credentials, model, size) or
     /// the client is misconfigured: every later try would fail the same way.
+    /// An answer cut at the output limit is one: the next check's answer is
+    /// as long, or longer (decision 240).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, LlmError::Rejected { .. } | LlmError::Config(_))
+        matches!(
+            self,
+            LlmError::Rejected { .. } | LlmError::Config(_) | LlmError::Truncated
+        )
     }
+}
+
+/// The error a 2xx body carries instead of an answer (`{"error": …}` with
+/// no answer beside it), as [`LlmError::ServerError`].
+pub(crate) fn error_in_answer(answer: &serde_json::Value, answer_key: &str) -> Option<LlmError> {
+    if answer.get(answer_key).is_some() {
+        return None;
+    }
+    let error = answer.get("error")?;
+    let message = error
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_owned);
+    Some(LlmError::ServerError(http::excerpt(&message)))
+}
+
+/// The JSON inside a Markdown code fence (```` ```json … ``` ````), which
+/// some compatible servers wrap a structured answer in; the text itself
+/// when it is not fenced.
+pub(crate) fn unfenced(text: &str) -> &str {
+    let trimmed = text.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return text;
+    };
+    // The info string (`json`) runs to the first line break.
+    body.split_once('\n').map_or(body, |(_, inner)| inner)
 }
 
 /// Anything that answers an [`LlmRequest`].
@@ -171,9 +215,10 @@ pub struct LlmSettings {
     pub api_key: SecretString,
     /// The model name.
     pub model: String,
-    /// Output token limit, sent to Anthropic (which requires one; default 4096).
+    /// Output token limit (Anthropic requires one; `[llm]
+    /// max_output_tokens`, default 8192).
     pub max_output_tokens: u32,
-    /// Per-attempt timeout (default 120 s).
+    /// Per-attempt timeout (`[llm] timeout_secs`, default 120 s).
     pub timeout: Duration,
     /// Retry policy for transient failures.
     pub retry: RetryPolicy,
@@ -187,7 +232,7 @@ impl LlmSettings {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             model: model.to_owned(),
-            max_output_tokens: 4096,
+            max_output_tokens: 8_192,
             timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
         }
@@ -207,7 +252,11 @@ impl From<&crate::config::server::LlmConfig> for LlmSettings {
             .api_key
             .clone()
             .unwrap_or_else(|| SecretString::from(String::new()));
-        LlmSettings::new(provider, &c.base_url, key, &c.model)
+        LlmSettings {
+            max_output_tokens: c.max_output_tokens,
+            timeout: c.timeout,
+            ..LlmSettings::new(provider, &c.base_url, key, &c.model)
+        }
     }
 }
 
@@ -225,6 +274,23 @@ mod tests {
     use crate::config::server::{LlmConfig, LlmProvider};
 
     #[test]
+    fn a_fenced_answer_is_unwrapped_and_an_error_body_is_an_outage() {
+        assert_eq!(unfenced("```json\n{\"a\": 1}\n```"), "{\"a\": 1}\n");
+        assert_eq!(unfenced("  ```\n{}\n```  "), "{}\n");
+        assert_eq!(unfenced("{\"a\": \"```\"}"), "{\"a\": \"```\"}");
+        let error = serde_json::json!({"error": {"message": "upstream overloaded", "code": 502}});
+        let e = error_in_answer(&error, "choices").unwrap();
+        assert_eq!(e, LlmError::ServerError("upstream overloaded".to_owned()));
+        assert!(e.is_outage() && !e.is_refusal());
+        let answered = serde_json::json!({"choices": [], "error": null});
+        assert!(error_in_answer(&answered, "choices").is_none());
+        assert!(
+            LlmError::Truncated.is_refusal(),
+            "a setting to raise, not a wait"
+        );
+    }
+
+    #[test]
     fn the_operator_config_becomes_settings_without_showing_the_key() {
         let c = LlmConfig {
             provider: LlmProvider::Anthropic,
@@ -233,9 +299,15 @@ mod tests {
             model: "claude".into(),
             input_usd_per_mtok: None,
             output_usd_per_mtok: None,
+            max_output_tokens: 16_000,
+            timeout: Duration::from_secs(600),
         };
         let s = LlmSettings::from(&c);
         assert_eq!(s.provider, Provider::Anthropic);
+        assert_eq!(
+            (s.max_output_tokens, s.timeout),
+            (16_000, Duration::from_secs(600))
+        );
         assert_eq!(s.base_url, "https://api.anthropic.com");
         assert!(!format!("{s:?}").contains("sk-ant-secret"));
         let client = openai::OpenAiClient::new(LlmSettings::from(&LlmConfig {
@@ -245,6 +317,8 @@ mod tests {
             model: "m".into(),
             input_usd_per_mtok: None,
             output_usd_per_mtok: None,
+            max_output_tokens: 8_192,
+            timeout: Duration::from_secs(120),
         }))
         .unwrap();
         assert!(!format!("{client:?}").contains("sk-openai-secret"));

@@ -96,6 +96,9 @@ pub fn parse_answer(answer: &Value) -> Result<LlmAnswer, LlmError> {
             .and_then(Value::as_u64)
             .unwrap_or(0),
     };
+    if let Some(error) = super::error_in_answer(answer, "choices") {
+        return Err(error);
+    }
     let choice = answer
         .pointer("/choices/0")
         .ok_or_else(|| LlmError::NoContent("no `choices[0]` in the answer".to_owned()))?;
@@ -104,6 +107,14 @@ pub fn parse_answer(answer: &Value) -> Result<LlmAnswer, LlmError> {
     }
     match choice.get("finish_reason").and_then(Value::as_str) {
         Some("length") => return Err(LlmError::Truncated),
+        // OpenRouter: the upstream provider failed mid-answer.
+        Some("error") => {
+            let said = choice
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("the upstream provider failed");
+            return Err(LlmError::ServerError(excerpt(said)));
+        }
         Some("content_filter") => {
             return Err(LlmError::Refusal(
                 "stopped by the content filter".to_owned(),
@@ -115,7 +126,7 @@ pub fn parse_answer(answer: &Value) -> Result<LlmAnswer, LlmError> {
         .pointer("/message/content")
         .and_then(Value::as_str)
         .ok_or_else(|| LlmError::NoContent("`choices[0].message.content` is missing".to_owned()))?;
-    let value = serde_json::from_str(content)
+    let value = serde_json::from_str(super::unfenced(content))
         .map_err(|e| LlmError::NotJson(format!("{e}: {}", excerpt(content))))?;
     Ok(LlmAnswer {
         value,

@@ -118,7 +118,8 @@ async fn github_down_for_ten_minutes_mid_run_and_the_run_completes_once_it_is_ba
 }
 
 /// The LLM answers 503 for a while, first to the classification, then to
-/// the completion check: the run waits each time (its steps deferred), the
+/// the completion check (between 503s, 200s whose body is an error): the
+/// run waits each time (its steps deferred), the
 /// agent works once, no iteration is spent, and the run completes. Four
 /// refusals in a row outlast the story's three attempts per step: only a
 /// wait that spends no attempt gets through.
@@ -136,7 +137,9 @@ async fn the_llm_down_pauses_the_run_without_spending_iterations_and_it_resumes(
     s.agent_step(1, &format!("echo once >> '{}'\n{fix}", worked.display()));
     let down = || Reply::status(503, "The server is overloaded");
     s.llm.push([down(), down(), down(), classify("bug")]);
-    s.llm.push([down(), down(), down(), down()]);
+    // A proxy in front of it answers 200 with an error body, as down.
+    let error_body = || Reply::ErrorBody("upstream connect error".into());
+    s.llm.push([down(), error_body(), down(), error_body()]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s.open_issue("add subtracts", "", &["closer"]).await;
     s.idle().await;
@@ -192,6 +195,38 @@ async fn an_llm_that_refuses_the_key_fails_the_run_at_once_saying_so() {
     assert!(diagnosis.contains("HTTP 401"), "{diagnosis}");
     assert!(diagnosis.contains("CLOSER_LLM_API_KEY"), "{diagnosis}");
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    s.stop().await;
+}
+
+/// The completion check's answer is cut at the output limit (a checklist
+/// of sixty task-list lines outgrows it): the run fails at once, naming the
+/// setting to raise, with the agent's one iteration kept. Before, the cut
+/// answer judged the work incomplete and the agent ran again, iteration
+/// after iteration, each answer cut the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_llm_answer_cut_at_its_limit_fails_the_run_at_once_naming_the_setting() {
+    let mut s = Story::start("llm-truncated", Some(CONFIG)).await;
+    s.agent_step(1, &fix_add());
+    s.llm.push([Reply::Truncated]);
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
+    assert_eq!(run.iteration, 1, "no second iteration");
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| !c.body.starts_with("<!-- closer:run="))
+        .expect("a diagnosis comment")
+        .body;
+    assert!(diagnosis.contains("max_output_tokens"), "{diagnosis}");
+    assert!(
+        !s.path("prompt-2.txt").exists(),
+        "the agent did not run again"
+    );
     s.stop().await;
 }
 

@@ -335,6 +335,17 @@ async fn provider_errors_are_clear_and_never_show_the_key() {
             LlmError::Refusal("I cannot help with that".into())
         );
 
+        // A 200 that carries an error is the server failing: an outage,
+        // waited out, not an answer to judge (decision 240).
+        fake.push([Reply::ErrorBody("upstream overloaded".into())]);
+        let e = llm.query(&fast_request()).await.unwrap_err();
+        assert_eq!(e, LlmError::ServerError("upstream overloaded".into()));
+        assert!(e.is_outage());
+        // An answer in a code fence is read as the answer.
+        fake.push([Reply::Fenced(serde_json::json!({"ok": true}))]);
+        let answer = llm.query(&fast_request()).await.unwrap();
+        assert_eq!(answer.value, serde_json::json!({"ok": true}));
+
         fake.push([Reply::GarbageBody("<html>proxy error</html>".into())]);
         assert!(
             matches!(llm.query(&fast_request()).await.unwrap_err(), LlmError::NotJson(m) if m.contains("proxy error"))

@@ -20,10 +20,16 @@ const NO_LLM: &str = "closer has no LLM configured; the operator must set CLOSER
 
 /// The diagnosis of an LLM that refuses closer's requests.
 pub(super) fn llm_refused(e: &LlmError) -> String {
-    format!(
-        "{e}. The LLM refuses closer's requests; the operator must fix the `[llm]` settings \
-         (CLOSER_LLM_API_KEY, CLOSER_LLM_MODEL), then `/closer retry`"
-    )
+    match e {
+        LlmError::Truncated => format!(
+            "{e}. The LLM's answers are cut short, and the next would be as long; the operator \
+             must raise `[llm] max_output_tokens` (up to what the model allows), then `/closer retry`"
+        ),
+        _ => format!(
+            "{e}. The LLM refuses closer's requests; the operator must fix the `[llm]` settings \
+             (CLOSER_LLM_API_KEY, CLOSER_LLM_MODEL), then `/closer retry`"
+        ),
+    }
 }
 
 impl Engine {

@@ -39,6 +39,12 @@ pub enum Reply {
     },
     /// A 200 whose body is not JSON at all.
     GarbageBody(String),
+    /// A 200 whose body is an error, not an answer (a proxy or a
+    /// compatible server failing upstream).
+    ErrorBody(String),
+    /// A structured answer wrapped in a Markdown code fence (openai: the
+    /// message content; anthropic has no such form and gets the answer).
+    Fenced(Value),
     /// Wait, then give the inner reply.
     Slow(Duration, Box<Reply>),
 }
@@ -263,6 +269,16 @@ fn render(reply: Reply, wire: Wire, tool: &str) -> Response {
             response
         }
         (Reply::GarbageBody(text), _) => (StatusCode::OK, text).into_response(),
+        (Reply::ErrorBody(message), _) => ok(json!({
+            "error": {"message": message, "type": "upstream_error", "code": 502}
+        })),
+        (Reply::Fenced(v), Wire::OpenAi) => {
+            let fenced = format!("```json\n{v:#}\n```");
+            ok(json!({"id": "c1", "model": "fake-gpt", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": fenced, "refusal": null}, "finish_reason": "stop"}],
+            "usage": usage_openai}))
+        }
+        (Reply::Fenced(v), Wire::Anthropic) => render(Reply::Answer(v), Wire::Anthropic, tool),
         (Reply::Slow(..), _) => unreachable!("unwrapped in serve"),
     }
 }
