@@ -139,7 +139,7 @@ async fn the_llm_down_pauses_the_run_without_spending_iterations_and_it_resumes(
     s.llm.push([down(), down(), down(), classify("bug")]);
     // A proxy in front of it answers 200 with an error body, as down.
     let error_body = || Reply::ErrorBody("upstream connect error".into());
-    s.llm.push([down(), error_body(), down(), error_body()]);
+    s.llm.push([down(), error_body(), error_body(), down()]);
     s.llm.push([Reply::closer(true, 0.95, &[])]);
     let n = s.open_issue("add subtracts", "", &["closer"]).await;
     s.idle().await;
