@@ -184,6 +184,47 @@ async fn a_review_thread_deleted_during_its_round_is_skipped_and_the_other_answe
     s.stop().await;
 }
 
+/// After a round answered a thread, its first comment is deleted and a
+/// maintainer's reply in it is delivered: a thread closer cannot answer any
+/// more (GitHub answers a reply to it 404) starts no round. Before, the
+/// reply opened the thread again, the round's answer failed as gone and
+/// marked nothing answered, and each round queued the next, an agent
+/// iteration each, without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thread_whose_first_comment_is_gone_starts_no_round() {
+    let (mut s, n, pull) = verified_story("review-root-gone", CONFIG).await;
+    s.llm.push([done()]);
+    s.agent_step(2, &answer_review(2));
+    let threads = s
+        .review_as(
+            pull,
+            MAINTAINER,
+            "CHANGES_REQUESTED",
+            "One thing.",
+            &[("calc.sh", 1, "Please document what add does.")],
+        )
+        .await;
+    s.idle().await;
+    s.expect_run(n, RunState::Done, 2).await;
+    assert_eq!(thread_replies(&s, pull).len(), 1, "the round answered");
+
+    let later = s.github.reply_in_thread(
+        &s.repo,
+        threads[0],
+        FakeUser::user(MAINTAINER),
+        "And mention overflow.",
+    );
+    s.github.delete_review_comment(&s.repo, threads[0]);
+    s.deliver_review_comment(pull, later).await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.iteration, 2, "no round for a thread closer cannot answer");
+    assert!(!s.path("prompt-3.txt").exists());
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_review_with_two_comments_is_one_iteration_and_two_thread_answers() {
     let (mut s, n, pull) = verified_story("review-two", CONFIG).await;

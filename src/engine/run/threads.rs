@@ -14,7 +14,8 @@
 //! therefore closes it for closer, and a person writing in it again opens
 //! it again. The prompt carries only closer's and such people's comments:
 //! anyone can reply in a thread, and a stranger's reply is not an
-//! instruction.
+//! instruction. A thread whose first comment was deleted is never open:
+//! GitHub takes no reply to it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -140,6 +141,13 @@ impl Engine {
         let mut allowed: HashMap<String, bool> = HashMap::new();
         let mut open = Vec::new();
         for (root, thread) in group(comments) {
+            // Its first comment deleted, a thread takes no reply (GitHub
+            // answers 404): closer would work on it, fail to answer, and
+            // find it open again, round after round (decision 241).
+            if thread[0].id != root {
+                tracing::info!(run = %ctx.run.id, thread = root, "review thread's first comment is gone; not worked on");
+                continue;
+            }
             let answered = thread
                 .iter()
                 .filter(|c| is_ours(&app, c))
