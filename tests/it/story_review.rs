@@ -220,7 +220,10 @@ async fn a_thread_whose_first_comment_is_gone_starts_no_round() {
 
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
-    assert_eq!(run.iteration, 2, "no round for a thread closer cannot answer");
+    assert_eq!(
+        run.iteration, 2,
+        "no round for a thread closer cannot answer"
+    );
     assert!(!s.path("prompt-3.txt").exists());
     s.stop().await;
 }

@@ -1,12 +1,15 @@
-//! The status comment as people treat it: a maintainer (or a moderation
-//! bot) deletes it mid-run, and closer posts it again at its next write.
-//! Before, every later write edited the deleted comment, GitHub answered
-//! 404, and the verified run never closed its issue.
+//! What closer shows on the issue, as people and repositories treat it: a
+//! maintainer (or a moderation bot) deletes the status comment mid-run,
+//! and closer posts it again at its next write (before, every later write
+//! edited the deleted comment, GitHub answered 404, and the verified run
+//! never closed its issue); a repository whose phase labels are spelled
+//! `Phase:…` still shows one phase at a time.
 
 use closer::model::RunState;
 
-use crate::stories::first_iteration_held;
+use crate::stories::{classify, first_iteration_held, fix_add};
 use crate::support::fake_github::state::FakeUser;
+use crate::support::fake_llm::Reply;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -32,5 +35,36 @@ async fn a_status_comment_deleted_mid_run_is_posted_again_and_the_issue_closed()
     assert_ne!(status.id, deleted.id, "a new status comment");
     assert!(status.body.contains("closer: done"), "{}", status.body);
     assert_eq!(s.run(n).await.unwrap().status_comment_id, Some(status.id));
+    s.stop().await;
+}
+
+/// The repository made its board's labels before closer, capitalised:
+/// GitHub applies `Phase:Processing` when closer adds `phase:processing`
+/// (it names labels without regard to case), and closer takes each off as
+/// the run moves on. Before, only the exact spelling was taken off, and the
+/// issue ended with every phase it went through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn phase_labels_spelled_otherwise_move_one_at_a_time() {
+    let mut s = Story::start("phase-case", Some(CONFIG)).await;
+    for phase in ["Preparation", "Processing", "Review", "Complete"] {
+        s.github.add_repo_label(&s.repo, &format!("Phase:{phase}"));
+    }
+    s.llm
+        .push([classify("bug"), Reply::closer(true, 0.95, &[])]);
+    s.agent_step(1, &fix_add());
+    let n = s.open_issue("add subtracts", "", &["closer"]).await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 1).await;
+    let phases: Vec<String> = s
+        .labels(n)
+        .into_iter()
+        .filter(|l| l.to_lowercase().starts_with("phase:"))
+        .collect();
+    assert_eq!(
+        phases,
+        ["Phase:Complete"],
+        "one phase, as the repository spells it"
+    );
     s.stop().await;
 }

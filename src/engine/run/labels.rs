@@ -6,6 +6,7 @@
 use super::EngineError;
 use super::context::RunContext;
 use super::status::StatusPublisher;
+use crate::comment::labels::same_label;
 use crate::comment::{self, labels};
 use crate::github::{
     Board, InstallationClient, LabelCreated, ProjectSyncError, clear_project_status,
@@ -55,12 +56,14 @@ impl StatusPublisher {
         let label = phase.issue_label();
         ctx.client.add_labels(&repo, number, &[&label]).await?;
         let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
-        let others = Phase::ALL
+        // As the issue spells them: GitHub names labels without regard to
+        // case, so a repository's `Phase:Review` is the label added for
+        // `phase:review` (decision 241).
+        let others = on_issue
             .iter()
-            .map(|p| p.issue_label())
-            .filter(|l| *l != label);
-        for other in others.filter(|l| on_issue.contains(l)) {
-            ctx.client.remove_label(&repo, number, &other).await?;
+            .filter(|l| is_phase_label(l) && !same_label(l, &label));
+        for other in others {
+            ctx.client.remove_label(&repo, number, other).await?;
         }
         ctx.data.phase_label = Some(phase);
         self.runs().save(ctx).await?;
@@ -73,10 +76,8 @@ impl StatusPublisher {
     pub async fn clear_phase(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
         let (repo, number) = (ctx.repo().clone(), ctx.issue());
         let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
-        for label in Phase::ALL.iter().map(|p| p.issue_label()) {
-            if on_issue.contains(&label) {
-                ctx.client.remove_label(&repo, number, &label).await?;
-            }
+        for label in on_issue.iter().filter(|l| is_phase_label(l)) {
+            ctx.client.remove_label(&repo, number, label).await?;
         }
         ctx.data.phase_label = None;
         self.runs().save(ctx).await?;
@@ -181,4 +182,11 @@ impl StatusPublisher {
         ctx.data.failed_label = on;
         self.runs().save(ctx).await
     }
+}
+
+/// Whether `label` is one of the `phase:*` labels, in any case.
+fn is_phase_label(label: &str) -> bool {
+    Phase::ALL
+        .iter()
+        .any(|p| same_label(label, &p.issue_label()))
 }

@@ -1053,9 +1053,11 @@ impl Story {
                 "FALSE CLOSE: issue #{} closed with a failed required check:\n{body}",
                 issue.number
             );
-            let phases: Vec<&String> = issue
+            // GitHub names labels without regard to case.
+            let phases: Vec<String> = issue
                 .labels
                 .iter()
+                .map(|l| l.to_lowercase())
                 .filter(|l| l.starts_with("phase:"))
                 .collect();
             assert_eq!(
