@@ -68,3 +68,27 @@ async fn phase_labels_spelled_otherwise_move_one_at_a_time() {
     );
     s.stop().await;
 }
+
+/// `/closer status` links the status comment, on the issue's own page.
+/// Before, the answer promised the link and never gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_status_command_links_the_status_comment() {
+    let mut s = Story::start("status-link", Some(CONFIG)).await;
+    let (n, gate) = first_iteration_held(&mut s, "Make the test pass").await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer status")
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    let status = s.status_comment(n);
+    let html = s.issue_json(n)["html_url"].as_str().unwrap().to_owned();
+    let answer = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.starts_with("closer is **"))
+        .expect("the answer");
+    let link = format!("[status comment]({html}#issuecomment-{})", status.id);
+    assert!(answer.body.contains(&link), "{}", answer.body);
+    s.stop().await;
+}

@@ -461,6 +461,14 @@ impl Engine {
         key: &str,
     ) -> Result<(), EngineError> {
         let run = runs::by_issue(self.runs.store().pool(), repo, number).await?;
+        // The status comment's address: the issue's page, at the comment.
+        let link = match run.as_ref().and_then(|r| r.status_comment_id) {
+            Some(id) => {
+                let issue = client.get_issue(repo, number).await?;
+                Some(format!("{}#issuecomment-{id}", issue.html_url))
+            }
+            None => None,
+        };
         let view = match run {
             Some(run) => {
                 let ctx = RunContext::load_lenient(run, client.clone(), &self.agents.names())?;
@@ -468,7 +476,7 @@ impl Engine {
             }
             None => None,
         };
-        let body = comment::status_answer(view.as_ref(), None);
+        let body = comment::status_answer(view.as_ref(), link.as_deref());
         self.status
             .post_once_marked(client, repo, number, key, &body)
             .await?;
