@@ -193,7 +193,54 @@ pub fn inline(text: &str, max: usize) -> String {
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
     let safe = neutralize_html(&neutralize_mentions(&flat));
-    cut(&safe, max.saturating_add(max / 2))
+    unpaired_backticks_escaped(&cut(&safe, max.saturating_add(max / 2)))
+}
+
+/// `text` with each run of backticks that opens no code span in it (no
+/// later run of the same length: often one a cut left) escaped, so it
+/// cannot pair with a backtick in what follows the text on its line (a
+/// checklist item's evidence) and swallow closer's markup.
+fn unpaired_backticks_escaped(text: &str) -> String {
+    // (byte offset, length) of each run of backticks.
+    let mut runs = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'`' {
+            let start = i;
+            while i < bytes.len() && bytes[i] == b'`' {
+                i += 1;
+            }
+            runs.push((start, i - start));
+        } else {
+            i += 1;
+        }
+    }
+    let mut unpaired = Vec::new();
+    let mut k = 0;
+    while k < runs.len() {
+        let len = runs[k].1;
+        match runs[k + 1..].iter().position(|r| r.1 == len) {
+            // A code span: its closing run, and all between, are inside it.
+            Some(offset) => k += offset + 2,
+            None => {
+                unpaired.push(runs[k]);
+                k += 1;
+            }
+        }
+    }
+    if unpaired.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut last = 0;
+    for (start, len) in unpaired {
+        out.push_str(&text[last..start]);
+        out.push_str(&"\\`".repeat(len));
+        last = start + len;
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// Untrusted text in a table cell: [`inline`], and `|` escaped so the table
@@ -363,6 +410,17 @@ mod tests {
         assert!(!out.contains("<details>"));
         assert!(!out.contains("<summary>"));
         assert!(out.contains("a < b"));
+    }
+
+    #[test]
+    fn a_backtick_that_opens_no_code_span_is_escaped() {
+        assert_eq!(inline("run `cargo test` now", 100), "run `cargo test` now");
+        assert_eq!(inline("cut `cargo te", 100), "cut \\`cargo te");
+        assert_eq!(inline("``a ` b`` and `", 100), "``a ` b`` and \\`");
+        assert_eq!(inline("`a`` b", 100), "\\`a\\`\\` b");
+        // What follows the text stays outside any code span.
+        let line = format!("{} <sub>Evidence: `x`</sub>", inline("see `foo", 100));
+        assert!(line.starts_with("see \\`foo <sub>"), "{line}");
     }
 
     #[test]
