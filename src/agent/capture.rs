@@ -56,6 +56,8 @@ struct Kept {
     tail_cap: usize,
     /// Whether the byte before the tail's first one ended a line.
     tail_at_line: bool,
+    /// The first byte past the head, once one came.
+    after_head: Option<u8>,
     dropped: u64,
 }
 
@@ -69,6 +71,7 @@ impl Kept {
             tail: VecDeque::new(),
             tail_cap,
             tail_at_line: true,
+            after_head: None,
             dropped: 0,
         }
     }
@@ -77,6 +80,9 @@ impl Kept {
         let room = self.head_cap - self.head.len();
         let (head, rest) = bytes.split_at(bytes.len().min(room));
         self.head.extend_from_slice(head);
+        if self.after_head.is_none() {
+            self.after_head = rest.first().copied();
+        }
         self.tail.extend(rest);
         let excess = self.tail.len().saturating_sub(self.tail_cap);
         if excess > 0 {
@@ -89,11 +95,23 @@ impl Kept {
     /// The text: all of it when nothing was dropped; else the head, a
     /// line break, and the end from its first whole line on (a line the
     /// window cut into is dropped with what came before it, unless the end
-    /// is all one line).
+    /// is all one line). With `keep_end`, the head ends at its last whole
+    /// line too: the start of an event cut in two is not JSON, and would
+    /// read as the tool's own words (a tool result saying "401
+    /// Unauthorized" as the tool's failure; decision 242).
     fn into_captured(self) -> Captured {
         let mut tail: Vec<u8> = self.tail.into();
         let mut dropped = self.dropped;
         let mut text = self.head;
+        let head_cut = self.after_head.is_some_and(|b| b != b'\n') && !text.ends_with(b"\n");
+        if dropped > 0
+            && self.tail_cap > 0
+            && head_cut
+            && let Some(newline) = text.iter().rposition(|b| *b == b'\n')
+        {
+            dropped += (text.len() - newline - 1) as u64;
+            text.truncate(newline + 1);
+        }
         if dropped > 0 {
             if !self.tail_at_line
                 && let Some(newline) = tail.iter().position(|b| *b == b'\n')
@@ -170,10 +188,14 @@ mod tests {
         assert_eq!(lines[999], "line 0999");
 
         // A window that starts inside a line keeps the end from the next
-        // whole line on; the head's cut line stays as it was cut.
+        // whole line on, and the head ends at its last whole line: a cut
+        // line's start (of a JSON event, say) is not kept.
         let (captured, _) = read(input.as_bytes(), 95, true).await;
-        assert_eq!(captured.text, ends(0, 3) + "line 000\n" + &ends(996, 999));
-        assert_eq!(captured.dropped_bytes, 10_000 - 48 - 40);
+        assert_eq!(captured.text, ends(0, 3) + &ends(996, 999));
+        assert_eq!(captured.dropped_bytes, 10_000 - 40 - 40);
+        // A head that ends where its line does keeps that line.
+        let (captured, _) = read(input.as_bytes(), 99, true).await;
+        assert_eq!(captured.text, ends(0, 3) + "line 0004\n" + &ends(996, 999));
 
         // Without keep_end (a goal's output): the start only.
         let (captured, _) = read(input.as_bytes(), 100, false).await;

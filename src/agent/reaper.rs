@@ -134,8 +134,9 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd, report: RawFd) -> ! {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         close_all_but([lifeline, report]);
         // A pidfd turns readable when the program exits: the wait below
-        // wakes at once for either event. Without one (kernels before 5.3)
-        // the wait wakes every POLL_MS to look.
+        // wakes at once for either event, and every POLL_MS besides to reap
+        // orphans. Without one (kernels before 5.3) the wait only wakes
+        // every POLL_MS to look.
         let pidfd = libc::syscall(libc::SYS_pidfd_open, program, 0) as RawFd;
         let mut status: libc::c_int = 0;
         let mut exited = false;
@@ -158,9 +159,8 @@ unsafe fn reap(program: libc::pid_t, lifeline: RawFd, report: RawFd) -> ! {
     }
 }
 
-/// Waits until the lifeline closes or the program exits (its `pidfd` turns
-/// readable; without a pidfd, at most [`POLL_MS`]); true when the lifeline
-/// closed.
+/// Waits until the lifeline closes, the program exits (its `pidfd` turns
+/// readable) or [`POLL_MS`] pass; true when the lifeline closed.
 ///
 /// # Safety
 /// Async-signal-safe; `fd` is the lifeline's read end.
@@ -177,10 +177,12 @@ unsafe fn lifeline_closed(fd: RawFd, pidfd: RawFd) -> bool {
             revents: 0,
         },
     ];
-    let (count, timeout) = match pidfd >= 0 {
-        true => (2, -1),
-        false => (1, POLL_MS),
-    };
+    // Bounded even with a pidfd: each wake reaps the orphans that died
+    // since (a daemon's `cmd &`, a test runner's children), which would
+    // otherwise stay zombies, counted against `RLIMIT_NPROC` and a
+    // container's pids limit, until the program exits (decision 242).
+    let count = if pidfd >= 0 { 2 } else { 1 };
+    let timeout = POLL_MS;
     // SAFETY: valid pollfds; a closed write end reads as POLLHUP.
     unsafe { libc::poll(fds.as_mut_ptr(), count, timeout) > 0 && fds[0].revents != 0 }
 }

@@ -286,6 +286,18 @@ pub fn validate(value: &Value, context: &CheckContext) -> Result<CheckOutput, Ve
             ));
         }
     }
+    // Excusing a failing check is the one judgment that lets a run close
+    // past it: it says why (decision 242).
+    let unexplained = output
+        .checklist
+        .iter()
+        .filter(|i| i.id.starts_with("tolerated-") && i.completed && i.evidence.trim().is_empty());
+    for item in unexplained {
+        rules.push(format!(
+            "the item `{}` judges a failing check outside the issue's scope without evidence: say why",
+            item.id
+        ));
+    }
     if output.all_complete && output.checklist.iter().any(|i| !i.completed) {
         rules.push("`allComplete` is true but an item is not completed".to_owned());
     }
@@ -371,6 +383,14 @@ mod tests {
         );
         let judged = json!({"checklist": [item("impl", true), item("tolerated-1", true)], "allComplete": true, "summary": "s", "confidence": 0.9});
         assert!(validate(&judged, &ctx).is_ok());
+        let unexplained = json!({"checklist": [item("impl", true),
+            {"id": "tolerated-1", "description": "d", "completed": true, "evidence": " "}],
+            "allComplete": true, "summary": "s", "confidence": 0.9});
+        let errors = validate(&unexplained, &ctx).unwrap_err();
+        assert!(
+            errors[0].contains("`tolerated-1`") && errors[0].contains("without evidence"),
+            "{errors:?}"
+        );
     }
 
     #[test]

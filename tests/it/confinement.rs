@@ -555,6 +555,31 @@ async fn a_daemon_left_behind_dies_with_the_sandbox() {
     }
 }
 
+/// Orphans the program leaves (a shell's `cmd &` whose shell exits) are
+/// re-parented to the reaper, which reaps them as they die, not only when
+/// the program ends: zombies count against `RLIMIT_NPROC` and a
+/// container's pids limit. Before, the reaper slept on its pidfd and the
+/// lifeline only, and each dead orphan stayed a zombie for the iteration.
+#[tokio::test]
+async fn orphans_that_die_while_the_program_works_are_reaped() {
+    let i = Install::new();
+    let (control, confined) = backends(&i);
+    // Thirty orphans that die at once; then the zombies among the
+    // program's siblings (the reaper's children) are counted.
+    let script = "for n in $(seq 30); do sh -c 'sleep 0.05 &'; done; sleep 1.5; \
+                  echo zombies $(awk -v p=$PPID '$3 == \"Z\" && $4 == p' /proc/[0-9]*/stat 2>/dev/null | wc -l)";
+    for c in std::iter::once(&control).chain(&confined) {
+        let out = i.probe(c, Kind::Agent, script).await;
+        assert!(out.success(), "{}", out.tail(5));
+        assert_eq!(
+            out.stdout.text.trim(),
+            "zombies 0",
+            "under {}",
+            c.backend().name()
+        );
+    }
+}
+
 /// A program that kills its reaper (what keeps nothing it starts alive
 /// past it) and leaves a daemon: where nothing stops the kill (no sandbox,
 /// and Landlock below ABI 6), closer is told the tree was not cleaned up,

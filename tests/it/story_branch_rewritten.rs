@@ -146,3 +146,52 @@ async fn a_worktree_made_again_continues_the_branch_not_the_default_branch() {
     );
     s.stop().await;
 }
+
+/// The maintainer merges closer's pull request (GitHub deletes its branch)
+/// and later asks for more with `/closer retry`: the run starts from the
+/// default branch, which holds the merged work, and its new pull request
+/// holds only the new work. Before, the restart found its old worktree
+/// and started from the old base, was told somebody deleted the branch
+/// "for a fresh start", and redid the merged work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_after_the_merge_starts_from_the_default_branch() {
+    let mut s = crate::support::story::Story::start("merged-retry", Some(CONFIG)).await;
+    s.llm.push([done()]);
+    s.agent_step(1, &fix_add());
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let pull = s.the_pull();
+    let merged = s.origin.branch_head("closer/issue-1").unwrap();
+    s.merge_as(pull, MAINTAINER).await;
+    // The merge, on the default branch; then the head branch goes.
+    s.origin.force_branch("main", &merged);
+    s.origin.delete_branch("closer/issue-1");
+    s.idle().await;
+
+    s.agent_step(2, &small_change(2));
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(
+        run.base_commit.as_deref(),
+        Some(merged.as_str()),
+        "from the default branch"
+    );
+    let prompt = std::fs::read_to_string(s.path("prompt-2.txt")).unwrap();
+    assert!(!prompt.contains("deleted the branch"), "{prompt}");
+    let log = subjects(&s.origin.log("closer/issue-1"));
+    assert_eq!(
+        log.len(),
+        3,
+        "the merged history and one new commit: {log:#?}"
+    );
+    assert_eq!(log[0], "review 2");
+    assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
+    s.stop().await;
+}

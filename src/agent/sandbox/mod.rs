@@ -180,9 +180,12 @@ impl Sandbox {
         known_base: Option<&str>,
         start_at: Option<&str>,
     ) -> Result<Worktree, SandboxError> {
-        let mirror = self.mirror_path(source);
-        let path = self.options.root.join("worktrees").join(safe_name(run_id));
-        let branch = crate::model::issue_branch(crate::model::IssueNumber(issue));
+        let Worktree {
+            path,
+            branch,
+            mirror,
+            ..
+        } = self.run_worktree(source, issue, run_id);
         let base_ref = format!("refs/closer/base/{}", safe_name(run_id));
         let _lock = lock::lock(&mirror.with_extension("lock")).await?;
         let admin = admin_dir(&mirror, &path);
@@ -241,6 +244,17 @@ impl Sandbox {
         };
         check_layout(&worktree).await?;
         Ok(worktree)
+    }
+
+    /// Where the run's worktree is, or would be made, in the mirror of
+    /// `source` (its base unknown here: empty).
+    pub fn run_worktree(&self, source: &RepoSource, issue: u64, run_id: &str) -> Worktree {
+        Worktree {
+            path: self.options.root.join("worktrees").join(safe_name(run_id)),
+            branch: crate::model::issue_branch(crate::model::IssueNumber(issue)),
+            base_commit: String::new(),
+            mirror: self.mirror_path(source),
+        }
     }
 
     /// Where [`Sandbox::checkout`] puts the checkout for `purpose`.

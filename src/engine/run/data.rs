@@ -126,6 +126,11 @@ pub struct RunData {
     /// the one it pushed, or one a re-verification after a push found
     /// complete (a failed re-verification of a later commit leaves it).
     pub verified_head: Option<String>,
+    /// Restarted after the earlier life's pull request was merged: `start`
+    /// makes the worktree afresh from the default branch, which holds
+    /// that work now, instead of continuing from the old base (decision
+    /// 243).
+    pub afresh: bool,
 }
 
 impl RunData {

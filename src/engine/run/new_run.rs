@@ -62,7 +62,15 @@ impl Engine {
         }
         let mut restarted = restarted_data(RunData::of(&run)?, data, run.iteration);
         restarted.restarted_at = Some(self.runs.store().now_ms());
-        run.pull_request = kept_pull(client, &thread.repo.name, run.pull_request).await?;
+        let (kept, merged) = kept_pull(client, &thread.repo.name, run.pull_request).await?;
+        run.pull_request = kept;
+        // Its work is on the default branch now: the new life starts from
+        // there, not from the old base and branch (decision 243).
+        if merged {
+            restarted.afresh = true;
+            restarted.branch_head = None;
+            run.base_commit = None;
+        }
         // One kept open is worked on as a review round: its open threads are
         // in the prompts and answered, and what is asked on it while the run
         // works gets a round after it (an earlier round's carried threads
@@ -168,17 +176,19 @@ fn issue_data(issue: &IssueRef, config_text: Option<String>, by_label: bool) -> 
 
 /// The pull request a restarted run keeps: its open one. One that ended
 /// (merged, or closed unmerged) stays so: a restart opens a new one for its
-/// work, whatever ended the run.
+/// work, whatever ended the run. The second answer: the one it had was
+/// merged.
 async fn kept_pull(
     client: &InstallationClient,
     repo: &RepoName,
     pull: Option<IssueNumber>,
-) -> Result<Option<IssueNumber>, EngineError> {
+) -> Result<(Option<IssueNumber>, bool), EngineError> {
     let Some(number) = pull else {
-        return Ok(None);
+        return Ok((None, false));
     };
-    let open = client.get_pull(repo, number).await?.state == PullState::Open;
-    Ok(open.then_some(number))
+    let pull = client.get_pull(repo, number).await?;
+    let open = pull.state == PullState::Open;
+    Ok((open.then_some(number), pull.merged))
 }
 
 /// A restarted run's data: the issue's `fresh` data, with what the run's

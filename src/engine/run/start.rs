@@ -50,7 +50,14 @@ impl Engine {
         if ctx.run.state.is_final() {
             return Ok(()); // the LLM refused: the run failed, with the reason
         }
+        if ctx.data.afresh {
+            // Restarted after its pull request was merged: the old worktree,
+            // branch and base go, and `prepare` starts at the default
+            // branch's head.
+            self.workspace.discard(ctx).await?;
+        }
         let worktree = self.workspace.prepare(ctx).await?;
+        ctx.data.afresh = false;
         match self.baseline(ctx, &worktree).await? {
             Ok(b) => {
                 let now = self.runs.store().now_ms();

@@ -207,6 +207,15 @@ impl Workspace {
             .map_err(other)
     }
 
+    /// Removes the run's worktree, branch and base ref, wherever they are:
+    /// the next [`Self::prepare`] starts afresh.
+    pub async fn discard(&self, ctx: &RunContext) -> Result<(), EngineError> {
+        let source = self.source(ctx, TokenScope::Read).await?;
+        let run_id = ctx.run.id.as_str();
+        let worktree = self.sandbox.run_worktree(&source, ctx.issue().0, run_id);
+        self.sandbox.remove(&worktree, run_id).await.map_err(other)
+    }
+
     /// The worktree the run's data remembers, if it is still there; else
     /// made again.
     pub async fn existing_or_prepare(&self, ctx: &RunContext) -> Result<Worktree, EngineError> {
