@@ -9,6 +9,8 @@
 //! `closer serve`'s queue settings (decision 80); the real Claude Code
 //! meets a real 503 in `agent_cli_claude.rs`.
 
+use std::time::Duration;
+
 use closer::clock::Clock;
 use closer::engine::run::{ModelOutage, RunData};
 use closer::model::{Run, RunState};
@@ -271,5 +273,63 @@ async fn a_provider_down_for_six_hours_fails_the_run_saying_so() {
         "{diagnosis}"
     );
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    s.stop().await;
+}
+
+/// The agent shows progress ("**Now:** working …") on its second try, then
+/// meets the provider's outage again: the status goes back to saying the
+/// run waits for the provider. Its text is the one written after the first
+/// try, but the progress edits changed the comment since. Before, the
+/// unchanged text was not written, and the comment said "working" for as
+/// long as the outage lasted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_progress_line_does_not_outlive_the_attempt_it_showed() {
+    let (mut s, clock) = on_a_manual_clock("model-down-progress").await;
+    s.kill_workers();
+    s.progress_every = Some(Duration::from_millis(200));
+    s.spawn_workers();
+    let attempts = s.path("attempts");
+    s.agent_step(
+        1,
+        &format!(
+            "echo attempt >> '{attempts}'\nsleep 1.5\n\
+             echo 'Error: 503 Service Unavailable (upstream overloaded)' >&2\nexit 1\n",
+            attempts = attempts.display()
+        ),
+    );
+    let n = s
+        .open_issue("add subtracts", "", &["closer", "type:bug"])
+        .await;
+    let start = clock.now_ms();
+    s.pass_time(start).await;
+    let waiting = s.status_comment(n).body;
+    assert!(
+        waiting.contains("waiting for the agent's model provider"),
+        "{waiting}"
+    );
+    let progress = |s: &Story| {
+        s.github
+            .requests_to("PATCH", &format!("/repos/{REPO}/issues/comments/"))
+            .into_iter()
+            .filter(|r| r.body.contains("**Now:**"))
+            .count()
+    };
+    let shown = progress(&s);
+
+    // The next attempt, after the backoff: it shows progress, then fails.
+    while lines(&attempts) < 2 {
+        s.pass_time(clock.now_ms() + 60_000).await;
+    }
+    s.pass_time(clock.now_ms()).await;
+    assert!(
+        progress(&s) > shown,
+        "the second attempt showed its progress"
+    );
+    let status = s.status_comment(n).body;
+    assert!(!status.contains("**Now:**"), "{status}");
+    assert!(
+        status.contains("waiting for the agent's model provider"),
+        "{status}"
+    );
     s.stop().await;
 }

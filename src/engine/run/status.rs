@@ -38,6 +38,12 @@ pub struct StatusPublisher {
     dashboard_url: Option<String>,
     /// Processes run without a sandbox: every status comment says so.
     unconfined: bool,
+    /// Runs whose comment a progress edit changed since their last status
+    /// write: the stored last text no longer is what GitHub shows, and
+    /// the next write goes out even when its text is that one (decision
+    /// 244). In memory: a restarted process writes each run's status anew
+    /// at its next step anyway, when the agent shows progress again.
+    progressed: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl StatusPublisher {
@@ -53,6 +59,7 @@ impl StatusPublisher {
             throttle: EditThrottle::new(STATUS_EDIT_GAP),
             dashboard_url,
             unconfined,
+            progressed: std::sync::Mutex::default(),
         }
     }
 
@@ -91,12 +98,17 @@ impl StatusPublisher {
         if !self.throttle.wait_if_soon(ctx.run.installation_id).await {
             return;
         }
-        if let Err(e) = ctx
+        match ctx
             .client
             .edit_comment(ctx.repo(), CommentId(id), &body)
             .await
         {
-            tracing::warn!(run = %ctx.run.id, error = %e, "progress edit failed");
+            Ok(_) => {
+                if let Ok(mut progressed) = self.progressed.lock() {
+                    progressed.insert(ctx.run.id.as_str().to_owned());
+                }
+            }
+            Err(e) => tracing::warn!(run = %ctx.run.id, error = %e, "progress edit failed"),
         }
         match self.runs.load(&ctx.run.id).await {
             Ok(Some(stored)) if stored.state == RunState::Stopped => {
@@ -170,8 +182,13 @@ impl StatusPublisher {
             return Err(EngineError::Stopped);
         }
         let body = comment::status_comment(&self.view(ctx).await?);
+        let progressed = self
+            .progressed
+            .lock()
+            .is_ok_and(|p| p.contains(ctx.run.id.as_str()));
         if ctx.data.last_status.as_deref() == Some(body.as_str())
             && ctx.run.status_comment_id.is_some()
+            && !progressed
         {
             return Ok(());
         }
@@ -183,6 +200,9 @@ impl StatusPublisher {
             return Err(EngineError::Busy(wait));
         }
         let id = self.write_status(ctx, &body).await?;
+        if let Ok(mut progressed) = self.progressed.lock() {
+            progressed.remove(ctx.run.id.as_str());
+        }
         ctx.run.status_comment_id = Some(id.0);
         ctx.data.last_status = Some(body);
         let saved = self.runs.save(ctx).await;
