@@ -186,12 +186,7 @@ async fn an_llm_that_refuses_the_key_fails_the_run_at_once_saying_so() {
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
     assert_eq!(run.iteration, 1);
-    let diagnosis = s
-        .bot_comments(n)
-        .into_iter()
-        .find(|c| !c.body.starts_with("<!-- closer:run="))
-        .expect("a diagnosis comment")
-        .body;
+    let diagnosis = s.diagnosis(n);
     assert!(diagnosis.contains("HTTP 401"), "{diagnosis}");
     assert!(diagnosis.contains("CLOSER_LLM_API_KEY"), "{diagnosis}");
     assert!(s.labels(n).contains(&"closer:failed".to_owned()));
@@ -216,12 +211,7 @@ async fn an_llm_answer_cut_at_its_limit_fails_the_run_at_once_naming_the_setting
     let run = s.run(n).await.unwrap();
     assert_eq!(run.state, RunState::Failed, "{}", s.journal().await);
     assert_eq!(run.iteration, 1, "no second iteration");
-    let diagnosis = s
-        .bot_comments(n)
-        .into_iter()
-        .find(|c| !c.body.starts_with("<!-- closer:run="))
-        .expect("a diagnosis comment")
-        .body;
+    let diagnosis = s.diagnosis(n);
     assert!(diagnosis.contains("max_output_tokens"), "{diagnosis}");
     assert!(
         !s.path("prompt-2.txt").exists(),

@@ -259,12 +259,7 @@ async fn a_provider_down_for_six_hours_fails_the_run_saying_so() {
     assert_eq!(run.iteration, 1, "the last attempt is recorded");
     let tried = lines(&attempts);
     assert!(tried >= 20, "{tried} attempts in six hours");
-    let diagnosis = s
-        .bot_comments(n)
-        .into_iter()
-        .find(|c| !c.body.starts_with("<!-- closer:run="))
-        .expect("a diagnosis comment")
-        .body;
+    let diagnosis = s.diagnosis(n);
     assert!(
         diagnosis.contains(&format!(
             "the agent's model provider was still unavailable after 6 h of waiting ({tried} attempts): \

@@ -1005,6 +1005,16 @@ impl Story {
             .collect()
     }
 
+    /// The text of the first comment of closer's that is not its status
+    /// comment: a failed run's diagnosis (asserts there is one).
+    pub fn diagnosis(&self, number: IssueNumber) -> String {
+        self.bot_comments(number)
+            .into_iter()
+            .find(|c| !c.body.starts_with("<!-- closer:run="))
+            .expect("a diagnosis comment")
+            .body
+    }
+
     /// The one status comment (asserts there is exactly one).
     pub fn status_comment(&self, number: IssueNumber) -> FakeComment {
         let status: Vec<FakeComment> = self

@@ -738,20 +738,15 @@ impl FakeGitHub {
 
     /// Closes a pull request without merging it, as a maintainer would.
     pub fn close_pull(&self, repo: &RepoName, number: IssueNumber) {
-        self.with(|st| {
-            let now = st.now();
-            let pull = st
-                .repo_mut(&repo.to_string())
-                .pulls
-                .get_mut(&number.0)
-                .expect("pull request");
-            pull.state = "closed".to_owned();
-            pull.updated_at = now;
-        });
+        self.set_pull_state(repo, number, "closed");
     }
 
     /// Opens a closed, unmerged pull request again, as a maintainer would.
     pub fn reopen_pull(&self, repo: &RepoName, number: IssueNumber) {
+        self.set_pull_state(repo, number, "open");
+    }
+
+    fn set_pull_state(&self, repo: &RepoName, number: IssueNumber, state: &str) {
         self.with(|st| {
             let now = st.now();
             let pull = st
@@ -759,8 +754,11 @@ impl FakeGitHub {
                 .pulls
                 .get_mut(&number.0)
                 .expect("pull request");
-            assert!(!pull.merged, "a merged pull request cannot be opened again");
-            pull.state = "open".to_owned();
+            assert!(
+                !(pull.merged && state == "open"),
+                "a merged pull request stays closed"
+            );
+            pull.state = state.to_owned();
             pull.updated_at = now;
         });
     }
