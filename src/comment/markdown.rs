@@ -205,14 +205,23 @@ fn unpaired_backticks_escaped(text: &str) -> String {
     let mut runs = Vec::new();
     let bytes = text.as_bytes();
     let mut i = 0;
+    // The backslashes right before `i`: one a backslash escapes is a
+    // backtick already, not a run.
+    let mut backslashes = 0;
     while i < bytes.len() {
-        if bytes[i] == b'`' {
+        if bytes[i] == b'`' && backslashes % 2 == 0 {
             let start = i;
             while i < bytes.len() && bytes[i] == b'`' {
                 i += 1;
             }
             runs.push((start, i - start));
+            backslashes = 0;
         } else {
+            backslashes = if bytes[i] == b'\\' {
+                backslashes + 1
+            } else {
+                0
+            };
             i += 1;
         }
     }
@@ -418,6 +427,9 @@ mod tests {
         assert_eq!(inline("cut `cargo te", 100), "cut \\`cargo te");
         assert_eq!(inline("``a ` b`` and `", 100), "``a ` b`` and \\`");
         assert_eq!(inline("`a`` b", 100), "\\`a\\`\\` b");
+        // A backtick escaped already stays as it is.
+        assert_eq!(inline("look \\` here", 100), "look \\` here");
+        assert_eq!(inline("\\`a` b`", 100), "\\`a` b`");
         // What follows the text stays outside any code span.
         let line = format!("{} <sub>Evidence: `x`</sub>", inline("see `foo", 100));
         assert!(line.starts_with("see \\`foo <sub>"), "{line}");

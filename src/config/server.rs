@@ -253,16 +253,24 @@ impl ServerConfig {
         })
     }
 
-    /// The webhook secret, or the error `closer serve` stops with.
+    /// The webhook secret, or the error `closer serve` stops with: unset,
+    /// or set but empty (an empty HMAC key is one anybody can sign with).
     pub fn require_webhook_secret(&self) -> Result<&SecretString, ConfigError> {
-        self.github.webhook_secret.as_ref().ok_or_else(|| {
-            ConfigError::Invalid(
+        match &self.github.webhook_secret {
+            Some(secret) if !secret.expose_secret().is_empty() => Ok(secret),
+            Some(_) => Err(ConfigError::Invalid(
+                "GITHUB_WEBHOOK_SECRET (or [github] webhook_secret) is set but empty: \
+                 anybody could sign a delivery with an empty secret. Set it to the secret \
+                 configured on the GitHub App."
+                    .to_owned(),
+            )),
+            None => Err(ConfigError::Invalid(
                 "GITHUB_WEBHOOK_SECRET is not set: closer refuses to accept unsigned webhooks. \
                  Set it (or `webhook_secret` under [github] in the config file) to the secret \
                  configured on the GitHub App."
                     .to_owned(),
-            )
-        })
+            )),
+        }
     }
 }
 
@@ -300,20 +308,11 @@ fn trimmed(value: Option<SecretString>) -> Option<SecretString> {
     (!text.trim().is_empty()).then(|| SecretString::from(text.to_owned()))
 }
 
-/// The webhook secret, refused when it is set but empty: an empty HMAC key
-/// is one anybody can sign with.
-fn webhook_secret(value: Option<SecretString>) -> Result<Option<SecretString>, ConfigError> {
-    match value {
-        None => Ok(None),
-        Some(set) => trimmed(Some(set)).map(Some).ok_or_else(|| {
-            ConfigError::Invalid(
-                "GITHUB_WEBHOOK_SECRET (or [github] webhook_secret) is set but empty: \
-                 anybody could sign a delivery with an empty secret. Set it to the secret \
-                 configured on the GitHub App."
-                    .to_owned(),
-            )
-        }),
-    }
+/// The webhook secret less its line end; set but empty stays so, and
+/// [`ServerConfig::require_webhook_secret`] refuses it where intake needs
+/// it (a worker-only process or `closer migrate` never reads it).
+fn webhook_secret(value: Option<SecretString>) -> Option<SecretString> {
+    value.map(|set| trimmed(Some(set)).unwrap_or_else(|| SecretString::from(String::new())))
 }
 
 /// The App's key, refused when set but empty. A key written on one line
@@ -576,7 +575,7 @@ fn resolve_github(s: &Settings, file: FileGitHub) -> Result<GitHubConfig, Config
     Ok(GitHubConfig {
         app_id: s.github_app_id.or(file.app_id),
         private_key: private_key(key)?,
-        webhook_secret: webhook_secret(secret(&s.github_webhook_secret).or(file.webhook_secret))?,
+        webhook_secret: webhook_secret(secret(&s.github_webhook_secret).or(file.webhook_secret)),
         api_url: s
             .github_api_url
             .clone()
@@ -718,14 +717,18 @@ mod tests {
             ..settings()
         };
         for empty in ["", "\n", "  \r\n"] {
-            let err = resolve(&with(empty), FileConfig::default()).unwrap_err();
+            // Loaded (a worker or `migrate` never reads it), refused where
+            // intake needs it.
+            let config = resolve(&with(empty), FileConfig::default()).unwrap();
+            let err = config.require_webhook_secret().unwrap_err();
             assert!(
                 err.to_string().contains("set but empty"),
                 "{empty:?}: {err}"
             );
         }
         let file = parse("[github]\nwebhook_secret = \"\"");
-        assert!(resolve(&settings(), file).is_err(), "the file's too");
+        let config = resolve(&settings(), file).unwrap();
+        assert!(config.require_webhook_secret().is_err(), "the file's too");
         let config = resolve(&with("s3cret\n"), FileConfig::default()).unwrap();
         assert_eq!(
             config.require_webhook_secret().unwrap().expose_secret(),

@@ -99,9 +99,7 @@ pub enum LlmError {
     #[error("the model refused to answer: {0}")]
     Refusal(String),
     /// The answer was cut off at the output token limit.
-    #[error(
-        "the LLM answer was truncated at the output token limit; raise `[llm] max_output_tokens`"
-    )]
+    #[error("the LLM answer was truncated at the output token limit")]
     Truncated,
     /// A 2xx whose body is an error, not an answer (a proxy or a
     /// compatible server failing upstream, OpenRouter's `finish_reason:

@@ -71,8 +71,8 @@ impl Sandbox {
 
     /// Deletes the refs of runs whose worktree is gone from a mirror still
     /// in use (decision 235): a run's base ref (`refs/closer/base/<run>`),
-    /// an issue's branch no worktree has checked out (git itself refuses
-    /// one checked out or being rebased), and the remote head fetched for a
+    /// an issue's branch no worktree has checked out (none while one is
+    /// being rebased), and the remote head fetched for a
     /// branch that is gone (`refs/closer/remote/<branch>`). A run that
     /// comes back makes its worktree, branch and base afresh, as after a
     /// crash; what it pushed is on the remote. Called under the mirror's
@@ -91,12 +91,14 @@ impl Sandbox {
         }
         // A pattern matches a whole path component or by `fnmatch`.
         let heads = format!("refs/heads/{BRANCH_PREFIX}*");
-        for name in self.refs(mirror, &heads).await? {
-            let branch = name.trim_start_matches("refs/heads/");
-            if !checked_out.contains(branch)
-                && let Err(e) = self.git.run(mirror, &["branch", "-D", branch]).await
-            {
-                tracing::debug!(branch, error = %e, "branch kept");
+        // A worktree being rebased shows its branch nowhere: no branch goes
+        // while one is. Not `git branch -D`, which rewrites the config the
+        // mirror's last use is read from.
+        if !self.rebasing(mirror).await {
+            for name in self.refs(mirror, &heads).await? {
+                if !checked_out.contains(name.trim_start_matches("refs/heads/")) {
+                    self.git.run(mirror, &["update-ref", "-d", &name]).await?;
+                }
             }
         }
         let branches: HashSet<String> = self
@@ -111,6 +113,18 @@ impl Sandbox {
             }
         }
         Ok(())
+    }
+
+    /// Whether a worktree of the mirror is in the middle of a rebase.
+    async fn rebasing(&self, mirror: &Path) -> bool {
+        for admin in entries(&mirror.join("worktrees")).await {
+            for state in ["rebase-merge", "rebase-apply"] {
+                if tokio::fs::symlink_metadata(admin.join(state)).await.is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// The full names of the mirror's refs under `prefix`.

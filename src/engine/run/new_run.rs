@@ -210,6 +210,9 @@ fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
         // A review step the earlier life's last round took, retried late,
         // stays covered (ids only grow: no step of this life is).
         round_covers: old.round_covers,
+        // A life that ended before its `start` made the worktree afresh
+        // leaves that to the next (decision 243).
+        afresh: old.afresh,
         ..fresh
     }
 }
@@ -226,6 +229,7 @@ mod tests {
             round_covers: Some(41),
             agent_session: Some("old-session".into()),
             issue_title: "old title".into(),
+            afresh: true,
             ..RunData::default()
         };
         let fresh = RunData {
@@ -246,5 +250,6 @@ mod tests {
         );
         assert_eq!(data.agent_session, None, "a fresh session");
         assert_eq!(data.issue_title, "new title");
+        assert!(data.afresh, "a worktree still to make afresh stays so");
     }
 }

@@ -23,7 +23,9 @@ pub(super) fn llm_refused(e: &LlmError) -> String {
     match e {
         LlmError::Truncated => format!(
             "{e}. The LLM's answers are cut short, and the next would be as long; the operator \
-             must raise `[llm] max_output_tokens` (up to what the model allows), then `/closer retry`"
+             must raise the limit: `[llm] max_output_tokens` for Anthropic (up to what the model \
+             allows), the server's own limit on answers for an OpenAI-compatible one; then \
+             `/closer retry`"
         ),
         _ => format!(
             "{e}. The LLM refuses closer's requests; the operator must fix the `[llm]` settings \

@@ -262,7 +262,6 @@ impl StatusPublisher {
         })
     }
 
-    /// Our status comment of this run, by its marker.
     /// Edits the run's status comment to `body`: the known one, else ours
     /// found by its marker, else a new one. A known comment GitHub says is
     /// gone (a person or a moderation bot deleted it) is posted again:
@@ -288,6 +287,7 @@ impl StatusPublisher {
         })
     }
 
+    /// Our status comment of this run, by its marker.
     async fn find_status_comment(
         &self,
         ctx: &RunContext,
