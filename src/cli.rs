@@ -93,8 +93,9 @@ impl Role {
 }
 
 /// Server settings: each from a flag, its environment variable, or the TOML
-/// file given with `--config` (in that order of precedence).
-#[derive(Debug, Default, Args)]
+/// file given with `--config` (in that order of precedence). `Debug` shows
+/// whether a secret is set, never its value.
+#[derive(Default, Args)]
 pub struct Settings {
     /// A TOML configuration file (see docs/configuration.md).
     #[arg(long, global = true, env = "CLOSER_CONFIG")]
@@ -164,4 +165,36 @@ pub struct Settings {
     /// Where mirrors and worktrees live [default: ./closer-data].
     #[arg(long, global = true, env = "CLOSER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "[REDACTED]");
+        let database_url = self
+            .database_url
+            .as_deref()
+            .map(crate::store::without_password);
+        f.debug_struct("Settings")
+            .field("config", &self.config)
+            .field("bind", &self.bind)
+            .field("webhook_path", &self.webhook_path)
+            .field("database_url", &database_url)
+            .field("durability", &self.durability)
+            .field("github_app_id", &self.github_app_id)
+            .field("github_private_key", &hidden(&self.github_private_key))
+            .field("github_private_key_path", &self.github_private_key_path)
+            .field(
+                "github_webhook_secret",
+                &hidden(&self.github_webhook_secret),
+            )
+            .field("github_api_url", &self.github_api_url)
+            .field("llm_provider", &self.llm_provider)
+            .field("llm_base_url", &self.llm_base_url)
+            .field("llm_api_key", &hidden(&self.llm_api_key))
+            .field("llm_model", &self.llm_model)
+            .field("workers", &self.workers)
+            .field("retention_days", &self.retention_days)
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
 }

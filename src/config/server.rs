@@ -916,9 +916,26 @@ mod tests {
     fn secrets_do_not_show_in_debug_output() {
         let s = Settings {
             github_webhook_secret: Some("hunter2-secret".into()),
+            github_private_key: Some("hunter2-key".into()),
+            llm_provider: Some("openai".into()),
+            llm_model: Some("m".into()),
+            llm_api_key: Some("hunter2-llm".into()),
+            database_url: Some("postgres://closer:hunter2-db@db/closer".into()),
             ..settings()
         };
+        // The settings as given, and the configuration made of them.
+        let given = format!("{s:?}");
+        assert!(!given.contains("hunter2"), "{given}");
+        assert!(
+            given.contains("github_webhook_secret: Some(\"[REDACTED]\")"),
+            "{given}"
+        );
         let config = resolve(&s, FileConfig::default()).unwrap();
-        assert!(!format!("{config:?}").contains("hunter2"));
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("postgres://closer:[REDACTED]@db/closer"),
+            "{shown}"
+        );
     }
 }

@@ -155,11 +155,44 @@ fn sqlite_transient(code: i32) -> bool {
 }
 
 /// Connection settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StoreOptions {
     pub url: String,
     pub max_connections: u32,
     pub durability: Durability,
+}
+
+/// The URL without its password (`postgres://user:…@host` keeps the
+/// user): a configuration printed for debugging shows no secret.
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("url", &without_password(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("durability", &self.durability)
+            .finish()
+    }
+}
+
+/// `url` with the password of its authority (`user:password@`) replaced.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let masked = if userinfo.contains(':') {
+                ":[REDACTED]"
+            } else {
+                ""
+            };
+            format!("{scheme}://{user}{masked}@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
 }
 
 impl StoreOptions {
@@ -367,7 +400,25 @@ fn sqlite_in_memory(url: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{StoreError, sqlite_in_memory};
+    use super::{StoreError, StoreOptions, sqlite_in_memory};
+
+    #[test]
+    fn debug_output_shows_no_database_password() {
+        let options = StoreOptions::new("postgres://closer:hunter2@db:5432/closer?sslmode=require");
+        let shown = format!("{options:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("postgres://closer:[REDACTED]@db:5432/closer?sslmode=require"),
+            "{shown}"
+        );
+        for plain in [
+            "sqlite://closer.db",
+            "postgres://db/closer",
+            "postgres://u@db/x",
+        ] {
+            assert!(format!("{:?}", StoreOptions::new(plain)).contains(plain));
+        }
+    }
 
     #[test]
     fn a_busy_database_is_worth_another_try_a_refused_value_is_not() {

@@ -1,6 +1,7 @@
 //! Pruning the sandbox: the worktrees of runs that ended, the refs they
-//! left in their mirror, and mirrors no run has used for a while. The caller (the retention task) decides which
-//! runs have ended; this file never removes a mirror that a worktree is
+//! left in their mirror, and mirrors no run has used for a while. The
+//! caller (the retention task) decides which runs have ended; this file
+//! never removes a mirror that a worktree is
 //! registered in or that was used after the cutoff, and checks both under
 //! the mirror's lock, so a run preparing its worktree at that moment waits
 //! and then finds a fresh mirror to fetch into.
@@ -51,7 +52,7 @@ impl Sandbox {
         if !mirror.join("HEAD").exists() {
             return Ok(false);
         }
-        // Read first: deleting a branch may rewrite the mirror's config.
+        // Read before this pass writes anything to the mirror.
         let used = last_used(mirror).await;
         // A run's worktree is locked (decision 233): once retention removed
         // its directory, the lock goes too, and the prune forgets it.
@@ -72,8 +73,8 @@ impl Sandbox {
     /// Deletes the refs of runs whose worktree is gone from a mirror still
     /// in use (decision 235): a run's base ref (`refs/closer/base/<run>`),
     /// an issue's branch no worktree has checked out (none while one is
-    /// being rebased), and the remote head fetched for a
-    /// branch that is gone (`refs/closer/remote/<branch>`). A run that
+    /// being rebased), and the remote head fetched for a branch that is
+    /// gone (`refs/closer/remote/<branch>`). A run that
     /// comes back makes its worktree, branch and base afresh, as after a
     /// crash; what it pushed is on the remote. Called under the mirror's
     /// lock, after the prune, so every worktree still listed has its

@@ -213,6 +213,10 @@ impl Workspace {
         let source = self.source(ctx, TokenScope::Read).await?;
         let run_id = ctx.run.id.as_str();
         let worktree = self.sandbox.run_worktree(&source, ctx.issue().0, run_id);
+        // A mirror retention removed holds nothing of the run any more.
+        if !worktree.mirror.join("HEAD").exists() {
+            return remove_tree(&worktree.path).await.map_err(other);
+        }
         self.sandbox.remove(&worktree, run_id).await.map_err(other)
     }
 
