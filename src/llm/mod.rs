@@ -142,7 +142,7 @@ pub(crate) fn error_in_answer(answer: &serde_json::Value, answer_key: &str) -> O
     if answer.get(answer_key).is_some() {
         return None;
     }
-    let error = answer.get("error")?;
+    let error = answer.get("error").filter(|e| !e.is_null())?;
     let message = error
         .get("message")
         .and_then(serde_json::Value::as_str)
