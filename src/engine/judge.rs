@@ -207,7 +207,10 @@ fn check_input(
         c3: task.to_owned(),
         context: CheckContext {
             issue_ref: ctx.issue.issue_ref.clone(),
-            issue_title: ctx.issue.title.clone(),
+            issue_title: crate::prompts::fence::one_line(
+                &ctx.issue.title,
+                crate::engine::handlers::TITLE_MAX,
+            ),
             task_list: parse_task_list(&ctx.issue.body),
             goal_results: summary.goals.clone(),
             tolerated_failures: summary.tolerated.clone(),

@@ -43,6 +43,7 @@ mod story_agents;
 mod story_author_renamed;
 mod story_branch_rewritten;
 mod story_burst;
+mod story_hostile_text;
 mod story_issue_edit;
 mod story_label_removed;
 mod story_name_reused;

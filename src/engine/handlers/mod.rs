@@ -26,7 +26,7 @@ use crate::engine::completion_check::CheckResult;
 use crate::engine::goal_outcome::{GoalOutcome, failed_required};
 use crate::llm::BoxFuture;
 use crate::model::TaskType;
-use crate::prompts::fence::fenced;
+use crate::prompts::fence::{fenced, one_line};
 use crate::prompts::{PromptError, PromptId, PromptResolver, RenderedPrompt};
 
 /// The completion criteria: short for logs, detailed for the prompt.
@@ -60,6 +60,12 @@ pub struct IterationSummary {
     pub tolerated: Vec<String>,
 }
 
+/// The longest issue title a prompt shows (GitHub's own limit).
+pub const TITLE_MAX: usize = 256;
+/// The most characters of an agent's summary a continuation prompt shows
+/// for one earlier iteration.
+const BRIEF_MAX: usize = 2_000;
+
 impl IterationSummary {
     /// A short account for the continuation prompt: the agent's `summary`
     /// (or the start of its text) and the failing goals.
@@ -73,7 +79,10 @@ impl IterationSummary {
         let failing: Vec<&str> = failed_required(&self.goals)
             .map(|g| g.name.as_str())
             .collect();
-        let mut line = format!("Iteration {}: {}", self.iteration, said.trim());
+        // The agent's words, on one line and cut: each brief is a line of
+        // the next prompt, which they must not pose as (decision 245).
+        let said = one_line(&said, BRIEF_MAX);
+        let mut line = format!("Iteration {}: {said}", self.iteration);
         match (&self.agent_failure, self.failed) {
             (Some(why), _) => line.push_str(&format!(" ({why})")),
             (None, true) => line.push_str(" (the agent run failed)"),
@@ -196,7 +205,11 @@ pub trait CompletionHandler: Send + Sync + std::fmt::Debug {
 fn common_params(issue: &IssueContext, criteria: &CompletionCriteria) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("issue_ref".into(), json!(issue.issue_ref));
-    m.insert("issue_title".into(), json!(issue.title));
+    // On one line: the templates show it as a heading (decision 245).
+    m.insert(
+        "issue_title".into(),
+        json!(one_line(&issue.title, TITLE_MAX)),
+    );
     // Fenced, so that no line of it passes for the prompt's own (a reply
     // section, say: the replies are fenced the same way, `run/prompt.rs`).
     m.insert("issue_body".into(), json!(fenced(&issue.body)));

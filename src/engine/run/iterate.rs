@@ -607,18 +607,22 @@ fn summary_of(
 }
 
 /// The commits and files of `now` that `before` did not have, in a few
-/// lines.
+/// lines: at most 20 of each, every subject and path on its own line (the
+/// agent names both, and a line break in one would pose as the prompt's
+/// own section; decision 245).
 fn changes_since(before: Option<&Artifacts>, now: &Artifacts) -> String {
+    use crate::prompts::fence::one_line;
     let known = |sha: &str| before.is_some_and(|b| b.commits.iter().any(|c| c.sha == sha));
     let commits: Vec<String> = now
         .commits
         .iter()
         .filter(|c| !known(&c.sha))
+        .take(20)
         .map(|c| {
             format!(
                 "- commit {}: {}",
                 crate::comment::markdown::head(&c.sha, 10),
-                c.message
+                one_line(&c.message, 200)
             )
         })
         .collect();
@@ -632,7 +636,7 @@ fn changes_since(before: Option<&Artifacts>, now: &Artifacts) -> String {
         .all_files()
         .filter(|f| !was(&f.path, f.added, f.deleted))
         .take(20)
-        .map(|f| format!("- {} (+{} −{})", f.path, f.added, f.deleted))
+        .map(|f| format!("- {} (+{} −{})", one_line(&f.path, 300), f.added, f.deleted))
         .collect();
     match (commits.is_empty(), files.is_empty()) {
         (true, true) => "Nothing: the change is the same as at the previous check.".to_owned(),
