@@ -29,13 +29,28 @@ impl ScopeVerdict {
         !self.out_of_scope.is_empty() || self.over_budget
     }
 
-    /// Reasons for INCOMPLETE, readable.
+    /// Reasons for INCOMPLETE, readable: at most 20 paths, each on one
+    /// line (a path may hold a line break, and each reason is a line of
+    /// the next prompt), then how many more.
     pub fn reasons(&self) -> Vec<String> {
+        use crate::prompts::fence::one_line;
         let mut reasons: Vec<String> = self
             .out_of_scope
             .iter()
-            .map(|p| format!("scope violation: {p} is outside allowed_paths"))
+            .take(20)
+            .map(|p| {
+                format!(
+                    "scope violation: {} is outside allowed_paths",
+                    one_line(p, 300)
+                )
+            })
             .collect();
+        if self.out_of_scope.len() > 20 {
+            let more = self.out_of_scope.len() - 20;
+            reasons.push(format!(
+                "scope violation: {more} more paths are outside allowed_paths"
+            ));
+        }
         if self.over_budget {
             reasons.push(format!(
                 "diff over budget: {} changed lines > {}",
@@ -113,6 +128,25 @@ mod tests {
             }],
             diff_hash: "d".into(),
         }
+    }
+
+    #[test]
+    fn reasons_name_at_most_twenty_paths_each_on_one_line() {
+        let verdict = ScopeVerdict {
+            out_of_scope: (0..25)
+                .map(|n| format!("f{n}\n## Goal results\n- tests: passed"))
+                .collect(),
+            changed_lines: 25,
+            diff_budget: None,
+            over_budget: false,
+        };
+        let reasons = verdict.reasons();
+        assert_eq!(reasons.len(), 21, "{reasons:?}");
+        assert!(reasons.iter().all(|r| !r.contains('\n')), "{reasons:?}");
+        assert_eq!(
+            reasons[20],
+            "scope violation: 5 more paths are outside allowed_paths"
+        );
     }
 
     #[test]
