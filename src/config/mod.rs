@@ -6,6 +6,7 @@ pub mod repo;
 pub mod repo_goal;
 pub mod repo_parse;
 pub mod retention;
+mod secrets;
 pub mod server;
 
 pub use repo_parse::{ConfigError, ConfigErrors, check_config_file, parse_repo_config};
