@@ -337,6 +337,20 @@ async fn a_request_deleted_while_the_run_is_failed_is_not_in_the_retry() {
     s.stop().await;
 }
 
+/// The done run is as it was: done, its issue closed, no `closer:failed`,
+/// and nothing said past the `before` comments of closer's.
+async fn still_done(s: &Story, n: IssueNumber, before: usize) {
+    assert_eq!(
+        s.run(n).await.unwrap().state,
+        RunState::Done,
+        "{}",
+        s.journal().await
+    );
+    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
+    assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
+    assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+}
+
 /// A maintainer closes closer's pull request and opens it again at once, as
 /// people do to run its checks again: the run stays done and the issue
 /// closed. The close is looked at after the re-check delay (30 s, on the
@@ -369,15 +383,7 @@ async fn a_pull_request_closed_and_opened_again_at_once_leaves_the_run_done() {
     s.pass_time(start + 65_000).await;
     s.github.reopen_pull(&s.repo, pull);
     s.pass_time(start + 120_000).await;
-    assert_eq!(
-        s.run(n).await.unwrap().state,
-        RunState::Done,
-        "{}",
-        s.journal().await
-    );
-    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
-    assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
-    assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+    still_done(&s, n, before).await;
 
     // Closed for good this time: once the delay has passed, the run fails.
     s.close_pull_as(pull, MAINTAINER).await;
@@ -397,22 +403,10 @@ async fn a_close_whose_pull_request_was_merged_since_fails_nothing() {
     let (mut s, n, pull) = verified_story("closed-then-merged", CONFIG).await;
     let before = s.bot_comments(n).len();
     s.github.merge_pull(&s.repo, pull);
-    let mut payload: serde_json::Value =
-        serde_json::from_slice(&crate::support::fixture("pull_request.closed.json")).unwrap();
-    payload["pull_request"] = s.pull_json(pull, &payload["pull_request"]);
-    payload["pull_request"]["merged"] = serde_json::json!(false);
-    payload["pull_request"]["state"] = serde_json::json!("closed");
-    s.deliver("pull_request", payload).await;
+    // Its `closed` delivery says unmerged, as a close's does.
+    s.close_pull_as(pull, MAINTAINER).await;
     s.idle().await;
 
-    assert_eq!(
-        s.run(n).await.unwrap().state,
-        RunState::Done,
-        "{}",
-        s.journal().await
-    );
-    assert_eq!(s.github.issue(&s.repo, n).state, "closed");
-    assert!(!s.labels(n).contains(&"closer:failed".to_owned()));
-    assert_eq!(s.bot_comments(n).len(), before, "nothing said");
+    still_done(&s, n, before).await;
     s.stop().await;
 }

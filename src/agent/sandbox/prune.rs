@@ -94,20 +94,17 @@ impl Sandbox {
         let heads = format!("refs/heads/{BRANCH_PREFIX}*");
         // A worktree being rebased shows its branch nowhere: no branch goes
         // while one is. Not `git branch -D`, which rewrites the config the
-        // mirror's last use is read from.
-        if !self.rebasing(mirror).await {
-            for name in self.refs(mirror, &heads).await? {
-                if !checked_out.contains(name.trim_start_matches("refs/heads/")) {
-                    self.git.run(mirror, &["update-ref", "-d", &name]).await?;
-                }
+        // mirror's last use is read from. `branches`: the ones kept.
+        let rebasing = self.rebasing(mirror).await;
+        let mut branches = HashSet::new();
+        for name in self.refs(mirror, &heads).await? {
+            let branch = name.trim_start_matches("refs/heads/");
+            if rebasing || checked_out.contains(branch) {
+                branches.insert(safe_name(branch));
+            } else {
+                self.git.run(mirror, &["update-ref", "-d", &name]).await?;
             }
         }
-        let branches: HashSet<String> = self
-            .refs(mirror, &heads)
-            .await?
-            .iter()
-            .map(|name| safe_name(name.trim_start_matches("refs/heads/")))
-            .collect();
         for name in self.refs(mirror, "refs/closer/remote/").await? {
             if !branches.contains(name.trim_start_matches("refs/closer/remote/")) {
                 self.git.run(mirror, &["update-ref", "-d", &name]).await?;

@@ -111,8 +111,7 @@ impl Runs {
         step: Step,
     ) -> Result<(), EngineError> {
         let now = self.store.now_ms();
-        let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
-        let job = self.step_job(run_id, step, now.saturating_add(again))?;
+        let job = self.step_job(run_id, step, self.after_recheck(now))?;
         jobs::enqueue(self.store.pool(), &job, now).await?;
         self.ready.notify_one();
         Ok(())
@@ -127,12 +126,16 @@ impl Runs {
     /// had ended meanwhile.
     pub async fn mark_stopped(&self, run_id: &RunId, outcome: &Outcome) -> Result<(), EngineError> {
         let now = self.store.now_ms();
-        let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
-        let later = now.saturating_add(again);
-        let job = self.step_job(run_id, Step::ShowStop, later)?;
+        let job = self.step_job(run_id, Step::ShowStop, self.after_recheck(now))?;
         let pool = self.store.pool();
         runs::mark_stopped(pool, run_id, outcome, &job, now).await?;
         Ok(())
+    }
+
+    /// The re-check delay after `now`.
+    fn after_recheck(&self, now: Millis) -> Millis {
+        let again = i64::try_from(self.recheck_after.as_millis()).unwrap_or(i64::MAX);
+        now.saturating_add(again)
     }
 
     /// Queues the run's [`Step::TakeEdit`] of `edit`, behind the step at
