@@ -167,87 +167,89 @@ fn unknown_keys_and_bad_values_are_refused() {
     assert!(err.contains("input_usd_per_mtok"), "{err}");
 }
 
+/// A value past each bound, and the error it gets.
+const OUT_OF_BOUNDS: &[(&str, &str)] = &[
+    (
+        "workers = 100000",
+        "workers must be between 0 and 256, got 100000",
+    ),
+    (
+        "retention_days = 18446744073709551615",
+        "retention.deliveries_days must be from 3 to 3650 days",
+    ),
+    (
+        "retention_days = 0",
+        "retention.deliveries_days must be from 3 to 3650 days, got 0",
+    ),
+    (
+        "progress_interval_secs = 999999999",
+        "progress_interval_secs must be between 0 and 86400",
+    ),
+    (
+        "[queue]\nlease_secs = 2",
+        "queue.lease_secs must be between 5 and 86400, got 2",
+    ),
+    (
+        "[queue]\nlease_secs = 18446744073709551615",
+        "queue.lease_secs must be between 5",
+    ),
+    (
+        "[queue]\nmax_attempts = 0",
+        "queue.max_attempts must be between 1 and 100, got 0",
+    ),
+    (
+        "[queue]\nmax_attempts = -3",
+        "queue.max_attempts must be between 1 and 100, got 0",
+    ),
+    (
+        "[http]\nheader_read_timeout_secs = 0",
+        "http.header_read_timeout_secs must be between 1 and 300",
+    ),
+    (
+        "[http]\nrequest_timeout_secs = 100000",
+        "http.request_timeout_secs must be between 1 and 600",
+    ),
+    (
+        "[http]\nmax_connections = 1",
+        "http.max_connections must be between 16 and 65536, got 1",
+    ),
+    (
+        "[http]\nbody_memory_mb = 1",
+        "http.body_memory_mb must be between 25 and 4096, got 1",
+    ),
+    (
+        "[http]\nshutdown_grace_secs = 0",
+        "http.shutdown_grace_secs must be between 1 and 3600",
+    ),
+    (
+        "[limits]\nmax_cost_usd_per_run = -1.0",
+        "max_cost_usd_per_run must be a non-negative",
+    ),
+    (
+        "[limits]\nmax_tokens_per_run = 0",
+        "must be above 0 (leave a key out for no ceiling)",
+    ),
+    (
+        "[limits]\nmax_cost_usd_per_run = 0",
+        "must be above 0 (leave a key out for no ceiling)",
+    ),
+    (
+        "[agents.a]\nadapter = \"claude-code\"\ntimeout_secs = 18446744073709551615",
+        "[agents.a]: timeout_secs must be between 1 and 604800",
+    ),
+    (
+        "[agents.a]\nadapter = \"codex\"\nmax_output_bytes = 0",
+        "[agents.a]: max_output_bytes must be between 1024 and 1073741824, got 0",
+    ),
+    (
+        "[agents.a]\nadapter = \"codex\"\nkeep_home_secs = 18446744073709551615",
+        "[agents.a]: keep_home_secs must be between 0 and 31536000",
+    ),
+];
+
 #[test]
 fn every_duration_count_and_size_is_bounded_with_a_clear_error() {
-    let cases = [
-        (
-            "workers = 100000",
-            "workers must be between 0 and 256, got 100000",
-        ),
-        (
-            "retention_days = 18446744073709551615",
-            "retention.deliveries_days must be from 3 to 3650 days",
-        ),
-        (
-            "retention_days = 0",
-            "retention.deliveries_days must be from 3 to 3650 days, got 0",
-        ),
-        (
-            "progress_interval_secs = 999999999",
-            "progress_interval_secs must be between 0 and 86400",
-        ),
-        (
-            "[queue]\nlease_secs = 2",
-            "queue.lease_secs must be between 5 and 86400, got 2",
-        ),
-        (
-            "[queue]\nlease_secs = 18446744073709551615",
-            "queue.lease_secs must be between 5",
-        ),
-        (
-            "[queue]\nmax_attempts = 0",
-            "queue.max_attempts must be between 1 and 100, got 0",
-        ),
-        (
-            "[queue]\nmax_attempts = -3",
-            "queue.max_attempts must be between 1 and 100, got 0",
-        ),
-        (
-            "[http]\nheader_read_timeout_secs = 0",
-            "http.header_read_timeout_secs must be between 1 and 300",
-        ),
-        (
-            "[http]\nrequest_timeout_secs = 100000",
-            "http.request_timeout_secs must be between 1 and 600",
-        ),
-        (
-            "[http]\nmax_connections = 1",
-            "http.max_connections must be between 16 and 65536, got 1",
-        ),
-        (
-            "[http]\nbody_memory_mb = 1",
-            "http.body_memory_mb must be between 25 and 4096, got 1",
-        ),
-        (
-            "[http]\nshutdown_grace_secs = 0",
-            "http.shutdown_grace_secs must be between 1 and 3600",
-        ),
-        (
-            "[limits]\nmax_cost_usd_per_run = -1.0",
-            "max_cost_usd_per_run must be a non-negative",
-        ),
-        (
-            "[limits]\nmax_tokens_per_run = 0",
-            "must be above 0 (leave a key out for no ceiling)",
-        ),
-        (
-            "[limits]\nmax_cost_usd_per_run = 0",
-            "must be above 0 (leave a key out for no ceiling)",
-        ),
-        (
-            "[agents.a]\nadapter = \"claude-code\"\ntimeout_secs = 18446744073709551615",
-            "[agents.a]: timeout_secs must be between 1 and 604800",
-        ),
-        (
-            "[agents.a]\nadapter = \"codex\"\nmax_output_bytes = 0",
-            "[agents.a]: max_output_bytes must be between 1024 and 1073741824, got 0",
-        ),
-        (
-            "[agents.a]\nadapter = \"codex\"\nkeep_home_secs = 18446744073709551615",
-            "[agents.a]: keep_home_secs must be between 0 and 31536000",
-        ),
-    ];
-    for (toml_text, expected) in cases {
+    for (toml_text, expected) in OUT_OF_BOUNDS {
         let err = resolve(&settings(), parse(toml_text))
             .unwrap_err()
             .to_string();
