@@ -20,6 +20,7 @@ use crate::engine::run::{Engine, EngineSettings, LlmPrices, MAYBE_APPLIED_RECHEC
 use crate::github::{GitHubApp, GitHubSettings};
 use crate::model::JobKind;
 use crate::retention::Retention;
+use crate::server::signals::ShutdownSignals;
 use crate::server::{self, AppState};
 use crate::store::Store;
 use crate::store::dry_run::DbRecorder;
@@ -43,6 +44,7 @@ pub struct ServeOptions {
 
 /// Runs until a shutdown signal.
 pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Result<()> {
+    let signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;
     let (secret, listener) = preflight(&config, &options).await?;
     let store = Store::open(&config.store, crate::clock::system())
         .await
@@ -90,7 +92,7 @@ pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Resul
     // After the state: it installs the metrics recorder the task reports to.
     let housekeeping = start_retention(&config, &store, shutdown_rx);
     drop(work);
-    serve_http(&config, listener, state, shutdown_tx).await?;
+    serve_http(&config, listener, state, signals.wait(shutdown_tx)).await?;
 
     tracing::info!("shutting down: draining the intake writer and the workers");
     if let Some(task) = writer_task {
@@ -279,12 +281,12 @@ async fn serve_http(
     config: &ServerConfig,
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
-    shutdown: watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let app = server::router(state, &config.webhook_path);
     crate::server::listen::raise_file_limit(config.http.max_connections);
     tracing::info!(address = %listener.local_addr()?, path = %config.webhook_path, "listening");
-    server::listen::serve(listener, app, config.http, shutdown_signal(shutdown)).await;
+    server::listen::serve(listener, app, config.http, shutdown).await;
     Ok(())
 }
 
@@ -371,27 +373,6 @@ async fn announce_app(github: Weak<GitHubApp>, slug: Arc<std::sync::OnceLock<Str
         drop(app);
         tokio::time::sleep(Duration::from_secs(60)).await;
     }
-}
-
-/// Waits for SIGTERM or Ctrl-C, then tells everyone.
-async fn shutdown_signal(tx: watch::Sender<bool>) {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
-    }
-    tracing::info!("shutdown signal received");
-    let _ = tx.send(true);
 }
 
 /// Names this process's workers in lease records: host, pid and a random

@@ -6,10 +6,15 @@
 /// a line for a Markdown reader: it is made a `\n` first, so that every
 /// line is inside the block (and behind the `> ` of a quoted reply).
 pub fn fenced(text: &str) -> String {
+    fenced_as("text", text)
+}
+
+/// [`fenced`], with `info` (`diff`, say) as the block's info string.
+pub fn fenced_as(info: &str, text: &str) -> String {
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}text\n{text}\n{fence}")
+    format!("{fence}{info}\n{text}\n{fence}")
 }
 
 /// Users' words that a prompt shows on one line of its own (an issue's

@@ -7,6 +7,7 @@
 pub mod health;
 pub mod listen;
 pub mod metrics;
+pub mod signals;
 pub mod webhook;
 
 use std::sync::{Arc, OnceLock};

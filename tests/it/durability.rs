@@ -149,6 +149,18 @@ async fn sigterm_finishes_in_flight_work_and_exits_0() {
     );
 }
 
+/// A supervisor may send SIGTERM as soon as the port answers, before closer
+/// has finished starting (decision 246): the signal is caught from the
+/// start and the process still drains and exits 0, never killed mid-write.
+#[tokio::test]
+async fn sigterm_as_soon_as_the_port_answers_still_exits_0() {
+    let db = TestDb::new("early_term").await;
+    let server = CloserProcess::start(&db.url, None, &[]);
+    server.wait_bound().await;
+    let status = server.terminate().await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
 #[tokio::test]
 async fn two_processes_share_one_postgres_queue_without_double_work() {
     let db = TestDb::new("twoproc").await;

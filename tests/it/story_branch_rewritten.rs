@@ -195,3 +195,41 @@ async fn a_retry_after_the_merge_starts_from_the_default_branch() {
     assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
     s.stop().await;
 }
+
+/// The maintainer squash-merges closer's pull request, and GitHub leaves
+/// its branch (it deletes head branches only when the repository says
+/// so); later `/closer retry` asks for more. The new life starts from the
+/// squashed commit, and its branch holds that commit and the new work, not
+/// the old commit the squash replaced. Before, the restart followed the
+/// branch left on GitHub and brought the merged commit back into the new
+/// pull request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_after_a_squash_merge_leaves_the_merged_branch_behind() {
+    let mut s = crate::support::story::Story::start("squash-retry", Some(CONFIG)).await;
+    s.llm.push([done()]);
+    s.agent_step(1, &fix_add());
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+    let pull = s.the_pull();
+    s.merge_as(pull, MAINTAINER).await;
+    let squashed = s.origin.squash_into_main("closer/issue-1", "Fix add (#2)");
+    s.idle().await;
+
+    s.agent_step(2, &small_change(2));
+    s.llm.push([done()]);
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer retry")
+        .await;
+    s.idle().await;
+
+    let run = s.run(n).await.unwrap();
+    assert_eq!(run.state, RunState::Done, "{}", s.journal().await);
+    assert_eq!(run.base_commit.as_deref(), Some(squashed.as_str()));
+    let prompt = std::fs::read_to_string(s.path("prompt-2.txt")).unwrap();
+    assert!(!prompt.contains("Somebody"), "{prompt}");
+    let log = subjects(&s.origin.log("closer/issue-1"));
+    assert_eq!(log, ["review 2", "Fix add (#2)", "initial"], "{log:#?}");
+    assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
+    s.stop().await;
+}

@@ -3,13 +3,16 @@
 //! and closer posts it again at its next write (before, every later write
 //! edited the deleted comment, GitHub answered 404, and the verified run
 //! never closed its issue); a repository whose phase labels are spelled
-//! `Phase:…` still shows one phase at a time.
+//! `Phase:…` still shows one phase at a time; a stopped run shows no phase.
 
 use closer::model::RunState;
+
+use closer::model::IssueNumber;
 
 use crate::stories::{classify, first_iteration_held, fix_add};
 use crate::support::fake_github::state::FakeUser;
 use crate::support::fake_llm::Reply;
+use crate::support::gate::Gate;
 use crate::support::story::{CONFIG, MAINTAINER, Story};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -90,5 +93,66 @@ async fn a_status_command_links_the_status_comment() {
         .expect("the answer");
     let link = format!("[status comment]({html}#issuecomment-{})", status.id);
     assert!(answer.body.contains(&link), "{}", answer.body);
+    s.stop().await;
+}
+
+/// A story whose repository's config names the board `octo/7`, its first
+/// iteration held at work: the issue shows `phase:processing` and "In
+/// progress" on the board.
+async fn working_on_a_board(name: &str) -> (Story, IssueNumber, Gate, String) {
+    use crate::support::fake_github::projects::ProjectOwner;
+    let config = format!("{CONFIG}project: {{ owner: octo, number: 7 }}\n");
+    let mut s = Story::start(name, Some(&config)).await;
+    s.github.add_project(
+        ProjectOwner::org("octo"),
+        7,
+        &[("Status", &["Todo", "In progress", "In review", "Done"])],
+    );
+    let (n, gate) = first_iteration_held(&mut s, "Make the test pass").await;
+    let node = s.github.issue_node_id(&s.repo, n);
+    assert!(s.labels(n).iter().any(|l| l == "phase:processing"));
+    let status = s.github.project_item_status("octo", 7, &node);
+    assert_eq!(status.as_deref(), Some("In progress"));
+    (s, n, gate, node)
+}
+
+fn phases(s: &Story, n: IssueNumber) -> Vec<String> {
+    let labels = s.labels(n).into_iter();
+    labels.filter(|l| l.starts_with("phase:")).collect()
+}
+
+/// `/closer stop` mid-run: the run is in no phase any more, so its
+/// `phase:*` label comes off and its board status is emptied. Before, the
+/// issue kept `phase:processing` and the board "In progress" for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_run_shows_no_phase_on_the_issue_or_the_board() {
+    let (mut s, n, gate, node) = working_on_a_board("stop-phase").await;
+    s.comment_as(n, FakeUser::user(MAINTAINER), "/closer stop")
+        .await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Stopped, 1).await;
+    assert_eq!(phases(&s, n), Vec::<String>::new());
+    assert_eq!(s.github.project_item_status("octo", 7, &node), None);
+    s.stop().await;
+}
+
+/// A maintainer closes the issue mid-run: the labels come off as for a
+/// stop, and the board is left to its own workflow for closed items (which
+/// moves them to Done on GitHub): closer does not empty it after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_stopped_by_closing_its_issue_leaves_the_board_to_its_workflow() {
+    let (mut s, n, gate, node) = working_on_a_board("close-phase").await;
+    s.close_as(n, MAINTAINER).await;
+    s.deliveries_handled().await;
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Stopped, 1).await;
+    assert_eq!(phases(&s, n), Vec::<String>::new());
+    let status = s.github.project_item_status("octo", 7, &node);
+    assert_eq!(status.as_deref(), Some("In progress"));
     s.stop().await;
 }

@@ -42,6 +42,10 @@ pub enum BranchSync {
     /// it, for a fresh start): the worktree is back at the commit it was
     /// made from (its `base_commit`), its earlier commits dropped.
     Deleted,
+    /// The remote holds the branch already merged, left on GitHub (a run
+    /// restarted after its merge): the worktree is left as it is, and the
+    /// next push replaces that branch.
+    MergedLeft,
 }
 
 impl BranchSync {

@@ -131,6 +131,12 @@ pub struct RunData {
     /// that work now, instead of continuing from the old base (decision
     /// 243).
     pub afresh: bool,
+    /// The branch's head on GitHub when a restart found the run's pull
+    /// request merged. A squash or rebase merge leaves commits the default
+    /// branch does not hold, and GitHub keeps the branch unless told to
+    /// delete it: the life started afresh does not continue from that
+    /// head, and its first push replaces it (decision 249).
+    pub merged_head: Option<String>,
 }
 
 impl RunData {

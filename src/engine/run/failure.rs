@@ -267,8 +267,8 @@ impl Engine {
         self.show_stop(&mut ctx).await
     }
 
-    /// What a stop shows on the issue: the `awaiting-response` label off
-    /// and the stopped status. Made by the stop, and again by the run's
+    /// What a stop shows on the issue: the `awaiting-response` and
+    /// `phase:*` labels off and the stopped status. Made by the stop, and again by the run's
     /// [`super::Step::ShowStop`] queued with it (the status is then written
     /// only if it is not the one already written), so a stop whose writes
     /// met GitHub down is shown in the end, whatever delivery or pass made
@@ -280,6 +280,7 @@ impl Engine {
         }
         let shown = async {
             self.status.set_awaiting_label(ctx, false).await?;
+            self.status.clear_phase_of_stopped(ctx).await?;
             self.status.publish(ctx).await
         };
         match shown.await {

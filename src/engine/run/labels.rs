@@ -9,7 +9,7 @@ use super::status::StatusPublisher;
 use crate::comment::labels::same_label;
 use crate::comment::{self, labels};
 use crate::github::{
-    Board, InstallationClient, LabelCreated, ProjectSyncError, clear_project_status,
+    Board, InstallationClient, IssueState, LabelCreated, ProjectSyncError, clear_project_status,
     sync_project_status,
 };
 use crate::model::{Named, Phase, RepoName};
@@ -74,14 +74,31 @@ impl StatusPublisher {
     /// the project board (a run whose pull request was closed unmerged:
     /// `closer:failed` says where it stands).
     pub async fn clear_phase(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        self.take_phase_labels_off(ctx).await?;
+        self.sync_board(ctx, None).await
+    }
+
+    /// A stopped run is in no phase (decision 248): its `phase:*` labels
+    /// come off, and its board status is emptied while the issue is open
+    /// (`/closer stop`). A person closed the issue otherwise, and the
+    /// board's own workflow for closed items has the last word there.
+    pub async fn clear_phase_of_stopped(&self, ctx: &mut RunContext) -> Result<(), EngineError> {
+        match self.take_phase_labels_off(ctx).await? {
+            IssueState::Open => self.sync_board(ctx, None).await,
+            IssueState::Closed => Ok(()),
+        }
+    }
+
+    /// Takes every `phase:*` label off the issue; the issue's state.
+    async fn take_phase_labels_off(&self, ctx: &mut RunContext) -> Result<IssueState, EngineError> {
         let (repo, number) = (ctx.repo().clone(), ctx.issue());
-        let on_issue = ctx.client.get_issue(&repo, number).await?.labels;
-        for label in on_issue.iter().filter(|l| is_phase_label(l)) {
+        let issue = ctx.client.get_issue(&repo, number).await?;
+        for label in issue.labels.iter().filter(|l| is_phase_label(l)) {
             ctx.client.remove_label(&repo, number, label).await?;
         }
         ctx.data.phase_label = None;
         self.runs().save(ctx).await?;
-        self.sync_board(ctx, None).await
+        Ok(issue.state)
     }
 
     /// Sets the project board's Status to the phase (empties it for

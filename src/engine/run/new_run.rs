@@ -68,7 +68,7 @@ impl Engine {
         // there, not from the old base and branch (decision 243).
         if merged {
             restarted.afresh = true;
-            restarted.branch_head = None;
+            restarted.merged_head = restarted.branch_head.take();
             run.base_commit = None;
         }
         // One kept open is worked on as a review round: its open threads are
@@ -213,6 +213,8 @@ fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
         // A life that ended before its `start` made the worktree afresh
         // leaves that to the next (decision 243).
         afresh: old.afresh,
+        // Still the merged branch's head, if the branch is left as it was.
+        merged_head: old.merged_head,
         ..fresh
     }
 }
@@ -230,6 +232,7 @@ mod tests {
             agent_session: Some("old-session".into()),
             issue_title: "old title".into(),
             afresh: true,
+            merged_head: Some("def".into()),
             ..RunData::default()
         };
         let fresh = RunData {
@@ -251,5 +254,10 @@ mod tests {
         assert_eq!(data.agent_session, None, "a fresh session");
         assert_eq!(data.issue_title, "new title");
         assert!(data.afresh, "a worktree still to make afresh stays so");
+        assert_eq!(
+            data.merged_head.as_deref(),
+            Some("def"),
+            "still not followed"
+        );
     }
 }

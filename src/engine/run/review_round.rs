@@ -205,7 +205,7 @@ impl Engine {
         let head = ctx.data.branch_head.clone().unwrap_or_default();
         let short = crate::comment::markdown::head(&head, 12);
         let note = match sync {
-            BranchSync::Absent | BranchSync::UpToDate => return Ok(()),
+            BranchSync::Absent | BranchSync::UpToDate | BranchSync::MergedLeft => return Ok(()),
             BranchSync::FastForwarded => format!(
                 "Somebody pushed to the branch (now at {short}); you continue from their commits: keep them."
             ),

@@ -274,6 +274,12 @@ impl Workspace {
             .await
             .map_err(other)?;
         let seen = std::mem::replace(&mut ctx.data.branch_head, remote.clone());
+        // The merged branch left on GitHub: its work is on the default
+        // branch, and following it would bring a squash merge's commits
+        // back. The lease is on it, so the next push replaces it.
+        if remote.is_some() && remote == ctx.data.merged_head {
+            return Ok(BranchSync::MergedLeft);
+        }
         match remote {
             // Deleted after closer pushed it: the maintainer's fresh start.
             None if seen.is_some() => self.sandbox.start_afresh(worktree).await.map_err(other),

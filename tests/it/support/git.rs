@@ -104,6 +104,19 @@ impl Origin {
         );
     }
 
+    /// Squash-merges `branch` into `main` as one commit, `subject`, as
+    /// GitHub's "Squash and merge" does; the branch is left as it is.
+    /// Answers the new commit's sha.
+    pub fn squash_into_main(&self, branch: &str, subject: &str) -> String {
+        let work = self.dir.path().join("seed");
+        let bare = self.bare.to_str().expect("utf-8 path");
+        git(&work, &["fetch", "--quiet", bare, branch]);
+        git(&work, &["merge", "--quiet", "--squash", "FETCH_HEAD"]);
+        git(&work, &["commit", "--quiet", "-m", subject]);
+        git(&work, &["push", "--quiet", bare, "main"]);
+        git(&work, &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
     /// Pushes a commit by `author` to `branch` (which must exist), as a
     /// person helping on closer's pull request would; answers its sha.
     pub fn push_to_branch(&self, branch: &str, author: &str, path: &str, content: &str) -> String {

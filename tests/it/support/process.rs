@@ -116,6 +116,13 @@ impl CloserProcess {
     /// Starts `closer serve --dry-run` with `args` and waits until it answers
     /// `/readyz`.
     pub async fn serve(database_url: &str, config: Option<&Path>, args: &[&str]) -> CloserProcess {
+        let process = CloserProcess::start(database_url, config, args);
+        process.wait_ready().await;
+        process
+    }
+
+    /// Starts `closer serve --dry-run` with `args` without waiting for it.
+    pub fn start(database_url: &str, config: Option<&Path>, args: &[&str]) -> CloserProcess {
         let port = free_port();
         let bind = format!("127.0.0.1:{port}");
         let mut command = closer_command(database_url, &[("CLOSER_BIND", &bind)]);
@@ -124,12 +131,23 @@ impl CloserProcess {
         }
         command.arg("serve").arg("--dry-run").args(args);
         let child = command.spawn_apart().expect("closer starts");
-        let process = CloserProcess {
+        CloserProcess {
             child,
             url: format!("http://{bind}"),
-        };
-        process.wait_ready().await;
-        process
+        }
+    }
+
+    /// Waits until something accepts connections on the process's port:
+    /// bound, though perhaps not serving yet.
+    pub async fn wait_bound(&self) {
+        let address = self.url.trim_start_matches("http://");
+        for _ in 0..1000 {
+            if tokio::net::TcpStream::connect(address).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("nothing listened on {address} in 10 s");
     }
 
     async fn wait_ready(&self) {
