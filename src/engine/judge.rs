@@ -127,7 +127,12 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         .check(&check_input(ctx, &summary, input.previous))
         .await;
     judgment.usage = check.usage;
-    let verdict = ctx.handler.is_complete(&summary, Some(&check)).await;
+    let mut verdict = ctx.handler.is_complete(&summary, Some(&check)).await;
+    if verdict.complete
+        && let Some(why) = tolerated_in_scope(&summary, &check)
+    {
+        verdict = HandlerVerdict::done(false, why);
+    }
 
     judgment.pending_actions = check.output.pending_actions.clone();
     for goal in failed_required(&summary.goals) {
@@ -155,6 +160,35 @@ pub async fn judge(ctx: &JudgeContext, input: JudgeInput) -> Judgment {
         settled_by_question(&mut judgment, Vec::new(), &text);
     }
     judgment
+}
+
+/// Why a complete verdict waits when the repository tolerates failures:
+/// only the completion check judges whether one is part of the issue
+/// (`tolerated-<n>`), and that holds whatever the handler. A `manual`,
+/// `iterate` or `custom` handler does not read the checklist, and would
+/// otherwise close an issue whose very test still fails (decision 250).
+fn tolerated_in_scope(summary: &IterationSummary, check: &CheckResult) -> Option<String> {
+    if summary.tolerated.is_empty() {
+        return None;
+    }
+    if check.error.is_some() {
+        return Some(
+            "the tolerated failures were not judged (the completion check failed)".to_owned(),
+        );
+    }
+    let open: Vec<&str> = check
+        .output
+        .checklist
+        .iter()
+        .filter(|i| i.id.starts_with("tolerated-") && !i.completed)
+        .map(|i| i.id.as_str())
+        .collect();
+    (!open.is_empty()).then(|| {
+        format!(
+            "a tolerated failure is part of the issue ({}): it must pass",
+            open.join(", ")
+        )
+    })
 }
 
 /// Decides the iteration from question detection alone where it can: a

@@ -212,15 +212,34 @@ async fn a_tolerated_failure_the_agent_skips_is_still_judged_and_listed() {
 /// issue's scope keeps the checklist open: the run is not closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tolerated_failure_within_the_issues_scope_keeps_the_run_open() {
-    let config = format!(
-        "{PY_CONFIG}baseline:\n  tolerate: preexisting\ncompletion:\n  max_iterations: 1\n"
-    );
-    let mut s = python_story(
+    legacy_in_scope(
         "verified-legacy-in-scope",
-        &config,
-        TEST_CALC_WITH_LEGACY_PY,
+        "completion:\n  max_iterations: 1\n",
+        "Fixed add.",
     )
     .await;
+}
+
+/// The same with `completion: manual`: the agent's keyword and passing
+/// goals do not close the issue while the test it is about, tolerated as
+/// failing at base, still fails (decision 250). Before, only the `issue`
+/// and `project` handlers read the checklist's tolerated items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tolerated_failure_within_the_issues_scope_keeps_a_manual_run_open() {
+    legacy_in_scope(
+        "verified-legacy-manual",
+        "completion:\n  type: manual\n  keyword: ALL_DONE\n  max_iterations: 1\n",
+        "Fixed add. ALL_DONE",
+    )
+    .await;
+}
+
+/// `test_legacy` fails at base and is tolerated; the issue asks for
+/// legacy() too, and the completion check says so; the agent fixes add
+/// alone, saying `summary`.
+async fn legacy_in_scope(name: &str, completion: &str, summary: &str) {
+    let config = format!("{PY_CONFIG}baseline:\n  tolerate: preexisting\n{completion}");
+    let mut s = python_story(name, &config, TEST_CALC_WITH_LEGACY_PY).await;
     let in_scope = Reply::Answer(json!({
         "checklist": [
             {"id": "fix", "description": "add adds", "completed": true, "evidence": "tests"},
@@ -231,7 +250,7 @@ async fn a_tolerated_failure_within_the_issues_scope_keeps_the_run_open() {
         "pendingActions": ["Fix legacy()"]
     }));
     s.llm.push([in_scope]);
-    s.agent_step(1, &write_add("a + b", "Fixed add."));
+    s.agent_step(1, &write_add("a + b", summary));
     let n = s
         .open_issue(
             "add() and legacy() are wrong",

@@ -250,6 +250,46 @@ fn go_panic_names_the_frame_in_the_module() {
     );
 }
 
+/// Real `go test -timeout 2s ./...` output (go 1.19): a test failing in
+/// package a, while b does not build, c's `TestMain` panics and d times
+/// out, none of them naming a failing test. Each is a failure with no test
+/// name, so a tolerated `TestLegacy` never stands for them (decision 251).
+#[test]
+fn go_packages_failing_without_a_test_name_are_failures_of_their_own() {
+    let f = parse_failures("go test ./...", fixture!("go-unnamed.txt"), None);
+    assert!(f.iter().all(|f| f.runner == Runner::Go), "{f:#?}");
+    assert_eq!(names(&f), ["TestLegacy"]);
+    let unnamed: Vec<&str> = f
+        .iter()
+        .filter(|f| f.test.is_none())
+        .map(|f| f.error.as_str())
+        .collect();
+    assert_eq!(unnamed.len(), 3, "{f:#?}");
+    assert!(
+        unnamed
+            .iter()
+            .any(|e| e.starts_with("package example.com/m/b build failed: undefined: foo")),
+        "{unnamed:?}"
+    );
+    assert!(
+        unnamed
+            .iter()
+            .any(|e| e.starts_with("package example.com/m/c failed: panic: boom in TestMain")),
+        "{unnamed:?}"
+    );
+    assert!(
+        unnamed
+            .iter()
+            .any(|e| e.starts_with("package example.com/m/d failed: panic: test timed out")),
+        "{unnamed:?}"
+    );
+    let b = f.iter().find(|f| f.error.contains("m/b")).unwrap();
+    assert_eq!(b.location.as_deref(), Some("b/b.go:3"));
+    // The earlier fixtures name every failing package's test: nothing added.
+    let named = parse_failures("go test ./...", fixture!("go-run1.txt"), None);
+    assert!(named.iter().all(|f| f.test.is_some()), "{named:#?}");
+}
+
 #[test]
 fn pytest_runs_agree() {
     same_across_runs(

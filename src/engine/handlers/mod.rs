@@ -107,7 +107,7 @@ pub struct HandlerVerdict {
 }
 
 impl HandlerVerdict {
-    fn done(complete: bool, description: impl Into<String>) -> Self {
+    pub(crate) fn done(complete: bool, description: impl Into<String>) -> Self {
         Self {
             complete,
             description: description.into(),
