@@ -202,7 +202,8 @@ fn item_named(payload: WireUpdateItemPayload, what: &str, field: &str) -> Result
 
 /// A final answer that is not a success (not 2xx, not a followed redirect,
 /// not an expected 304) as our error: GitHub's `message` (cut to 300
-/// characters) and `errors[].code` when the body has them. Read as any
+/// characters), `errors[].code` and, for a validation error, the reasons
+/// in `errors[]` when the body has them. Read as any
 /// JSON, field by field: GitHub's `errors` are objects with a `code` or
 /// plain strings (its "validation error simple"), and neither kind, nor
 /// anything else in the body, may cost the message or the codes.
@@ -223,6 +224,21 @@ pub fn error_answer(status: u16, body: &str) -> GitHubError {
             .filter_map(|item| Some(item.get("code")?.as_str()?.to_owned()))
             .collect()
     };
+    // At most 3 reasons, each cut: they end up in a diagnosis comment.
+    let details = || {
+        let items = parsed.get("errors").and_then(Value::as_array);
+        items
+            .into_iter()
+            .flatten()
+            .filter_map(|item| match item {
+                Value::String(text) => Some(text.as_str()),
+                item => item.get("message")?.as_str(),
+            })
+            .filter(|text| !text.trim().is_empty())
+            .take(3)
+            .map(|text| text.chars().take(200).collect())
+            .collect()
+    };
     match status {
         401 => GitHubError::Unauthorized,
         404 => GitHubError::NotFound,
@@ -231,6 +247,7 @@ pub fn error_answer(status: u16, body: &str) -> GitHubError {
             status,
             message,
             codes: codes(),
+            details: details(),
         },
         403 => GitHubError::Forbidden { message },
         500..=599 => GitHubError::Server { status },
@@ -332,8 +349,17 @@ mod tests {
             GitHubError::Validation {
                 status: 422,
                 message: "Validation Failed".into(),
-                codes: vec![]
+                codes: vec![],
+                details: vec!["Head sha can't be blank".into()],
             }
+        );
+        // GitHub's reason is in the error, and so in a diagnosis.
+        let no_commits = r#"{"message": "Validation Failed", "errors": [{"resource": "PullRequest",
+            "code": "custom", "message": "No commits between main and closer/issue-7"}]}"#;
+        assert_eq!(
+            error_answer(422, no_commits).to_string(),
+            "GitHub rejected the request (422): Validation Failed \
+             (No commits between main and closer/issue-7)"
         );
         let mixed = r#"{"message": "Validation Failed",
             "errors": [{"code": "already_exists"}, "x", {"code": 7}, {"code": "custom"}]}"#;

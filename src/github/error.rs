@@ -21,12 +21,19 @@ pub enum GitHubError {
     #[error("GitHub refused the request (403): {message}")]
     Forbidden { message: String },
     /// 400/422: GitHub says the request is invalid; `codes` are the
-    /// `errors[].code` values (e.g. `already_exists`).
-    #[error("GitHub rejected the request ({status}): {message}")]
+    /// `errors[].code` values (e.g. `already_exists`), `details` the
+    /// reasons GitHub gives beside them (`errors[].message`, or the error
+    /// itself when it is a string: "No commits between main and …"),
+    /// which its top `message` ("Validation Failed") does not say.
+    #[error(
+        "GitHub rejected the request ({status}): {message}{}",
+        joined_details(details)
+    )]
     Validation {
         status: u16,
         message: String,
         codes: Vec<String>,
+        details: Vec<String>,
     },
     /// A rate limit that lasts longer than we are willing to wait in-process,
     /// or that outlasted every attempt. `until` is when to try again.
@@ -105,5 +112,13 @@ impl GitHubError {
             self,
             GitHubError::RateLimited { .. } | GitHubError::Server { .. } | GitHubError::Network(_)
         )
+    }
+}
+
+/// `details` after a validation error's message: `" (a; b)"`, or nothing.
+fn joined_details(details: &[String]) -> String {
+    match details.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", details.join("; ")),
     }
 }

@@ -756,11 +756,14 @@ fn check_error_answer(status: u16, error: &GitHubError, wanted: &str, codes: &[&
             GitHubError::Validation {
                 message,
                 codes: got,
+                details,
                 ..
             },
         ) => {
             kept(message);
             assert_eq!(got, codes, "GitHub's codes were lost");
+            assert!(details.len() <= 3, "{details:?}");
+            assert!(details.iter().all(|d| d.chars().count() <= 200));
         }
         (_, GitHubError::Unexpected { status: s, message }) if *s == status => kept(message),
         (_, other) => panic!("{status} became {other:?}"),
