@@ -233,3 +233,23 @@ async fn a_retry_after_a_squash_merge_leaves_the_merged_branch_behind() {
     assert_eq!(s.github.pulls(&s.repo).len(), 2, "a new pull request");
     s.stop().await;
 }
+
+/// The maintainer renames the default branch (`main` to `trunk`) while
+/// the run works: the run fetches the branch GitHub names now, and its pull
+/// request is opened into `trunk`. Before, the run kept the name it began
+/// with, and its pull request went to a base GitHub no longer has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_default_branch_renamed_mid_run_is_the_pull_requests_base() {
+    let mut s = crate::support::story::Story::start("renamed-default", Some(CONFIG)).await;
+    let (n, gate) = crate::stories::first_iteration_held(&mut s, "Make the test pass").await;
+    s.origin.rename_branch("main", "trunk");
+    s.github.set_default_branch(&s.repo, "trunk");
+    gate.open();
+    s.idle().await;
+
+    s.expect_run(n, RunState::Done, 2).await;
+    let pulls = s.github.pulls(&s.repo);
+    assert_eq!(pulls.len(), 1, "{pulls:#?}");
+    assert_eq!(pulls[0].base, "trunk");
+    s.stop().await;
+}

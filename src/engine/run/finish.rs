@@ -306,10 +306,9 @@ impl Engine {
         let title = comment::pull_request_title(ctx.issue(), &ctx.data.issue_title, task);
         let body = comment::pull_request_body(&view);
         let repo = ctx.repo();
-        let base = match &ctx.run.default_branch {
-            Some(b) => b.clone(),
-            None => ctx.client.get_repository(repo).await?.default_branch,
-        };
+        // Asked now: the default branch may have been renamed since the run
+        // began (decision 253).
+        let base = ctx.client.get_repository(repo).await?.default_branch;
         // The run's own (the caller saw it open), else one from the branch
         // into the same base: GitHub allows one open per head and base.
         let existing = match ctx.run.pull_request {

@@ -162,7 +162,7 @@ impl Workspace {
         let (url, branch) = match (run.repository_id, &run.clone_url, &run.default_branch) {
             // Stored before closer kept the id: nothing to check it by.
             (None, Some(u), Some(b)) => (u.clone(), b.clone()),
-            (id, url, branch) => {
+            (id, url, _) => {
                 let r = ctx.client.get_repository(ctx.repo()).await?;
                 if id.is_some_and(|id| id != r.id) {
                     return Err(EngineError::NameTaken {
@@ -176,7 +176,10 @@ impl Workspace {
                     Some(_) => r.clone_url,
                     None => url.clone().unwrap_or(r.clone_url),
                 };
-                (url, branch.clone().unwrap_or(r.default_branch))
+                // The default branch GitHub names now, not the one stored
+                // when the run began: a renamed one is gone from the
+                // remote, and fetching it would fail (decision 253).
+                (url, r.default_branch)
             }
         };
         let token = match url.starts_with("http") {

@@ -163,6 +163,12 @@ impl Origin {
         );
     }
 
+    /// Renames `from` to `to`, as renaming the default branch on GitHub
+    /// does (the old name is gone).
+    pub fn rename_branch(&self, from: &str, to: &str) {
+        git(&self.bare, &["branch", "-m", from, to]);
+    }
+
     /// Deletes `branch`, as a person deleting it on GitHub would.
     pub fn delete_branch(&self, branch: &str) {
         git(
