@@ -263,14 +263,21 @@ fn start_workers(
         jobs_ready.clone(),
     )?;
     let runners = job_runners(store, &engine);
-    tokio::spawn(engine.reconcile_forever(RECONCILE_EVERY, shutdown.clone()));
+    tokio::spawn(
+        engine
+            .clone()
+            .reconcile_forever(RECONCILE_EVERY, shutdown.clone()),
+    );
+    // Awaited at shutdown with the workers: it says the workspace left.
+    let announce = tokio::spawn(engine.clone().announce_workspace_forever(shutdown.clone()));
     let settings = WorkerSettings {
         lease: config.queue.lease,
         shutdown_grace: config.http.shutdown_grace,
         ..WorkerSettings::default()
     };
     let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
-    let tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
+    let mut tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
+    tasks.push(announce);
     tracing::info!(count = config.queue.workers, "workers started");
     Ok((tasks, pool.health()))
 }

@@ -97,6 +97,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../migrations/sqlite/0013_deleted_comments.sql"),
         postgres: include_str!("../../migrations/postgres/0013_deleted_comments.sql"),
     },
+    Migration {
+        version: 14,
+        name: "workspaces",
+        sqlite: include_str!("../../migrations/sqlite/0014_workspaces.sql"),
+        postgres: include_str!("../../migrations/postgres/0014_workspaces.sql"),
+    },
 ];
 
 /// The advisory lock a replica holds on PostgreSQL while it migrates, an

@@ -26,6 +26,7 @@ pub mod review_texts;
 pub mod runs;
 pub mod verification;
 pub mod withdrawn;
+pub mod workspaces;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

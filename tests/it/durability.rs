@@ -161,6 +161,40 @@ async fn sigterm_as_soon_as_the_port_answers_still_exits_0() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// A process with workers says its workspace (its data directory's id) is
+/// alive, and that it left when it stops (decision 254): another replica
+/// then takes its runs over at once.
+#[tokio::test]
+async fn a_worker_process_announces_its_workspace_until_it_stops() {
+    let db = TestDb::new("workspace_beat").await;
+    let server = CloserProcess::serve(&db.url, None, &[]).await;
+    let store = db.store().await;
+    let announced = || async {
+        sqlx::query("SELECT id FROM workspaces")
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("id"))
+            .collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while announced().await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never announced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The test's processes share the default data directory (`closer-data`).
+    let id = std::fs::read_to_string(
+        std::env::current_dir()
+            .unwrap()
+            .join("closer-data/workspace-id"),
+    )
+    .unwrap();
+    assert_eq!(announced().await, [id.trim()]);
+    assert_eq!(server.terminate().await.code(), Some(0));
+    assert_eq!(announced().await, Vec::<String>::new(), "left at shutdown");
+}
+
 #[tokio::test]
 async fn two_processes_share_one_postgres_queue_without_double_work() {
     let db = TestDb::new("twoproc").await;

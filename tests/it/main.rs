@@ -58,6 +58,7 @@ mod story_status;
 mod story_transfer;
 mod story_verified;
 mod story_withdrawn;
+mod story_workspace;
 mod token_scope;
 mod triage;
 mod upgrade;

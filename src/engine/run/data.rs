@@ -137,6 +137,10 @@ pub struct RunData {
     /// delete it: the life started afresh does not continue from that
     /// head, and its first push replaces it (decision 249).
     pub merged_head: Option<String>,
+    /// The workspace (data directory, by its id) holding the run's
+    /// worktree, with the agent's commits not yet pushed: its steps wait
+    /// for that one while it is alive (decision 254).
+    pub workspace: Option<String>,
 }
 
 impl RunData {

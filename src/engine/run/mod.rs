@@ -31,6 +31,7 @@ mod label_removed;
 mod labels;
 mod model_outage;
 mod new_run;
+mod placement;
 mod progress;
 mod prompt;
 mod reconcile;
@@ -131,6 +132,20 @@ impl Step {
             .iter()
             .find(|(step, _)| *step == self)
             .map_or(RunState::Queued, |(_, state)| *state)
+    }
+
+    /// Whether the step works in the run's worktree (and so belongs to the
+    /// workspace holding it, decision 254).
+    fn uses_worktree(self) -> bool {
+        matches!(
+            self,
+            Step::Start
+                | Step::Iterate
+                | Step::Finish
+                | Step::Resume
+                | Step::Review
+                | Step::Reverify
+        )
     }
 
     /// The state a pull request's end moves a run to: `Failed` for
@@ -377,6 +392,25 @@ impl Engine {
     /// alone, see `workspace`).
     /// `job` is the queue job's id: the `review` step tells by it whether
     /// the latest round already took what it was queued for.
+    /// The run a step acts on, if it is still active; `None` too when its
+    /// stored config no longer parses (an open run is failed, saying so).
+    async fn step_context(&self, run_id: &RunId) -> Result<Option<RunContext>, EngineError> {
+        let Some(run) = self.runs.load_active(run_id).await? else {
+            return Ok(None);
+        };
+        let client = self.github.client(run.installation_id).await?;
+        let final_state = run.state.is_final();
+        match RunContext::load(run, client, &self.agents.names()) {
+            Ok(ctx) => Ok(Some(ctx)),
+            Err(context::LoadError::Config(_, _)) if final_state => Ok(None),
+            Err(context::LoadError::Config(mut ctx, message)) => {
+                let failure = failure::RunFailure::Error { message };
+                self.fail(&mut ctx, failure).await.map(|()| None)
+            }
+            Err(context::LoadError::Data(e)) => Err(e),
+        }
+    }
+
     async fn step(&self, run_id: &RunId, step: Step, job: i64) -> Result<(), EngineError> {
         let _files = self.workspace.hold_files(run_id).await?;
         if step == Step::ShowStop {
@@ -390,19 +424,8 @@ impl Engine {
             ctx.data.awaiting_label = true;
             return self.show_stop(&mut ctx).await;
         }
-        let Some(run) = self.runs.load_active(run_id).await? else {
+        let Some(mut ctx) = self.step_context(run_id).await? else {
             return Ok(());
-        };
-        let client = self.github.client(run.installation_id).await?;
-        let final_state = run.state.is_final();
-        let mut ctx = match RunContext::load(run, client, &self.agents.names()) {
-            Ok(ctx) => ctx,
-            Err(context::LoadError::Config(_, _)) if final_state => return Ok(()),
-            Err(context::LoadError::Config(mut ctx, message)) => {
-                let failure = failure::RunFailure::Error { message };
-                return self.fail(&mut ctx, failure).await;
-            }
-            Err(context::LoadError::Data(e)) => return Err(e),
         };
         if ctx.run.state == RunState::Failed && !ctx.data.diagnosis_posted {
             // A merge of its pull request still ends the run (below).
@@ -418,6 +441,9 @@ impl Engine {
             self.close_done(&mut ctx).await?;
             // What `finish` would have queued after it, had it got there.
             return self.next_round_if_asked(&ctx).await;
+        }
+        if step.uses_worktree() {
+            self.in_the_runs_workspace(&mut ctx).await?;
         }
         if step == Step::Iterate
             && ctx.run.state == RunState::AwaitingResponse

@@ -215,6 +215,8 @@ fn restarted_data(old: RunData, fresh: RunData, iteration: u32) -> RunData {
         afresh: old.afresh,
         // Still the merged branch's head, if the branch is left as it was.
         merged_head: old.merged_head,
+        // Its worktree (a stopped run's commits not pushed) is still there.
+        workspace: old.workspace,
         ..fresh
     }
 }

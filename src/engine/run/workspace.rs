@@ -55,6 +55,9 @@ pub enum Pushed {
 
 /// Mirrors, worktrees and scratch space under the data directory.
 pub struct Workspace {
+    /// The data directory's own id (`<data>/workspace-id`, made once):
+    /// what a run records as the place of its worktree (decision 254).
+    id: String,
     sandbox: Sandbox,
     scratch: PathBuf,
     homes: PathBuf,
@@ -68,6 +71,7 @@ pub struct Workspace {
 impl Workspace {
     pub fn new(data_dir: &Path, base_env: &BaseEnv) -> Workspace {
         Workspace {
+            id: workspace_id(data_dir),
             sandbox: Sandbox::new(SandboxOptions {
                 root: data_dir.join("sandbox"),
                 base_env: base_env.clone(),
@@ -81,6 +85,11 @@ impl Workspace {
             check_homes: data_dir.join("goals").join("checks"),
             file_locks: data_dir.join("locks").join("runs"),
         }
+    }
+
+    /// The data directory's id, which processes sharing it share.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Holds the run's files for a step, shared with its other holders;
@@ -377,4 +386,75 @@ async fn last_used_before(home: &Path, keep: Duration) -> bool {
     last_used
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age > keep)
+}
+
+/// The id in `<data_dir>/workspace-id`, made (16 random hex digits) when
+/// the file is missing. Two processes starting at once on a new data
+/// directory both read the one written first. A data directory closer
+/// cannot write gets an id of this process alone (logged): its runs' steps
+/// then keep to this process while it lives.
+fn workspace_id(data_dir: &Path) -> String {
+    let path = data_dir.join("workspace-id");
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|id| id.trim().to_owned())
+            .filter(|id| !id.is_empty())
+    };
+    if let Some(id) = read(&path) {
+        return id;
+    }
+    let id = format!("{:016x}", fastrand::u64(..));
+    // Written whole beside it, then linked in place: a process reading it
+    // meanwhile never sees it empty, and only one link wins.
+    let made = private_dir(data_dir).and_then(|()| {
+        let whole = data_dir.join(format!(".workspace-id.{id}"));
+        std::fs::write(&whole, format!("{id}\n"))?;
+        let linked = std::fs::hard_link(&whole, &path);
+        let _ = std::fs::remove_file(&whole);
+        linked
+    });
+    match made {
+        Ok(()) => id,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path).unwrap_or(id),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "the data directory's id cannot be written; this process's id stands for it");
+            id
+        }
+    }
+}
+
+/// `dir` and its parents, made closer's alone (0700) when missing.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_keeps_one_id_which_another_does_not_share() {
+        let one = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let inside = one.path().join("made/here");
+        let first = workspace_id(&inside);
+        assert_eq!(first.len(), 16, "{first}");
+        assert_eq!(workspace_id(&inside), first, "read again");
+        assert_ne!(workspace_id(other.path()), first);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&inside).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        let left: Vec<_> = std::fs::read_dir(&inside)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, ["workspace-id"], "nothing but the id");
+    }
 }

@@ -848,6 +848,21 @@ impl Story {
         }
     }
 
+    /// Waits until a job of `kind` is postponed (sent back to the queue,
+    /// its attempt not counted).
+    pub async fn next_postponed(&mut self, kind: &str) {
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match tokio::time::timeout(left, self.settled.recv()).await {
+                Ok(Ok(job)) if job.kind == kind && job.outcome == Settled::Postponed => return,
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(e)) => panic!("settled channel: {e}"),
+                Err(_) => panic!("no {kind} job postponed within {} s", SETTLE_WAIT.as_secs()),
+            }
+        }
+    }
+
     /// Waits until a job fails (to be tried again or not) and returns its
     /// last error.
     pub async fn next_failed_job(&mut self) -> String {
