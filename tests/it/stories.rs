@@ -1628,6 +1628,37 @@ async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
 
 /// A verified run whose `finish` step dies every time: GitHub refuses its
 /// pull request for good.
+/// The process dies while reconciliation reports the run it just failed
+/// (a rolling upgrade's SIGTERM ends the pass: here the pass is dropped
+/// while GitHub takes its time over the `closer:failed` label). The step
+/// queued with the failure reports it: the label and the diagnosis. Before,
+/// nothing came for a failed run, and its issue said "working" for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failure_reconciliation_could_not_report_is_reported_by_its_step() {
+    let (mut s, n, run) = a_run_whose_finish_dies("dead-steps-cut").await;
+    let engine = s.engine.clone().unwrap();
+    for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
+        engine.reconcile().await.unwrap();
+        s.idle().await;
+    }
+    let labels = format!("/repos/{REPO}/issues/{}/labels", n.0);
+    let slow = Fault::Hang(Duration::from_secs(30));
+    s.github.inject(slow.times(1).method("POST").path(&labels));
+    let cut = tokio::time::timeout(Duration::from_secs(2), engine.reconcile()).await;
+    assert!(cut.is_err(), "the pass was still reporting");
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+
+    s.idle().await;
+    assert!(s.labels(n).contains(&"closer:failed".to_owned()));
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("could not carry the run forward"));
+    assert!(diagnosis.is_some(), "{}", s.journal().await);
+    assert_eq!(s.run(n).await.unwrap().id, run.id);
+    s.stop().await;
+}
+
 pub(crate) async fn a_run_whose_finish_dies(name: &str) -> (Story, IssueNumber, Run) {
     let mut s = Story::start(name, Some(CONFIG)).await;
     s.deaths_expected = true;

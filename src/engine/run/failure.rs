@@ -204,6 +204,14 @@ impl Engine {
         if !self.runs.save_if_still(ctx, was).await? {
             return Ok(false);
         }
+        // Queued before the report, due after it: a process that dies
+        // while reporting (a rolling upgrade ends reconciliation mid-pass)
+        // leaves the report to this step, and nothing else would come for
+        // a failed run (decision 255). After a report that went through,
+        // the step finds nothing to do.
+        self.runs
+            .enqueue_after_recheck(&ctx.run.id, super::Step::Iterate)
+            .await?;
         self.report_failure(ctx).await?;
         Ok(true)
     }

@@ -89,16 +89,12 @@ impl Engine {
             let failure = RunFailure::StepsFailed { times: dead, error };
             // Another replica's pass may fail the run at the same time:
             // only the one whose write lands posts the diagnosis.
-            return match self.fail_if_unchanged(&mut ctx, failure).await {
-                Ok(true) => Ok(Some(Action::Failed)),
-                Ok(false) => Ok(None),
-                Err(e) => {
-                    // The failure is saved before it is reported: a step of
-                    // the run, with its own tries, reports what GitHub
-                    // refused.
-                    self.runs.enqueue(id, Step::Iterate).await?;
-                    Err(e)
-                }
+            // The failure is saved before it is reported, with a step of
+            // the run queued to report what GitHub refused, with its own
+            // tries.
+            return match self.fail_if_unchanged(&mut ctx, failure).await? {
+                true => Ok(Some(Action::Failed)),
+                false => Ok(None),
             };
         }
         // Another replica's pass may queue it at the same time: one step.
