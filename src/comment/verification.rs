@@ -110,6 +110,7 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
         };
         let _ = writeln!(out, "| Scope | {result} | required | {text} |");
     }
+    verdict_row(out, v, detail, trimmed);
     if shown.len() < v.goals.len() {
         *trimmed = true;
         let _ = writeln!(
@@ -136,6 +137,32 @@ pub(crate) fn render(out: &mut String, v: &VerificationView, detail: Detail, tri
             .iter()
             .any(|g| g.evidence.trim().lines().nth(1).is_some());
     }
+}
+
+/// The verdict's reasons, when the head is not verified and no other row
+/// says it fails (decision 256).
+fn verdict_row(out: &mut String, v: &VerificationView, detail: Detail, trimmed: &mut bool) {
+    if !v.blockers.is_empty() && !shows_a_failure(v) {
+        let _ = writeln!(
+            out,
+            "| Verdict | ❌ not verified | required | {} |",
+            joined(&v.blockers, detail, trimmed)
+        );
+    }
+}
+
+/// Whether a row of the table already says the head fails a check.
+fn shows_a_failure(v: &VerificationView) -> bool {
+    let goal_failed = v
+        .goals
+        .iter()
+        .any(|g| g.status == GoalStatus::Failed && g.required);
+    let baseline_failed = v
+        .baseline
+        .as_ref()
+        .is_some_and(|b| !b.new_failures.is_empty() || !b.failing_since_base.is_empty());
+    let scope_failed = matches!(v.scope, Some(ScopeRow::OutOfScope(_)));
+    goal_failed || baseline_failed || scope_failed
 }
 
 /// At most `max` goals, in their order, chosen failed-required first, then

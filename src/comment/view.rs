@@ -96,6 +96,11 @@ pub struct VerificationView {
     pub baseline: Option<BaselineRow>,
     /// `None` when no scope guard applies.
     pub scope: Option<ScopeRow>,
+    /// Why the head is not verified, when it is not (the verdict's
+    /// reasons); empty when it is. Shown as a row of its own when no other
+    /// row fails: a test no longer run, output past its cap, a missing
+    /// artifact have no row (decision 256).
+    pub blockers: Vec<String>,
 }
 
 /// One signal that made question detection fire.

@@ -93,7 +93,10 @@ async fn a_command_mentioning_the_app_on_the_pull_request_starts_no_round() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_after_the_merge_starts_the_run_again() {
     let (mut s, n, pull) = verified_story("request-merged", CONFIG).await;
+    let merged = s.origin.branch_head("closer/issue-1").unwrap();
     s.merge_as(pull, MAINTAINER).await;
+    // The merge, on the default branch (GitHub leaves the head branch).
+    s.origin.force_branch("main", &merged);
     s.idle().await;
     s.agent_step(2, &small_change(2));
     s.llm.push([done()]);

@@ -70,6 +70,7 @@ fn verification() -> VerificationView {
             ..BaselineRow::default()
         }),
         scope: Some(ScopeRow::Ok),
+        blockers: vec![],
     }
 }
 

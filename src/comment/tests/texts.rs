@@ -355,6 +355,29 @@ fn snapshot_pull_request() {
     ));
 }
 
+/// A person pushed to the branch; the verification at the new head found a
+/// test that passed at base no longer run. Every row passes: the verdict
+/// row says the head is not verified, and why (decision 256). A failing
+/// row says it by itself, and then the verdict adds no row.
+#[test]
+fn a_head_not_verified_for_a_reason_without_a_row_says_so_in_the_table() {
+    let mut v = pr_view();
+    v.verification.blockers = vec!["no longer run: parser::tests::empty_input".to_owned()];
+    let body = pull_request_body(&v);
+    assert!(
+        body.contains(
+            "| Verdict | ❌ not verified | required | no longer run: parser::tests::empty_input |"
+        ),
+        "{body}"
+    );
+    let mut failing = running_view();
+    if let Some(table) = failing.verification.as_mut() {
+        table.blockers = vec!["new failure".to_owned()];
+    }
+    assert!(!status_comment(&failing).contains("| Verdict |"));
+    assert!(!pull_request_body(&pr_view()).contains("| Verdict |"));
+}
+
 #[test]
 fn pull_request_title_is_one_line_and_within_limit() {
     let long = "word ".repeat(200) + "\nsecond line 日本語";

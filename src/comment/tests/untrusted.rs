@@ -96,6 +96,7 @@ fn snapshot_hostile_input() {
             )],
             baseline: None,
             scope: Some(ScopeRow::OutOfScope(vec![evil.to_owned()])),
+            blockers: vec![evil.to_owned()],
         }),
         question: None,
         notices: vec![],

@@ -37,7 +37,12 @@ impl Engine {
         let Some(mode) = reproduction::mode(&ctx.config, iteration.task) else {
             return Ok(None);
         };
-        let required = mode == ReproductionMode::Required;
+        // A run restarted after its pull request was merged works from a
+        // base that holds the fix: no test can fail there for the bug the
+        // merged work reproduced, so one is looked for but not required
+        // (decision 257).
+        let after_merge = ctx.data.merged_head.is_some();
+        let required = mode == ReproductionMode::Required && !after_merge;
         let none = |note: String| {
             Ok(Some(Reproduction {
                 required,

@@ -183,6 +183,10 @@ pub fn verification_view(v: &IterationVerification) -> VerificationView {
         } else {
             ScopeRow::OutOfScope(v.scope.out_of_scope.clone())
         }),
+        blockers: match v.complete() {
+            true => Vec::new(),
+            false => v.decision.reasons.clone(),
+        },
     }
 }
 
