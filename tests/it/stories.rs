@@ -1659,6 +1659,33 @@ async fn a_failure_reconciliation_could_not_report_is_reported_by_its_step() {
     s.stop().await;
 }
 
+/// GitHub refuses, for good, to show the issue to closer (a permission
+/// taken from the App): reconciliation cannot ask whether the run should
+/// stop, and still fails the run whose steps keep dying. Before, the
+/// refusal ended each pass before the count, and the run said "working"
+/// for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_whose_issue_github_refuses_to_show_is_still_failed_when_its_steps_die() {
+    let (mut s, n, run) = a_run_whose_finish_dies("dead-steps-403").await;
+    let issue = format!("/repos/{REPO}/issues/{}", n.0);
+    let refused = Fault::Status(403)
+        .times(1_000)
+        .method("GET")
+        .only_path(&issue);
+    s.github.inject(refused);
+    let engine = s.engine.clone().unwrap();
+    for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
+        let done = engine.reconcile().await.unwrap();
+        assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
+        s.idle().await;
+    }
+    let done = engine.reconcile().await.unwrap();
+    assert_eq!(done.failed, std::slice::from_ref(&run.id), "{done:?}");
+    s.idle().await;
+    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    s.stop().await;
+}
+
 pub(crate) async fn a_run_whose_finish_dies(name: &str) -> (Story, IssueNumber, Run) {
     let mut s = Story::start(name, Some(CONFIG)).await;
     s.deaths_expected = true;

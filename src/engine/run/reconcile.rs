@@ -71,9 +71,20 @@ impl Engine {
         let Some(mut ctx) = self.context(id).await? else {
             return Ok(None);
         };
-        if let Some(why) = self.gone_on_github(&ctx).await? {
-            self.stop(&ctx.run, why).await?;
-            return Ok(Some(Action::Stopped));
+        match self.gone_on_github(&ctx).await {
+            Ok(Some(why)) => {
+                self.stop(&ctx.run, why).await?;
+                return Ok(Some(Action::Stopped));
+            }
+            Ok(None) => {}
+            // GitHub refuses to say, for good (a permission taken from the
+            // App, the repository blocked): the run's dying steps below
+            // still fail it, rather than leave it "working" for ever
+            // (decision 258).
+            Err(EngineError::GitHub(e)) if !e.is_transient() => {
+                tracing::warn!(run = %id, error = %e, "reconciliation cannot read the run's issue");
+            }
+            Err(e) => return Err(e),
         }
         let run = &ctx.run;
         let Some(step) = self.missing_step(&ctx).await? else {
