@@ -176,9 +176,14 @@ fn asked_wait(
         let reset_ms = Millis::try_from(reset)
             .unwrap_or(Millis::MAX)
             .saturating_mul(1000);
-        return Some(Duration::from_millis(
-            reset_ms.saturating_sub(now).max(0) as u64
-        ));
+        // A reset already past by closer's clock, while GitHub still says
+        // none are left: closer's clock is ahead of GitHub's. Going again
+        // at once would hammer a limited API (GitHub may block an App that
+        // does); wait as for a limit that names no time (decision 259).
+        return Some(match reset_ms.saturating_sub(now) {
+            left if left > 0 => Duration::from_millis(left as u64),
+            _ => settings.secondary_rate_limit_wait,
+        });
     }
     if status == 429 || rate_limit_hint {
         return Some(settings.secondary_rate_limit_wait);
@@ -353,12 +358,13 @@ mod tests {
             answered(Method::GET, 403, &h, false, 1),
             RetryDecision::Retry(Duration::from_secs(42))
         );
-        // A reset already in the past: go again at once.
+        // A reset already in the past by closer's clock (ahead of GitHub's):
+        // a minute, as for a limit that names no time; never at once.
         let past = (NOW / 1000 - 5).to_string();
         let h = headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &past)]);
         assert_eq!(
             answered(Method::GET, 403, &h, false, 1),
-            RetryDecision::Retry(Duration::ZERO)
+            RetryDecision::Retry(Duration::from_secs(60))
         );
     }
 
