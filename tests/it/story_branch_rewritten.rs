@@ -253,3 +253,32 @@ async fn a_default_branch_renamed_mid_run_is_the_pull_requests_base() {
     assert_eq!(pulls[0].base, "trunk");
     s.stop().await;
 }
+
+/// The repository was just created and has no commit yet (GitHub still
+/// names a default branch): the run fails at once, saying what to do.
+/// Before, its start step met git's own words, was tried again for the
+/// best part of an hour and died, and reconciliation failed the run after
+/// three such deaths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repository_with_no_commits_fails_the_run_at_once_saying_so() {
+    let mut s = crate::support::story::Story::start("empty-repo", Some(CONFIG)).await;
+    s.origin.delete_branch("main");
+    let n = s
+        .open_issue("add should add", "", &["closer", "type:feature"])
+        .await;
+    s.idle().await;
+
+    s.expect_run(n, RunState::Failed, 0).await;
+    let diagnosis = s
+        .bot_comments(n)
+        .into_iter()
+        .find(|c| c.body.contains("no commits yet"))
+        .expect("a diagnosis saying why");
+    assert!(
+        diagnosis.body.contains("/closer retry"),
+        "{}",
+        diagnosis.body
+    );
+    assert!(s.llm.requests().len() <= 1, "nothing judged");
+    s.stop().await;
+}

@@ -95,6 +95,10 @@ pub enum SandboxError {
     Io(#[from] std::io::Error),
     #[error("the remote has no default branch (HEAD)")]
     NoDefaultBranch,
+    /// The remote has no commit at all (a repository just created, before
+    /// its first push): there is nothing to start from.
+    #[error("the repository has no commits yet (its default branch {branch} is empty)")]
+    EmptyRepository { branch: String },
     #[error("git placed the worktree's metadata somewhere unexpected: {0}")]
     UnexpectedLayout(String),
     #[error("{0}")]
@@ -539,11 +543,18 @@ impl Sandbox {
             }
         };
         let rev = format!("refs/remotes/origin/{branch}^{{commit}}");
-        let sha = self
-            .git
-            .run(mirror, &["rev-parse", "--verify", &rev])
-            .await?;
-        Ok(sha.trim().to_owned())
+        match self.git.run(mirror, &["rev-parse", "--verify", &rev]).await {
+            Ok(sha) => Ok(sha.trim().to_owned()),
+            Err(e) => {
+                let refs = ["for-each-ref", "--count=1", "refs/remotes/origin/"];
+                match self.git.run(mirror, &refs).await {
+                    Ok(any) if any.trim().is_empty() => {
+                        Err(SandboxError::EmptyRepository { branch })
+                    }
+                    _ => Err(e.into()),
+                }
+            }
+        }
     }
 }
 

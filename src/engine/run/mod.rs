@@ -235,6 +235,9 @@ pub enum EngineError {
     /// The run was stopped while this step ran; the step ends quietly.
     #[error("the run was stopped meanwhile")]
     Stopped,
+    /// The repository has no commit yet: nothing to start a run from.
+    #[error("the repository has no commits yet")]
+    EmptyRepository,
     /// GitHub answers the run's repository name with another repository
     /// (`holder`): the name changed hands. The run is set aside and the
     /// step ends quietly (`replaced.rs`).

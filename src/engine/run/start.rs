@@ -58,7 +58,19 @@ impl Engine {
             // branch's head.
             self.workspace.discard(ctx).await?;
         }
-        let worktree = self.workspace.prepare(ctx).await?;
+        let worktree = match self.workspace.prepare(ctx).await {
+            Ok(worktree) => worktree,
+            // Tried again, it would fail the same way until somebody
+            // pushes: the run fails at once, saying so (decision 260).
+            Err(EngineError::EmptyRepository) => {
+                let message = "the repository has no commits yet, so there is nothing to work \
+                               from: push a first commit to its default branch, then comment \
+                               `/closer retry`"
+                    .to_owned();
+                return self.fail(ctx, RunFailure::Error { message }).await;
+            }
+            Err(e) => return Err(e),
+        };
         ctx.data.afresh = false;
         match self.baseline(ctx, &worktree).await? {
             Ok(b) => {

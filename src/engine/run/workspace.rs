@@ -216,7 +216,10 @@ impl Workspace {
         self.sandbox
             .prepare_at(&source, issue, run_id, known_base, start_at)
             .await
-            .map_err(other)
+            .map_err(|e| match e {
+                SandboxError::EmptyRepository { .. } => EngineError::EmptyRepository,
+                e => other(e),
+            })
     }
 
     /// Removes the run's worktree, branch and base ref, wherever they are:
