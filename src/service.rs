@@ -44,11 +44,19 @@ pub struct ServeOptions {
 
 /// Runs until a shutdown signal.
 pub async fn serve(config: ServerConfig, options: ServeOptions) -> anyhow::Result<()> {
-    let signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;
+    let mut signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;
     let (secret, listener) = preflight(&config, &options).await?;
-    let store = Store::open(&config.store, crate::clock::system())
-        .await
-        .context("cannot open the database")?;
+    // Opening may wait without a bound (another replica's migration): a
+    // stop signal meanwhile ends the process here, before it serves.
+    let store = tokio::select! {
+        opened = Store::open(&config.store, crate::clock::system()) => {
+            opened.context("cannot open the database")?
+        }
+        () = signals.recv() => {
+            tracing::info!("shutdown signal while the database was opened: stopping");
+            return Ok(());
+        }
+    };
     tracing::info!(backend = ?store.backend(), role = ?options.role, dry_run = options.dry_run, "database ready");
     let (github, recorder_task) = github_app(&config, &store, options.dry_run)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -268,16 +276,20 @@ fn start_workers(
             .clone()
             .reconcile_forever(RECONCILE_EVERY, shutdown.clone()),
     );
-    // Awaited at shutdown with the workers: it says the workspace left.
-    let announce = tokio::spawn(engine.clone().announce_workspace_forever(shutdown.clone()));
     let settings = WorkerSettings {
         lease: config.queue.lease,
         shutdown_grace: config.http.shutdown_grace,
         ..WorkerSettings::default()
     };
     let pool = WorkerPool::new(store.clone(), runners, settings, jobs_ready.clone());
-    let mut tasks = pool.spawn(config.queue.workers, &process_name(), shutdown.clone());
-    tasks.push(announce);
+    let process = process_name();
+    let mut tasks = pool.spawn(config.queue.workers, &process, shutdown.clone());
+    // Awaited at shutdown with the workers: it says the process left. A
+    // process without workers never takes the steps it would hold.
+    if config.queue.workers > 0 {
+        let announce = engine.announce_workspace_forever(process, shutdown.clone());
+        tasks.push(tokio::spawn(announce));
+    }
     tracing::info!(count = config.queue.workers, "workers started");
     Ok((tasks, pool.health()))
 }

@@ -5,8 +5,10 @@
 //! waits for the port, or a health check answered from the listen backlog,
 //! may send SIGTERM before that first poll. Left to the default
 //! disposition, that signal would kill the process mid-write instead of
-//! letting it drain (decision 246). A signal that arrives during start-up
-//! is kept and ends the process as soon as it is serving.
+//! letting it drain (decision 246). A signal that arrives while the
+//! database is opened (a migration, or the wait for another replica's)
+//! ends the process there; one that arrives later in start-up is kept and
+//! ends it as soon as it is serving.
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
@@ -27,13 +29,18 @@ impl ShutdownSignals {
         })
     }
 
-    /// Waits for either signal (or one caught earlier), then tells everyone
-    /// on `tx`.
-    pub async fn wait(mut self, tx: watch::Sender<bool>) {
+    /// Waits for either signal, or one caught earlier.
+    pub async fn recv(&mut self) {
         tokio::select! {
             _ = self.terminate.recv() => {}
             _ = self.interrupt.recv() => {}
         }
+    }
+
+    /// Waits for either signal (or one caught earlier), then tells everyone
+    /// on `tx`.
+    pub async fn wait(mut self, tx: watch::Sender<bool>) {
+        self.recv().await;
         tracing::info!("shutdown signal received");
         let _ = tx.send(true);
     }

@@ -22,14 +22,16 @@ pub const ALIVE_WITHIN: Duration = Duration::from_secs(75);
 /// How long a workspace not heard from is remembered at all.
 const FORGOTTEN_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-/// Records that workspace `id` is alive at `now`, and forgets those not
-/// heard from for a day (each new pod's data directory is a new one).
-pub async fn beat(pool: &AnyPool, id: &str, now: Millis) -> Result<(), StoreError> {
+/// Records that `process` works in workspace `id` at `now`, and forgets
+/// rows not heard from for a day (each new pod's data directory is a new
+/// one).
+pub async fn beat(pool: &AnyPool, id: &str, process: &str, now: Millis) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO workspaces (id, seen_at) VALUES ($1, $2) \
-         ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+        "INSERT INTO workspaces (id, process, seen_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (id, process) DO UPDATE SET seen_at = excluded.seen_at",
     )
     .bind(id)
+    .bind(process)
     .bind(now)
     .execute(pool)
     .await?;
@@ -40,7 +42,9 @@ pub async fn beat(pool: &AnyPool, id: &str, now: Millis) -> Result<(), StoreErro
     Ok(())
 }
 
-/// Whether workspace `id` was heard from within [`ALIVE_WITHIN`] of `now`.
+/// Whether any process in workspace `id` was heard from within
+/// [`ALIVE_WITHIN`] of `now` (by the clocks of the processes: like the
+/// queue's leases, this needs them to agree to well within a minute).
 pub async fn alive(pool: &AnyPool, id: &str, now: Millis) -> Result<bool, StoreError> {
     let since = now.saturating_sub(ALIVE_WITHIN.as_millis() as Millis);
     let row = sqlx::query("SELECT COUNT(*) AS n FROM workspaces WHERE id = $1 AND seen_at >= $2")
@@ -51,11 +55,13 @@ pub async fn alive(pool: &AnyPool, id: &str, now: Millis) -> Result<bool, StoreE
     Ok(row.try_get::<i64, _>("n")? > 0)
 }
 
-/// Workspace `id` leaves (its process stops): its runs are taken over at
-/// once rather than after [`ALIVE_WITHIN`].
-pub async fn leave(pool: &AnyPool, id: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM workspaces WHERE id = $1")
+/// `process` leaves workspace `id` (it stops): once no process is left
+/// there, its runs are taken over at once rather than after
+/// [`ALIVE_WITHIN`].
+pub async fn leave(pool: &AnyPool, id: &str, process: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM workspaces WHERE id = $1 AND process = $2")
         .bind(id)
+        .bind(process)
         .execute(pool)
         .await?;
     Ok(())

@@ -161,6 +161,33 @@ async fn sigterm_as_soon_as_the_port_answers_still_exits_0() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// SIGTERM while closer waits at start for another replica's migration
+/// (the migration lock held elsewhere; that wait has no bound): it stops
+/// there and exits 0. Before, the signal was kept until closer served,
+/// which it never did while the lock was held.
+#[tokio::test]
+async fn sigterm_while_another_replica_migrates_ends_the_wait_and_exits_0() {
+    let db = TestDb::new("term_migrating").await;
+    if db.backend != closer::store::Backend::Postgres {
+        eprintln!("SKIPPED sigterm_while_another_replica_migrates: TEST_DATABASE_URL is not set");
+        return;
+    }
+    let store = db.store().await;
+    let mut held = store.pool().acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(closer::store::migrate::PG_LOCK_KEY)
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let server = CloserProcess::start(&db.url, None, &[]);
+    server.wait_bound().await;
+    // Past the bind, it opens the database and waits for the lock.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = server.terminate().await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    drop(held);
+}
+
 /// A process with workers says its workspace (its data directory's id) is
 /// alive, and that it left when it stops (decision 254): another replica
 /// then takes its runs over at once.

@@ -43,7 +43,7 @@ async fn a_runs_steps_wait_for_its_live_workspace_and_are_taken_over_once_it_is_
     let here = std::fs::read_to_string(s.data_dir().join("workspace-id")).unwrap();
     let pool = s.store.pool().clone();
     place_run(&s, &run.id, "elsewhere").await;
-    workspaces::beat(&pool, "elsewhere", s.store.now_ms())
+    workspaces::beat(&pool, "elsewhere", "replica-b", s.store.now_ms())
         .await
         .unwrap();
 
@@ -53,7 +53,9 @@ async fn a_runs_steps_wait_for_its_live_workspace_and_are_taken_over_once_it_is_
     assert!(!s.path("prompt-2.txt").exists(), "the agent worked here");
     assert_eq!(s.run(n).await.unwrap().state, RunState::AwaitingResponse);
 
-    workspaces::leave(&pool, "elsewhere").await.unwrap();
+    workspaces::leave(&pool, "elsewhere", "replica-b")
+        .await
+        .unwrap();
     s.idle().await;
     s.expect_run(n, RunState::Done, 2).await;
     assert!(s.prompt(2).contains("negatives too"), "{}", s.prompt(2));

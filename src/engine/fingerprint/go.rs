@@ -19,9 +19,12 @@ use super::normalize::re;
 static FAIL: LazyLock<Regex> = LazyLock::new(|| re(r"^(\s*)--- FAIL: (\S+) \("));
 static MESSAGE: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+([\w./-]+\.go):(\d+): (.*)$"));
 static FRAME: LazyLock<Regex> = LazyLock::new(|| re(r"^\s+(\S+\.go):(\d+)"));
-/// A package's result line: `ok  \tpkg\t0.1s`, `FAIL\tpkg\t0.1s`,
-/// `FAIL\tpkg [build failed]`, `?   \tpkg\t[no test files]`.
-static RESULT: LazyLock<Regex> = LazyLock::new(|| re(r"^(ok|FAIL|\?)\s+(\S+)(?:\s+\[([^\]]+)\])?"));
+/// A package's result line, as `go test` writes it (a tab after the word,
+/// which a test's own log line or another tool's `FAIL pkg.TestX` lacks):
+/// `ok  \tpkg\t0.1s`, `FAIL\tpkg\t0.1s`, `FAIL\tpkg [build failed]`,
+/// `?   \tpkg\t[no test files]`.
+static RESULT: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^(ok|FAIL|\?) *\t(\S+)(?: \[([^\]]+)\])?(?:\t|$)"));
 /// A compiler or vet error under a `# pkg` heading: `b/b.go:3:9:
 /// undefined: foo`.
 static BUILD_ERROR: LazyLock<Regex> = LazyLock::new(|| re(r"^(\S+\.go):(\d+)(?::\d+)?: (.*)$"));
@@ -90,7 +93,12 @@ fn unnamed_package_failures(lines: &[&str]) -> Vec<RawFailure> {
         if FAIL.is_match(line) {
             named = true;
         } else if let Some(c) = RESULT.captures(line) {
-            if &c[1] == "FAIL" && !named {
+            // The `-timeout` panic names no failing test even beside
+            // failures that do: it stands for itself.
+            let timed_out = panic
+                .as_deref()
+                .is_some_and(|p: &str| p.starts_with("panic: test timed out"));
+            if &c[1] == "FAIL" && (!named || timed_out) {
                 let package = &c[2];
                 let why = c.get(3).map_or("failed", |m| m.as_str());
                 let (location, detail) = match build_errors.get(package) {

@@ -288,6 +288,23 @@ fn go_packages_failing_without_a_test_name_are_failures_of_their_own() {
     // The earlier fixtures name every failing package's test: nothing added.
     let named = parse_failures("go test ./...", fixture!("go-run1.txt"), None);
     assert!(named.iter().all(|f| f.test.is_some()), "{named:#?}");
+    // A test's own log line, or another tool's `FAIL pkg.TestX`, is no
+    // package's result; a timeout beside a named failure still counts.
+    let logged = "--- FAIL: TestA (0.00s)\n    a_test.go:3: x\nok  done\nFAIL example.com/m.TestA (0.00s)\n--- FAIL: TestB (0.00s)\n    b_test.go:3: y\nFAIL\nFAIL\texample.com/m\t0.01s\n";
+    let f = parse_failures("go test ./...", logged, None);
+    assert_eq!(names(&f), ["TestA", "TestB"]);
+    assert!(f.iter().all(|f| f.test.is_some()), "{f:#?}");
+    let timeout = "--- FAIL: TestA (0.00s)\n    a_test.go:3: x\npanic: test timed out after 2s\n\nFAIL\texample.com/m\t2.01s\n";
+    let f = parse_failures("go test ./...", timeout, None);
+    let unnamed: Vec<&str> = f
+        .iter()
+        .filter(|f| f.test.is_none())
+        .map(|f| f.error.as_str())
+        .collect();
+    assert_eq!(
+        unnamed,
+        ["package example.com/m failed: panic: test timed out after <DUR>"]
+    );
 }
 
 #[test]

@@ -131,12 +131,16 @@ pub struct RunData {
     /// that work now, instead of continuing from the old base (decision
     /// 243).
     pub afresh: bool,
-    /// The branch's head on GitHub when a restart found the run's pull
+    /// The head GitHub merged, when a restart found the run's pull
     /// request merged. A squash or rebase merge leaves commits the default
     /// branch does not hold, and GitHub keeps the branch unless told to
     /// delete it: the life started afresh does not continue from that
     /// head, and its first push replaces it (decision 249).
     pub merged_head: Option<String>,
+    /// This life began when a restart found the run's pull request
+    /// merged: its base holds that fix, so a reproduction is looked for
+    /// but not required (decision 257). Not carried to a later life.
+    pub after_merge: bool,
     /// The workspace (data directory, by its id) holding the run's
     /// worktree, with the agent's commits not yet pushed: its steps wait
     /// for that one while it is alive (decision 254).

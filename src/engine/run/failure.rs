@@ -209,9 +209,13 @@ impl Engine {
         // leaves the report to this step, and nothing else would come for
         // a failed run (decision 255). After a report that went through,
         // the step finds nothing to do.
-        self.runs
+        if let Err(e) = self
+            .runs
             .enqueue_after_recheck(&ctx.run.id, super::Step::Iterate)
-            .await?;
+            .await
+        {
+            tracing::warn!(run = %ctx.run.id, error = %e, "the failed run's step was not queued; reporting it now");
+        }
         self.report_failure(ctx).await?;
         Ok(true)
     }

@@ -390,11 +390,6 @@ impl Engine {
         RunContext::load_lenient(run, client, &self.agents.names()).map(Some)
     }
 
-    /// Runs one step of a run: loads its context once and hands it on,
-    /// holding the run's files meanwhile (the retention task leaves them
-    /// alone, see `workspace`).
-    /// `job` is the queue job's id: the `review` step tells by it whether
-    /// the latest round already took what it was queued for.
     /// The run a step acts on, if it is still active; `None` too when its
     /// stored config no longer parses (an open run is failed, saying so).
     async fn step_context(&self, run_id: &RunId) -> Result<Option<RunContext>, EngineError> {
@@ -414,6 +409,11 @@ impl Engine {
         }
     }
 
+    /// Runs one step of a run: loads its context once and hands it on,
+    /// holding the run's files meanwhile (the retention task leaves them
+    /// alone, see `workspace`).
+    /// `job` is the queue job's id: the `review` step tells by it whether
+    /// the latest round already took what it was queued for.
     async fn step(&self, run_id: &RunId, step: Step, job: i64) -> Result<(), EngineError> {
         let _files = self.workspace.hold_files(run_id).await?;
         if step == Step::ShowStop {
@@ -537,7 +537,7 @@ impl RunStepRunner {
                 .name_taken(&name, holder)
                 .await
                 .map_err(|e| self.0.job_error(e)),
-            Err(e @ EngineError::Busy(_)) => {
+            Err(e @ (EngineError::Busy(_) | EngineError::NotYet { .. })) => {
                 tracing::debug!(run = %payload.run_id, step = ?payload.step, reason = %e, "run step postponed");
                 Err(self.0.job_error(e))
             }

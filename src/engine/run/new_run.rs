@@ -65,10 +65,13 @@ impl Engine {
         let (kept, merged) = kept_pull(client, &thread.repo.name, run.pull_request).await?;
         run.pull_request = kept;
         // Its work is on the default branch now: the new life starts from
-        // there, not from the old base and branch (decision 243).
-        if merged {
+        // there, not from the old base and branch (decision 243), and does
+        // not follow the head GitHub merged (decision 249).
+        if let Some(head) = merged {
             restarted.afresh = true;
-            restarted.merged_head = restarted.branch_head.take();
+            restarted.after_merge = true;
+            restarted.branch_head = None;
+            restarted.merged_head = Some(head);
             run.base_commit = None;
         }
         // One kept open is worked on as a review round: its open threads are
@@ -182,13 +185,13 @@ async fn kept_pull(
     client: &InstallationClient,
     repo: &RepoName,
     pull: Option<IssueNumber>,
-) -> Result<(Option<IssueNumber>, bool), EngineError> {
+) -> Result<(Option<IssueNumber>, Option<String>), EngineError> {
     let Some(number) = pull else {
-        return Ok((None, false));
+        return Ok((None, None));
     };
     let pull = client.get_pull(repo, number).await?;
     let open = pull.state == PullState::Open;
-    Ok((open.then_some(number), pull.merged))
+    Ok((open.then_some(number), pull.merged.then_some(pull.head_sha)))
 }
 
 /// A restarted run's data: the issue's `fresh` data, with what the run's

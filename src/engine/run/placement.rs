@@ -49,14 +49,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Says this process's workspace is alive every `workspaces::BEAT`
+    /// Says `process` works in this workspace every `workspaces::BEAT`
     /// until `shutdown`, then that it left. A failed write is logged: the
     /// next beat may land, and meanwhile the runs wait or are taken over.
-    pub async fn announce_workspace_forever(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    /// Only a process with workers says so: one without never takes the
+    /// steps it would hold.
+    pub async fn announce_workspace_forever(
+        self: Arc<Self>,
+        process: String,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
         let (id, store) = (self.workspace.id(), self.runs.store());
         tracing::info!(workspace = id, "this data directory's workspace");
         loop {
-            if let Err(e) = workspaces::beat(store.pool(), id, store.now_ms()).await {
+            if let Err(e) = workspaces::beat(store.pool(), id, &process, store.now_ms()).await {
                 tracing::warn!(error = %e, "cannot record this workspace as alive");
             }
             tokio::select! {
@@ -64,7 +70,7 @@ impl Engine {
                 _ = shutdown.changed() => break,
             }
         }
-        if let Err(e) = workspaces::leave(store.pool(), id).await {
+        if let Err(e) = workspaces::leave(store.pool(), id, &process).await {
             tracing::warn!(error = %e, "cannot record that this workspace left");
         }
     }

@@ -41,8 +41,7 @@ impl Engine {
         // base that holds the fix: no test can fail there for the bug the
         // merged work reproduced, so one is looked for but not required
         // (decision 257).
-        let after_merge = ctx.data.merged_head.is_some();
-        let required = mode == ReproductionMode::Required && !after_merge;
+        let required = mode == ReproductionMode::Required && !ctx.data.after_merge;
         let none = |note: String| {
             Ok(Some(Reproduction {
                 required,

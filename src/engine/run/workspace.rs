@@ -409,13 +409,24 @@ fn workspace_id(data_dir: &Path) -> String {
     }
     let id = format!("{:016x}", fastrand::u64(..));
     // Written whole beside it, then linked in place: a process reading it
-    // meanwhile never sees it empty, and only one link wins.
+    // meanwhile never sees it empty, and only one link wins. A file system
+    // without hard links (some network ones) gets it created in place.
     let made = private_dir(data_dir).and_then(|()| {
         let whole = data_dir.join(format!(".workspace-id.{id}"));
         std::fs::write(&whole, format!("{id}\n"))?;
         let linked = std::fs::hard_link(&whole, &path);
         let _ = std::fs::remove_file(&whole);
-        linked
+        match linked {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                use std::io::Write as _;
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)?;
+                file.write_all(format!("{id}\n").as_bytes())
+            }
+            linked => linked,
+        }
     });
     match made {
         Ok(()) => id,
