@@ -1572,15 +1572,7 @@ async fn reconciliation_requeues_a_run_without_a_step_and_stops_one_closed_behin
 async fn a_step_that_keeps_failing_fails_the_run_with_a_diagnosis() {
     let (mut s, n, run) = a_run_whose_finish_dies("dead-steps").await;
     let engine = s.engine.clone().unwrap();
-    for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
-        let done = engine.reconcile().await.unwrap();
-        assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
-        s.idle().await;
-    }
-    let done = engine.reconcile().await.unwrap();
-    assert_eq!(done.failed, std::slice::from_ref(&run.id), "{done:?}");
-    s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
+    reconciled_until_failed(&mut s, &engine, &run).await;
     let diagnosis = s
         .bot_comments(n)
         .into_iter()
@@ -1674,6 +1666,13 @@ async fn a_run_whose_issue_github_refuses_to_show_is_still_failed_when_its_steps
         .only_path(&issue);
     s.github.inject(refused);
     let engine = s.engine.clone().unwrap();
+    reconciled_until_failed(&mut s, &engine, &run).await;
+    s.stop().await;
+}
+
+/// Reconciliation passes over `run`, whose steps keep dying: each queues
+/// the step again until the last, which fails the run.
+async fn reconciled_until_failed(s: &mut Story, engine: &closer::engine::run::Engine, run: &Run) {
     for _ in 1..closer::engine::run::MAX_DEAD_STEPS {
         let done = engine.reconcile().await.unwrap();
         assert_eq!(done.requeued, std::slice::from_ref(&run.id), "{done:?}");
@@ -1682,8 +1681,8 @@ async fn a_run_whose_issue_github_refuses_to_show_is_still_failed_when_its_steps
     let done = engine.reconcile().await.unwrap();
     assert_eq!(done.failed, std::slice::from_ref(&run.id), "{done:?}");
     s.idle().await;
-    assert_eq!(s.run(n).await.unwrap().state, RunState::Failed);
-    s.stop().await;
+    let state = s.run(run.issue_number).await.unwrap().state;
+    assert_eq!(state, RunState::Failed);
 }
 
 pub(crate) async fn a_run_whose_finish_dies(name: &str) -> (Story, IssueNumber, Run) {
