@@ -207,11 +207,8 @@ fn confined(config: &ServerConfig) -> anyhow::Result<Confinement> {
 /// root) for any local user who could reach it (decision 225). A directory
 /// that cannot be made so is logged, not fatal.
 fn private_data_dir(dir: &std::path::Path) {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    let made = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir);
+    use std::os::unix::fs::PermissionsExt as _;
+    let made = crate::engine::run::private_dir(dir);
     let mode = made
         .and_then(|()| std::fs::metadata(dir))
         .map(|m| m.permissions().mode());

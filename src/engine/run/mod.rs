@@ -63,7 +63,7 @@ pub use model_outage::{MODEL_OUTAGE_PATIENCE, ModelOutage};
 pub use reconcile::{MAX_DEAD_STEPS, Reconciled};
 pub use throttle::{EditThrottle, STATUS_EDIT_GAP};
 pub use usage::LlmPrices;
-pub use workspace::Workspace;
+pub use workspace::{Workspace, private_dir};
 
 use crate::agent::confine::Confinement;
 use crate::agent::process::BaseEnv;

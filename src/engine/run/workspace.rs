@@ -439,7 +439,7 @@ fn workspace_id(data_dir: &Path) -> String {
 }
 
 /// `dir` and its parents, made closer's alone (0700) when missing.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new()
         .recursive(true)
